@@ -1,0 +1,7 @@
+"""Placeholder: the capacity commands are being built (their issue owns this module)."""
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    """Add this domain's commands to the runledger app."""

@@ -1,0 +1,134 @@
+"""What every command shares: the common options, the context, the `command` decorator.
+
+    @command(app, "admit", example="runledger admit --goal g --run r1 --arm baseline")
+    def admit(ctx: Ctx, goal: GoalOpt, run: RunOpt, ...) -> dict:
+        with ctx.service(write=True) as ledger:
+            return ledger.admit(...)
+
+The decorator adds `--journal`, `--json` and `--lock-timeout-s` to the command's
+options, turns the docstring and the example into help, and routes the result or
+the expected error through `commands.output` (the one exit-code map).
+"""
+
+import functools
+import inspect
+import os
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+import typer
+
+from commands.output import Output, emit, emit_error
+from journal.errors import InvalidInput, RunledgerError
+from journal.limits import LOCK_TIMEOUT_S_DEFAULT
+
+DEFAULT_JOURNAL = "./runledger.jsonl"
+
+JournalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--journal",
+        envvar="RUNLEDGER_JOURNAL",
+        help="Journal file path or postgresql:// URL [default: ./runledger.jsonl].",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[
+    bool,
+    typer.Option("--json", envvar="RUNLEDGER_JSON", help="Print exactly one JSON object."),
+]
+LockTimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--lock-timeout-s",
+        envvar="RUNLEDGER_LOCK_TIMEOUT_S",
+        help="Seconds to wait for the journal lock before exit 4 [default: 30].",
+        show_default=False,
+    ),
+]
+AtOpt = Annotated[
+    str | None,
+    typer.Option("--at", help="Event time (RFC 3339); writers refuse one before the goal's last."),
+]
+GoalOpt = Annotated[str, typer.Option("--goal", help="Goal (campaign) identifier.")]
+
+
+@dataclass
+class Ctx:
+    """Where and how a command runs."""
+
+    journal_target: str
+    as_json: bool
+    lock_timeout_s: float
+
+    @contextmanager
+    def service(self, *, write: bool, allow_corrupt: bool = False) -> Iterator[Any]:
+        """The in-process API (`commands.api.Runledger`) opened on this journal."""
+        from commands.api import Runledger
+
+        ledger = Runledger.open(
+            self.journal_target,
+            write=write,
+            lock_timeout_s=self.lock_timeout_s,
+            allow_corrupt=allow_corrupt,
+        )
+        try:
+            yield ledger
+        finally:
+            ledger.close()
+
+
+_COMMON = [
+    inspect.Parameter(
+        "journal", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=JournalOpt
+    ),
+    inspect.Parameter("json_", inspect.Parameter.KEYWORD_ONLY, default=False, annotation=JsonOpt),
+    inspect.Parameter(
+        "lock_timeout_s", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LockTimeoutOpt
+    ),
+]
+
+
+def command(
+    app: typer.Typer, name: str, *, example: str, **options: Any
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `func(ctx, **params)` as a command with the common options."""
+
+    def register(func: Callable[..., Any]) -> Callable[..., Any]:
+        own = [p for p in inspect.signature(func).parameters.values() if p.name != "ctx"]
+        own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+
+        @functools.wraps(func)
+        def wrapper(**kwargs: Any) -> None:
+            as_json = bool(kwargs.pop("json_"))
+            timeout = kwargs.pop("lock_timeout_s")
+            ctx = Ctx(
+                journal_target=kwargs.pop("journal") or DEFAULT_JOURNAL,
+                as_json=as_json,
+                lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
+            )
+            try:
+                if ctx.lock_timeout_s < 0:
+                    raise InvalidInput("--lock-timeout-s must be >= 0", code="invalid_option")
+                result = func(ctx, **kwargs)
+            except RunledgerError as error:
+                raise typer.Exit(emit_error(error, as_json=as_json)) from None
+            raise typer.Exit(emit(result, as_json=as_json))
+
+        del wrapper.__wrapped__  # typer must see the new signature, not the original
+        wrapper.__signature__ = inspect.Signature(own + _COMMON)  # type: ignore[attr-defined]
+        doc = inspect.cleandoc(func.__doc__ or name)
+        help_text = f"{doc}\n\nExample:\n\n    {example}"
+        app.command(name, help=help_text, **options)(wrapper)
+        return func
+
+    return register
+
+
+def env_json() -> bool:
+    return os.environ.get("RUNLEDGER_JSON", "").lower() in ("1", "true", "yes", "on")
+
+
+__all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "command"]

@@ -1,0 +1,115 @@
+"""Journal commands: verify, digest, repair, checkpoint, log, export, import."""
+
+import json
+import sys
+from typing import Annotated
+
+import typer
+
+from commands.api import Runledger
+from commands.common import Ctx, command
+from commands.output import Output, table
+from commands.progress import progress_bar
+from journal import InvalidInput
+
+
+def _size_hint(ledger: Runledger) -> int | None:
+    return ledger.journal.store.size_hint(0, 0)
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "verify", example="runledger verify --journal runs.jsonl --digest 41:9f2c...")
+    def verify(
+        ctx: Ctx,
+        digest: Annotated[
+            str | None,
+            typer.Option("--digest", help="SEQ:HASH taken earlier: prove the journal only grew."),
+        ] = None,
+    ) -> dict:
+        """Check the whole hash chain and every payload; print the head."""
+        with (
+            ctx.service(write=False, allow_corrupt=True) as ledger,
+            progress_bar("verify", _size_hint(ledger)) as progress,
+        ):
+            return ledger.verify(digest, progress=progress)
+
+    @command(app, "digest", example="runledger digest --journal runs.jsonl")
+    def digest(ctx: Ctx) -> dict:
+        """Print the head (seq, hash, journal id) for anchoring elsewhere."""
+        with ctx.service(write=False) as ledger:
+            return ledger.digest()
+
+    @command(app, "repair", example="runledger repair --truncate-after 41 --yes")
+    def repair(
+        ctx: Ctx,
+        truncate_after: Annotated[
+            int, typer.Option("--truncate-after", help="Keep records up to this seq.")
+        ],
+        yes: Annotated[bool, typer.Option("--yes", help="Confirm moving later records.")] = False,
+    ) -> dict:
+        """Move every record after SEQ to a quarantine file beside the journal."""
+        if not yes:
+            raise InvalidInput(
+                "repair moves records out of the journal; add --yes to confirm",
+                code="confirmation_required",
+            )
+        if truncate_after < 0:
+            raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
+        with ctx.service(write=True, allow_corrupt=True) as ledger:
+            return ledger.repair(truncate_after)
+
+    @command(app, "checkpoint", example="runledger checkpoint --journal runs.jsonl")
+    def checkpoint(ctx: Ctx) -> dict:
+        """Write the projection state after the last record to <journal>.checkpoint."""
+        with ctx.service(write=True) as ledger:
+            return ledger.checkpoint()
+
+    @command(
+        app, "log", example="runledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z"
+    )
+    def log(
+        ctx: Ctx,
+        goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
+        kind: Annotated[
+            str | None, typer.Option("--kind", help="Only this kind (or prefix: capacity).")
+        ] = None,
+        since: Annotated[str | None, typer.Option("--since", help="Only at >= T.")] = None,
+        until: Annotated[str | None, typer.Option("--until", help="Only at <= T.")] = None,
+        limit: Annotated[int | None, typer.Option("--limit", help="At most N events.")] = None,
+    ) -> Output:
+        """List events (a table; --json prints JSON Lines, one event per line)."""
+        with ctx.service(write=False) as ledger:
+            events = ledger.log(goal=goal, kind=kind, since=since, until=until, limit=limit)
+            if ctx.as_json:
+                for event in events:
+                    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+                raise typer.Exit(0)
+            rows = [
+                [str(e["seq"]), e["at"], e["goal"] or "-", e["kind"], _summary(e["data"])]
+                for e in events
+            ]
+        return Output({"ok": True}, text=table(rows, ["SEQ", "AT", "GOAL", "KIND", "DATA"]))
+
+    @command(app, "export", example="runledger export --journal postgresql://... --to copy.jsonl")
+    def export(
+        ctx: Ctx, to: Annotated[str, typer.Option("--to", help="New file to write.")]
+    ) -> dict:
+        """Write every verified record, byte for byte, to a new JSONL file."""
+        with (
+            ctx.service(write=False) as ledger,
+            progress_bar("export", _size_hint(ledger)) as progress,
+        ):
+            return ledger.export(to, progress=progress)
+
+    @command(app, "import", example="runledger import --journal postgresql://... runs.jsonl")
+    def import_(
+        ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
+    ) -> dict:
+        """Load a verified JSONL journal into an empty journal, hashes preserved."""
+        with ctx.service(write=True) as ledger:
+            return ledger.import_from(file)
+
+
+def _summary(data: dict, width: int = 80) -> str:
+    text = json.dumps(data, separators=(",", ":"))
+    return text if len(text) <= width else text[: width - 1] + "…"

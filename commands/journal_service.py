@@ -1,0 +1,207 @@
+"""Journal-level use cases: verify, digest, repair, checkpoint, log, export, import."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from commands.service_base import ServiceBase
+from journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
+from journal.clock import canonical_at
+from journal.fsutil import FILE_MODE, fsync_dir, write_all
+from projections.ledger import PROJECTOR
+
+Progress = Callable[[int], None]
+
+
+def parse_digest(text: str) -> tuple[int, str]:
+    seq_text, _, hash_hex = text.partition(":")
+    if not seq_text.isdigit() or len(hash_hex) != 64 or hash_hex.strip("0123456789abcdef"):
+        raise InvalidInput(
+            f"--digest {text!r} is not SEQ:HASH (a seq and 64 lowercase hex digits)",
+            code="invalid_digest",
+        )
+    return int(seq_text), hash_hex
+
+
+class JournalService(ServiceBase):
+    def head_json(self) -> dict[str, Any]:
+        head = self.journal.head
+        return {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id}
+
+    def verify(self, digest: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+        """Check the whole chain; with a digest, prove the journal only grew since it."""
+        anchor = parse_digest(digest) if digest is not None else None
+        seen: dict[str, str] = {}
+
+        def remember(record: Record, payload: Any, line: bytes) -> None:
+            if anchor is not None and record.seq == anchor[0]:
+                seen["hash"] = record.hash
+
+        head = self.journal.verify(progress=progress, visit=remember if anchor else None)
+        result: dict[str, Any] = {
+            "ok": True,
+            "head": {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id},
+            "records": head.next_seq,
+            "bytes": head.offset,
+            "torn_tail": None,
+        }
+        torn = self.journal.torn_tail
+        if torn is not None:
+            result["torn_tail"] = {"seq": torn.seq, "offset": torn.offset, "reason": torn.reason}
+        if anchor is not None:
+            seq, hash_hex = anchor
+            if seq > head.seq:
+                raise JournalCorrupt(
+                    f"the journal ends at seq {head.seq}: it no longer holds digest seq {seq}",
+                    code="digest_not_found",
+                    seq=seq,
+                )
+            if seen.get("hash") != hash_hex:
+                raise JournalCorrupt(
+                    f"record {seq} has hash {seen.get('hash')}, not the digest's {hash_hex}: "
+                    "history was rewritten since the digest was taken",
+                    code="digest_mismatch",
+                    seq=seq,
+                    expected=hash_hex,
+                    found=seen.get("hash"),
+                )
+            result["digest"] = {"seq": seq, "hash": hash_hex, "contained": True}
+        return result
+
+    def digest(self) -> dict[str, Any]:
+        head = self.head_json()
+        if head["seq"] < 0:
+            raise InvalidInput("the journal is empty", code="empty_journal")
+        return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
+
+    def repair(self, truncate_after_seq: int) -> dict[str, Any]:
+        result = self.journal.repair(truncate_after_seq)
+        return {
+            "ok": True,
+            "appended": result.appended,
+            "truncated_after_seq": result.truncated_after_seq,
+            "quarantine": result.quarantine,
+            "quarantined_bytes": result.quarantined_bytes,
+            "head": self.head_json(),
+        }
+
+    def checkpoint(self) -> dict[str, Any]:
+        with self.journal.transaction():
+            checkpoint = self.journal.write_checkpoint()
+        return {
+            "ok": True,
+            "seq": checkpoint.seq,
+            "hash": checkpoint.hash,
+            "offset": checkpoint.offset,
+            "projection_version": checkpoint.projection_version,
+        }
+
+    def log(
+        self,
+        *,
+        goal: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """Events in journal order, filtered (`kind` matches exactly or as a prefix)."""
+        since_at = canonical_at(since) if since else None
+        until_at = canonical_at(until) if until else None
+        if limit is not None and limit < 0:
+            raise InvalidInput("--limit must be >= 0", code="invalid_option")
+        count = 0
+        for record, _payload, _line in self.journal.records():
+            if limit is not None and count >= limit:
+                return
+            if goal is not None and record.goal != goal:
+                continue
+            if kind is not None and not (
+                record.kind == kind or record.kind.startswith(kind.rstrip(".") + ".")
+            ):
+                continue
+            if since_at is not None and record.at < since_at:
+                continue
+            if until_at is not None and record.at > until_at:
+                continue
+            count += 1
+            yield record_json(record)
+
+    def export(self, to_path: str, progress: Progress | None = None) -> dict[str, Any]:
+        """Write every verified record, byte for byte, to a new file."""
+        try:
+            fd = os.open(
+                to_path,
+                os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                FILE_MODE,
+            )
+        except FileExistsError:
+            raise InvalidInput(
+                f"{to_path} already exists; export never overwrites", code="export_target_exists"
+            ) from None
+        except OSError as exc:
+            raise StorageFailure(f"cannot create {to_path}: {exc.strerror}") from exc
+        records = size_bytes = 0
+        try:
+            buffer: list[bytes] = []
+            buffered = 0
+            for _record, _payload, line in self.journal.records(progress=progress):
+                buffer.append(line + b"\n")
+                buffered += len(line) + 1
+                records += 1
+                if buffered >= 1 << 22:
+                    size_bytes += write_all(fd, b"".join(buffer))
+                    buffer.clear()
+                    buffered = 0
+            size_bytes += write_all(fd, b"".join(buffer))
+            os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            os.unlink(to_path)
+            raise StorageFailure(f"export to {to_path} failed: {exc.strerror}") from exc
+        except BaseException:
+            os.close(fd)
+            os.unlink(to_path)
+            raise
+        os.close(fd)
+        fsync_dir(to_path)
+        return {
+            "ok": True,
+            "to": to_path,
+            "records": records,
+            "bytes": size_bytes,
+            "head": self.head_json(),
+        }
+
+    def import_from(self, source_path: str) -> dict[str, Any]:
+        """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
+        source = Journal.open(source_path, PROJECTOR, write=False, use_checkpoint=False)
+        try:
+            head = self.journal.import_records(source)
+        finally:
+            source.close()
+        return {
+            "ok": True,
+            "appended": True,
+            "records": head.next_seq,
+            "head": {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id},
+        }
+
+
+_to_builtins = msgspec.to_builtins
+
+
+def record_json(record: Record) -> dict[str, Any]:
+    return {
+        "seq": record.seq,
+        "at": record.at,
+        "kind": record.kind,
+        "goal": record.goal,
+        "data": msgspec.json.decode(record.data),
+        "prev": record.prev,
+        "hash": record.hash,
+    }

@@ -1,0 +1,101 @@
+"""Printing results and errors: the one place that maps outcomes to exit codes.
+
+A command returns a JSON-ready dict (`{"ok": ...}`) or an `Output`; an expected
+failure is a `journal.RunledgerError`. Exit codes (SPEC §8): 0 ok (idempotent
+replays included), 1 a decision refused, 2 invalid input, 3 journal corrupt or
+wrong file type, 4 I/O failure or lock timeout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from journal.errors import RunledgerError
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_CORRUPT = 3
+EXIT_IO = 4
+
+
+@dataclass
+class Output:
+    """A command's result: the JSON object, optional human text, optional exit code."""
+
+    data: dict[str, Any]
+    text: str | None = None
+    exit_code: int | None = None
+
+
+def exit_code_of(data: dict[str, Any]) -> int:
+    return EXIT_OK if data.get("ok", True) else EXIT_REFUSED
+
+
+def emit(result: Output | dict[str, Any], *, as_json: bool) -> int:
+    output = result if isinstance(result, Output) else Output(result)
+    code = output.exit_code if output.exit_code is not None else exit_code_of(output.data)
+    if as_json:
+        sys.stdout.write(json.dumps(output.data, separators=(",", ":"), default=str) + "\n")
+    else:
+        text = output.text if output.text is not None else render_text(output.data)
+        stream = sys.stdout if code in (EXIT_OK, EXIT_REFUSED) else sys.stderr
+        if text:
+            stream.write(text if text.endswith("\n") else text + "\n")
+    sys.stdout.flush()
+    return code
+
+
+def emit_error(error: RunledgerError, *, as_json: bool) -> int:
+    if as_json:
+        body = {"ok": False, "error": error.to_json()}
+        sys.stdout.write(json.dumps(body, separators=(",", ":"), default=str) + "\n")
+        sys.stdout.flush()
+    else:
+        sys.stderr.write(f"runledger: error: {error.message} [{error.code}]\n")
+    return error.exit_code
+
+
+def render_text(data: dict[str, Any], indent: int = 0) -> str:
+    """A concise, indented rendering of a JSON result for people."""
+    lines: list[str] = []
+    pad = "  " * indent
+    for key, value in data.items():
+        if key == "ok" and indent == 0:
+            continue
+        if isinstance(value, dict) and value:
+            lines.append(f"{pad}{key}:")
+            lines.append(render_text(value, indent + 1))
+        elif isinstance(value, list) and value and isinstance(value[0], dict):
+            lines.append(f"{pad}{key}:")
+            for item in value:
+                inner = render_text(item, indent + 2).lstrip()
+                lines.append(f"{pad}  - {inner}")
+        elif isinstance(value, list):
+            lines.append(f"{pad}{key}: {', '.join(map(str, value)) if value else '-'}")
+        else:
+            lines.append(f"{pad}{key}: {_scalar(value)}")
+    if indent == 0 and data.get("ok") is False and "reasons" in data:
+        lines.insert(0, "REFUSED: " + ", ".join(map(str, data["reasons"])))
+    return "\n".join(line for line in lines if line)
+
+
+def _scalar(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:g}"
+    return str(value)
+
+
+def table(rows: list[list[str]], header: list[str]) -> str:
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
+    out = [" ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=False)).rstrip()]
+    for row in rows:
+        out.append(" ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)).rstrip())
+    return "\n".join(out)

@@ -1,0 +1,73 @@
+"""The base every domain service builds on: a journal handle and shared helpers."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from journal import InvalidInput, Journal
+from journal.clock import canonical_at
+from journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
+from journal.store import PendingRecord
+from projections.ledger import Ledger
+from projections.types import IDENTIFIER_PATTERN
+
+_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+
+
+class ServiceBase:
+    """Holds the open journal; domain services are mixins over it."""
+
+    journal: Journal[Ledger]
+
+    def __init__(self, journal: Journal[Ledger]) -> None:
+        self.journal = journal
+
+    # -- reading state ------------------------------------------------------------
+
+    def state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
+        """The ledger now, as of time `at` (every event with at <= T) or record `seq`."""
+        if at is not None and seq is not None:
+            raise InvalidInput("give --at or --seq, not both", code="invalid_option")
+        if seq is not None:
+            if seq < 0 or seq > self.journal.head.seq:
+                raise InvalidInput(
+                    f"--seq {seq} is not in the journal (head is {self.journal.head.seq})",
+                    code="seq_out_of_range",
+                )
+            return self.journal.fold_as_of(seq=seq)[0]
+        if at is not None:
+            return self.journal.fold_as_of(at=canonical_at(at))[0]
+        return self.journal.state
+
+
+def event_json(pending: PendingRecord) -> dict[str, Any]:
+    record = pending.record
+    return {"seq": record.seq, "hash": record.hash, "kind": record.kind, "at": record.at}
+
+
+def check_identifier(option: str, value: str) -> str:
+    if not _IDENTIFIER.match(value):
+        raise InvalidInput(
+            f"{option} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} characters of "
+            "A-Z a-z 0-9 . _ : @ / -)",
+            code="invalid_identifier",
+            option=option,
+        )
+    return value
+
+
+def check_tokens(option: str, value: int) -> int:
+    if not 0 <= value <= TOKEN_COUNT_MAX:
+        raise InvalidInput(
+            f"{option} must be an integer from 0 to 10^12, got {value}",
+            code="invalid_token_count",
+            option=option,
+        )
+    return value
+
+
+def check_text(option: str, value: str) -> str:
+    if len(value.encode()) > FREE_TEXT_BYTES_MAX:
+        raise InvalidInput(f"{option} is longer than 4 KiB", code="text_too_long", option=option)
+    return value

@@ -1,0 +1,9 @@
+"""Placeholder: the settlement use cases are being built (their issue owns this module)."""
+
+from __future__ import annotations
+
+from commands.service_base import ServiceBase
+
+
+class SettlementService(ServiceBase):
+    pass

@@ -1,0 +1,163 @@
+"""Verifying a byte stream of records against the chain, and classifying failures.
+
+`scan` is the one loop every reader and writer uses: it checks each complete line
+(self-verifying, seq contiguous, prev chained, `at` canonical and non-decreasing per
+goal, payload decodes against its kind's schema) and hands verified records to a
+visitor. On the first failure it stops and reports where; `classify_tail` then
+decides whether the bytes from there on are a torn tail or mid-log corruption
+(SPEC §2.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import msgspec
+
+from journal.clock import is_canonical_at
+from journal.limits import GENESIS_PREV, LINE_BYTES_MAX
+from journal.record import GENESIS_KIND, JournalCreated, Record, self_verify
+
+PayloadDecoder = Callable[[bytes], Any]
+Visitor = Callable[[Record, Any, bytes], None]
+"""Called with each verified record, its decoded payload and its line (no newline)."""
+
+_decode_genesis = msgspec.json.Decoder(JournalCreated).decode
+
+
+@dataclass
+class Head:
+    """Where the verified prefix of a journal ends."""
+
+    next_seq: int = 0
+    prev_hash: str = GENESIS_PREV
+    offset: int = 0
+    journal_id: str | None = None
+    goal_last_at: dict[str | None, str] = field(default_factory=dict)
+
+    @property
+    def seq(self) -> int:
+        """The seq of the last verified record (-1 for an empty journal)."""
+        return self.next_seq - 1
+
+    def copy(self) -> Head:
+        return Head(
+            self.next_seq, self.prev_hash, self.offset, self.journal_id, dict(self.goal_last_at)
+        )
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The first record that does not verify."""
+
+    seq: int
+    offset: int
+    reason: str
+    self_verifying: bool
+
+
+def scan(
+    buf: bytes | memoryview,
+    head: Head,
+    decoders: Callable[[str], PayloadDecoder | None],
+    visit: Visitor | None,
+    *,
+    stop_after_seq: int | None = None,
+) -> Failure | None:
+    """Verify the complete lines of `buf` (which starts at `head.offset`) in order.
+
+    `head` advances past every record that verifies; a trailing partial line is left
+    for the caller. Returns the first failure, or None.
+    """
+    data = bytes(buf)
+    pos = 0
+    end = len(data)
+    goal_last_at = head.goal_last_at
+    while pos < end:
+        if stop_after_seq is not None and head.next_seq > stop_after_seq:
+            return None
+        nl = data.find(b"\n", pos, min(end, pos + LINE_BYTES_MAX))
+        if nl < 0:
+            if end - pos >= LINE_BYTES_MAX:
+                return Failure(head.next_seq, head.offset, "line exceeds 1 MiB", False)
+            return None  # a partial line: the caller decides what it means
+        line = data[pos:nl]
+        record = self_verify(line)
+        if record is None:
+            return Failure(head.next_seq, head.offset, _why_not_self_verifying(line), False)
+        reason = _chain_problem(record, head, goal_last_at)
+        payload: Any = None
+        if reason is None:
+            try:
+                if record.kind == GENESIS_KIND:
+                    payload = _decode_genesis(record.data)
+                else:
+                    decode = decoders(record.kind)
+                    if decode is None:
+                        reason = f"unknown event kind {record.kind!r}"
+                    else:
+                        payload = decode(record.data)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                reason = f"payload of {record.kind} does not decode: {exc}"
+        if reason is not None:
+            return Failure(head.next_seq, head.offset, reason, True)
+        if record.seq == 0:
+            head.journal_id = payload.journal_id
+        goal_last_at[record.goal] = record.at
+        head.next_seq += 1
+        head.prev_hash = record.hash
+        head.offset += nl + 1 - pos
+        pos = nl + 1
+        if visit is not None:
+            visit(record, payload, line)
+    return None
+
+
+def _chain_problem(record: Record, head: Head, goal_last_at: dict[str | None, str]) -> str | None:
+    if record.seq != head.next_seq:
+        return f"seq {record.seq} where {head.next_seq} was expected"
+    if record.prev != head.prev_hash:
+        return "prev does not match the previous record's hash"
+    if (record.seq == 0) != (record.kind == GENESIS_KIND) or (record.seq == 0) != (
+        record.goal is None and record.prev == GENESIS_PREV
+    ):
+        return "only the first record is the genesis record"
+    if not is_canonical_at(record.at):
+        return f"at {record.at!r} is not a canonical UTC timestamp"
+    last = goal_last_at.get(record.goal)
+    if last is not None and record.at < last:
+        return f"at {record.at} is earlier than the goal's previous event ({last})"
+    return None
+
+
+def _why_not_self_verifying(line: bytes) -> str:
+    if not line.strip(b"\x00"):
+        return "NUL bytes"
+    try:
+        msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return "line does not parse"
+    return "hash does not match the line's bytes"
+
+
+TailKind = Literal["torn", "corrupt"]
+
+
+def classify_tail(rest: bytes, failure: Failure) -> TailKind:
+    """Torn tail or mid-log corruption, for the bytes from the failing record on.
+
+    Acknowledged bytes are never torn: a self-verifying line that fails to chain or
+    decode is corruption. Otherwise it is corruption only if some self-verifying line
+    follows the failing one.
+    """
+    if failure.self_verifying:
+        return "corrupt"
+    nl = rest.find(b"\n")
+    if nl < 0:
+        return "torn"
+    for line in rest[nl + 1 :].split(b"\n")[:-1]:
+        if self_verify(line) is not None:
+            return "corrupt"
+    return "torn"

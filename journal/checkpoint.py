@@ -1,0 +1,84 @@
+"""Checkpoints: the projection state after record N, stored beside the journal.
+
+`<journal>.checkpoint` (msgspec MessagePack) is written atomically (temp file,
+fsync, rename, fsync the directory) and used only after the record ending its
+prefix is found in the log with exactly its seq and hash, and its projection
+version matches the code. Anything else and it is ignored with a warning.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import msgspec
+
+from journal.fsutil import FILE_MODE, fsync_dir, write_all
+
+
+class JournalHeadState(msgspec.Struct, forbid_unknown_fields=True):
+    """The journal's own fold: what the chain verifier needs to continue."""
+
+    goal_last_at: dict[str, str]
+
+
+class Checkpoint(msgspec.Struct, forbid_unknown_fields=True):
+    seq: int
+    hash: str
+    offset: int
+    journal_id: str
+    projection_version: str
+    state: msgspec.Raw
+    head: JournalHeadState
+
+
+_encode = msgspec.msgpack.Encoder().encode
+_decode = msgspec.msgpack.Decoder(Checkpoint).decode
+
+
+def checkpoint_path(journal_path: str) -> str:
+    return journal_path + ".checkpoint"
+
+
+def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    fd = os.open(
+        tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
+    )
+    try:
+        write_all(fd, _encode(checkpoint))
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(path)
+
+
+def read_checkpoint(path: str) -> Checkpoint | None:
+    """The checkpoint at `path`, or None (with a warning) if it is missing or unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        warn(f"ignoring checkpoint {path}: {exc.strerror}")
+        return None
+    try:
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    try:
+        return _decode(b"".join(chunks))
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        warn(f"ignoring checkpoint {path}: it does not decode ({exc})")
+        return None
+
+
+def encode_state(state: object) -> bytes:
+    return _encode(state)
+
+
+def warn(message: str) -> None:
+    print(f"runledger: warning: {message}", file=sys.stderr)

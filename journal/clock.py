@@ -1,0 +1,78 @@
+"""Event time: RFC 3339 UTC strings with microseconds, and integer microseconds.
+
+Canonical `at` strings (``2026-11-29T09:41:12.000000Z``) sort lexicographically in
+time order, so the journal compares them as strings and only projections that do
+arithmetic convert them to integer microseconds since the epoch (`*_us`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from datetime import UTC, datetime, timedelta
+
+from journal.errors import InvalidInput
+
+US_PER_S = 1_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_DURATION = re.compile(r"^\+?(\d+(?:\.\d+)?)(us|ms|s|m|h|d)?$")
+_UNIT_US = {
+    "us": 1,
+    "ms": 1_000,
+    "s": US_PER_S,
+    "m": 60 * US_PER_S,
+    "h": 3600 * US_PER_S,
+    "d": 86400 * US_PER_S,
+}
+_CANONICAL = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+
+
+def wall_us() -> int:
+    """The wall clock now, in microseconds since the epoch."""
+    return time.time_ns() // 1000
+
+
+def format_us(at_us: int) -> str:
+    """Canonical `at` string for a time in microseconds since the epoch."""
+    return (_EPOCH + timedelta(microseconds=at_us)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_at(text: str) -> int:
+    """Microseconds since the epoch for an RFC 3339 timestamp with a zone."""
+    try:
+        parsed = datetime.fromisoformat(text.strip())
+    except ValueError as exc:
+        raise InvalidInput(f"not an RFC 3339 timestamp: {text!r}", code="invalid_time") from exc
+    if parsed.tzinfo is None:
+        raise InvalidInput(
+            f"timestamp {text!r} has no zone; add Z or an offset such as +00:00",
+            code="invalid_time",
+        )
+    delta = parsed - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
+
+
+def canonical_at(text: str) -> str:
+    """Normalise any RFC 3339 timestamp to the canonical UTC form."""
+    return text if _CANONICAL.match(text) else format_us(parse_at(text))
+
+
+def is_canonical_at(text: str) -> bool:
+    return _CANONICAL.match(text) is not None
+
+
+def parse_duration_us(text: str) -> int:
+    """Durations as users write them: ``90s``, ``30m``, ``2h``, ``1d`` (bare = seconds)."""
+    match = _DURATION.match(text.strip())
+    if match is None:
+        raise InvalidInput(
+            f"not a duration: {text!r} (use e.g. 90s, 30m, 2h, 1d)", code="invalid_duration"
+        )
+    return int(float(match.group(1)) * _UNIT_US[match.group(2) or "s"])
+
+
+def parse_deadline_us(text: str, now_us: int) -> int:
+    """An absolute RFC 3339 deadline, or one relative to the event time (``+30m``)."""
+    if text.strip().startswith("+"):
+        return now_us + parse_duration_us(text)
+    return parse_at(text)

@@ -1,0 +1,269 @@
+"""The file store: one JSON Lines file, flock-serialised, fdatasync-durable.
+
+Writers hold an exclusive `flock` for a whole transaction (read tail -> fold ->
+sample time -> decide -> one write -> fdatasync). `flock` and not `fcntl` record
+locks: a stray close() of any descriptor of the file releases the latter.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import time
+from collections.abc import Iterator, Sequence
+
+from journal.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
+from journal.errors import (
+    JournalCorrupt,
+    JournalPoisoned,
+    LockTimeout,
+    NotRegularFile,
+    StorageFailure,
+)
+from journal.fsutil import FILE_MODE, fsync_dir, write_all
+from journal.limits import LINE_BYTES_MAX, LOCK_POLL_S_MAX, LOCK_POLL_S_MIN, READ_CHUNK_BYTES
+from journal.store import PendingRecord
+
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+
+
+def _refuse_special(path: str, exc: OSError) -> NotRegularFile | JournalCorrupt:
+    if exc.errno == errno.ELOOP:
+        return NotRegularFile(f"{path} is a symlink; refusing to follow it", path=path)
+    if exc.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV):
+        return NotRegularFile(f"{path} is not a regular file", path=path)
+    return JournalCorrupt(
+        f"cannot open {path}: {exc.strerror}", code="journal_unreadable", path=path
+    )
+
+
+def _check_regular(path: str, fd: int) -> None:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise NotRegularFile(f"{path} is not a regular file", path=path)
+
+
+def open_for_read(path: str) -> int:
+    """A read-only descriptor of an existing regular journal file (never blocks)."""
+    try:
+        fd = os.open(path, _READ_FLAGS)
+    except FileNotFoundError:
+        raise JournalCorrupt(
+            f"no journal at {path} (a writing command creates it)",
+            code="journal_not_found",
+            path=path,
+        ) from None
+    except OSError as exc:
+        raise _refuse_special(path, exc) from exc
+    _check_regular(path, fd)
+    return fd
+
+
+class FileStore:
+    """Low-level access to one journal file. Not thread-safe; one per process or thread."""
+
+    def __init__(self, path: str, *, create: bool) -> None:
+        self.path = self.target = path
+        self.writable = create
+        self.poisoned = False
+        self._locked = False
+        self.created = False
+        self.read_fd = -1
+        self.write_fd = -1
+        if create:
+            self.write_fd = self._open_writer()
+            self.read_fd = open_for_read(path)
+        else:
+            self.read_fd = open_for_read(path)
+
+    def _open_writer(self) -> int:
+        try:
+            fd = os.open(self.path, _WRITE_FLAGS)
+        except FileNotFoundError:
+            try:
+                fd = os.open(self.path, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE)
+                self.created = True
+            except FileExistsError:
+                return self._open_writer()
+            except OSError as exc:
+                raise StorageFailure(f"cannot create {self.path}: {exc.strerror}") from exc
+        except OSError as exc:
+            raise _refuse_special(self.path, exc) from exc
+        _check_regular(self.path, fd)
+        return fd
+
+    # -- locking -----------------------------------------------------------------
+
+    def lock(self, timeout_s: float) -> None:
+        """Take the exclusive flock, waiting at most `timeout_s` seconds."""
+        self._check_usable()
+        deadline = time.monotonic() + timeout_s
+        pause_s = LOCK_POLL_S_MIN
+        while True:
+            try:
+                fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._locked = True
+                return
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
+            now = time.monotonic()
+            if now >= deadline:
+                raise LockTimeout(
+                    f"journal {self.path} stayed locked for {timeout_s:g} s",
+                    lock_timeout_s=timeout_s,
+                )
+            time.sleep(min(pause_s, deadline - now))
+            pause_s = min(pause_s * 2, LOCK_POLL_S_MAX)
+
+    def unlock(self) -> None:
+        if self._locked:
+            self._locked = False
+            fcntl.flock(self.write_fd, fcntl.LOCK_UN)
+
+    # -- reading -----------------------------------------------------------------
+
+    def size(self) -> int:
+        return os.fstat(self.read_fd).st_size
+
+    def read(self, offset: int, size_bytes: int) -> bytes:
+        try:
+            return os.pread(self.read_fd, size_bytes, offset)
+        except OSError as exc:
+            raise StorageFailure(f"cannot read {self.path}: {exc.strerror}") from exc
+
+    def chunks(self, offset: int, next_seq: int) -> Iterator[bytes]:
+        end = self.size()
+        while offset < end:
+            chunk = self.read(offset, min(READ_CHUNK_BYTES, end - offset))
+            if not chunk:
+                return
+            offset += len(chunk)
+            yield chunk
+
+    def size_hint(self, offset: int, next_seq: int) -> int | None:
+        return max(0, self.size() - offset)
+
+    def has_new_records(self, offset: int, next_seq: int) -> bool:
+        return self.size() != offset
+
+    def rest_from(self, offset: int, next_seq: int) -> bytes:
+        return self.read(offset, max(0, self.size() - offset))
+
+    def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
+        if offset == 0:
+            return self.size() >= 0
+        # Every line ends with `"hash":"<64 hex>"}\n`: 67 bytes hold the hash.
+        return self.read(offset - 67, 67) == f'{hash_hex}"}}\n'.encode()[-67:] and (
+            self.size() >= offset
+        )
+
+    def line_ending_at(self, offset: int, seq: int = -1) -> bytes | None:
+        """The complete line (without newline) whose newline is the byte before `offset`."""
+        if offset <= 0:
+            return None
+        start = max(0, offset - LINE_BYTES_MAX - 1)
+        chunk = self.read(start, offset - start)
+        if len(chunk) != offset - start or not chunk.endswith(b"\n"):
+            return None
+        begin = chunk.rfind(b"\n", 0, len(chunk) - 1)
+        if begin < 0 and start > 0:
+            return None
+        return chunk[begin + 1 : -1]
+
+    # -- writing -----------------------------------------------------------------
+
+    def append(self, records: Sequence[PendingRecord], offset: int) -> None:
+        """One write of whole lines, then fdatasync. Rolls back a short write."""
+        self._check_usable()
+        data = records[0].line if len(records) == 1 else b"".join([r.line for r in records])
+        self.write_durably(data, offset)
+
+    def write_durably(self, data: bytes, size_before: int) -> None:
+        self._check_usable()
+        try:
+            written = os.write(self.write_fd, data)
+        except OSError as exc:
+            self._roll_back(size_before)
+            raise StorageFailure(
+                f"write to {self.path} failed: {exc.strerror}; nothing was acknowledged",
+                code="no_space" if exc.errno == errno.ENOSPC else "io_error",
+            ) from exc
+        if written != len(data):
+            self._roll_back(size_before)
+            raise StorageFailure(
+                f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
+                code="short_write",
+            )
+        self.sync()
+
+    def sync(self) -> None:
+        try:
+            os.fdatasync(self.write_fd)
+        except OSError as exc:
+            # Never retry: the kernel may already have marked the failed pages clean, so a
+            # second fdatasync could "succeed" without the data being on disk (fsyncgate).
+            self.poisoned = True
+            raise JournalPoisoned(
+                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
+                "and the next open runs recovery",
+                code="fsync_failed",
+            ) from exc
+
+    def _roll_back(self, size_before: int) -> None:
+        try:
+            os.ftruncate(self.write_fd, size_before)
+        except OSError as exc:
+            self.poisoned = True
+            raise JournalPoisoned(
+                f"could not roll back a failed write to {self.path}: {exc.strerror}"
+            ) from exc
+
+    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
+        """Move the bytes after `offset` to `<journal>.<label>.<seq>.<unix_ns>`; truncate."""
+        self._check_usable()
+        tail = self.read(offset, max(0, self.size() - offset))
+        keep_path = f"{self.path}.{label}.{next_seq}.{time.time_ns()}"
+        fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        try:
+            write_all(fd, tail)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.ftruncate(self.write_fd, offset)
+        except OSError as exc:
+            raise StorageFailure(f"cannot truncate {self.path}: {exc.strerror}") from exc
+        self.sync()
+        fsync_dir(self.path)
+        return keep_path
+
+    def created_durably(self) -> None:
+        """The genesis record is durable: make the file's directory entry durable too."""
+        fsync_dir(self.path)
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        return read_checkpoint(checkpoint_path(self.path))
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        write_checkpoint(checkpoint_path(self.path), checkpoint)
+
+    def _check_usable(self) -> None:
+        if self.poisoned:
+            raise JournalPoisoned(
+                f"an earlier fdatasync of {self.path} failed; reopen the journal to recover"
+            )
+        if self.write_fd < 0:
+            raise StorageFailure(f"{self.path} was opened read-only", code="read_only")
+
+    def close(self) -> None:
+        self.unlock()
+        for fd in (self.read_fd, self.write_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.read_fd = self.write_fd = -1

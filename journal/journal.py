@@ -1,0 +1,641 @@
+"""The journal: a store, a projector folded over it, and transactions that append.
+
+    journal = Journal.open("runledger.jsonl", projector)
+    with journal.transaction() as txn:           # lock, catch up, sample time
+        at = txn.time_for("goal-a", explicit_at=None)
+        decision = decide(txn.state, ...)        # pure
+        txn.append("capacity.admitted", "goal-a", payload, at)
+    # committed: one write, one fdatasync, then the lock is released
+
+The journal knows nothing of the domain: a `Projector` supplies the payload schemas,
+the initial state and the fold step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
+from journal.checkpoint import Checkpoint, JournalHeadState, warn
+from journal.clock import canonical_at, format_us, is_canonical_at, wall_us
+from journal.errors import (
+    InvalidInput,
+    JournalCorrupt,
+    JournalPoisoned,
+    RunledgerError,
+    TimeRegression,
+)
+from journal.limits import (
+    BATCH_BYTES_MAX,
+    BATCH_EVENTS_MAX,
+    CHECKPOINT_EVERY_EVENTS,
+    FORMAT_VERSION,
+    LINE_BYTES_MAX,
+    LOCK_TIMEOUT_S_DEFAULT,
+)
+from journal.record import (
+    REPAIRED_KIND,
+    JournalCreated,
+    JournalRepaired,
+    Record,
+    encode_line,
+    encode_payload,
+    genesis_line,
+    self_verify,
+)
+from journal.store import PendingRecord, Store
+
+S = TypeVar("S")
+_decode_genesis = msgspec.json.Decoder(JournalCreated).decode
+_decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
+Progress = Callable[[int], None]
+"""Called with the number of bytes just processed (for progress bars)."""
+
+
+class Projector(Protocol[S]):
+    """What the journal needs to know about the domain."""
+
+    version: str
+
+    def decoder(self, kind: str) -> PayloadDecoder | None: ...
+
+    def initial(self) -> S: ...
+
+    def apply(self, state: S, record: Record, payload: Any) -> None: ...
+
+    def dump(self, state: S) -> bytes: ...
+
+    def load(self, blob: bytes) -> S: ...
+
+
+def open_store(target: str, *, write: bool) -> Store:
+    """The store a `--journal` target names: a file path or a postgresql:// URL."""
+    if target.startswith(("postgresql://", "postgres://")):
+        from journal.pgstore import PgStore
+
+        pg_store: Store = PgStore(target, create=write)
+        return pg_store
+    from journal.filestore import FileStore
+
+    return FileStore(target, create=write)
+
+
+class Journal(Generic[S]):
+    """An open journal with its projection state kept current."""
+
+    def __init__(
+        self,
+        store: Store,
+        projector: Projector[S],
+        *,
+        lock_timeout_s: float = LOCK_TIMEOUT_S_DEFAULT,
+        checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
+        allow_corrupt: bool = False,
+    ) -> None:
+        self.store = store
+        self.projector = projector
+        self.lock_timeout_s = lock_timeout_s
+        self.checkpoint_every = checkpoint_every
+        self.head = Head()
+        self.state = projector.initial()
+        self.checkpoint_seq = -1
+        self.recovered: list[str] = []
+        """Paths of torn tails this handle moved aside."""
+        self.corruption: Failure | None = None
+        """For readers opened with allow_corrupt: where the verified prefix ends."""
+        self.torn_tail: Failure | None = None
+        self._allow_corrupt = allow_corrupt
+        project_decoder = projector.decoder
+        self.decoder: Callable[[str], PayloadDecoder | None] = lambda kind: (
+            _decode_repaired if kind == REPAIRED_KIND else project_decoder(kind)
+        )
+        self._in_transaction = False
+        self._state_valid = False
+
+    @classmethod
+    def open(
+        cls,
+        target: str,
+        projector: Projector[S],
+        *,
+        write: bool = True,
+        lock_timeout_s: float = LOCK_TIMEOUT_S_DEFAULT,
+        checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
+        allow_corrupt: bool = False,
+        use_checkpoint: bool = True,
+    ) -> Journal[S]:
+        """Open for writing (recovery runs under the lock) or for reading (no lock)."""
+        store = open_store(target, write=write)
+        journal = cls(
+            store,
+            projector,
+            lock_timeout_s=lock_timeout_s,
+            checkpoint_every=checkpoint_every,
+            allow_corrupt=allow_corrupt,
+        )
+        try:
+            if write:
+                store.lock(lock_timeout_s)
+                try:
+                    journal._refresh(recover=True, use_checkpoint=use_checkpoint)
+                finally:
+                    store.unlock()
+            else:
+                journal._refresh(recover=False, use_checkpoint=use_checkpoint)
+        except BaseException:
+            store.close()
+            raise
+        return journal
+
+    # -- folding -------------------------------------------------------------------
+
+    def _refresh(self, *, recover: bool, use_checkpoint: bool = True) -> None:
+        """Bring head and state up to the end of the store."""
+        if self._state_valid and not self.store.tail_matches(
+            self.head.offset, self.head.seq, self.head.prev_hash
+        ):
+            # Someone cut records we had folded (repair in another process): start over.
+            self._state_valid = False
+        if not self._state_valid:
+            self.head = Head()
+            self.state = self.projector.initial()
+            self.checkpoint_seq = -1
+            if use_checkpoint:
+                self._load_checkpoint()
+            self._state_valid = True
+        if not self.store.has_new_records(self.head.offset, self.head.next_seq):
+            return
+        failure = self._fold_into(self.head, self.state, self._apply_visitor(self.state))
+        if failure is not None:
+            self._handle_failure(failure, recover=recover)
+
+    def _apply_visitor(self, state: S) -> Visitor:
+        apply = self.projector.apply
+
+        def visit(record: Record, payload: Any, line: bytes) -> None:
+            apply(state, record, payload)
+
+        return visit
+
+    def _fold_into(
+        self,
+        head: Head,
+        state: S,
+        visit: Visitor | None,
+        *,
+        stop_after_seq: int | None = None,
+        progress: Progress | None = None,
+    ) -> Failure | None:
+        """Verify and visit the records after `head`; returns the first failure."""
+        carry = b""
+        decoder = self.decoder
+        for chunk in self.store.chunks(head.offset, head.next_seq):
+            buf = carry + chunk if carry else chunk
+            start = head.offset
+            failure = scan(buf, head, decoder, visit, stop_after_seq=stop_after_seq)
+            if progress is not None:
+                progress(head.offset - start)
+            if failure is not None:
+                return failure
+            if stop_after_seq is not None and head.next_seq > stop_after_seq:
+                return None
+            carry = buf[head.offset - start :]
+        if carry:
+            return Failure(head.next_seq, head.offset, "unterminated last line", False)
+        return None
+
+    def _handle_failure(self, failure: Failure, *, recover: bool) -> None:
+        rest = self.store.rest_from(failure.offset, failure.seq)
+        if classify_tail(rest, failure) == "torn":
+            self.torn_tail = failure
+            if recover:
+                path = self.store.cut_tail(failure.offset, failure.seq, "torn")
+                self.recovered.append(path)
+                warn(
+                    f"recovered a torn tail of {len(rest)} bytes after seq {failure.seq - 1}; "
+                    f"the bytes are kept in {path}"
+                )
+                self.torn_tail = None
+            return
+        self.corruption = failure
+        if not self._allow_corrupt or recover:
+            raise JournalCorrupt(
+                f"journal {self.store.target} is corrupt at seq {failure.seq} "
+                f"(byte {failure.offset}): {failure.reason}",
+                seq=failure.seq,
+                offset=failure.offset,
+                reason=failure.reason,
+            )
+
+    def _load_checkpoint(self) -> None:
+        checkpoint = self.store.load_checkpoint()
+        if checkpoint is None:
+            return
+        problem = self._checkpoint_problem(checkpoint)
+        if problem is not None:
+            warn(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
+            return
+        try:
+            self.state = self.projector.load(bytes(checkpoint.state))
+        except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
+            warn(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
+            self.state = self.projector.initial()
+            return
+        self.head = Head(
+            next_seq=checkpoint.seq + 1,
+            prev_hash=checkpoint.hash,
+            offset=checkpoint.offset,
+            journal_id=checkpoint.journal_id,
+            goal_last_at={(g or None): at for g, at in checkpoint.head.goal_last_at.items()},
+        )
+        self.checkpoint_seq = checkpoint.seq
+
+    def _checkpoint_problem(self, checkpoint: Checkpoint) -> str | None:
+        if checkpoint.projection_version != self.projector.version:
+            return (
+                f"projection version {checkpoint.projection_version!r} is not the code's "
+                f"{self.projector.version!r}"
+            )
+        line = self.store.line_ending_at(checkpoint.offset, checkpoint.seq)
+        record = self_verify(line) if line is not None else None
+        if record is None or record.seq != checkpoint.seq or record.hash != checkpoint.hash:
+            return f"the journal has no record seq {checkpoint.seq} ending at {checkpoint.offset}"
+        return None
+
+    def write_checkpoint(self) -> Checkpoint:
+        """Store the current state as a checkpoint (covers only durable records)."""
+        if self.head.journal_id is None:
+            raise InvalidInput("the journal is empty; nothing to checkpoint", code="empty_journal")
+        checkpoint = Checkpoint(
+            seq=self.head.seq,
+            hash=self.head.prev_hash,
+            offset=self.head.offset,
+            journal_id=self.head.journal_id,
+            projection_version=self.projector.version,
+            state=_raw(self.projector.dump(self.state)),
+            head=JournalHeadState(
+                goal_last_at={(g or ""): at for g, at in self.head.goal_last_at.items()}
+            ),
+        )
+        self.store.save_checkpoint(checkpoint)
+        self.checkpoint_seq = checkpoint.seq
+        return checkpoint
+
+    # -- transactions --------------------------------------------------------------
+
+    def transaction(self) -> Transaction[S]:
+        return Transaction(self)
+
+    def _begin(self) -> None:
+        if self._in_transaction:
+            raise RuntimeError("transactions on one journal handle do not nest")
+        if self.store.poisoned:
+            raise JournalPoisoned("an earlier fdatasync failed; reopen the journal to recover")
+        self.store.lock(self.lock_timeout_s)
+        self._in_transaction = True
+        try:
+            self._refresh(recover=True)
+            if self.head.next_seq == 0:
+                self._write_genesis()
+        except BaseException:
+            self._end()
+            raise
+
+    def _write_genesis(self) -> None:
+        line, _ = genesis_line(uuid.uuid4().hex, format_us(wall_us()))
+        record = self_verify(line[:-1])
+        assert record is not None
+        payload = _decode_genesis(record.data)
+        self._commit([PendingRecord(record, payload, line)])
+        self.store.created_durably()
+
+    def _commit(self, pending: list[PendingRecord]) -> None:
+        """Make `pending` durable, then fold it. Any failure leaves state to be rebuilt."""
+        self._state_valid = False
+        self.store.append(pending, self.head.offset)
+        head, apply, state = self.head, self.projector.apply, self.state
+        for item in pending:
+            record = item.record
+            if record.seq == 0:
+                head.journal_id = item.payload.journal_id
+            apply(state, record, item.payload)
+            head.next_seq = record.seq + 1
+            head.prev_hash = record.hash
+            head.offset += len(item.line)
+            head.goal_last_at[record.goal] = record.at
+        self._state_valid = True
+
+    def _end(self) -> None:
+        self._in_transaction = False
+        self.store.unlock()
+
+    def _maybe_checkpoint(self) -> None:
+        if self.head.seq - self.checkpoint_seq >= self.checkpoint_every:
+            try:
+                self.write_checkpoint()
+            except OSError as exc:
+                warn(f"could not refresh the checkpoint: {exc}")
+
+    def repair(self, truncate_after_seq: int) -> RepairResult:
+        """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
+
+        The prefix up to that record must verify. The repair is itself journaled as a
+        `journal.repaired` record; running the same repair again finds that record and
+        changes nothing.
+        """
+        self.store.lock(self.lock_timeout_s)
+        try:
+            head = Head()
+            failure = self._fold_into(
+                head, self.projector.initial(), None, stop_after_seq=truncate_after_seq
+            )
+            if head.seq < truncate_after_seq:
+                where = failure.reason if failure is not None else "the journal ends there"
+                raise InvalidInput(
+                    f"record {truncate_after_seq} is not in the verified prefix, which ends at "
+                    f"seq {head.seq} ({where})",
+                    code="repair_beyond_verified_prefix",
+                    verified_seq=head.seq,
+                )
+            rest = self.store.rest_from(head.offset, head.next_seq)
+            previous = _previous_repair(rest, truncate_after_seq)
+            if previous is not None:
+                return RepairResult(truncate_after_seq, previous.quarantine, 0, False)
+            if not rest:
+                return RepairResult(truncate_after_seq, None, 0, False)
+            path = self.store.cut_tail(head.offset, head.next_seq, "quarantine")
+            self._state_valid = False
+            self._refresh(recover=True)
+            payload = JournalRepaired(
+                truncated_after_seq=truncate_after_seq,
+                quarantine=os.path.basename(path),
+                quarantined_bytes=len(rest),
+                quarantined_sha256=hashlib.sha256(rest).hexdigest(),
+            )
+            txn = Transaction(self)
+            txn.wall_us = wall_us()
+            txn.append(REPAIRED_KIND, None, payload, txn.time_for(None))
+            self._commit(txn._pending)
+            return RepairResult(truncate_after_seq, path, len(rest), True)
+        finally:
+            self.store.unlock()
+
+    def import_records(self, source: Journal[Any]) -> Head:
+        """Load every record of a verified journal into this empty store, hashes intact."""
+        self.store.lock(self.lock_timeout_s)
+        try:
+            self._refresh(recover=True)
+            if self.head.next_seq != 0:
+                raise InvalidInput(
+                    f"{self.store.target} already holds {self.head.next_seq} records; "
+                    "import needs an empty journal",
+                    code="journal_not_empty",
+                )
+            pending = [
+                PendingRecord(record, payload, line + b"\n")
+                for record, payload, line in source.records()
+            ]
+            if source.torn_tail is not None:
+                raise InvalidInput(
+                    f"{source.store.target} has a torn tail at byte {source.torn_tail.offset}; "
+                    "open it for writing once (or repair it) before importing",
+                    code="source_torn_tail",
+                )
+            if not pending:
+                raise InvalidInput(f"{source.store.target} holds no records", code="empty_source")
+            self._state_valid = False
+            self.store.append(pending, 0)
+            self.store.created_durably()
+            self._refresh(recover=True)
+            return self.head
+        finally:
+            self.store.unlock()
+
+    # -- reading -------------------------------------------------------------------
+
+    def fold_as_of(self, *, seq: int | None = None, at: str | None = None) -> tuple[S, Head]:
+        """A fresh state as of record `seq` or time `at` (every event with at <= T)."""
+        head, state = Head(), self.projector.initial()
+        checkpoint = self.store.load_checkpoint()
+        if checkpoint is not None and self._checkpoint_problem(checkpoint) is None:
+            usable = (seq is not None and checkpoint.seq <= seq) or (
+                at is not None and all(t <= at for t in checkpoint.head.goal_last_at.values())
+            )
+            if usable:
+                state = self.projector.load(bytes(checkpoint.state))
+                head = Head(
+                    checkpoint.seq + 1,
+                    checkpoint.hash,
+                    checkpoint.offset,
+                    checkpoint.journal_id,
+                    {(g or None): t for g, t in checkpoint.head.goal_last_at.items()},
+                )
+        apply = self.projector.apply
+        if at is None:
+            visit = self._apply_visitor(state)
+        else:
+            limit = at
+
+            def visit(record: Record, payload: Any, line: bytes) -> None:
+                if record.at <= limit:
+                    apply(state, record, payload)
+
+        failure = self._fold_into(head, state, visit, stop_after_seq=seq)
+        if failure is not None and seq is not None and failure.seq <= seq:
+            self._raise_if_corrupt(failure)
+        return state, head
+
+    def records(
+        self,
+        *,
+        after_seq: int = -1,
+        progress: Progress | None = None,
+    ) -> Iterator[tuple[Record, Any, bytes]]:
+        """Every verified record in order, with its decoded payload and its line."""
+        head = Head()
+        batch: list[tuple[Record, Any, bytes]] = []
+
+        def collect(record: Record, payload: Any, line: bytes) -> None:
+            if record.seq > after_seq:
+                batch.append((record, payload, line))
+
+        carry = b""
+        for chunk in self.store.chunks(0, 0):
+            buf = carry + chunk if carry else chunk
+            start = head.offset
+            failure = scan(buf, head, self.decoder, collect)
+            if progress is not None:
+                progress(head.offset - start)
+            yield from batch
+            batch.clear()
+            if failure is not None:
+                self._raise_if_corrupt(failure)
+                return
+            carry = buf[head.offset - start :]
+
+    def verify(self, progress: Progress | None = None, visit: Visitor | None = None) -> Head:
+        """Check the whole chain from genesis; returns the head of the verified prefix."""
+        head = Head()
+        failure = self._fold_into(head, self.projector.initial(), visit, progress=progress)
+        if failure is not None:
+            self._raise_if_corrupt(failure)
+        return head
+
+    def _raise_if_corrupt(self, failure: Failure) -> None:
+        rest = self.store.rest_from(failure.offset, failure.seq)
+        if classify_tail(rest, failure) == "torn":
+            self.torn_tail = failure
+            return
+        raise JournalCorrupt(
+            f"journal {self.store.target} is corrupt at seq {failure.seq} "
+            f"(byte {failure.offset}): {failure.reason}",
+            seq=failure.seq,
+            offset=failure.offset,
+            reason=failure.reason,
+        )
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> Journal[S]:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class Transaction(Generic[S]):
+    """One locked read-decide-append cycle; commits on a clean exit."""
+
+    def __init__(self, journal: Journal[S]) -> None:
+        self._journal = journal
+        self._pending: list[PendingRecord] = []
+        self._pending_bytes = 0
+        self._goal_last_at: dict[str | None, str] = {}
+        self.wall_us = 0
+        self.appended: list[PendingRecord] = []
+
+    def __enter__(self) -> Transaction[S]:
+        self._journal._begin()
+        # Time is sampled only now, under the lock (SPEC §2.2, seed 000).
+        self.wall_us = wall_us()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        journal = self._journal
+        try:
+            if exc_type is None and self._pending:
+                journal._commit(self._pending)
+                self.appended = self._pending
+            elif exc_type is not None and self._pending:
+                self._pending = []
+        finally:
+            journal._end()
+        if exc_type is None and self._pending:
+            journal._maybe_checkpoint()
+
+    @property
+    def state(self) -> S:
+        return self._journal.state
+
+    @property
+    def head(self) -> Head:
+        return self._journal.head
+
+    def last_at(self, goal: str | None) -> str | None:
+        staged = self._goal_last_at.get(goal)
+        return staged if staged is not None else self._journal.head.goal_last_at.get(goal)
+
+    def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
+        """The event time for `goal`: implicit never goes back; explicit must not."""
+        last = self.last_at(goal)
+        if explicit_at is None:
+            now = format_us(self.wall_us)
+            return now if last is None or now >= last else last
+        at = canonical_at(explicit_at)
+        if last is not None and at < last:
+            raise TimeRegression(
+                f"--at {at} is earlier than goal {goal!r}'s last event at {last}",
+                at=at,
+                last_at=last,
+            )
+        return at
+
+    def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
+        """Stage one event; it becomes durable when the transaction commits."""
+        if not is_canonical_at(at):
+            raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
+        last = self.last_at(goal)
+        if last is not None and at < last:
+            raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
+        decode = self._journal.decoder(kind)
+        if decode is None:
+            raise InvalidInput(f"unknown event kind {kind!r}", code="unknown_kind")
+        head = self._journal.head
+        seq = head.next_seq + len(self._pending)
+        prev = self._pending[-1].record.hash if self._pending else head.prev_hash
+        data = payload if isinstance(payload, bytes) else encode_payload(payload)
+        # Check the payload against its schema right before it is written: a payload
+        # that did not decode would make the journal corrupt for every later reader.
+        try:
+            decoded = decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise InvalidInput(
+                f"payload of {kind} is invalid: {exc}", code="invalid_payload"
+            ) from exc
+        line, digest = encode_line(seq, at, kind, goal, data, prev)
+        if len(line) > LINE_BYTES_MAX:
+            raise InvalidInput(
+                f"event of {len(line)} bytes exceeds the 1 MiB line limit", code="line_too_large"
+            )
+        if len(self._pending) >= BATCH_EVENTS_MAX or self._pending_bytes + len(line) > (
+            BATCH_BYTES_MAX
+        ):
+            raise InvalidInput("too many events in one transaction", code="batch_too_large")
+        record = Record(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev, digest)
+        pending = PendingRecord(record, decoded, line)
+        self._pending.append(pending)
+        self._pending_bytes += len(line)
+        self._goal_last_at[goal] = at
+        return pending
+
+
+@dataclass(frozen=True)
+class RepairResult:
+    truncated_after_seq: int
+    quarantine: str | None
+    quarantined_bytes: int
+    appended: bool
+
+
+def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | None:
+    """The repair record if `rest` is exactly the record an identical repair appended."""
+    if rest.count(b"\n") != 1 or not rest.endswith(b"\n"):
+        return None
+    record = self_verify(rest[:-1])
+    if record is None or record.kind != REPAIRED_KIND:
+        return None
+    repaired = _decode_repaired(record.data)
+    if isinstance(repaired, JournalRepaired) and repaired.truncated_after_seq == truncate_after_seq:
+        return repaired
+    return None
+
+
+def _raw(blob: bytes) -> Any:
+    return msgspec.Raw(blob)
+
+
+__all__ = ["Journal", "Projector", "RunledgerError", "Transaction", "open_store"]

@@ -1,0 +1,41 @@
+"""Every limit the engine enforces, in one place.
+
+The relationships between them are checked once, at import, so a change to one
+limit that breaks another fails loudly instead of corrupting a journal later.
+"""
+
+from __future__ import annotations
+
+FORMAT = "runledger/1"
+FORMAT_VERSION = 1
+
+LINE_BYTES_MAX = 1 << 20
+"""A journal line (including its newline) never exceeds 1 MiB."""
+
+BATCH_EVENTS_MAX = 100_000
+"""Events one transaction may append (one write, one fdatasync)."""
+
+BATCH_BYTES_MAX = 256 << 20
+"""Bytes one transaction may append."""
+
+LOCK_TIMEOUT_S_DEFAULT = 30.0
+LOCK_POLL_S_MIN = 0.0005
+LOCK_POLL_S_MAX = 0.02
+
+CHECKPOINT_EVERY_EVENTS = 10_000
+"""Writers refresh the checkpoint once this many records are past it."""
+
+READ_CHUNK_BYTES = 8 << 20
+"""Bytes read from a journal file at a time while folding."""
+
+IDENTIFIER_CHARS_MAX = 128
+FREE_TEXT_BYTES_MAX = 4096
+TOKEN_COUNT_MAX = 10**12
+HANDOFF_BYTES_MAX = 256 << 10
+
+GENESIS_PREV = "0" * 64
+
+assert BATCH_BYTES_MAX >= LINE_BYTES_MAX
+assert READ_CHUNK_BYTES >= 2 * LINE_BYTES_MAX
+assert LOCK_POLL_S_MIN < LOCK_POLL_S_MAX < LOCK_TIMEOUT_S_DEFAULT
+assert HANDOFF_BYTES_MAX * 2 < LINE_BYTES_MAX, "a handoff must fit in one journal line"

@@ -1,0 +1,109 @@
+"""The record format "runledger/1": one canonical JSON line per event.
+
+A line is ``body[:-1] + ',"hash":"' + sha256(body).hex + '"}' + "\\n"`` where body
+is the msgspec encoding of the envelope without its hash. Verification slices the
+bytes on disk and never re-encodes, so a future encoder cannot break old hashes.
+"""
+
+from __future__ import annotations
+
+from hashlib import sha256
+from typing import Any
+
+import msgspec
+
+from journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
+
+_HASH_MEMBER = b',"hash":"'
+# Without its newline a line ends with ,"hash":"<64 hex>"} — a fixed-size suffix.
+_SUFFIX_BYTES = len(_HASH_MEMBER) + 64 + 2
+
+
+class Envelope(msgspec.Struct, forbid_unknown_fields=True):
+    """The hashed part of a record, fields in their canonical order."""
+
+    v: int
+    seq: int
+    at: str
+    kind: str
+    goal: str | None
+    data: msgspec.Raw
+    prev: str
+
+
+class Record(msgspec.Struct, forbid_unknown_fields=True):
+    """One verified journal record; `data` stays raw until a projection decodes it."""
+
+    v: int
+    seq: int
+    at: str
+    kind: str
+    goal: str | None
+    data: msgspec.Raw
+    prev: str
+    hash: str
+
+
+class JournalCreated(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Payload of the genesis record."""
+
+    journal_id: str
+    format: str
+
+
+class JournalRepaired(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Payload of the record `repair` appends after moving records to quarantine."""
+
+    truncated_after_seq: int
+    quarantine: str
+    quarantined_bytes: int
+    quarantined_sha256: str
+
+
+GENESIS_KIND = "journal.created"
+REPAIRED_KIND = "journal.repaired"
+
+_encode = msgspec.json.Encoder().encode
+_decode_record = msgspec.json.Decoder(Record).decode
+
+
+def encode_payload(payload: Any) -> bytes:
+    return _encode(payload)
+
+
+def encode_line(
+    seq: int, at: str, kind: str, goal: str | None, data: bytes, prev: str
+) -> tuple[bytes, str]:
+    """The complete line (with newline) for an event, and its hash."""
+    body = _encode(Envelope(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev))
+    digest = sha256(body).hexdigest()
+    line = b"".join((body[:-1], _HASH_MEMBER, digest.encode(), b'"}\n'))
+    return line, digest
+
+
+def genesis_line(journal_id: str, at: str) -> tuple[bytes, str]:
+    data = _encode(JournalCreated(journal_id=journal_id, format=FORMAT))
+    return encode_line(0, at, GENESIS_KIND, None, data, GENESIS_PREV)
+
+
+def self_verify(line: bytes) -> Record | None:
+    """The record if `line` (newline excluded) is self-verifying, else None.
+
+    Self-verifying means: it parses as a record and its hash matches its bytes.
+    Chaining and payload schemas are checked by the caller.
+    """
+    if len(line) < _SUFFIX_BYTES or len(line) >= LINE_BYTES_MAX:
+        return None
+    if line[-2:] != b'"}' or line[-_SUFFIX_BYTES:-66] != _HASH_MEMBER:
+        return None
+    claimed = line[-66:-2]
+    body = line[:-_SUFFIX_BYTES] + b"}"
+    if sha256(body).hexdigest().encode() != claimed:
+        return None
+    try:
+        record = _decode_record(line)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if record.hash.encode() != claimed or record.v != FORMAT_VERSION:
+        return None
+    return record

@@ -1,0 +1,72 @@
+"""The interface both stores (file, PostgreSQL) offer to the journal.
+
+Positions are given twice: `offset`, the byte offset in the journal's JSON Lines
+stream (meaningful for both stores: it is where the record ends in an export), and
+`next_seq`. Each store uses whichever it indexes by.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from journal.checkpoint import Checkpoint
+from journal.record import Record
+
+
+@dataclass(frozen=True, slots=True)
+class PendingRecord:
+    """A record encoded, hashed and schema-checked, not yet durable."""
+
+    record: Record
+    payload: Any
+    line: bytes  # with its newline
+
+
+class Store(Protocol):
+    target: str
+    poisoned: bool
+    writable: bool
+
+    def lock(self, timeout_s: float) -> None: ...
+
+    def unlock(self) -> None: ...
+
+    def chunks(self, offset: int, next_seq: int) -> Iterator[bytes]:
+        """Bytes of the stream after `offset`, in order, possibly split mid-line."""
+        ...
+
+    def size_hint(self, offset: int, next_seq: int) -> int | None:
+        """Bytes after `offset` if cheaply known (for progress), else None."""
+        ...
+
+    def has_new_records(self, offset: int, next_seq: int) -> bool: ...
+
+    def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
+        """Whether the record ending at `offset` is still `seq` with `hash_hex`."""
+        ...
+
+    def line_ending_at(self, offset: int, seq: int) -> bytes | None: ...
+
+    def append(self, records: Sequence[PendingRecord], offset: int) -> None:
+        """Make `records` durable after `offset` in one write, or raise and leave none."""
+        ...
+
+    def rest_from(self, offset: int, next_seq: int) -> bytes:
+        """Every byte from `offset` to the end (to classify a failure)."""
+        ...
+
+    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
+        """Preserve the bytes after `offset` beside the journal and truncate; the path."""
+        ...
+
+    def created_durably(self) -> None:
+        """Called once the genesis record is durable (the file store fsyncs the directory)."""
+        ...
+
+    def load_checkpoint(self) -> Checkpoint | None: ...
+
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+
+    def close(self) -> None: ...

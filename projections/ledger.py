@@ -1,0 +1,81 @@
+"""The whole ledger's state and the projector the journal folds with.
+
+Each domain module (capacity, hosts, settlement, probes) exports `EVENTS` (kind ->
+payload Struct), a state Struct and `apply(state, record, payload)`. This module
+composes them; it is the only place that knows the list of domains.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from journal import Record
+from journal.chain import PayloadDecoder
+from projections import capacity, hosts, probes, settlement
+from projections.types import StateStruct
+
+
+class Ledger(StateStruct):
+    capacity: capacity.CapacityState = msgspec.field(default_factory=capacity.CapacityState)
+    hosts: hosts.HostsState = msgspec.field(default_factory=hosts.HostsState)
+    settlement: settlement.SettlementState = msgspec.field(
+        default_factory=settlement.SettlementState
+    )
+    probes: probes.ProbesState = msgspec.field(default_factory=probes.ProbesState)
+
+
+Apply = Callable[[Ledger, Record, Any], None]
+
+
+def _domain_table() -> dict[str, tuple[PayloadDecoder, Apply]]:
+    table: dict[str, tuple[PayloadDecoder, Apply]] = {}
+
+    def add(events: dict[str, type[Any]], apply: Apply) -> None:
+        for kind, payload_type in events.items():
+            if kind in table:
+                raise RuntimeError(f"event kind {kind} registered twice")
+            table[kind] = (msgspec.json.Decoder(payload_type).decode, apply)
+
+    add(capacity.EVENTS, lambda s, r, p: capacity.apply(s.capacity, r, p))
+    add(hosts.EVENTS, lambda s, r, p: hosts.apply(s.hosts, r, p))
+    add(settlement.EVENTS, lambda s, r, p: settlement.apply(s.settlement, r, p))
+    add(probes.EVENTS, lambda s, r, p: probes.apply(s.probes, r, p))
+    return table
+
+
+class LedgerProjector:
+    """The `journal.Projector` for runledger's domain."""
+
+    version = "ledger/1:" + ".".join(
+        (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION)
+    )
+
+    def __init__(self) -> None:
+        self._table = _domain_table()
+        self._decoders = {kind: entry[0] for kind, entry in self._table.items()}
+        self._appliers = {kind: entry[1] for kind, entry in self._table.items()}
+        self._encode = msgspec.msgpack.Encoder().encode
+        self._decode = msgspec.msgpack.Decoder(Ledger).decode
+
+    def decoder(self, kind: str) -> PayloadDecoder | None:
+        return self._decoders.get(kind)
+
+    def initial(self) -> Ledger:
+        return Ledger()
+
+    def apply(self, state: Ledger, record: Record, payload: Any) -> None:
+        apply = self._appliers.get(record.kind)
+        if apply is not None:  # journal.* records carry no domain state
+            apply(state, record, payload)
+
+    def dump(self, state: Ledger) -> bytes:
+        return self._encode(state)
+
+    def load(self, blob: bytes) -> Ledger:
+        return self._decode(blob)
+
+
+PROJECTOR = LedgerProjector()

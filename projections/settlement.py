@@ -1,0 +1,21 @@
+"""Placeholder: the settlement domain is being built (its issue owns this module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from journal import Record
+from projections.types import Payload, StateStruct
+
+VERSION = "0"
+
+EVENTS: dict[str, type[Payload]] = {}
+"""Event kind -> payload Struct."""
+
+
+class SettlementState(StateStruct):
+    pass
+
+
+def apply(state: SettlementState, record: Record, payload: Any) -> None:
+    """Fold one event of this domain into the state."""

@@ -1,0 +1,33 @@
+"""Constrained value types shared by every domain's event payloads (SPEC §8).
+
+They are checked when a payload is decoded, which happens right before an event is
+written and whenever it is read back, so the API and the CLI cannot write a value
+the spec forbids.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}$"
+
+Identifier = Annotated[str, msgspec.Meta(pattern=IDENTIFIER_PATTERN)]
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
+FreeText = Annotated[str, msgspec.Meta(max_length=4096)]
+Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
+Timestamp = str
+"""A canonical `at` string (RFC 3339 UTC, microseconds, Z)."""
+
+
+class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Base of every event payload: immutable, strict, tag named by the registry."""
+
+
+class StateStruct(msgspec.Struct, kw_only=True):
+    """Base of mutable projection state (checkpointed with MessagePack)."""
+
+
+def to_builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
