@@ -1,0 +1,103 @@
+"""Shared test fixtures: run the CLI in-process or as a real process, find PostgreSQL."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))  # tests/toyprojector.py and friends
+
+PG_URL_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class CliResult:
+    code: int
+    stdout: str
+    stderr: str
+
+    @property
+    def json(self) -> Any:
+        lines = [line for line in self.stdout.splitlines() if line.strip()]
+        assert len(lines) == 1, f"expected one JSON object on stdout, got: {self.stdout!r}"
+        return json.loads(lines[0])
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
+    """Run `runledger ARGS` in this process (fast); stdout and stderr captured."""
+    from commands.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old_env = dict(os.environ)
+    if env:
+        os.environ.update(env)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        os.environ.clear()
+        os.environ.update(old_env)
+    return CliResult(code, out.getvalue(), err.getvalue())
+
+
+def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
+    """Run `runledger ARGS` as a real process (`python -m commands`)."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "commands", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        cwd=REPO,
+    )
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> str:
+    return str(tmp_path / "runledger.jsonl")
+
+
+@pytest.fixture
+def cli(journal_path: str):
+    """`cli("admit", "--goal", "g", ...)`: runs with --journal and --json, in-process."""
+
+    def call(*args: str) -> CliResult:
+        return run_cli(*args, "--journal", journal_path, "--json")
+
+    return call
+
+
+def line_count(path: str) -> int:
+    with open(path, "rb") as handle:
+        return handle.read().count(b"\n")
+
+
+def pg_url() -> str:
+    return os.environ.get("RUNLEDGER_TEST_PG_URL", PG_URL_DEFAULT)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The PostgreSQL URL tests use; skips locally when unreachable, fails under CI=true."""
+    url = pg_url()
+    try:
+        import psycopg
+
+        with psycopg.connect(url, connect_timeout=5) as conn:
+            conn.execute("select 1")
+    except Exception as exc:  # any failure to reach the server
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"PostgreSQL at {url} is required under CI=true: {exc}")
+        pytest.skip(f"PostgreSQL at {url} is not reachable: {exc}")
+    return url
