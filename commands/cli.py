@@ -5,7 +5,14 @@ import sys
 
 import typer
 
-from commands import capacity_cli, host_cli, journal_cli, probe_cli, settlement_cli
+from commands import (
+    capacity_cli,
+    host_cli,
+    journal_cli,
+    probe_cli,
+    settlement_cli,
+    tools_cli,
+)
 from commands.common import env_json
 from commands.output import EXIT_IO, EXIT_USAGE, emit_error
 from journal.errors import InvalidInput, StorageFailure
@@ -20,7 +27,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for module in (journal_cli, capacity_cli, host_cli, settlement_cli, probe_cli):
+for module in (journal_cli, capacity_cli, host_cli, settlement_cli, probe_cli, tools_cli):
     module.register(app)
 
 

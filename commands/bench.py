@@ -1,0 +1,301 @@
+"""`runledger bench`: this machine's figures, each beside a raw baseline from the same run.
+
+Every figure is a ratio against something measured here and now, never an absolute
+threshold, so a slow or busy machine moves both sides together (SPEC §7, §9):
+
+- append_durable_eps  one event per transaction via the Python API
+                      vs a raw O_APPEND write+fdatasync loop of the same lines
+- append_batch_eps    1,000 events per transaction vs raw 1,000-line write+fdatasync
+- verify_eps          full chain verification vs a raw msgspec-decode + SHA-256 loop
+- fold_eps            fold from genesis (no checkpoint) vs a raw msgspec-decode loop
+- admit_ms            `runledger admit` as a whole process on the N-event journal
+                      (with checkpoint) vs the same on a 1,000-event journal
+- sqlite_append_durable_eps (with --compare sqlite) what a user would write with
+                      sqlite3 (WAL, synchronous=FULL, hash-chained rows); ratio = ours/SQLite
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import msgspec
+
+from commands.api import Runledger
+from journal.clock import format_us, wall_us
+
+Step = Callable[[str], None]
+
+OBSERVED = "capacity.observed"
+SMALL_JOURNAL_EVENTS = 1_000
+BATCH_EVENTS = 1_000
+ADMIT_RUNS = 7
+
+
+def payloads(count: int, seed: int = 0) -> Iterator[bytes]:
+    """Realistic `capacity.observed` payloads (SPEC §3.1), deterministic."""
+    encode = msgspec.json.encode
+    for i in range(seed, seed + count):
+        yield encode(
+            {
+                "run": f"run-{i % 97:03d}",
+                "uncached_input": 1000 + (i * 7919) % 20000,
+                "cached_input": (i * 104729) % 8000,
+                "output": 200 + (i * 1299709) % 4000,
+                "requests": 1 + i % 5,
+                "coverage": "measured",
+                "source": "bench",
+            }
+        )
+
+
+def _configure(ledger: Runledger, goal: str) -> None:
+    ledger.configure(goal=goal, max_active_cases=1024, quota_tpm=10**12)
+
+
+def measure_durable(path: str, count: int) -> float:
+    """Events/s appending one event per transaction through the Python API."""
+    with Runledger.open(path) as ledger:
+        journal = ledger.journal
+        data = list(payloads(count))
+        start = time.perf_counter()
+        for payload in data:
+            with journal.transaction() as txn:
+                txn.append(OBSERVED, "bench", payload, txn.time_for("bench"))
+        return count / (time.perf_counter() - start)
+
+
+def measure_raw_durable(path: str, lines: list[bytes]) -> float:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        start = time.perf_counter()
+        for line in lines:
+            os.write(fd, line)
+            os.fdatasync(fd)
+        return len(lines) / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+
+
+def measure_batch(path: str, count: int, goal: str = "bench") -> float:
+    with Runledger.open(path, checkpoint_every=10**12) as ledger:
+        journal = ledger.journal
+        batch = list(payloads(BATCH_EVENTS))
+        start = time.perf_counter()
+        done = 0
+        while done < count:
+            with journal.transaction() as txn:
+                at = txn.time_for(goal)
+                for payload in batch[: min(BATCH_EVENTS, count - done)]:
+                    txn.append(OBSERVED, goal, payload, at)
+            done += min(BATCH_EVENTS, count - done)
+        return count / (time.perf_counter() - start)
+
+
+def measure_raw_batch(path: str, lines: list[bytes]) -> float:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        start = time.perf_counter()
+        for i in range(0, len(lines), BATCH_EVENTS):
+            os.write(fd, b"".join(lines[i : i + BATCH_EVENTS]))
+            os.fdatasync(fd)
+        return len(lines) / (time.perf_counter() - start)
+    finally:
+        os.close(fd)
+
+
+def measure_verify(path: str) -> tuple[float, int]:
+    with Runledger.open(path, write=False) as ledger:
+        start = time.perf_counter()
+        head = ledger.journal.verify()
+        return head.next_seq / (time.perf_counter() - start), head.next_seq
+
+
+def measure_raw_verify(path: str, *, hash_lines: bool) -> float:
+    decode = msgspec.json.decode
+    sha256 = hashlib.sha256
+    with open(path, "rb") as handle:
+        start = time.perf_counter()
+        data = handle.read()
+        count = 0
+        for line in data.splitlines():
+            decode(line)
+            if hash_lines:
+                sha256(line).hexdigest()
+            count += 1
+        return count / (time.perf_counter() - start)
+
+
+def measure_fold(path: str) -> float:
+    start = time.perf_counter()
+    with Runledger.open(path, write=False) as ledger:
+        events = ledger.journal.head.next_seq
+    return events / (time.perf_counter() - start)
+
+
+def measure_sqlite(path: str, count: int) -> float:
+    """Durable hash-chained appends as a user would write them with sqlite3."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS events (seq INTEGER PRIMARY KEY, hash TEXT NOT NULL, "
+            "payload TEXT NOT NULL)"
+        )
+        data = list(payloads(count))
+        start = time.perf_counter()
+        for payload in data:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute("SELECT hash FROM events ORDER BY seq DESC LIMIT 1").fetchone()
+            prev = row[0] if row else "0" * 64
+            digest = hashlib.sha256(prev.encode() + payload).hexdigest()
+            conn.execute("INSERT INTO events (hash, payload) VALUES (?, ?)", (digest, payload))
+            conn.execute("COMMIT")
+        return count / (time.perf_counter() - start)
+    finally:
+        conn.close()
+
+
+def build_journal(path: str, events: int, step: Step) -> None:
+    """A journal of about `events` records across a few goals, with a checkpoint."""
+    with Runledger.open(path, checkpoint_every=10**12) as ledger:
+        _configure(ledger, "bench")
+        journal = ledger.journal
+        done = journal.head.next_seq
+        goals = ["bench", "bench-b", "bench-c"]
+        batch = list(payloads(BATCH_EVENTS))
+        while done < events:
+            size = min(BATCH_EVENTS, events - done)
+            with journal.transaction() as txn:
+                goal = goals[(done // BATCH_EVENTS) % len(goals)]
+                at = txn.time_for(goal)
+                for payload in batch[:size]:
+                    txn.append(OBSERVED, goal, payload, at)
+            done += size
+            if done % 100_000 < BATCH_EVENTS:
+                step(f"built {done:,} of {events:,} events")
+        journal.write_checkpoint()
+
+
+def measure_admit_ms(path: str, runs: int) -> float:
+    """Median wall time of `runledger admit` as a whole process."""
+    times = []
+    for i in range(runs):
+        args = [
+            sys.executable,
+            "-m",
+            "commands",
+            "admit",
+            "--journal",
+            path,
+            "--json",
+            "--goal",
+            "bench",
+            "--run",
+            f"probe-{i}-{os.getpid()}",
+            "--arm",
+            "baseline",
+            "--forecast-tpm",
+            "1",
+        ]
+        start = time.perf_counter()
+        subprocess.run(args, capture_output=True, check=False)
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times)
+
+
+def figure(value: float, unit: str, baseline: float) -> dict[str, Any]:
+    ratio = value / baseline if baseline else None
+    return {
+        "value": round(value, 3),
+        "unit": unit,
+        "baseline": round(baseline, 3),
+        "ratio": None if ratio is None else round(ratio, 3),
+    }
+
+
+def run_bench(
+    events: int, *, compare_sqlite: bool, directory: str | None, step: Step
+) -> dict[str, Any]:
+    workdir = tempfile.mkdtemp(prefix="runledger-bench-", dir=directory or os.getcwd())
+    try:
+        return _run(workdir, events, compare_sqlite, step)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[str, Any]:
+    figures: dict[str, Any] = {}
+    durable_count = max(200, min(2_000, events // 10))
+    rounds = 3
+    sample_lines = _sample_lines(workdir, durable_count)
+
+    step(f"durable appends: {rounds} rounds of {durable_count} (ours, raw, sqlite)")
+    ours, raw, lite = [], [], []
+    for r in range(rounds):
+        raw.append(measure_raw_durable(f"{workdir}/raw-{r}.bin", sample_lines))
+        ours.append(measure_durable(f"{workdir}/durable-{r}.jsonl", durable_count))
+        if compare_sqlite:
+            lite.append(measure_sqlite(f"{workdir}/sqlite-{r}.db", durable_count))
+    figures["append_durable_eps"] = figure(
+        statistics.median(ours), "events/s", statistics.median(raw)
+    )
+    if compare_sqlite:
+        sqlite_eps = statistics.median(lite)
+        figures["sqlite_append_durable_eps"] = {
+            "value": round(statistics.median(ours), 3),
+            "unit": "events/s",
+            "baseline": round(sqlite_eps, 3),
+            "ratio": round(statistics.median(ours) / sqlite_eps, 3),
+        }
+
+    step(f"batch appends: {events:,} events, {BATCH_EVENTS} per transaction")
+    big = f"{workdir}/big.jsonl"
+    batch_eps = measure_batch(big, events)
+    batch_lines = _read_lines(big)
+    raw_batch = measure_raw_batch(f"{workdir}/raw-batch.bin", batch_lines)
+    figures["append_batch_eps"] = figure(batch_eps, "events/s", raw_batch)
+
+    step("verify and fold")
+    verify_eps, _ = measure_verify(big)
+    figures["verify_eps"] = figure(verify_eps, "events/s", measure_raw_verify(big, hash_lines=True))
+    figures["fold_eps"] = figure(
+        measure_fold(big), "events/s", measure_raw_verify(big, hash_lines=False)
+    )
+
+    step(f"admit as a process: {SMALL_JOURNAL_EVENTS:,}-event vs {events:,}-event journal")
+    small, large = f"{workdir}/small.jsonl", f"{workdir}/large.jsonl"
+    build_journal(small, SMALL_JOURNAL_EVENTS, step)
+    build_journal(large, events, step)
+    measure_admit_ms(small, 2)  # warm the interpreter's file cache
+    small_ms = measure_admit_ms(small, ADMIT_RUNS)
+    large_ms = measure_admit_ms(large, ADMIT_RUNS)
+    figures["admit_ms"] = figure(large_ms, "ms", small_ms)
+    return {"ok": True, "events": events, "at": format_us(wall_us()), "figures": figures}
+
+
+def _sample_lines(workdir: str, count: int) -> list[bytes]:
+    path = f"{workdir}/sample.jsonl"
+    with (
+        Runledger.open(path, checkpoint_every=10**12) as ledger,
+        ledger.journal.transaction() as txn,
+    ):
+        at = txn.time_for("bench")
+        for payload in payloads(count):
+            txn.append(OBSERVED, "bench", payload, at)
+    return _read_lines(path)[1:]
+
+
+def _read_lines(path: str) -> list[bytes]:
+    with open(path, "rb") as handle:
+        return handle.read().splitlines(keepends=True)
