@@ -1,0 +1,171 @@
+"""A small inline-SVG time-series chart: stacked areas, lines, markers, shaded spans.
+
+The report must render offline with scripts disabled, so charts are plain SVG built
+here rather than by a plotting library (which would add a heavy dependency for a
+handful of shapes). Coordinates are computed in Python; the SVG carries no script.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from html import escape
+
+WIDTH_PX = 960
+HEIGHT_PX = 320
+MARGIN_LEFT_PX = 70
+MARGIN_RIGHT_PX = 20
+MARGIN_TOP_PX = 20
+MARGIN_BOTTOM_PX = 40
+
+
+@dataclass
+class Series:
+    label: str
+    color: str
+    points: list[tuple[float, float]]  # (x seconds, y value)
+
+
+@dataclass
+class Marker:
+    x: float
+    label: str
+    color: str
+    shape: str = "circle"  # circle | cross
+
+
+@dataclass
+class Span:
+    x0: float
+    x1: float
+    label: str
+    color: str = "#f4b400"
+
+
+@dataclass
+class Chart:
+    title: str
+    x_label_at: list[tuple[float, str]] = field(default_factory=list)
+    stacked: list[Series] = field(default_factory=list)
+    lines: list[Series] = field(default_factory=list)
+    markers: list[Marker] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    y_unit: str = "TPM"
+
+
+def _bounds(chart: Chart) -> tuple[float, float, float]:
+    xs: list[float] = []
+    y_max = 1.0
+    for series in chart.stacked + chart.lines:
+        xs.extend(x for x, _ in series.points)
+    totals: dict[float, float] = {}
+    for series in chart.stacked:
+        for x, y in series.points:
+            totals[x] = totals.get(x, 0.0) + y
+    y_max = max([y_max, *totals.values()] + [y for s in chart.lines for _, y in s.points])
+    xs.extend(m.x for m in chart.markers)
+    xs.extend(v for s in chart.spans for v in (s.x0, s.x1))
+    x_min, x_max = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if x_max <= x_min:
+        x_max = x_min + 1.0
+    return x_min, x_max, y_max * 1.08
+
+
+def render(chart: Chart) -> str:
+    x_min, x_max, y_max = _bounds(chart)
+    plot_w = WIDTH_PX - MARGIN_LEFT_PX - MARGIN_RIGHT_PX
+    plot_h = HEIGHT_PX - MARGIN_TOP_PX - MARGIN_BOTTOM_PX
+
+    def px(x: float) -> float:
+        return MARGIN_LEFT_PX + (x - x_min) / (x_max - x_min) * plot_w
+
+    def py(y: float) -> float:
+        return MARGIN_TOP_PX + plot_h - y / y_max * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH_PX}" '
+        f'height="{HEIGHT_PX}" viewBox="0 0 {WIDTH_PX} {HEIGHT_PX}" role="img" '
+        f'aria-label="{escape(chart.title)}">',
+        f"<title>{escape(chart.title)}</title>",
+        f'<rect x="{MARGIN_LEFT_PX}" y="{MARGIN_TOP_PX}" width="{plot_w}" height="{plot_h}" '
+        'fill="#fff" stroke="#ccc"/>',
+    ]
+    for span in chart.spans:
+        x0, x1 = px(max(span.x0, x_min)), px(min(span.x1, x_max))
+        out.append(
+            f'<rect class="cooldown" x="{x0:.1f}" y="{MARGIN_TOP_PX}" width="{max(x1 - x0, 1):.1f}" '
+            f'height="{plot_h}" fill="{span.color}" fill-opacity="0.18">'
+            f"<title>{escape(span.label)}</title></rect>"
+        )
+    for i in range(5):  # horizontal grid with y labels
+        value = y_max * i / 4
+        y = py(value)
+        out.append(
+            f'<line x1="{MARGIN_LEFT_PX}" x2="{WIDTH_PX - MARGIN_RIGHT_PX}" y1="{y:.1f}" '
+            f'y2="{y:.1f}" stroke="#eee"/><text x="{MARGIN_LEFT_PX - 6}" y="{y + 4:.1f}" '
+            f'font-size="11" text-anchor="end">{_short(value)}</text>'
+        )
+    baseline: dict[float, float] = {}
+    for series in chart.stacked:
+        points = sorted(series.points)
+        if not points:
+            continue
+        top = [(x, baseline.get(x, 0.0) + y) for x, y in points]
+        bottom = [(x, baseline.get(x, 0.0)) for x, _ in points]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in top)
+        back = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in reversed(bottom))
+        out.append(
+            f'<polygon class="stack" points="{path} {back}" fill="{series.color}" '
+            f'fill-opacity="0.75"><title>{escape(series.label)}</title></polygon>'
+        )
+        for x, y in top:
+            baseline[x] = y
+    for series in chart.lines:
+        points = sorted(series.points)
+        if not points:
+            continue
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
+        out.append(
+            f'<polyline class="line" points="{path}" fill="none" stroke="{series.color}" '
+            f'stroke-width="2"><title>{escape(series.label)}</title></polyline>'
+        )
+    for marker in chart.markers:
+        x, y = px(marker.x), MARGIN_TOP_PX + plot_h - 6
+        title = f"<title>{escape(marker.label)}</title>"
+        if marker.shape == "cross":
+            out.append(
+                f'<g class="marker refusal" stroke="{marker.color}" stroke-width="2">{title}'
+                f'<line x1="{x - 5:.1f}" y1="{y - 5:.1f}" x2="{x + 5:.1f}" y2="{y + 5:.1f}"/>'
+                f'<line x1="{x - 5:.1f}" y1="{y + 5:.1f}" x2="{x + 5:.1f}" y2="{y - 5:.1f}"/></g>'
+            )
+        else:
+            out.append(
+                f'<circle class="marker admission" cx="{x:.1f}" cy="{y:.1f}" r="4" '
+                f'fill="{marker.color}">{title}</circle>'
+            )
+    for x, label in chart.x_label_at:
+        out.append(
+            f'<text x="{px(x):.1f}" y="{HEIGHT_PX - MARGIN_BOTTOM_PX + 16}" font-size="11" '
+            f'text-anchor="middle">{escape(label)}</text>'
+        )
+    out.append(_legend(chart))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _legend(chart: Chart) -> str:
+    items = [(s.label, s.color) for s in chart.stacked + chart.lines]
+    parts, x = [], MARGIN_LEFT_PX
+    for label, color in items:
+        parts.append(
+            f'<rect x="{x}" y="{HEIGHT_PX - 14}" width="10" height="10" fill="{color}"/>'
+            f'<text x="{x + 14}" y="{HEIGHT_PX - 5}" font-size="11">{escape(label)}</text>'
+        )
+        x += 24 + 7 * len(label)
+    return '<g class="legend">' + "".join(parts) + "</g>"
+
+
+def _short(value: float) -> str:
+    for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(value) >= size:
+            return f"{value / size:.1f}{unit}"
+    return f"{value:.0f}"
