@@ -91,8 +91,9 @@ def render(chart: Chart) -> str:
     ]
     for span in chart.spans:
         x0, x1 = px(max(span.x0, x_min)), px(min(span.x1, x_max))
+        width = max(x1 - x0, 1)
         out.append(
-            f'<rect class="cooldown" x="{x0:.1f}" y="{MARGIN_TOP_PX}" width="{max(x1 - x0, 1):.1f}" '
+            f'<rect class="cooldown" x="{x0:.1f}" y="{MARGIN_TOP_PX}" width="{width:.1f}" '
             f'height="{plot_h}" fill="{span.color}" fill-opacity="0.18">'
             f"<title>{escape(span.label)}</title></rect>"
         )
