@@ -502,6 +502,13 @@ class Journal(Generic[S]):
             reason=failure.reason,
         )
 
+    def refresh(self) -> S:
+        """Fold what other processes appended since this handle last looked, without
+        the lock and without recovery (a torn tail is left alone, as readers do).
+        For long-lived handles that answer reads, e.g. an in-process `turn resume`."""
+        self._refresh(recover=False)
+        return self.state
+
     def close(self) -> None:
         self.store.close()
 

@@ -1,21 +1,526 @@
-"""Placeholder: the settlement domain is being built (its issue owns this module)."""
+"""Quota settlement resumption (SPEC §5, seed 004): turns, writebacks and spends.
+
+A turn of an agent goes through three phases, each one journaled event:
+
+    turn.opened -> turn.writeback_verified -> quota.spent
+       open            spend_owed               settled
+
+A runtime can die right after its writeback became durable. Re-entering must then
+get the *original* spend back from this fold alone (no other state is rebuilt),
+spend it exactly once for the recorded identity and refuse any other identity. The
+decision functions below are pure: state + request + time -> `Decision`.
+
+Invariant the decisions keep: an agent has at most one unsettled turn per goal
+(`turn open` refuses while one is open or owed), so "the agent's latest turn" is the
+one a resume is about, and a newly opened turn can never displace an owed spend.
+
+Units: `amount`, `allowed_units` and the `spent_*` figures are abstract quota units
+(integers, 0..10^12); `window_hours` is the rolling budget window in hours.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+import hashlib
+import shlex
+from dataclasses import dataclass, field
+from typing import Annotated, Any
+
+import msgspec
 
 from journal import Record
-from projections.types import Payload, StateStruct
+from journal.clock import format_us, parse_at
+from projections.types import Identifier, Payload, StateStruct, TokenCount
 
-VERSION = "0"
+VERSION = "1"
 
-EVENTS: dict[str, type[Payload]] = {}
+EFFECT_HEX_CHARS = 32
+US_PER_HOUR = 3600 * 1_000_000
+WINDOW_HOURS_MAX = 24 * 366 * 10
+"""The longest budget window accepted: ten years."""
+
+EffectHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+WindowHours = Annotated[float, msgspec.Meta(gt=0, le=WINDOW_HOURS_MAX)]
+SpentUnits = Annotated[int, msgspec.Meta(ge=0)]
+"""The goal's cumulative spent units (a sum of amounts: may exceed one amount's cap)."""
+
+# Phases of a turn (and of an agent, through its latest turn).
+OPEN = "open"
+SPEND_OWED = "spend_owed"
+SETTLED = "settled"
+IDLE = "idle"
+
+# Reason codes (refusals, exit 1). The first five are SPEC §5; the rest name cases
+# the spec leaves open (documented in README's settlement section).
+SETTLEMENT_OWED = "settlement_owed"
+TURN_IN_PROGRESS = "turn_in_progress"
+QUOTA_THROTTLED = "quota_throttled"
+TURN_NOT_OPEN = "turn_not_open"
+SPEND_IDENTITY_MISMATCH = "spend_identity_mismatch"
+WRITEBACK_NOT_VERIFIED = "writeback_not_verified"
+WRITEBACK_AMOUNT_CONFLICT = "writeback_amount_conflict"
+"""A second writeback of a turn with a different amount: the first one stands."""
+TURN_EXISTS_WITH_DIFFERENT_TASK = "turn_exists_with_different_task"
+"""`turn open` names a turn id the agent already opened, for another task."""
+TURN_ALREADY_SETTLED = "turn_already_settled"
+"""`turn open` names a turn id that was already settled: its effect was spent."""
+
+
+# -- events ---------------------------------------------------------------------------
+
+
+class BudgetConfigured(Payload, frozen=True):
+    allowed_units: TokenCount
+    window_hours: WindowHours
+
+
+class TurnOpened(Payload, frozen=True):
+    agent: Identifier
+    turn: Identifier
+    task: Identifier
+
+
+class TurnWritebackVerified(Payload, frozen=True):
+    agent: Identifier
+    turn: Identifier
+    effect: EffectHex
+    amount: TokenCount
+
+
+class QuotaSpent(Payload, frozen=True):
+    agent: Identifier
+    turn: Identifier
+    effect: EffectHex
+    amount: TokenCount
+    spent_before: SpentUnits
+    spent_after: SpentUnits
+
+
+BUDGET_CONFIGURED = "budget.configured"
+TURN_OPENED = "turn.opened"
+TURN_WRITEBACK_VERIFIED = "turn.writeback_verified"
+QUOTA_SPENT = "quota.spent"
+
+EVENTS: dict[str, type[Payload]] = {
+    BUDGET_CONFIGURED: BudgetConfigured,
+    TURN_OPENED: TurnOpened,
+    TURN_WRITEBACK_VERIFIED: TurnWritebackVerified,
+    QUOTA_SPENT: QuotaSpent,
+}
 """Event kind -> payload Struct."""
 
 
+# -- state ----------------------------------------------------------------------------
+
+
+class Budget(StateStruct):
+    allowed_units: int = 0
+    window_hours: float = 0.0
+    configured_at: str = ""
+    seq: int = -1
+
+
+class Turn(StateStruct):
+    turn: str = ""
+    task: str = ""
+    effect: str = ""
+    opened_at: str = ""
+    opened_seq: int = -1
+    amount: int | None = None
+    writeback_at: str | None = None
+    writeback_seq: int | None = None
+    spent_at: str | None = None
+    spend_seq: int | None = None
+    spend_hash: str | None = None
+
+    @property
+    def phase(self) -> str:
+        if self.spent_at is not None:
+            return SETTLED
+        if self.writeback_at is not None:
+            return SPEND_OWED
+        return OPEN
+
+
+class AgentTurns(StateStruct):
+    turns: dict[str, Turn] = msgspec.field(default_factory=dict)
+    latest: str | None = None
+    """The turn id opened last; at most one turn of an agent is unsettled."""
+
+
+class GoalSettlement(StateStruct):
+    budget: Budget | None = None
+    agents: dict[str, AgentTurns] = msgspec.field(default_factory=dict)
+    spend_at_us: list[int] = msgspec.field(default_factory=list)
+    """Times of every spend of the goal, non-decreasing (the journal keeps a goal's
+    event times non-decreasing), so the rolling window is a bisect away."""
+    spend_units: list[int] = msgspec.field(default_factory=list)
+    spent_total: int = 0
+
+
 class SettlementState(StateStruct):
-    pass
+    goals: dict[str, GoalSettlement] = msgspec.field(default_factory=dict)
+
+
+# -- fold -----------------------------------------------------------------------------
 
 
 def apply(state: SettlementState, record: Record, payload: Any) -> None:
     """Fold one event of this domain into the state."""
+    goal = record.goal or ""
+    book = state.goals.get(goal)
+    if book is None:
+        book = state.goals[goal] = GoalSettlement()
+    if isinstance(payload, BudgetConfigured):
+        book.budget = Budget(
+            allowed_units=payload.allowed_units,
+            window_hours=payload.window_hours,
+            configured_at=record.at,
+            seq=record.seq,
+        )
+    elif isinstance(payload, TurnOpened):
+        agent = book.agents.get(payload.agent)
+        if agent is None:
+            agent = book.agents[payload.agent] = AgentTurns()
+        agent.turns[payload.turn] = Turn(
+            turn=payload.turn,
+            task=payload.task,
+            effect=effect_of(goal, payload.agent, payload.task, payload.turn),
+            opened_at=record.at,
+            opened_seq=record.seq,
+        )
+        agent.latest = payload.turn
+    elif isinstance(payload, TurnWritebackVerified):
+        turn = _turn(book, payload.agent, payload.turn)
+        if turn is not None:
+            turn.amount = payload.amount
+            turn.writeback_at = record.at
+            turn.writeback_seq = record.seq
+    elif isinstance(payload, QuotaSpent):
+        turn = _turn(book, payload.agent, payload.turn)
+        if turn is not None:
+            turn.spent_at = record.at
+            turn.spend_seq = record.seq
+            turn.spend_hash = record.hash
+        book.spend_at_us.append(parse_at(record.at))
+        book.spend_units.append(payload.amount)
+        book.spent_total += payload.amount
+
+
+def _turn(book: GoalSettlement, agent: str, turn: str) -> Turn | None:
+    turns = book.agents.get(agent)
+    return None if turns is None else turns.turns.get(turn)
+
+
+# -- derived figures ------------------------------------------------------------------
+
+
+def effect_of(goal: str, agent: str, task: str, turn: str) -> str:
+    """The effect id: first 32 hex of SHA-256 of `goal \\0 agent \\0 task \\0 turn`."""
+    digest = hashlib.sha256("\0".join((goal, agent, task, turn)).encode()).hexdigest()
+    return digest[:EFFECT_HEX_CHARS]
+
+
+def spend_argv(goal: str, agent: str, turn: str, effect: str, amount: int) -> list[str]:
+    return [
+        "runledger",
+        "turn",
+        "spend",
+        "--goal",
+        goal,
+        "--agent",
+        agent,
+        "--turn",
+        turn,
+        "--effect",
+        effect,
+        "--amount",
+        str(amount),
+    ]
+
+
+def spend_command(goal: str, agent: str, turn: str, effect: str, amount: int) -> str:
+    """The exact `runledger turn spend ...` line a resume hands back.
+
+    Identifiers are restricted to `A-Za-z0-9._:@/-`, none of which a POSIX shell
+    treats specially, so `shlex.quote` leaves them unchanged and the line reads
+    exactly like SPEC §5; quoting is kept only as a guard. The line carries no
+    `--journal`: it is a function of the fold alone, so it is the same whichever
+    path, URL or environment variable reached the journal (and a PostgreSQL URL's
+    password never lands in it). The runner re-enters with its journal configured
+    as before (`--journal` or `RUNLEDGER_JOURNAL`).
+    """
+    return shlex.join(spend_argv(goal, agent, turn, effect, amount))
+
+
+def window_spent_units(book: GoalSettlement, at_us: int) -> int | None:
+    """Units spent in the rolling window (at - window, at]; None without a budget."""
+    if book.budget is None:
+        return None
+    start = bisect.bisect_right(book.spend_at_us, at_us - _window_us(book.budget))
+    end = bisect.bisect_right(book.spend_at_us, at_us)
+    return sum(book.spend_units[start:end])
+
+
+def reopens_at_us(book: GoalSettlement, at_us: int) -> int | None:
+    """When the window's spent units drop below the allowance if nothing else is
+    spent: the moment enough of the oldest spends have left the window. None when
+    not throttled, or never (an allowance of 0 throttles forever)."""
+    budget = book.budget
+    spent = window_spent_units(book, at_us)
+    if budget is None or spent is None or spent < budget.allowed_units:
+        return None
+    if budget.allowed_units == 0:
+        return None
+    window_us = _window_us(budget)
+    start = bisect.bisect_right(book.spend_at_us, at_us - window_us)
+    end = bisect.bisect_right(book.spend_at_us, at_us)
+    for index in range(start, end):
+        spent -= book.spend_units[index]
+        # A spend at s is in the window at t while t - window < s, i.e. until s + window.
+        if spent < budget.allowed_units:
+            return book.spend_at_us[index] + window_us
+    return None  # unreachable: once every spend has left, spent is 0 < allowed
+
+
+def _format_or_none(at_us: int | None) -> str | None:
+    return None if at_us is None else format_us(at_us)
+
+
+def _window_us(budget: Budget) -> int:
+    return round(budget.window_hours * US_PER_HOUR)
+
+
+# -- views ----------------------------------------------------------------------------
+
+
+def turn_view(goal: str, agent: str, turn: Turn) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "turn": turn.turn,
+        "task": turn.task,
+        "effect": turn.effect,
+        "phase": turn.phase,
+        "opened_at": turn.opened_at,
+        "amount": turn.amount,
+        "writeback_at": turn.writeback_at,
+        "spent_at": turn.spent_at,
+    }
+    if turn.phase == SPEND_OWED:
+        assert turn.amount is not None  # a writeback always records the amount
+        view["command"] = spend_command(goal, agent, turn.turn, turn.effect, turn.amount)
+    return view
+
+
+def resume_view(state: SettlementState, goal: str, agent: str) -> dict[str, Any]:
+    """`turn resume`: what the agent's latest turn needs next, from the fold alone."""
+    book = state.goals.get(goal)
+    turns = None if book is None else book.agents.get(agent)
+    if turns is None or turns.latest is None:
+        return {"phase": IDLE}
+    turn = turns.turns[turns.latest]
+    identity = {"turn": turn.turn, "task": turn.task, "effect": turn.effect}
+    if turn.phase == OPEN:
+        return {"phase": OPEN, "next_step": "writeback", **identity}
+    assert turn.amount is not None
+    if turn.phase == SPEND_OWED:
+        return {
+            "phase": SPEND_OWED,
+            "command": spend_command(goal, agent, turn.turn, turn.effect, turn.amount),
+            "argv": spend_argv(goal, agent, turn.turn, turn.effect, turn.amount),
+            "effect": turn.effect,
+            "amount": turn.amount,
+            "turn": turn.turn,
+            "task": turn.task,
+        }
+    return {
+        "phase": SETTLED,
+        "effective_action": "settled_skip",
+        **identity,
+        "amount": turn.amount,
+        "spent_at": turn.spent_at,
+        "spend_seq": turn.spend_seq,
+    }
+
+
+def budget_view(book: GoalSettlement | None, at_us: int) -> dict[str, Any]:
+    """The goal's budget and where the rolling window stands at `at_us`."""
+    if book is None or book.budget is None:
+        return {
+            "budget": None,
+            "window_spent_units": None,
+            "throttled": False,
+            "reopens_at": None,
+            "spent_total": 0 if book is None else book.spent_total,
+        }
+    spent = window_spent_units(book, at_us)
+    assert spent is not None
+    return {
+        "budget": {
+            "allowed_units": book.budget.allowed_units,
+            "window_hours": book.budget.window_hours,
+            "configured_at": book.budget.configured_at,
+        },
+        "window_spent_units": spent,
+        "throttled": spent >= book.budget.allowed_units,
+        "reopens_at": _format_or_none(reopens_at_us(book, at_us)),
+        "spent_total": book.spent_total,
+    }
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The outcome of a pure decision: refuse (reasons), append one event, or neither.
+
+    `reasons` empty and `kind` None means an idempotent replay: ok, nothing appended.
+    `view` is JSON-ready context for the caller's answer.
+    """
+
+    reasons: tuple[str, ...] = ()
+    kind: str | None = None
+    payload: Payload | None = None
+    view: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.reasons
+
+
+def decide_budget(
+    state: SettlementState, goal: str, allowed_units: int, window_hours: float
+) -> Decision:
+    """`budget configure`: the same budget again changes nothing."""
+    book = state.goals.get(goal)
+    current = None if book is None else book.budget
+    if (
+        current is not None
+        and current.allowed_units == allowed_units
+        and current.window_hours == window_hours
+    ):
+        return Decision(view={"idempotent": True})
+    payload = BudgetConfigured(allowed_units=allowed_units, window_hours=window_hours)
+    return Decision(kind=BUDGET_CONFIGURED, payload=payload, view={"idempotent": False})
+
+
+def decide_open(
+    state: SettlementState, goal: str, agent: str, turn: str, task: str, at_us: int
+) -> Decision:
+    """`turn open`: a new turn only once the agent's previous turn is settled and the
+    goal's rolling window has units left. Reopening the same open turn is a replay."""
+    book = state.goals.get(goal) or GoalSettlement()
+    turns = book.agents.get(agent) or AgentTurns()
+    existing = turns.turns.get(turn)
+    if existing is not None:
+        return _reopen(goal, agent, existing, task)
+    reasons: list[str] = []
+    view: dict[str, Any] = {}
+    latest = turns.turns.get(turns.latest) if turns.latest is not None else None
+    if latest is not None and latest.phase == SPEND_OWED:
+        reasons.append(SETTLEMENT_OWED)
+        view["owed"] = turn_view(goal, agent, latest)
+        view["command"] = view["owed"]["command"]
+    elif latest is not None and latest.phase == OPEN:
+        reasons.append(TURN_IN_PROGRESS)
+        view["in_progress"] = turn_view(goal, agent, latest)
+    figures = budget_view(book, at_us)
+    if figures["throttled"]:
+        reasons.append(QUOTA_THROTTLED)
+    view["figures"] = figures
+    if reasons:
+        return Decision(reasons=tuple(reasons), view=view)
+    payload = TurnOpened(agent=agent, turn=turn, task=task)
+    view |= {"phase": OPEN, "effect": effect_of(goal, agent, task, turn), "idempotent": False}
+    return Decision(kind=TURN_OPENED, payload=payload, view=view)
+
+
+def _reopen(goal: str, agent: str, existing: Turn, task: str) -> Decision:
+    view: dict[str, Any] = {"turn_state": turn_view(goal, agent, existing)}
+    if existing.task != task:
+        return Decision(reasons=(TURN_EXISTS_WITH_DIFFERENT_TASK,), view=view)
+    if existing.phase == SPEND_OWED:
+        # The re-entering runner learns what it still owes, exactly as for a new turn.
+        view["command"] = view["turn_state"]["command"]
+        return Decision(reasons=(SETTLEMENT_OWED,), view=view)
+    if existing.phase == SETTLED:
+        return Decision(reasons=(TURN_ALREADY_SETTLED,), view=view)
+    return Decision(view={**view, "phase": OPEN, "effect": existing.effect, "idempotent": True})
+
+
+def decide_writeback(
+    state: SettlementState, goal: str, agent: str, turn: str, amount: int
+) -> Decision:
+    """`turn writeback`: records the amount the turn's effect owes, once."""
+    book = state.goals.get(goal)
+    existing = None if book is None else _turn(book, agent, turn)
+    if existing is None:
+        return Decision(reasons=(TURN_NOT_OPEN,))
+    view: dict[str, Any] = {"effect": existing.effect, "task": existing.task}
+    if existing.phase == OPEN:
+        payload = TurnWritebackVerified(
+            agent=agent, turn=turn, effect=existing.effect, amount=amount
+        )
+        command = spend_command(goal, agent, turn, existing.effect, amount)
+        view |= {"phase": SPEND_OWED, "command": command, "idempotent": False}
+        return Decision(kind=TURN_WRITEBACK_VERIFIED, payload=payload, view=view)
+    view["turn_state"] = turn_view(goal, agent, existing)
+    if existing.amount != amount:
+        view["recorded_amount"] = existing.amount
+        return Decision(reasons=(WRITEBACK_AMOUNT_CONFLICT,), view=view)
+    view |= {"phase": existing.phase, "idempotent": True}
+    if existing.phase == SPEND_OWED:
+        view["command"] = view["turn_state"]["command"]
+    return Decision(view=view)
+
+
+def decide_spend(
+    state: SettlementState, goal: str, agent: str, turn: str, effect: str, amount: int
+) -> Decision:
+    """`turn spend`: debit the recorded identity exactly once.
+
+    A turn the goal and agent never opened is a foreign identity
+    (`spend_identity_mismatch`); a known turn without writeback is
+    `writeback_not_verified` (plus the mismatch if the effect is not the turn's);
+    a verified turn must match on effect and amount. A settled turn with the same
+    identity is a replay: ok, nothing appended.
+    """
+    book = state.goals.get(goal) or GoalSettlement()
+    existing = _turn(book, agent, turn)
+    view: dict[str, Any] = {}
+    owed = _owed_turn(book, agent)
+    if owed is not None:
+        view["owed"] = turn_view(goal, agent, owed)
+    if existing is None:
+        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), view=view)
+    view["turn_state"] = turn_view(goal, agent, existing)
+    reasons: list[str] = []
+    if existing.phase == OPEN:
+        reasons.append(WRITEBACK_NOT_VERIFIED)
+        if existing.effect != effect:
+            reasons.append(SPEND_IDENTITY_MISMATCH)
+        return Decision(reasons=tuple(reasons), view=view)
+    if existing.effect != effect or existing.amount != amount:
+        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), view=view)
+    if existing.phase == SETTLED:
+        view |= {"idempotent": True, "spend_seq": existing.spend_seq}
+        return Decision(view=view)
+    payload = QuotaSpent(
+        agent=agent,
+        turn=turn,
+        effect=effect,
+        amount=amount,
+        spent_before=book.spent_total,
+        spent_after=book.spent_total + amount,
+    )
+    view |= {"idempotent": False, "spent_before": book.spent_total}
+    view["spent_after"] = book.spent_total + amount
+    return Decision(kind=QUOTA_SPENT, payload=payload, view=view)
+
+
+def _owed_turn(book: GoalSettlement, agent: str) -> Turn | None:
+    turns = book.agents.get(agent)
+    if turns is None or turns.latest is None:
+        return None
+    latest = turns.turns[turns.latest]
+    return latest if latest.phase == SPEND_OWED else None
