@@ -1,7 +1,266 @@
-"""Placeholder: the host commands are being built (their issue owns this module)."""
+"""Host continuation commands (SPEC §4): `runledger host phase|start|exit|return|...`."""
+
+from typing import Annotated
 
 import typer
 
+from commands.common import AtOpt, Ctx, GoalOpt, command
+from projections.hosts import MAX_ATTEMPTS_DEFAULT
+
+LaneOpt = Annotated[str, typer.Option("--lane", help="Lane (one agent's line of work).")]
+AttemptOpt = Annotated[str, typer.Option("--attempt", help="Attempt identifier.")]
+SessionOpt = Annotated[str, typer.Option("--session", help="The agent session.")]
+ProfileOpt = Annotated[str, typer.Option("--profile", help="The agent profile.")]
+DeadlineOpt = Annotated[
+    str,
+    typer.Option(
+        "--deadline",
+        help="Phase deadline: RFC 3339, or +30m relative to the event time. "
+        "A replayed continue compares absolute deadlines.",
+    ),
+]
+HandoffOpt = Annotated[
+    str | None,
+    typer.Option("--handoff", help="Handoff file (regular file, UTF-8, <= 256 KiB)."),
+]
+HandoffShaOpt = Annotated[
+    str | None,
+    typer.Option("--handoff-sha256", help="SHA-256 the handoff file must have."),
+]
+MaxPhaseOpt = Annotated[
+    str, typer.Option("--max-phase", help="Longest phase allowed (deadline_too_far beyond).")
+]
+MaxAttemptsOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-attempts", help="Attempts a phase may hold before a retryable failure stops it."
+    ),
+]
+ReadAtOpt = Annotated[
+    str | None, typer.Option("--at", help="Evaluate the state as of T (RFC 3339).")
+]
+
 
 def register(app: typer.Typer) -> None:
-    """Add this domain's commands to the runledger app."""
+    """Add the `host` command group to the runledger app."""
+    host = typer.Typer(
+        help="Host continuation: lanes, phases, attempts, explicit continuation of failures.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+    )
+    app.add_typer(host, name="host")
+
+    @command(
+        host,
+        "phase",
+        example="runledger host phase --goal g --lane l1 --deadline +2h --session s1 --profile p",
+    )
+    def phase(
+        ctx: Ctx,
+        goal: GoalOpt,
+        lane: LaneOpt,
+        deadline: DeadlineOpt,
+        session: Annotated[str | None, typer.Option("--session", help="Bind a session.")] = None,
+        profile: Annotated[str | None, typer.Option("--profile", help="Bind a profile.")] = None,
+        handoff: HandoffOpt = None,
+        handoff_sha256: HandoffShaOpt = None,
+        max_phase: MaxPhaseOpt = "7d",
+        at: AtOpt = None,
+    ) -> dict:
+        """Open a lane's first phase, or a further one after a completed attempt.
+
+        A lane whose last attempt failed or was interrupted is refused lane_failed:
+        it goes on only through `host continue`.
+        """
+        with ctx.service(write=True) as ledger:
+            return ledger.host_phase(
+                goal=goal,
+                lane=lane,
+                deadline=deadline,
+                session=session,
+                profile=profile,
+                handoff=handoff,
+                handoff_sha256=handoff_sha256,
+                max_phase=max_phase,
+                at=at,
+            )
+
+    @command(
+        host,
+        "start",
+        example="runledger host start --goal g --lane l1 --attempt a1 --session s1 --profile p",
+    )
+    def start(
+        ctx: Ctx,
+        goal: GoalOpt,
+        lane: LaneOpt,
+        attempt: AttemptOpt,
+        session: SessionOpt,
+        profile: ProfileOpt,
+        pid: Annotated[int | None, typer.Option("--pid", help="The attempt's process.")] = None,
+        max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
+        at: AtOpt = None,
+    ) -> dict:
+        """The dispatch gate: start an attempt, or refuse with every failing reason."""
+        with ctx.service(write=True) as ledger:
+            return ledger.host_start(
+                goal=goal,
+                lane=lane,
+                attempt=attempt,
+                session=session,
+                profile=profile,
+                pid=pid,
+                max_attempts=max_attempts,
+                at=at,
+            )
+
+    @command(host, "exit", example="runledger host exit --goal g --attempt a1 --exit-code 0")
+    def exit_(
+        ctx: Ctx,
+        goal: GoalOpt,
+        attempt: AttemptOpt,
+        exit_code: Annotated[
+            int | None, typer.Option("--exit-code", help="The process's exit code.")
+        ] = None,
+        signal: Annotated[
+            int | None, typer.Option("--signal", help="The signal that ended it.")
+        ] = None,
+        at: AtOpt = None,
+    ) -> dict:
+        """Record that the attempt's process was observed exited."""
+        with ctx.service(write=True) as ledger:
+            return ledger.host_exit(
+                goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
+            )
+
+    @command(
+        host,
+        "return",
+        example="runledger host return --goal g --attempt a1 --outcome failed "
+        "--failure quota_exhausted --cursor turn-7",
+    )
+    def return_(
+        ctx: Ctx,
+        goal: GoalOpt,
+        attempt: AttemptOpt,
+        outcome: Annotated[
+            str, typer.Option("--outcome", help="completed, failed or interrupted.")
+        ],
+        failure: Annotated[
+            str | None,
+            typer.Option(
+                "--failure",
+                help="With --outcome failed: quota_exhausted, output_budget_exhausted, "
+                "retryable or fatal.",
+            ),
+        ] = None,
+        cursor: Annotated[
+            str | None, typer.Option("--cursor", help="Where the history stands.")
+        ] = None,
+        detail: Annotated[str | None, typer.Option("--detail", help="Failure detail.")] = None,
+        at: AtOpt = None,
+    ) -> dict:
+        """Record the attempt's outcome; prints the event hash `host continue` binds."""
+        with ctx.service(write=True) as ledger:
+            return ledger.host_return(
+                goal=goal,
+                attempt=attempt,
+                outcome=outcome,
+                failure=failure,
+                cursor=cursor,
+                detail=detail,
+                at=at,
+            )
+
+    @command(
+        host,
+        "continue",
+        example="runledger host continue --goal g --lane l1 --bind 3f9a... --deadline +2h "
+        "--session s1 --profile p --cursor turn-7",
+    )
+    def continue_(
+        ctx: Ctx,
+        goal: GoalOpt,
+        lane: LaneOpt,
+        bind: Annotated[
+            str, typer.Option("--bind", help="Hash of the failed attempt's return event.")
+        ],
+        deadline: DeadlineOpt,
+        session: SessionOpt,
+        profile: ProfileOpt,
+        cursor: Annotated[str, typer.Option("--cursor", help="Cursor recorded at return.")],
+        handoff: HandoffOpt = None,
+        handoff_sha256: HandoffShaOpt = None,
+        max_phase: MaxPhaseOpt = "7d",
+        at: AtOpt = None,
+    ) -> dict:
+        """Continue one failed or interrupted attempt on its session, in a new finite phase.
+
+        Replaying the same request returns the same phase (idempotent); any
+        difference is refused phase_exists_with_different_request.
+        """
+        with ctx.service(write=True) as ledger:
+            return ledger.host_continue(
+                goal=goal,
+                lane=lane,
+                bind=bind,
+                deadline=deadline,
+                session=session,
+                profile=profile,
+                cursor=cursor,
+                handoff=handoff,
+                handoff_sha256=handoff_sha256,
+                max_phase=max_phase,
+                at=at,
+            )
+
+    @command(host, "heartbeat", example="runledger host heartbeat --goal g --lane l1 --session s1")
+    def heartbeat(
+        ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
+    ) -> dict:
+        """The lane's current phase and its handoff until a completed return confirms it."""
+        with ctx.service(write=False) as ledger:
+            return ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
+
+    @command(host, "stop", example="runledger host stop --goal g")
+    def stop(
+        ctx: Ctx,
+        goal: GoalOpt,
+        clear: Annotated[bool, typer.Option("--clear", help="Clear the stop.")] = False,
+        at: AtOpt = None,
+    ) -> dict:
+        """Request a stop (no lane starts or continues), or clear it with --clear."""
+        with ctx.service(write=True) as ledger:
+            return ledger.host_stop(goal=goal, clear=clear, at=at)
+
+    @command(host, "replan", example="runledger host replan --goal g --lane l1 --replan r1 --open")
+    def replan(
+        ctx: Ctx,
+        goal: GoalOpt,
+        lane: LaneOpt,
+        replan: Annotated[str, typer.Option("--replan", help="Replan identifier.")],
+        open_: Annotated[bool, typer.Option("--open", help="Open the replan.")] = False,
+        settle: Annotated[bool, typer.Option("--settle", help="Settle the replan.")] = False,
+        at: AtOpt = None,
+    ) -> dict:
+        """Open or settle a replan; an unsettled replan holds its lane."""
+        from journal import InvalidInput
+
+        if open_ == settle:
+            raise InvalidInput("give exactly one of --open or --settle", code="invalid_option")
+        with ctx.service(write=True) as ledger:
+            return ledger.host_replan(
+                goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
+            )
+
+    @command(host, "status", example="runledger host status --goal g --lane l1")
+    def status(
+        ctx: Ctx,
+        goal: GoalOpt,
+        lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
+        max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
+        at: ReadAtOpt = None,
+    ) -> dict:
+        """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
+        with ctx.service(write=False) as ledger:
+            return ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)

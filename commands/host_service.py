@@ -1,9 +1,736 @@
-"""Placeholder: the host use cases are being built (their issue owns this module)."""
+"""Host continuation use cases (SPEC §4): phase, start, exit, return, continue, holds.
+
+Each writer: read the handoff file first (if any), then lock -> fold -> sample time
+-> decide (pure, `projections.hosts`) -> append at most one event. A refusal
+returns `{"ok": False, "reasons": [...]}` and appends nothing.
+
+Handoff files are opened with `O_NONBLOCK|O_NOFOLLOW` and checked with `fstat`, so a
+FIFO, a device, a directory or a symlink is refused (`handoff_not_regular`) without
+ever blocking. The content is stored in the phase event as text: a handoff that is
+not valid UTF-8 is invalid input (exit 2), because the journal is JSON and a lossy
+decode would store bytes other than the ones the digest names.
+"""
 
 from __future__ import annotations
 
-from commands.service_base import ServiceBase
+import errno
+import hashlib
+import os
+import stat
+from typing import Any
+
+from commands.service_base import (
+    ServiceBase,
+    check_identifier,
+    check_text,
+    event_json,
+)
+from journal import InvalidInput
+from journal.clock import format_us, parse_at, parse_deadline_us, parse_duration_us, wall_us
+from journal.limits import HANDOFF_BYTES_MAX
+from projections import hosts
+from projections.hosts import (
+    ContinueRequest,
+    Decision,
+    ExitRequest,
+    GoalHosts,
+    HandoffCheck,
+    PhaseRequest,
+    Readiness,
+    ReturnRequest,
+    StartRequest,
+)
+from projections.ledger import Ledger
+
+OUTCOMES = ("completed", "failed", "interrupted")
+_SHA256_HEX = frozenset("0123456789abcdef")
+_DEADLINE_US_MAX = parse_at("9999-12-31T23:59:59.999999Z")
+
+
+# -- inputs ---------------------------------------------------------------------------
+
+
+def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
+    """Read and check a handoff file: regular, at most 256 KiB, matching its digest.
+
+    Never blocks: `O_NONBLOCK` makes opening a FIFO return at once, and `fstat` on
+    the open descriptor (not the path, which could be swapped) refuses it.
+    """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink: O_NOFOLLOW refused it
+            return HandoffCheck(expected_sha256, 0, None, ("handoff_not_regular",))
+        # Missing, or unreadable (permissions): either way there is no handoff to bind.
+        return HandoffCheck(expected_sha256, 0, None, ("handoff_missing",))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return HandoffCheck(expected_sha256, 0, None, ("handoff_not_regular",))
+        if info.st_size > HANDOFF_BYTES_MAX:
+            return HandoffCheck(expected_sha256, info.st_size, None, ("handoff_too_large",))
+        chunks: list[bytes] = []
+        size = 0
+        while size <= HANDOFF_BYTES_MAX:  # the file may grow while we read it
+            chunk = os.read(fd, HANDOFF_BYTES_MAX + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError:
+        return HandoffCheck(expected_sha256, 0, None, ("handoff_missing",))
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > HANDOFF_BYTES_MAX:
+        return HandoffCheck(expected_sha256, len(data), None, ("handoff_too_large",))
+    if hashlib.sha256(data).hexdigest() != expected_sha256:
+        return HandoffCheck(expected_sha256, len(data), None, ("handoff_digest_mismatch",))
+    try:
+        content = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"handoff {path} is not UTF-8 text (byte {exc.start}); handoffs are stored as text",
+            code="handoff_not_utf8",
+        ) from None
+    return HandoffCheck(expected_sha256, len(data), content)
+
+
+def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
+    if path is None and sha256 is None:
+        return None
+    if path is None or sha256 is None:
+        raise InvalidInput(
+            "--handoff and --handoff-sha256 go together", code="handoff_digest_required"
+        )
+    digest = sha256.strip().lower()
+    if len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+        raise InvalidInput(
+            f"--handoff-sha256 {sha256!r} is not 64 hex digits", code="invalid_sha256"
+        )
+    return read_handoff(path, digest)
+
+
+def _check_hash(option: str, value: str) -> str:
+    digest = value.strip().lower()
+    if len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+        raise InvalidInput(f"{option} {value!r} is not an event hash", code="invalid_hash")
+    return digest
+
+
+def _max_phase_us(text: str) -> int:
+    value = parse_duration_us(text)
+    if value <= 0:
+        raise InvalidInput("--max-phase must be positive", code="invalid_duration")
+    return value
+
+
+def _deadline_us(text: str, at: str) -> int:
+    value = parse_deadline_us(text, parse_at(at))
+    if not 0 <= value <= _DEADLINE_US_MAX:
+        raise InvalidInput(f"--deadline {text!r} is out of range", code="invalid_time")
+    return value
+
+
+# -- JSON -----------------------------------------------------------------------------
+
+
+def phase_json(phase: hosts.PhaseState) -> dict[str, Any]:
+    return {
+        "phase": phase.phase,
+        "lane": phase.lane,
+        "deadline": phase.deadline,
+        "session": phase.session,
+        "profile": phase.profile,
+        "basis": phase.basis,
+        "bound": phase.bound,
+        "handoff_sha256": phase.handoff_sha256,
+        "handoff_bytes": phase.handoff_bytes,
+        "handoff_confirmed": phase.handoff_confirmed_by is not None
+        if phase.handoff_sha256 is not None
+        else None,
+        "attempts": list(phase.attempts),
+        "at": phase.at,
+        "seq": phase.seq,
+        "hash": phase.hash,
+    }
+
+
+def attempt_json(attempt: hosts.AttemptState) -> dict[str, Any]:
+    failure = None
+    if attempt.failure_code is not None:
+        failure = {"code": attempt.failure_code, "detail": attempt.failure_detail}
+    return {
+        "attempt": attempt.attempt,
+        "lane": attempt.lane,
+        "number": attempt.number,
+        "phase": attempt.phase,
+        "session": attempt.session,
+        "profile": attempt.profile,
+        "pid": attempt.pid,
+        "started_at": attempt.started_at,
+        "exited": attempt.exited,
+        "exit_code": attempt.exit_code,
+        "signal": attempt.signal,
+        "returned": attempt.returned,
+        "outcome": attempt.outcome,
+        "failure": failure,
+        "cursor": attempt.cursor,
+        "returned_at": attempt.returned_at,
+        "returned_hash": attempt.returned_hash,
+    }
+
+
+def failure_json(goal: GoalHosts, attempt: hosts.AttemptState | None) -> dict[str, Any] | None:
+    if attempt is None:
+        return None
+    bound = goal.bound.get(attempt.returned_hash or "")
+    return {
+        "hash": attempt.returned_hash,
+        "code": attempt.failure_kind,
+        "attempt": attempt.attempt,
+        "number": attempt.number,
+        "continued_by_phase": bound[1] if bound is not None else None,
+    }
+
+
+def _refusal(decision: Decision, **context: Any) -> dict[str, Any]:
+    return {"ok": False, "appended": False, "reasons": list(decision.reasons), **context}
+
+
+# -- the service ----------------------------------------------------------------------
 
 
 class HostService(ServiceBase):
-    pass
+    """`host phase | start | exit | return | continue | heartbeat | stop | replan | status`."""
+
+    def _goal_hosts(self, state: Ledger, goal: str) -> GoalHosts:
+        return state.hosts.goals.get(goal) or GoalHosts()
+
+    def host_phase(
+        self,
+        *,
+        goal: str,
+        lane: str,
+        deadline: str,
+        session: str | None = None,
+        profile: str | None = None,
+        handoff: str | None = None,
+        handoff_sha256: str | None = None,
+        max_phase: str = "7d",
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Open a lane's first phase, or a further one after a completed attempt."""
+        check_identifier("--goal", goal)
+        check_identifier("--lane", lane)
+        if session is not None:
+            check_identifier("--session", session)
+        if profile is not None:
+            check_identifier("--profile", profile)
+        max_phase_us = _max_phase_us(max_phase)
+        handoff_check = _handoff_input(handoff, handoff_sha256)  # read first, always
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            state = self._goal_hosts(txn.state, goal)
+            request = PhaseRequest(
+                lane=lane,
+                deadline_us=_deadline_us(deadline, event_at),
+                session=session,
+                profile=profile,
+                handoff=handoff_check,
+                max_phase_us=max_phase_us,
+            )
+            decision = hosts.decide_phase(state, request, parse_at(event_at))
+            if not decision.ok:
+                return _refusal(
+                    decision, lane=lane, deadline=format_us(request.deadline_us), at=event_at
+                )
+            if decision.idempotent:
+                assert decision.phase is not None
+                return _phase_result(decision.phase, appended=False, idempotent=True)
+            payload = hosts.PhaseAppended(
+                lane=lane,
+                phase=decision.number,
+                deadline=format_us(request.deadline_us),
+                session=session,
+                profile=profile,
+                basis="initial",
+                bound=None,
+                handoff=_handoff_payload(handoff_check),
+            )
+            pending = txn.append("host.phase_appended", goal, payload, event_at)
+        phase = _find_phase(self.journal.state, goal, lane, decision.number)
+        return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
+
+    def host_start(
+        self,
+        *,
+        goal: str,
+        lane: str,
+        attempt: str,
+        session: str,
+        profile: str,
+        pid: int | None = None,
+        max_attempts: int = hosts.MAX_ATTEMPTS_DEFAULT,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """The dispatch gate: start an attempt in the lane's current phase, or refuse."""
+        for option, value in (
+            ("--goal", goal),
+            ("--lane", lane),
+            ("--attempt", attempt),
+            ("--session", session),
+            ("--profile", profile),
+        ):
+            check_identifier(option, value)
+        if pid is not None and not 1 <= pid <= 2**31 - 1:
+            raise InvalidInput(f"--pid {pid} is not a process id", code="invalid_pid")
+        if max_attempts < 1:
+            raise InvalidInput("--max-attempts must be >= 1", code="invalid_option")
+        request = StartRequest(lane, attempt, session, profile, pid, max_attempts)
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            at_us = parse_at(event_at)
+            state = self._goal_hosts(txn.state, goal)
+            readiness = capacity_readiness(txn.state, goal, at_us)
+            decision = hosts.decide_start(state, request, at_us, readiness)
+            if not decision.ok:
+                return _refusal(decision, lane=lane, attempt=attempt, at=event_at)
+            if decision.idempotent:
+                assert decision.attempt is not None
+                return {
+                    "ok": True,
+                    "appended": False,
+                    "idempotent": True,
+                    "attempt": attempt_json(decision.attempt),
+                }
+            assert decision.phase is not None
+            payload = hosts.AttemptStarted(
+                lane=lane,
+                phase=decision.phase.phase,
+                attempt=attempt,
+                number=decision.number,
+                session=session,
+                profile=profile,
+                pid=pid,
+            )
+            pending = txn.append("host.attempt_started", goal, payload, event_at)
+        started = self._goal_hosts(self.journal.state, goal).attempts[attempt]
+        return {
+            "ok": True,
+            "appended": True,
+            "idempotent": False,
+            "attempt": attempt_json(started),
+            **_event(pending),
+        }
+
+    def host_exit(
+        self,
+        *,
+        goal: str,
+        attempt: str,
+        exit_code: int | None = None,
+        signal: int | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Record that the attempt's process was observed exited."""
+        check_identifier("--goal", goal)
+        check_identifier("--attempt", attempt)
+        if exit_code is not None and signal is not None:
+            raise InvalidInput("give --exit-code or --signal, not both", code="invalid_option")
+        if exit_code is not None and not 0 <= exit_code <= 255:
+            raise InvalidInput("--exit-code must be 0..255", code="invalid_option")
+        if signal is not None and not 1 <= signal <= 128:
+            raise InvalidInput("--signal must be 1..128", code="invalid_option")
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            state = self._goal_hosts(txn.state, goal)
+            decision = hosts.decide_exit(state, ExitRequest(attempt, exit_code, signal))
+            if not decision.ok:
+                return _refusal(decision, attempt=attempt, at=event_at)
+            if decision.idempotent:
+                assert decision.attempt is not None
+                return {
+                    "ok": True,
+                    "appended": False,
+                    "idempotent": True,
+                    "attempt": attempt_json(decision.attempt),
+                }
+            payload = hosts.ProcessExited(attempt=attempt, exit_code=exit_code, signal=signal)
+            pending = txn.append("host.process_exited", goal, payload, event_at)
+        exited = self._goal_hosts(self.journal.state, goal).attempts[attempt]
+        return {
+            "ok": True,
+            "appended": True,
+            "idempotent": False,
+            "attempt": attempt_json(exited),
+            **_event(pending),
+        }
+
+    def host_return(
+        self,
+        *,
+        goal: str,
+        attempt: str,
+        outcome: str,
+        failure: str | None = None,
+        cursor: str | None = None,
+        detail: str | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the attempt's outcome; its event hash is what `host continue` binds."""
+        check_identifier("--goal", goal)
+        check_identifier("--attempt", attempt)
+        if outcome not in OUTCOMES:
+            raise InvalidInput(
+                f"--outcome must be one of {', '.join(OUTCOMES)}", code="invalid_outcome"
+            )
+        if outcome == "failed" and failure is None:
+            raise InvalidInput("--outcome failed needs --failure CODE", code="failure_required")
+        if outcome != "failed" and failure is not None:
+            raise InvalidInput(
+                f"--failure is given only with --outcome failed (not {outcome})",
+                code="invalid_option",
+            )
+        if failure is not None and failure not in hosts.FAILURE_CODES:
+            raise InvalidInput(
+                f"--failure must be one of {', '.join(hosts.FAILURE_CODES)}",
+                code="invalid_failure",
+            )
+        if detail is not None and outcome != "failed":
+            raise InvalidInput("--detail describes a failure", code="invalid_option")
+        if cursor is not None:
+            check_text("--cursor", cursor)
+        if detail is not None:
+            check_text("--detail", detail)
+        request = ReturnRequest(attempt, outcome, failure, detail, cursor)
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            state = self._goal_hosts(txn.state, goal)
+            decision = hosts.decide_return(state, request)
+            if not decision.ok:
+                return _refusal(decision, attempt=attempt, at=event_at)
+            if decision.idempotent:
+                assert decision.attempt is not None
+                return _return_result(decision.attempt, appended=False, idempotent=True)
+            payload = hosts.AttemptReturned(
+                attempt=attempt,
+                outcome=outcome,  # type: ignore[arg-type]  # checked above
+                failure=hosts.Failure(code=failure, detail=detail)  # type: ignore[arg-type]
+                if failure is not None
+                else None,
+                cursor=cursor,
+            )
+            pending = txn.append("host.attempt_returned", goal, payload, event_at)
+        returned = self._goal_hosts(self.journal.state, goal).attempts[attempt]
+        return {**_return_result(returned, appended=True, idempotent=False), **_event(pending)}
+
+    def host_continue(
+        self,
+        *,
+        goal: str,
+        lane: str,
+        bind: str,
+        deadline: str,
+        session: str,
+        profile: str,
+        cursor: str,
+        handoff: str | None = None,
+        handoff_sha256: str | None = None,
+        max_phase: str = "7d",
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Bind exactly one failure to a new finite phase on the original session."""
+        for option, value in (
+            ("--goal", goal),
+            ("--lane", lane),
+            ("--session", session),
+            ("--profile", profile),
+        ):
+            check_identifier(option, value)
+        check_text("--cursor", cursor)
+        bind = _check_hash("--bind", bind)
+        max_phase_us = _max_phase_us(max_phase)
+        # The handoff file is always read and checked first, before any comparison
+        # with an existing phase (SPEC §4.2).
+        handoff_check = _handoff_input(handoff, handoff_sha256)
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            at_us = parse_at(event_at)
+            state = self._goal_hosts(txn.state, goal)
+            request = ContinueRequest(
+                lane=lane,
+                bind=bind,
+                deadline_us=_deadline_us(deadline, event_at),
+                session=session,
+                profile=profile,
+                cursor=cursor,
+                handoff=handoff_check,
+                max_phase_us=max_phase_us,
+            )
+            readiness = capacity_readiness(txn.state, goal, at_us)
+            decision = hosts.decide_continue(state, request, at_us, readiness)
+            if not decision.ok:
+                context: dict[str, Any] = {
+                    "lane": lane,
+                    "bind": bind,
+                    "deadline": format_us(request.deadline_us),
+                    "at": event_at,
+                }
+                if decision.phase is not None:
+                    context["existing_phase"] = phase_json(decision.phase)
+                return _refusal(decision, **context)
+            if decision.idempotent:
+                assert decision.phase is not None
+                lane_state = state.lanes.get(lane)
+                return {
+                    **_phase_result(decision.phase, appended=False, idempotent=True),
+                    # A replay never erases what happened since: a later failure of
+                    # the continued phase is kept and reported here.
+                    "last_failure": failure_json(state, hosts.last_failure(state, lane_state)),
+                }
+            payload = hosts.PhaseAppended(
+                lane=lane,
+                phase=decision.number,
+                deadline=format_us(request.deadline_us),
+                session=session,
+                profile=profile,
+                basis=decision.basis,  # type: ignore[arg-type]  # from the decision
+                bound=bind,
+                handoff=_handoff_payload(handoff_check),
+            )
+            pending = txn.append("host.phase_appended", goal, payload, event_at)
+        phase = _find_phase(self.journal.state, goal, lane, decision.number)
+        return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
+
+    def host_stop(self, *, goal: str, clear: bool = False, at: str | None = None) -> dict[str, Any]:
+        """Request (or clear) a stop: no lane of the goal starts or continues meanwhile."""
+        check_identifier("--goal", goal)
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            state = self._goal_hosts(txn.state, goal)
+            if state.stop != clear:  # already in the requested state: nothing to append
+                return {"ok": True, "appended": False, "idempotent": True, "stop": state.stop}
+            if clear:
+                pending = txn.append("host.stop_cleared", goal, hosts.StopCleared(), event_at)
+            else:
+                pending = txn.append("host.stop_requested", goal, hosts.StopRequested(), event_at)
+        return {
+            "ok": True,
+            "appended": True,
+            "idempotent": False,
+            "stop": not clear,
+            **_event(pending),
+        }
+
+    def host_replan(
+        self, *, goal: str, lane: str, replan: str, action: str, at: str | None = None
+    ) -> dict[str, Any]:
+        """Open or settle a replan; an open replan holds its lane (start and continue)."""
+        check_identifier("--goal", goal)
+        check_identifier("--lane", lane)
+        check_identifier("--replan", replan)
+        if action not in ("open", "settle"):
+            raise InvalidInput("give --open or --settle", code="invalid_option")
+        with self.journal.transaction() as txn:
+            event_at = txn.time_for(goal, at)
+            state = self._goal_hosts(txn.state, goal)
+            lane_state = state.lanes.get(lane)
+            existing = lane_state.replans.get(replan) if lane_state is not None else None
+            if action == "open":
+                if existing is not None and existing.open:
+                    return _replan_result(lane, existing, appended=False)
+                if existing is not None:
+                    return {
+                        "ok": False,
+                        "appended": False,
+                        "reasons": ["replan_already_settled"],
+                        "lane": lane,
+                        "replan": replan,
+                    }
+                kind = "host.replan_opened"
+                body: hosts.ReplanOpened | hosts.ReplanSettled = hosts.ReplanOpened(
+                    lane=lane, replan=replan
+                )
+            else:
+                if existing is None:
+                    return {
+                        "ok": False,
+                        "appended": False,
+                        "reasons": ["replan_not_open"],
+                        "lane": lane,
+                        "replan": replan,
+                    }
+                if not existing.open:
+                    return _replan_result(lane, existing, appended=False)
+                kind = "host.replan_settled"
+                body = hosts.ReplanSettled(lane=lane, replan=replan)
+            pending = txn.append(kind, goal, body, event_at)
+        lane_after = self._goal_hosts(self.journal.state, goal).lanes[lane]
+        return {
+            **_replan_result(lane, lane_after.replans[replan], appended=True),
+            **_event(pending),
+        }
+
+    # -- readers (no lock; --at evaluates the state as of T) --------------------------
+
+    def _reader_state(self, goal: str, at: str | None) -> tuple[Ledger, int]:
+        state = self.state_as_of(at=at)
+        if at is not None:
+            return state, parse_at(at)
+        last = self.journal.head.goal_last_at.get(goal)
+        now_us = wall_us()
+        return state, max(now_us, parse_at(last)) if last else now_us
+
+    def host_heartbeat(
+        self, *, goal: str, lane: str, session: str, at: str | None = None
+    ) -> dict[str, Any]:
+        """The lane's current phase and, until a completed return confirms it, the handoff."""
+        check_identifier("--goal", goal)
+        check_identifier("--lane", lane)
+        check_identifier("--session", session)
+        ledger, _at_us = self._reader_state(goal, at)
+        state = self._goal_hosts(ledger, goal)
+        phase = hosts.current_phase(state.lanes.get(lane))
+        if phase is None:
+            return {"ok": False, "reasons": ["no_open_phase"], "phase": None, "handoff": None}
+        phase_session = hosts.effective_session(state, phase)
+        if phase_session is not None and phase_session != session:
+            # The handoff belongs to the phase's session: never hand it to another.
+            return {
+                "ok": False,
+                "reasons": ["session_mismatch"],
+                "phase": phase_json(phase),
+                "handoff": None,
+            }
+        handoff = None
+        if hosts.unconfirmed_handoff(phase):
+            handoff = {"sha256": phase.handoff_sha256, "content": phase.handoff_content}
+        return {"ok": True, "phase": phase_json(phase), "handoff": handoff}
+
+    def host_status(
+        self,
+        *,
+        goal: str,
+        lane: str | None = None,
+        at: str | None = None,
+        max_attempts: int = hosts.MAX_ATTEMPTS_DEFAULT,
+    ) -> dict[str, Any]:
+        """Per lane: phases, attempts, holds, the last failure, and whether it may dispatch."""
+        check_identifier("--goal", goal)
+        if lane is not None:
+            check_identifier("--lane", lane)
+        ledger, at_us = self._reader_state(goal, at)
+        state = self._goal_hosts(ledger, goal)
+        readiness = capacity_readiness(ledger, goal, at_us)
+        names = [lane] if lane is not None else sorted(state.lanes)
+        lanes = {name: _lane_json(state, name, at_us, readiness, max_attempts) for name in names}
+        return {
+            "ok": True,
+            "goal": goal,
+            "at": format_us(at_us),
+            "stop": state.stop,
+            "capacity_ready": readiness.capacity_ready,
+            "lanes": lanes,
+        }
+
+
+# -- helpers --------------------------------------------------------------------------
+
+
+def _event(pending: Any) -> dict[str, Any]:
+    return {"event": event_json(pending)}
+
+
+def _handoff_payload(check: HandoffCheck | None) -> hosts.Handoff | None:
+    if check is None:
+        return None
+    assert check.content is not None  # a failed check never reaches an append
+    return hosts.Handoff(sha256=check.sha256, bytes=check.bytes, content=check.content)
+
+
+def _find_phase(state: Ledger, goal: str, lane: str, number: int) -> hosts.PhaseState:
+    phases = state.hosts.goals[goal].lanes[lane].phases
+    return next(p for p in reversed(phases) if p.phase == number)
+
+
+def _phase_result(phase: hosts.PhaseState, *, appended: bool, idempotent: bool) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "appended": appended,
+        "idempotent": idempotent,
+        "phase": phase_json(phase),
+    }
+
+
+def _return_result(
+    attempt: hosts.AttemptState, *, appended: bool, idempotent: bool
+) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "appended": appended,
+        "idempotent": idempotent,
+        # Operators bind this hash with `host continue --bind`.
+        "hash": attempt.returned_hash,
+        "attempt": attempt_json(attempt),
+    }
+
+
+def _replan_result(lane: str, replan: hosts.ReplanState, *, appended: bool) -> dict[str, Any]:
+    return {
+        "ok": True,
+        "appended": appended,
+        "idempotent": not appended,
+        "lane": lane,
+        "replan": {
+            "replan": replan.replan,
+            "open": replan.open,
+            "opened_at": replan.opened_at,
+            "settled_at": replan.settled_at,
+        },
+    }
+
+
+def _lane_json(
+    state: GoalHosts, name: str, at_us: int, readiness: Readiness, max_attempts: int
+) -> dict[str, Any]:
+    lane = state.lanes.get(name)
+    reasons = hosts.start_reasons(
+        state, name, at_us, readiness, session=None, profile=None, max_attempts=max_attempts
+    )
+    attempts = [state.attempts[a] for a in lane.attempts] if lane is not None else []
+    replans = list(lane.replans.values()) if lane is not None else []
+    return {
+        "phases": [phase_json(p) for p in lane.phases] if lane is not None else [],
+        "attempts": [attempt_json(a) for a in attempts],
+        "stop": state.stop,
+        "stop_at": state.stop_at,
+        "replans": [
+            {
+                "replan": r.replan,
+                "open": r.open,
+                "opened_at": r.opened_at,
+                "settled_at": r.settled_at,
+            }
+            for r in replans
+        ],
+        "last_failure": failure_json(state, hosts.last_failure(state, lane)),
+        "dispatchable": not reasons,
+        "reasons": reasons,
+    }
+
+
+def capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
+    """The goal's capacity readiness for the host gates, from the capacity projection.
+
+    `capacity_ready` is the capacity domain's `admission_ready`, except that a goal
+    with no gate configured at all does not block host work (its `next_action` is
+    `configure`: nothing constrains it, and a host lane is not an admission).
+    """
+    return _capacity_readiness(state, goal, at_us)
+
+
+def _capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
+    # Filled in against the capacity domain's public readiness function.
+    return Readiness(capacity_ready=True, has_token_gate=False)

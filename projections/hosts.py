@@ -1,21 +1,805 @@
-"""Placeholder: the hosts domain is being built (its issue owns this module)."""
+"""Host continuation (SPEC §4, seeds 001 and 002): lanes, phases, attempts, holds.
+
+A goal's work runs in lanes. A lane runs attempts inside phases; every phase has a
+finite deadline. A failed or interrupted attempt stops its lane until an operator
+continues it with `host continue`, which binds exactly that failure (by the hash of
+its `host.attempt_returned` event) to one new phase. Nothing is ever erased: a
+continuation appends, failures stay in the history, attempt numbers never reset.
+
+This module holds the events, the fold and the pure decisions (`decide_phase`,
+`decide_start`, `decide_continue`). It does no I/O: the handoff file is read by the
+command layer, which passes in the digest it verified (or the reasons it failed),
+and the goal's capacity readiness comes in as two booleans.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import msgspec
 
 from journal import Record
-from projections.types import Payload, StateStruct
+from journal.clock import parse_at
+from journal.limits import HANDOFF_BYTES_MAX
+from projections.types import FreeText, Identifier, Payload, Sha256Hex, StateStruct
 
-VERSION = "0"
+VERSION = "1"
 
-EVENTS: dict[str, type[Payload]] = {}
+CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")]
+PhaseNumber = Annotated[int, msgspec.Meta(ge=1)]
+AttemptNumber = Annotated[int, msgspec.Meta(ge=1)]
+Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+ExitCode = Annotated[int, msgspec.Meta(ge=0, le=255)]
+SignalNumber = Annotated[int, msgspec.Meta(ge=1, le=128)]
+HandoffBytes = Annotated[int, msgspec.Meta(ge=0, le=HANDOFF_BYTES_MAX)]
+
+Basis = Literal["initial", "failed_attempt", "interrupted_attempt"]
+Outcome = Literal["completed", "failed", "interrupted"]
+FailureCode = Literal["quota_exhausted", "output_budget_exhausted", "retryable", "fatal"]
+
+FAILURE_CODES: tuple[str, ...] = (
+    "quota_exhausted",
+    "output_budget_exhausted",
+    "retryable",
+    "fatal",
+)
+NEVER_CONTINUED = frozenset({"output_budget_exhausted", "fatal"})
+"""No blind replay of an exhausted output budget, nor of a fatal error (seed 001)."""
+LANE_STOPPING = frozenset({"quota_exhausted", "output_budget_exhausted", "fatal"})
+"""Failure codes that stop a lane until a phase is appended for them."""
+
+MAX_ATTEMPTS_DEFAULT = 3
+MAX_PHASE_US_DEFAULT = 7 * 86400 * 1_000_000
+
+
+# -- events ---------------------------------------------------------------------------
+
+
+class Handoff(Payload, frozen=True):
+    """Recovery material bound immutably to one phase (UTF-8 text)."""
+
+    sha256: Sha256Hex
+    bytes: HandoffBytes
+    content: str
+
+    def __post_init__(self) -> None:
+        # The digest is re-proved whenever the record is read back: a handoff whose
+        # content does not hash to its recorded digest is a corrupt payload.
+        data = self.content.encode("utf-8")
+        if len(data) != self.bytes or hashlib.sha256(data).hexdigest() != self.sha256:
+            raise ValueError("handoff content does not match its sha256 and bytes")
+
+
+class PhaseAppended(Payload, frozen=True):
+    lane: Identifier
+    phase: PhaseNumber
+    deadline: CanonicalAt
+    session: Identifier | None
+    profile: Identifier | None
+    basis: Basis
+    bound: Sha256Hex | None
+    handoff: Handoff | None
+
+    def __post_init__(self) -> None:
+        if (self.basis == "initial") != (self.bound is None):
+            raise ValueError("an initial phase binds nothing; a continuation binds a failure")
+
+
+class AttemptStarted(Payload, frozen=True):
+    lane: Identifier
+    phase: PhaseNumber
+    attempt: Identifier
+    number: AttemptNumber
+    session: Identifier
+    profile: Identifier
+    pid: Pid | None
+
+
+class ProcessExited(Payload, frozen=True):
+    attempt: Identifier
+    exit_code: ExitCode | None
+    signal: SignalNumber | None
+
+    def __post_init__(self) -> None:
+        if self.exit_code is not None and self.signal is not None:
+            raise ValueError("a process exits with a code or by a signal, not both")
+
+
+class Failure(Payload, frozen=True):
+    code: FailureCode
+    detail: FreeText | None
+
+
+class AttemptReturned(Payload, frozen=True):
+    attempt: Identifier
+    outcome: Outcome
+    failure: Failure | None
+    cursor: FreeText | None
+
+    def __post_init__(self) -> None:
+        if (self.outcome == "failed") != (self.failure is not None):
+            raise ValueError("a failure code is given exactly when the outcome is failed")
+
+
+class StopRequested(Payload, frozen=True):
+    pass
+
+
+class StopCleared(Payload, frozen=True):
+    pass
+
+
+class ReplanOpened(Payload, frozen=True):
+    lane: Identifier
+    replan: Identifier
+
+
+class ReplanSettled(Payload, frozen=True):
+    lane: Identifier
+    replan: Identifier
+
+
+EVENTS: dict[str, type[Payload]] = {
+    "host.phase_appended": PhaseAppended,
+    "host.attempt_started": AttemptStarted,
+    "host.process_exited": ProcessExited,
+    "host.attempt_returned": AttemptReturned,
+    "host.stop_requested": StopRequested,
+    "host.stop_cleared": StopCleared,
+    "host.replan_opened": ReplanOpened,
+    "host.replan_settled": ReplanSettled,
+}
 """Event kind -> payload Struct."""
 
 
+# -- state ----------------------------------------------------------------------------
+
+
+class PhaseState(StateStruct):
+    phase: int = 0
+    lane: str = ""
+    deadline: str = ""
+    deadline_us: int = 0
+    session: str | None = None
+    profile: str | None = None
+    basis: str = "initial"
+    bound: str | None = None
+    handoff_sha256: str | None = None
+    handoff_bytes: int | None = None
+    handoff_content: str | None = None
+    handoff_confirmed_by: str | None = None
+    """Hash of the completed same-session return that confirmed the handoff."""
+    attempts: list[str] = msgspec.field(default_factory=list)
+    at: str = ""
+    seq: int = 0
+    hash: str = ""
+
+
+class AttemptState(StateStruct):
+    attempt: str = ""
+    lane: str = ""
+    phase: int = 0
+    number: int = 0
+    session: str = ""
+    profile: str = ""
+    pid: int | None = None
+    started_at: str = ""
+    started_hash: str = ""
+    exited: bool = False
+    exit_code: int | None = None
+    signal: int | None = None
+    exited_at: str | None = None
+    returned: bool = False
+    outcome: str | None = None
+    failure_code: str | None = None
+    failure_detail: str | None = None
+    cursor: str | None = None
+    returned_at: str | None = None
+    returned_seq: int | None = None
+    returned_hash: str | None = None
+
+    @property
+    def failure_kind(self) -> str | None:
+        """The lane-level failure this return reports: a failure code or `interrupted`."""
+        if self.outcome == "failed":
+            return self.failure_code
+        if self.outcome == "interrupted":
+            return "interrupted"
+        return None
+
+
+class ReplanState(StateStruct):
+    replan: str = ""
+    open: bool = True
+    opened_at: str = ""
+    settled_at: str | None = None
+
+
+class LaneState(StateStruct):
+    lane: str = ""
+    phases: list[PhaseState] = msgspec.field(default_factory=list)
+    attempts: list[str] = msgspec.field(default_factory=list)
+    replans: dict[str, ReplanState] = msgspec.field(default_factory=dict)
+
+
+class GoalHosts(StateStruct):
+    lanes: dict[str, LaneState] = msgspec.field(default_factory=dict)
+    attempts: dict[str, AttemptState] = msgspec.field(default_factory=dict)
+    """Attempt id -> attempt: `host exit` and `host return` name only the attempt."""
+    returns: dict[str, str] = msgspec.field(default_factory=dict)
+    """Hash of a `host.attempt_returned` event -> attempt id (what `--bind` names)."""
+    other_events: dict[str, str] = msgspec.field(default_factory=dict)
+    """Hash -> kind of this goal's other phase/attempt events (so a bind can say
+    `bound_event_not_a_failure` rather than `not_found`)."""
+    bound: dict[str, list[Any]] = msgspec.field(default_factory=dict)
+    """Bound failure hash -> [lane, phase number] of the phase appended for it."""
+    stop: bool = False
+    stop_at: str | None = None
+
+
 class HostsState(StateStruct):
-    pass
+    goals: dict[str, GoalHosts] = msgspec.field(default_factory=dict)
+
+
+# -- the fold -------------------------------------------------------------------------
+
+
+def parse_canonical_us(at: str) -> int:
+    """Microseconds for a canonical `at` string (validated by the payload schema)."""
+    return parse_at(at)
+
+
+def _lane(goal: GoalHosts, lane: str) -> LaneState:
+    state = goal.lanes.get(lane)
+    if state is None:
+        state = goal.lanes[lane] = LaneState(lane=lane)
+    return state
 
 
 def apply(state: HostsState, record: Record, payload: Any) -> None:
     """Fold one event of this domain into the state."""
+    goal_id = record.goal or ""
+    goal = state.goals.get(goal_id)
+    if goal is None:
+        goal = state.goals[goal_id] = GoalHosts()
+    if isinstance(payload, PhaseAppended):
+        _apply_phase(goal, record, payload)
+    elif isinstance(payload, AttemptStarted):
+        _apply_started(goal, record, payload)
+    elif isinstance(payload, ProcessExited):
+        attempt = goal.attempts.get(payload.attempt)
+        if attempt is not None:
+            attempt.exited = True
+            attempt.exit_code = payload.exit_code
+            attempt.signal = payload.signal
+            attempt.exited_at = record.at
+        goal.other_events[record.hash] = record.kind
+    elif isinstance(payload, AttemptReturned):
+        _apply_returned(goal, record, payload)
+    elif isinstance(payload, StopRequested):
+        goal.stop, goal.stop_at = True, record.at
+    elif isinstance(payload, StopCleared):
+        goal.stop, goal.stop_at = False, None
+    elif isinstance(payload, ReplanOpened):
+        lane = _lane(goal, payload.lane)
+        lane.replans[payload.replan] = ReplanState(replan=payload.replan, opened_at=record.at)
+    elif isinstance(payload, ReplanSettled):
+        replan = _lane(goal, payload.lane).replans.get(payload.replan)
+        if replan is not None:
+            replan.open = False
+            replan.settled_at = record.at
+
+
+def _apply_phase(goal: GoalHosts, record: Record, payload: PhaseAppended) -> None:
+    lane = _lane(goal, payload.lane)
+    handoff = payload.handoff
+    lane.phases.append(
+        PhaseState(
+            phase=payload.phase,
+            lane=payload.lane,
+            deadline=payload.deadline,
+            deadline_us=parse_canonical_us(payload.deadline),
+            session=payload.session,
+            profile=payload.profile,
+            basis=payload.basis,
+            bound=payload.bound,
+            handoff_sha256=handoff.sha256 if handoff else None,
+            handoff_bytes=handoff.bytes if handoff else None,
+            handoff_content=handoff.content if handoff else None,
+            at=record.at,
+            seq=record.seq,
+            hash=record.hash,
+        )
+    )
+    if payload.bound is not None:
+        goal.bound[payload.bound] = [payload.lane, payload.phase]
+    goal.other_events[record.hash] = record.kind
+
+
+def _apply_started(goal: GoalHosts, record: Record, payload: AttemptStarted) -> None:
+    lane = _lane(goal, payload.lane)
+    goal.attempts[payload.attempt] = AttemptState(
+        attempt=payload.attempt,
+        lane=payload.lane,
+        phase=payload.phase,
+        number=payload.number,
+        session=payload.session,
+        profile=payload.profile,
+        pid=payload.pid,
+        started_at=record.at,
+        started_hash=record.hash,
+    )
+    lane.attempts.append(payload.attempt)
+    phase = _phase(lane, payload.phase)
+    if phase is not None:
+        phase.attempts.append(payload.attempt)
+    goal.other_events[record.hash] = record.kind
+
+
+def _apply_returned(goal: GoalHosts, record: Record, payload: AttemptReturned) -> None:
+    attempt = goal.attempts.get(payload.attempt)
+    if attempt is None:
+        return
+    attempt.returned = True
+    attempt.outcome = payload.outcome
+    attempt.failure_code = payload.failure.code if payload.failure else None
+    attempt.failure_detail = payload.failure.detail if payload.failure else None
+    attempt.cursor = payload.cursor
+    attempt.returned_at = record.at
+    attempt.returned_seq = record.seq
+    attempt.returned_hash = record.hash
+    goal.returns[record.hash] = payload.attempt
+    if payload.outcome == "completed":
+        # A completed return in the same session and phase confirms the phase's
+        # handoff: from now on the heartbeat no longer presents it.
+        phase = _phase(goal.lanes[attempt.lane], attempt.phase)
+        if (
+            phase is not None
+            and phase.handoff_sha256 is not None
+            and phase.handoff_confirmed_by is None
+            and attempt.session == effective_session(goal, phase)
+        ):
+            phase.handoff_confirmed_by = record.hash
+
+
+# -- reading the state ----------------------------------------------------------------
+
+
+def _phase(lane: LaneState, number: int) -> PhaseState | None:
+    for phase in reversed(lane.phases):
+        if phase.phase == number:
+            return phase
+    return None
+
+
+def current_phase(lane: LaneState | None) -> PhaseState | None:
+    """The lane's latest phase: the one new attempts start in."""
+    return lane.phases[-1] if lane is not None and lane.phases else None
+
+
+def last_attempt(goal: GoalHosts, lane: LaneState | None) -> AttemptState | None:
+    if lane is None or not lane.attempts:
+        return None
+    return goal.attempts.get(lane.attempts[-1])
+
+
+def effective_session(goal: GoalHosts, phase: PhaseState) -> str | None:
+    """A phase's session: as appended, or else the session its first attempt bound."""
+    if phase.session is not None or not phase.attempts:
+        return phase.session
+    first = goal.attempts.get(phase.attempts[0])
+    return first.session if first is not None else None
+
+
+def effective_profile(goal: GoalHosts, phase: PhaseState) -> str | None:
+    if phase.profile is not None or not phase.attempts:
+        return phase.profile
+    first = goal.attempts.get(phase.attempts[0])
+    return first.profile if first is not None else None
+
+
+def in_flight(attempt: AttemptState | None) -> bool:
+    """Not returned, or its process not observed exited."""
+    return attempt is not None and not (attempt.returned and attempt.exited)
+
+
+def unsettled_replans(lane: LaneState | None) -> list[str]:
+    if lane is None:
+        return []
+    return [r.replan for r in lane.replans.values() if r.open]
+
+
+def lane_failure(goal: GoalHosts, lane: LaneState | None) -> AttemptState | None:
+    """The last attempt when it stops the lane and no phase was appended for it."""
+    attempt = last_attempt(goal, lane)
+    if attempt is None or not attempt.returned:
+        return None
+    if attempt.failure_kind not in LANE_STOPPING and attempt.outcome != "interrupted":
+        return None
+    if attempt.returned_hash in goal.bound:
+        return None
+    return attempt
+
+
+def last_failure(goal: GoalHosts, lane: LaneState | None) -> AttemptState | None:
+    """The lane's most recent failed or interrupted return (never erased)."""
+    if lane is None:
+        return None
+    for attempt_id in reversed(lane.attempts):
+        attempt = goal.attempts.get(attempt_id)
+        if attempt is not None and attempt.returned and attempt.failure_kind is not None:
+            return attempt
+    return None
+
+
+def unconfirmed_handoff(phase: PhaseState | None) -> bool:
+    return (
+        phase is not None
+        and phase.handoff_sha256 is not None
+        and phase.handoff_confirmed_by is None
+    )
+
+
+# -- decisions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """The goal's capacity, as the host decisions need it (from the capacity domain)."""
+
+    capacity_ready: bool
+    """`admission_ready` for the goal; a goal with no gate configured is ready."""
+    has_token_gate: bool
+
+
+@dataclass(frozen=True)
+class HandoffCheck:
+    """What the command layer learned reading the handoff file (it is read first)."""
+
+    sha256: str
+    bytes: int
+    content: str | None
+    """None when the file failed a check (then `reasons` says which)."""
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class PhaseRequest:
+    lane: str
+    deadline_us: int
+    session: str | None
+    profile: str | None
+    handoff: HandoffCheck | None
+    max_phase_us: int = MAX_PHASE_US_DEFAULT
+
+
+@dataclass(frozen=True)
+class ContinueRequest:
+    lane: str
+    bind: str
+    deadline_us: int
+    session: str
+    profile: str
+    cursor: str
+    handoff: HandoffCheck | None
+    max_phase_us: int = MAX_PHASE_US_DEFAULT
+
+
+@dataclass(frozen=True)
+class StartRequest:
+    lane: str
+    attempt: str
+    session: str
+    profile: str
+    pid: int | None
+    max_attempts: int = MAX_ATTEMPTS_DEFAULT
+
+
+@dataclass
+class Decision:
+    """A decision's outcome. `ok` with `idempotent` means: nothing to append."""
+
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+    idempotent: bool = False
+    phase: PhaseState | None = None
+    """The existing phase (replay) or the lane's current phase (start)."""
+    attempt: AttemptState | None = None
+    """The existing attempt (start replay) or the bound attempt (continue)."""
+    number: int = 0
+    """Next phase number (phase/continue) or attempt number (start)."""
+    basis: str = "initial"
+
+
+def _deadline_reasons(deadline_us: int, at_us: int, max_phase_us: int) -> list[str]:
+    if deadline_us <= at_us:
+        return ["deadline_not_in_future"]
+    if deadline_us - at_us > max_phase_us:
+        return ["deadline_too_far"]
+    return []
+
+
+def _handoff_reasons(handoff: HandoffCheck | None) -> list[str]:
+    return list(handoff.reasons) if handoff is not None else []
+
+
+def _next_phase_number(lane: LaneState | None) -> int:
+    return (lane.phases[-1].phase + 1) if lane is not None and lane.phases else 1
+
+
+def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> Decision:
+    """`host phase`: a lane's first phase, or a further one after a completed attempt.
+
+    A lane whose last attempt failed or was interrupted refuses `lane_failed`: it goes
+    on only through `host continue`, which binds that failure. Replaying the request
+    that appended the lane's current phase (no attempt started in it since) returns
+    that phase, idempotent.
+    """
+    goal = goal or GoalHosts()
+    lane = goal.lanes.get(request.lane)
+    phase = current_phase(lane)
+    handoff_sha = _ok_handoff_sha(request.handoff)
+    if (
+        phase is not None
+        and phase.basis == "initial"
+        and not phase.attempts
+        and not _handoff_reasons(request.handoff)
+        and phase.deadline_us == request.deadline_us
+        and phase.session == request.session
+        and phase.profile == request.profile
+        and phase.handoff_sha256 == handoff_sha
+    ):
+        return Decision(ok=True, idempotent=True, phase=phase)
+    reasons: list[str] = []
+    last = last_attempt(goal, lane)
+    if last is not None and last.returned and last.failure_kind is not None:
+        reasons.append("lane_failed")
+    if in_flight(last):
+        reasons.append("attempt_in_flight")
+    reasons += _deadline_reasons(request.deadline_us, at_us, request.max_phase_us)
+    reasons += _handoff_reasons(request.handoff)
+    return Decision(ok=not reasons, reasons=reasons, number=_next_phase_number(lane))
+
+
+def _ok_handoff_sha(handoff: HandoffCheck | None) -> str | None:
+    return handoff.sha256 if handoff is not None else None
+
+
+def start_reasons(
+    goal: GoalHosts,
+    lane_id: str,
+    at_us: int,
+    readiness: Readiness,
+    *,
+    session: str | None,
+    profile: str | None,
+    max_attempts: int,
+) -> list[str]:
+    """Every reason the lane may not dispatch now (SPEC order).
+
+    `session`/`profile` None skips those comparisons (`host status` asks whether the
+    lane is dispatchable at all, for whichever session the phase holds).
+    """
+    lane = goal.lanes.get(lane_id)
+    phase = current_phase(lane)
+    last = last_attempt(goal, lane)
+    reasons: list[str] = []
+    if phase is None:
+        reasons.append("no_open_phase")
+    elif at_us >= phase.deadline_us:
+        reasons.append("phase_deadline_passed")
+    if goal.stop:
+        reasons.append("stop_requested")
+    if unsettled_replans(lane):
+        reasons.append("replan_unsettled")
+    if phase is not None:
+        phase_session = effective_session(goal, phase)
+        phase_profile = effective_profile(goal, phase)
+        if session is not None and phase_session is not None and session != phase_session:
+            reasons.append("session_mismatch")
+        if profile is not None and phase_profile is not None and profile != phase_profile:
+            reasons.append("profile_mismatch")
+    if in_flight(last):
+        reasons.append("attempt_in_flight")
+    if lane_failure(goal, lane) is not None:
+        reasons.append("lane_failed")
+    if (
+        last is not None
+        and last.failure_kind == "retryable"
+        and last.returned_hash not in goal.bound
+        and phase is not None
+        and len(phase.attempts) >= max_attempts
+    ):
+        reasons.append("retry_limit_reached")
+    if not readiness.capacity_ready:
+        reasons.append("capacity_not_ready")
+    return reasons
+
+
+def decide_start(
+    goal: GoalHosts | None, request: StartRequest, at_us: int, readiness: Readiness
+) -> Decision:
+    """`host start`, the dispatch gate: every failing reason, or the attempt's number.
+
+    An attempt id names one attempt forever: the same start again (same lane,
+    session, profile, pid) is an idempotent replay; anything else under that id is
+    refused `attempt_exists_with_different_request`.
+    """
+    goal = goal or GoalHosts()
+    existing = goal.attempts.get(request.attempt)
+    if existing is not None:
+        same = (
+            existing.lane == request.lane
+            and existing.session == request.session
+            and existing.profile == request.profile
+            and existing.pid == request.pid
+        )
+        if same:
+            return Decision(ok=True, idempotent=True, attempt=existing, number=existing.number)
+        return Decision(ok=False, reasons=["attempt_exists_with_different_request"])
+    reasons = start_reasons(
+        goal,
+        request.lane,
+        at_us,
+        readiness,
+        session=request.session,
+        profile=request.profile,
+        max_attempts=request.max_attempts,
+    )
+    lane = goal.lanes.get(request.lane)
+    # Attempt numbers count every attempt the lane ever started: they never reset.
+    number = len(lane.attempts) + 1 if lane is not None else 1
+    return Decision(ok=not reasons, reasons=reasons, phase=current_phase(lane), number=number)
+
+
+def decide_continue(
+    goal: GoalHosts | None, request: ContinueRequest, at_us: int, readiness: Readiness
+) -> Decision:
+    """`host continue`: bind exactly one failure to one new, finite phase.
+
+    Replay first: when a phase is already bound to that failure, the same request
+    (absolute deadline, session, profile, handoff digest; lane and cursor too)
+    returns that phase, idempotent, whatever happened since — a later failure stays
+    where it is. Any difference is `phase_exists_with_different_request`, alone: a
+    replay can never extend time. A relative deadline (`+30m`) is resolved against
+    this command's time before the comparison, so replaying one refuses.
+    """
+    goal = goal or GoalHosts()
+    handoff_reasons = _handoff_reasons(request.handoff)
+    bound_ref = goal.bound.get(request.bind)
+    if bound_ref is not None:
+        # The handoff was read first; a file that fails its checks cannot be
+        # compared with the phase's digest at all.
+        if handoff_reasons:
+            return Decision(ok=False, reasons=handoff_reasons)
+        lane = goal.lanes.get(str(bound_ref[0]))
+        phase = _phase(lane, int(bound_ref[1])) if lane is not None else None
+        bound_attempt = goal.attempts.get(goal.returns.get(request.bind, ""))
+        same = (
+            phase is not None
+            and phase.lane == request.lane
+            and phase.deadline_us == request.deadline_us
+            and phase.session == request.session
+            and phase.profile == request.profile
+            and phase.handoff_sha256 == _ok_handoff_sha(request.handoff)
+            and bound_attempt is not None
+            and bound_attempt.cursor == request.cursor
+        )
+        if same:
+            return Decision(ok=True, idempotent=True, phase=phase, attempt=bound_attempt)
+        return Decision(
+            ok=False,
+            reasons=["phase_exists_with_different_request"],
+            phase=phase,
+            attempt=bound_attempt,
+        )
+    return _continue_checks(goal, request, at_us, readiness, handoff_reasons)
+
+
+def _continue_checks(
+    goal: GoalHosts,
+    request: ContinueRequest,
+    at_us: int,
+    readiness: Readiness,
+    handoff_reasons: list[str],
+) -> Decision:
+    reasons: list[str] = []
+    attempt_id = goal.returns.get(request.bind)
+    attempt = goal.attempts.get(attempt_id) if attempt_id is not None else None
+    if attempt is None or attempt.lane != request.lane:
+        # A return of another lane is not found *in this lane*; any other host
+        # event of this lane is found but is not a failure.
+        if request.bind in goal.other_events and attempt is None:
+            reasons.append("bound_event_not_a_failure")
+        else:
+            reasons.append("bound_event_not_found")
+        attempt = None
+    elif attempt.failure_kind is None:
+        reasons.append("bound_event_not_a_failure")
+    lane = goal.lanes.get(request.lane)
+    if attempt is not None:
+        last = last_attempt(goal, lane)
+        if last is not None and last.number > attempt.number:
+            reasons.append("bound_failure_superseded")
+        if not attempt.exited:
+            reasons.append("process_not_exited")
+        if request.session != attempt.session:
+            reasons.append("session_mismatch")
+        if request.profile != attempt.profile:
+            reasons.append("profile_mismatch")
+        if request.cursor != attempt.cursor:
+            reasons.append("history_changed")
+        if attempt.failure_kind in NEVER_CONTINUED:
+            reasons.append("failure_not_continuable")
+    if goal.stop:
+        reasons.append("stop_requested")
+    if unsettled_replans(lane):
+        reasons.append("replan_unsettled")
+    if (
+        attempt is not None
+        and attempt.failure_kind == "quota_exhausted"
+        and readiness.has_token_gate
+        and not readiness.capacity_ready
+    ):
+        reasons.append("capacity_not_ready")
+    reasons += _deadline_reasons(request.deadline_us, at_us, request.max_phase_us)
+    reasons += handoff_reasons
+    basis = (
+        "interrupted_attempt" if attempt and attempt.outcome == "interrupted" else "failed_attempt"
+    )
+    return Decision(
+        ok=not reasons,
+        reasons=reasons,
+        attempt=attempt,
+        number=_next_phase_number(lane),
+        basis=basis,
+    )
+
+
+@dataclass(frozen=True)
+class ExitRequest:
+    attempt: str
+    exit_code: int | None
+    signal: int | None
+
+
+@dataclass(frozen=True)
+class ReturnRequest:
+    attempt: str
+    outcome: str
+    failure_code: str | None
+    detail: str | None
+    cursor: str | None
+
+
+def decide_exit(goal: GoalHosts | None, request: ExitRequest) -> Decision:
+    """`host exit`: the attempt's process was observed gone (recorded once)."""
+    attempt = (goal or GoalHosts()).attempts.get(request.attempt)
+    if attempt is None:
+        return Decision(ok=False, reasons=["attempt_not_found"])
+    if attempt.exited:
+        same = attempt.exit_code == request.exit_code and attempt.signal == request.signal
+        if same:
+            return Decision(ok=True, idempotent=True, attempt=attempt)
+        return Decision(ok=False, reasons=["exit_exists_with_different_request"], attempt=attempt)
+    return Decision(ok=True, attempt=attempt)
+
+
+def decide_return(goal: GoalHosts | None, request: ReturnRequest) -> Decision:
+    """`host return`: the attempt's outcome (recorded once; its hash is what binds)."""
+    attempt = (goal or GoalHosts()).attempts.get(request.attempt)
+    if attempt is None:
+        return Decision(ok=False, reasons=["attempt_not_found"])
+    if attempt.returned:
+        same = (
+            attempt.outcome == request.outcome
+            and attempt.failure_code == request.failure_code
+            and attempt.failure_detail == request.detail
+            and attempt.cursor == request.cursor
+        )
+        if same:
+            return Decision(ok=True, idempotent=True, attempt=attempt)
+        return Decision(ok=False, reasons=["return_exists_with_different_request"], attempt=attempt)
+    return Decision(ok=True, attempt=attempt)
