@@ -1,7 +1,432 @@
-"""Placeholder: the capacity commands are being built (their issue owns this module)."""
+"""Capacity commands (SPEC §3.5): configure, observe, admit, reject, release, inspect."""
+
+from typing import Annotated, Any
 
 import typer
 
+from commands.common import AtOpt, Ctx, GoalOpt, command
+from commands.output import Output, table
+
+RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
+OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
+
+
+def _int_opt(flag: str, text: str) -> Any:
+    """An optional integer option whose default is described in its help text."""
+    return typer.Option(flag, help=text, show_default=False)
+
 
 def register(app: typer.Typer) -> None:
-    """Add this domain's commands to the runledger app."""
+    @command(
+        app,
+        "configure",
+        example="runledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
+        "--target-tpm 90000 --evaluator-reserve-tpm 10000",
+    )
+    def configure(
+        ctx: Ctx,
+        goal: GoalOpt,
+        max_active_cases: Annotated[
+            int | None, _int_opt("--max-active-cases", "Case gate: runs active at most (1-1024).")
+        ] = None,
+        target_active_cases: Annotated[
+            int | None,
+            _int_opt("--target-active-cases", "Case gate: runs to keep active [default: max]."),
+        ] = None,
+        max_baseline_cases: Annotated[
+            int | None,
+            _int_opt(
+                "--max-baseline-cases",
+                "Case gate: baseline runs at most [default: max - reserved].",
+            ),
+        ] = None,
+        max_test_cases: Annotated[
+            int | None,
+            _int_opt(
+                "--max-test-cases",
+                "Case gate: control/treatment/explore runs at most [default: max].",
+            ),
+        ] = None,
+        reserved_test_cases: Annotated[
+            int | None,
+            _int_opt(
+                "--reserved-test-cases",
+                "Case gate: slots baselines leave to test arms [default: 0].",
+            ),
+        ] = None,
+        quota_tpm: Annotated[
+            int | None, _int_opt("--quota-tpm", "Token gate: the provider's TPM quota.")
+        ] = None,
+        target_tpm: Annotated[
+            int | None, _int_opt("--target-tpm", "Token gate: TPM to fill [default: 90% of quota].")
+        ] = None,
+        evaluator_reserve_tpm: Annotated[
+            int | None,
+            _int_opt(
+                "--evaluator-reserve-tpm",
+                "Token gate: TPM solvers leave to evaluators [default: 0].",
+            ),
+        ] = None,
+        cold_start_reserve_tpm: Annotated[
+            int | None,
+            _int_opt(
+                "--cold-start-reserve-tpm",
+                "Token gate: TPM kept free for start-up bursts [default: 0].",
+            ),
+        ] = None,
+        cached_input_weight: Annotated[
+            float | None,
+            typer.Option(
+                "--cached-input-weight",
+                help="Token gate: how much a cached input token counts, 0.0-1.0 [default: 1.0].",
+                show_default=False,
+            ),
+        ] = None,
+        max_observation_age_s: Annotated[
+            int | None,
+            _int_opt(
+                "--max-observation-age-s",
+                "Token gate: usage observations stay fresh this long [60].",
+            ),
+        ] = None,
+        cooldown_base_s: Annotated[
+            int | None,
+            _int_opt("--cooldown-base-s", "Token gate: first cooldown after a 429, doubling [15]."),
+        ] = None,
+        cooldown_max_s: Annotated[
+            int | None,
+            _int_opt(
+                "--cooldown-max-s", "Token gate: longest cooldown, Retry-After included [300]."
+            ),
+        ] = None,
+        at: AtOpt = None,
+    ) -> Output:
+        """Set a goal's case gate and/or token gate.
+
+        The flags of one gate replace that gate's whole config (unset values take their
+        defaults); a gate whose flags are absent keeps its current config.
+        """
+        with ctx.service(write=True) as ledger:
+            result = ledger.configure(
+                goal=goal,
+                max_active_cases=max_active_cases,
+                target_active_cases=target_active_cases,
+                max_baseline_cases=max_baseline_cases,
+                max_test_cases=max_test_cases,
+                reserved_test_cases=reserved_test_cases,
+                quota_tpm=quota_tpm,
+                target_tpm=target_tpm,
+                evaluator_reserve_tpm=evaluator_reserve_tpm,
+                cold_start_reserve_tpm=cold_start_reserve_tpm,
+                cached_input_weight=cached_input_weight,
+                max_observation_age_s=max_observation_age_s,
+                cooldown_base_s=cooldown_base_s,
+                cooldown_max_s=cooldown_max_s,
+                at=at,
+            )
+        return Output(result, text=configure_text(result))
+
+    @command(
+        app,
+        "observe",
+        example="runledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
+        "--output 1500 --requests 12",
+    )
+    def observe(
+        ctx: Ctx,
+        goal: GoalOpt,
+        uncached_input: Annotated[
+            int, typer.Option("--uncached-input", help="Uncached input tokens.")
+        ] = 0,
+        cached_input: Annotated[
+            int, typer.Option("--cached-input", help="Cached input tokens.")
+        ] = 0,
+        output: Annotated[int, typer.Option("--output", help="Output tokens.")] = 0,
+        run: OptionalRunOpt = None,
+        requests: Annotated[
+            int | None, _int_opt("--requests", "Provider requests these tokens came from.")
+        ] = None,
+        coverage: Annotated[
+            str,
+            typer.Option("--coverage", help="measured | estimated | unmetered."),
+        ] = "measured",
+        source: Annotated[
+            str | None, typer.Option("--source", help="Where the numbers come from.")
+        ] = None,
+        at: AtOpt = None,
+    ) -> Output:
+        """Record provider token usage; it counts for 60 seconds.
+
+        A zero-token measured observation is a heartbeat. With --run, an active run's
+        lease is renewed.
+        """
+        with ctx.service(write=True) as ledger:
+            result = ledger.observe(
+                goal=goal,
+                uncached_input=uncached_input,
+                cached_input=cached_input,
+                output=output,
+                run=run,
+                requests=requests,
+                coverage=coverage,
+                source=source,
+                at=at,
+            )
+        text = (
+            f"observed {goal}: usage {_num(result['usage_tpm'])} TPM in the last 60 s "
+            f"({result['coverage']})"
+        )
+        if result.get("lease_until"):
+            text += f"; lease of {run} until {result['lease_until']}"
+        return Output(result, text=text)
+
+    @command(
+        app,
+        "admit",
+        example="runledger admit --goal g --run r1 --case c7 --arm treatment --forecast-tpm 12000",
+    )
+    def admit(
+        ctx: Ctx,
+        goal: GoalOpt,
+        run: RunOpt,
+        case: Annotated[str | None, typer.Option("--case", help="Case identifier.")] = None,
+        arm: Annotated[
+            str | None,
+            typer.Option("--arm", help="baseline | control | treatment | explore."),
+        ] = None,
+        class_: Annotated[str, typer.Option("--class", help="solver | evaluator.")] = "solver",
+        forecast_tpm: Annotated[
+            int | None, _int_opt("--forecast-tpm", "TPM this run will use (reserved).")
+        ] = None,
+        lease_s: Annotated[
+            int | None,
+            _int_opt(
+                "--lease-s", "The admission lapses after S seconds unless observed with --run."
+            ),
+        ] = None,
+        at: AtOpt = None,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Decide, but append nothing (for polling).")
+        ] = False,
+    ) -> Output:
+        """Ask whether a run may start now: take a case slot and a token reservation.
+
+        Exit 0 admitted (an identical repeat returns the original receipt), exit 1
+        refused (journaled as capacity.refused unless --dry-run).
+        """
+        with ctx.service(write=not dry_run) as ledger:
+            result = ledger.admit(
+                goal=goal,
+                run=run,
+                case=case,
+                arm=arm,
+                class_=class_,
+                forecast_tpm=forecast_tpm,
+                lease_s=lease_s,
+                at=at,
+                dry_run=dry_run,
+            )
+        return Output(result, text=admit_text(result, run))
+
+    @command(
+        app,
+        "reject",
+        example="runledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
+    )
+    def reject(
+        ctx: Ctx,
+        goal: GoalOpt,
+        run: OptionalRunOpt = None,
+        retry_after_s: Annotated[
+            int | None,
+            _int_opt(
+                "--retry-after-s", "The provider's Retry-After (clamped to the max cooldown)."
+            ),
+        ] = None,
+        detail: Annotated[
+            str | None, typer.Option("--detail", help="What the provider said.")
+        ] = None,
+        at: AtOpt = None,
+    ) -> Output:
+        """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
+
+        It does not release the run.
+        """
+        with ctx.service(write=True) as ledger:
+            result = ledger.reject(
+                goal=goal, run=run, retry_after_s=retry_after_s, detail=detail, at=at
+            )
+        text = (
+            f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "
+            f"{result['cooldown_until']} (streak {result['streak']}"
+            + (", clamped" if result["clamped"] else "")
+            + ")"
+        )
+        return Output(result, text=text)
+
+    @command(app, "release", example="runledger release --goal g --run r1")
+    def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
+        """Release a run's case slot and token reservation.
+
+        Releasing a run that is not active is not an error: released is false, reason
+        run_not_active, nothing appended.
+        """
+        with ctx.service(write=True) as ledger:
+            result = ledger.release(goal=goal, run=run, at=at)
+        if result["released"]:
+            text = f"released {run}"
+        else:
+            text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
+        return Output(result, text=text)
+
+    @command(app, "inspect", example="runledger inspect --goal g --at 2026-11-29T14:02:00Z")
+    def inspect(
+        ctx: Ctx,
+        goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
+        at: Annotated[
+            str | None, typer.Option("--at", help="Show the state as of this time (RFC 3339).")
+        ] = None,
+        seq: Annotated[
+            int | None,
+            typer.Option(
+                "--seq",
+                help="Show the state as of this record (each goal at its last event up to it).",
+            ),
+        ] = None,
+    ) -> Output:
+        """Show each goal's config, usage, reservations, active runs and what to do next."""
+        with ctx.service(write=False) as ledger:
+            result = ledger.inspect(goal=goal, at=at, seq=seq)
+        return Output(result, text=inspect_text(result))
+
+
+# -- human text ------------------------------------------------------------------------
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
+    return str(value)
+
+
+def configure_text(result: dict[str, Any]) -> str:
+    config = result["config"]
+    if not result["ok"]:
+        return (
+            f"REFUSED configure {result['goal']}: {', '.join(result['reasons'])} "
+            f"({'; '.join(result['detail'])})"
+        )
+    return f"configured {result['goal']}: {config_summary(config)}"
+
+
+def config_summary(config: dict[str, Any]) -> str:
+    parts = []
+    cases, tokens = config.get("cases"), config.get("tokens")
+    if cases:
+        parts.append(
+            f"cases target {cases['target_active_cases']}/max {cases['max_active_cases']} "
+            f"(baseline <= {cases['max_baseline_cases']}, test <= {cases['max_test_cases']}, "
+            f"reserved test {cases['reserved_test_cases']})"
+        )
+    if tokens:
+        parts.append(
+            f"tokens target {tokens['target_tpm']}/quota {tokens['quota_tpm']} TPM "
+            f"(evaluator reserve {tokens['evaluator_reserve_tpm']}, cold start "
+            f"{tokens['cold_start_reserve_tpm']}, cached weight {tokens['cached_input_weight']})"
+        )
+    return "; ".join(parts) if parts else "no gate"
+
+
+def admit_text(result: dict[str, Any], run: str) -> str:
+    prefix = "would be " if result.get("dry_run") else ""
+    if result["admitted"]:
+        receipt = result["receipt"]
+        cases = receipt["active_cases"]
+        bits = []
+        if receipt["target_active_cases"] is not None:
+            bits.append(f"slot {cases['total'] + 1}/{receipt['target_active_cases']}")
+        if receipt["target_tpm"] is not None:
+            bits.append(
+                f"load {_num(receipt['load_tpm'])}/{receipt['target_tpm']} TPM, "
+                f"forecast {_num(receipt['forecast_tpm'])}"
+            )
+        detail = ", ".join(bits) or "no gate limits it"
+        if result["idempotent"]:
+            return f"admitted {run} again (replay of seq {receipt['seq']}; nothing appended)"
+        return f"{prefix}admitted {run} ({detail})"
+    figures = result["figures"]
+    head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(result['reasons'])}"
+    return head + "\n  " + figures_text(figures)
+
+
+def figures_text(figures: dict[str, Any]) -> str:
+    cases = figures["active_cases"]
+    lines = []
+    if figures["max_active_cases"] is not None:
+        lines.append(
+            f"cases: {cases['total']} active (baseline {cases['baseline']}, test "
+            f"{cases['test']}) of target {figures['target_active_cases']}, max "
+            f"{figures['max_active_cases']}"
+        )
+    if figures["target_tpm"] is not None:
+        lines.append(
+            f"tokens: load {_num(figures['load_tpm'])} (usage {_num(figures['usage_tpm'])}, "
+            f"reserved {figures['reserved_tpm']}) + forecast {_num(figures['forecast_tpm'])} "
+            f"+ cold start {figures['cold_start_reserve_tpm']} vs target {figures['target_tpm']}"
+            f" (evaluator reserve {figures['evaluator_reserve_tpm']}); headroom "
+            f"{_num(figures['headroom_tpm'])} TPM"
+        )
+        lines.append(
+            f"coverage {figures['coverage']}"
+            + (" (stale)" if figures["observation_stale"] else "")
+            + f", last observation {figures['last_observation_at'] or '-'}, cooldown until "
+            f"{figures['cooldown_until'] or '-'}"
+        )
+    return "\n  ".join(lines) if lines else "no gate configured"
+
+
+def inspect_text(result: dict[str, Any]) -> str:
+    if not result["goals"]:
+        return "no goals"
+    blocks = []
+    for name, goal in result["goals"].items():
+        counts = goal["active_counts"]
+        ready = "ready" if goal["admission_ready"] else "not ready"
+        lines = [
+            f"goal {name} as of {goal['at']}: {ready}, next action {goal['next_action']}",
+            f"  config: {config_summary(goal['config'])}",
+            f"  active: {counts['total']} (baseline {counts['baseline']}, test {counts['test']})",
+        ]
+        headroom = goal["headroom_tpm"]
+        usage = goal["usage"]
+        lines.append(
+            f"  tokens: usage {_num(goal['usage_tpm'])} TPM (uncached {usage['uncached_input']}, "
+            f"cached {usage['cached_input']}, output {usage['output']}), reserved "
+            f"{goal['reserved_tpm']}, load {_num(goal['load_tpm'])}, headroom solver "
+            f"{_num(headroom['solver'])} / evaluator {_num(headroom['evaluator'])}"
+        )
+        lines.append(
+            f"  coverage {goal['coverage']}"
+            + (" (stale)" if goal["observation_stale"] else "")
+            + f", cooldown until {goal['cooldown_until'] or '-'}"
+        )
+        runs = goal["active_runs"]
+        if runs:
+            rows = [
+                [
+                    r["run"],
+                    r["case"] or "-",
+                    r["arm"] or "-",
+                    r["class"],
+                    _num(r["forecast_tpm"]),
+                    r["admitted_at"],
+                    r["lease_until"] or "-",
+                ]
+                for r in runs
+            ]
+            header = ["RUN", "CASE", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]
+            lines.append("    " + table(rows, header).replace("\n", "\n    "))
+        blocks.append("\n".join(lines))
+    return "\n".join(blocks)

@@ -1,9 +1,480 @@
-"""Placeholder: the capacity use cases are being built (their issue owns this module)."""
+"""Capacity use cases (SPEC §3.5): configure, observe, admit, reject, release, inspect.
+
+Each writer is one transaction: lock -> catch up -> sample time (under the lock,
+seed 000) -> decide with the pure functions of `projections.capacity` -> append ->
+fdatasync. The results are the JSON objects the CLI prints with `--json`.
+"""
 
 from __future__ import annotations
 
-from commands.service_base import ServiceBase
+from typing import Any
+
+import msgspec
+
+from commands.service_base import (
+    ServiceBase,
+    check_identifier,
+    check_text,
+    check_tokens,
+    event_json,
+)
+from journal import InvalidInput, TimeRegression
+from journal.clock import canonical_at, format_us, parse_at, wall_us
+from journal.store import PendingRecord
+from projections import capacity as cap
+from projections import reasons as R
+from projections.ledger import Ledger
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise InvalidInput(
+            f"{option} must be one of {', '.join(choices)}, got {value!r}",
+            code="invalid_choice",
+            option=option,
+        )
+    return value
+
+
+def _bounded(option: str, value: int | None, low: int, high: int) -> int | None:
+    if value is not None and not low <= value <= high:
+        raise InvalidInput(
+            f"{option} must be an integer from {low} to {high}, got {value}",
+            code="invalid_option",
+            option=option,
+        )
+    return value
 
 
 class CapacityService(ServiceBase):
-    pass
+    """Capacity admission over the open journal."""
+
+    # -- configure ---------------------------------------------------------------------
+
+    def configure(
+        self,
+        *,
+        goal: str,
+        max_active_cases: int | None = None,
+        target_active_cases: int | None = None,
+        max_baseline_cases: int | None = None,
+        max_test_cases: int | None = None,
+        reserved_test_cases: int | None = None,
+        quota_tpm: int | None = None,
+        target_tpm: int | None = None,
+        evaluator_reserve_tpm: int | None = None,
+        cold_start_reserve_tpm: int | None = None,
+        cached_input_weight: float | None = None,
+        max_observation_age_s: int | None = None,
+        cooldown_base_s: int | None = None,
+        cooldown_max_s: int | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Set a goal's case gate and/or token gate; a gate whose flags are absent is kept."""
+        check_identifier("--goal", goal)
+        case_flags = {
+            "max_active_cases": max_active_cases,
+            "target_active_cases": target_active_cases,
+            "max_baseline_cases": max_baseline_cases,
+            "max_test_cases": max_test_cases,
+            "reserved_test_cases": reserved_test_cases,
+        }
+        token_flags = {
+            "quota_tpm": quota_tpm,
+            "target_tpm": target_tpm,
+            "evaluator_reserve_tpm": evaluator_reserve_tpm,
+            "cold_start_reserve_tpm": cold_start_reserve_tpm,
+            "cached_input_weight": cached_input_weight,
+            "max_observation_age_s": max_observation_age_s,
+            "cooldown_base_s": cooldown_base_s,
+            "cooldown_max_s": cooldown_max_s,
+        }
+        new_cases = _case_config(case_flags)
+        new_tokens = _token_config(token_flags)
+        if new_cases is None and new_tokens is None:
+            raise InvalidInput(
+                "nothing to configure: give the case gate (--max-active-cases ...) and/or the "
+                "token gate (--quota-tpm ...)",
+                code="invalid_config",
+            )
+        with self.journal.transaction() as txn:
+            at_text = txn.time_for(goal, at)
+            current = cap.goal_of(txn.state.capacity, goal)
+            cases = new_cases if new_cases is not None else current.cases
+            tokens = new_tokens if new_tokens is not None else current.tokens
+            config = {"cases": _builtins(cases), "tokens": _builtins(tokens)}
+            active = cap.evaluate(current, parse_at(at_text)).active_cases
+            below = cap.config_below_occupancy(active, cases)
+            if below:
+                return {
+                    "ok": False,
+                    "goal": goal,
+                    "appended": False,
+                    "reasons": [R.CONFIG_BELOW_OCCUPANCY],
+                    "detail": below,
+                    "active_cases": _builtins(active),
+                    "config": config,
+                }
+            payload = cap.CapacityConfigured(cases=cases, tokens=tokens)
+            pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
+        return {
+            "ok": True,
+            "goal": goal,
+            "appended": True,
+            "config": config,
+            "event": event_json(pending),
+        }
+
+    # -- observe -----------------------------------------------------------------------
+
+    def observe(
+        self,
+        *,
+        goal: str,
+        uncached_input: int = 0,
+        cached_input: int = 0,
+        output: int = 0,
+        run: str | None = None,
+        requests: int | None = None,
+        coverage: str = "measured",
+        source: str | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Record provider usage (a zero-token measured observation is a heartbeat)."""
+        check_identifier("--goal", goal)
+        if run is not None:
+            check_identifier("--run", run)
+        payload = cap.CapacityObserved(
+            run=run,
+            uncached_input=check_tokens("--uncached-input", uncached_input),
+            cached_input=check_tokens("--cached-input", cached_input),
+            output=check_tokens("--output", output),
+            requests=None if requests is None else check_tokens("--requests", requests),
+            coverage=_choice("--coverage", coverage, cap.COVERAGES),  # type: ignore[arg-type]
+            source=None if source is None else check_text("--source", source),
+        )
+        with self.journal.transaction() as txn:
+            at_text = txn.time_for(goal, at)
+            pending = txn.append(cap.OBSERVED, goal, payload, at_text)
+        state = cap.goal_of(self.journal.state.capacity, goal)
+        ev = cap.evaluate(state, parse_at(at_text))
+        leased = state.runs.get(run) if run is not None else None
+        return {
+            "ok": True,
+            "goal": goal,
+            "run": run,
+            "appended": True,
+            "usage_tpm": ev.usage.usage_tpm,
+            "usage": _builtins(ev.usage.parts),
+            "coverage": ev.usage.coverage,
+            "lease_until": _at(leased.lease_until_us) if leased is not None else None,
+            "event": event_json(pending),
+        }
+
+    # -- admit -------------------------------------------------------------------------
+
+    def admit(
+        self,
+        *,
+        goal: str,
+        run: str,
+        case: str | None = None,
+        arm: str | None = None,
+        class_: str = "solver",
+        forecast_tpm: int | None = None,
+        lease_s: int | None = None,
+        at: str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Decide whether `run` may start now; journal the admission or the refusal."""
+        request = admit_request(
+            goal=goal,
+            run=run,
+            case=case,
+            arm=arm,
+            class_=class_,
+            forecast_tpm=forecast_tpm,
+            lease_s=lease_s,
+        )
+        if dry_run and not self.journal.store.writable:
+            # A read-only handle polls without the lock: the state as opened, time now.
+            at_text = self._time_unlocked(goal, at)
+            state = cap.goal_of(self.journal.state.capacity, goal)
+            decision = cap.decide_admission(state, request, parse_at(at_text))
+            return admit_json(goal, decision, None, at_text, dry_run=True)
+        with self.journal.transaction() as txn:
+            at_text = txn.time_for(goal, at)
+            state = cap.goal_of(txn.state.capacity, goal)
+            decision = cap.decide_admission(state, request, parse_at(at_text))
+            pending = None
+            if not dry_run and not decision.idempotent:
+                if decision.admitted:
+                    assert decision.receipt is not None
+                    admitted = cap.CapacityAdmitted(request=request, receipt=decision.receipt)
+                    pending = txn.append(cap.ADMITTED, goal, admitted, at_text)
+                else:
+                    refused = cap.CapacityRefused(
+                        request=request, reasons=list(decision.reasons), figures=decision.figures
+                    )
+                    pending = txn.append(cap.REFUSED, goal, refused, at_text)
+        return admit_json(goal, decision, pending, at_text, dry_run=dry_run)
+
+    def _time_unlocked(self, goal: str, at: str | None) -> str:
+        """Event time for a decision taken without the lock (same rules as a writer)."""
+        last = self.journal.head.goal_last_at.get(goal)
+        if at is None:
+            now = format_us(wall_us())
+            return now if last is None or now >= last else last
+        at_text = canonical_at(at)
+        if last is not None and at_text < last:
+            raise TimeRegression(
+                f"--at {at_text} is earlier than goal {goal!r}'s last event at {last}",
+                at=at_text,
+                last_at=last,
+            )
+        return at_text
+
+    # -- reject ------------------------------------------------------------------------
+
+    def reject(
+        self,
+        *,
+        goal: str,
+        run: str | None = None,
+        retry_after_s: int | None = None,
+        detail: str | None = None,
+        at: str | None = None,
+    ) -> dict[str, Any]:
+        """Record a provider capacity rejection (HTTP 429) and start the bounded cooldown."""
+        check_identifier("--goal", goal)
+        if run is not None:
+            check_identifier("--run", run)
+        _bounded("--retry-after-s", retry_after_s, 0, cap.RETRY_AFTER_S_MAX)
+        if detail is not None:
+            check_text("--detail", detail)
+        with self.journal.transaction() as txn:
+            at_text = txn.time_for(goal, at)
+            state = cap.goal_of(txn.state.capacity, goal)
+            plan = cap.plan_rejection(state, parse_at(at_text), retry_after_s)
+            payload = cap.CapacityRejected(
+                run=run,
+                retry_after_s=plan.retry_after_s,
+                cooldown_s=plan.cooldown_s,
+                clamped=plan.clamped,
+                cooldown_until=format_us(plan.cooldown_until_us),
+                streak=plan.streak,
+                detail=detail,
+            )
+            pending = txn.append(cap.REJECTED, goal, payload, at_text)
+        return {
+            "ok": True,
+            "goal": goal,
+            "appended": True,
+            **_builtins(payload),
+            "event": event_json(pending),
+        }
+
+    # -- release -----------------------------------------------------------------------
+
+    def release(self, *, goal: str, run: str, at: str | None = None) -> dict[str, Any]:
+        """Release an active run's case slot and token reservation."""
+        check_identifier("--goal", goal)
+        check_identifier("--run", run)
+        with self.journal.transaction() as txn:
+            at_text = txn.time_for(goal, at)
+            state = cap.goal_of(txn.state.capacity, goal)
+            active = {r.request.run for r in cap.active_runs_at(state, parse_at(at_text))}
+            if run not in active:
+                return {
+                    "ok": True,
+                    "goal": goal,
+                    "run": run,
+                    "released": False,
+                    "appended": False,
+                    "reasons": [R.RUN_NOT_ACTIVE],
+                }
+            pending = txn.append(cap.RELEASED, goal, cap.CapacityReleased(run=run), at_text)
+        return {
+            "ok": True,
+            "goal": goal,
+            "run": run,
+            "released": True,
+            "appended": True,
+            "reasons": [],
+            "event": event_json(pending),
+        }
+
+    # -- inspect -----------------------------------------------------------------------
+
+    def inspect(
+        self, *, goal: str | None = None, at: str | None = None, seq: int | None = None
+    ) -> dict[str, Any]:
+        """Every goal (or one) as of now, as of time `at`, or as of record `seq`.
+
+        Now means the implicit time a writer would use (wall clock, never before the
+        goal's last event); with `seq`, each goal is shown as of its last event up to
+        that record.
+        """
+        if goal is not None:
+            check_identifier("--goal", goal)
+        ledger: Ledger = self.state_as_of(at=at, seq=seq)
+        goals = ledger.capacity.goals
+        names = sorted(goals) if goal is None else [goal]
+        now_us = wall_us()
+        result: dict[str, Any] = {}
+        for name in names:
+            state = cap.goal_of(ledger.capacity, name)
+            if at is not None:
+                at_us = parse_at(canonical_at(at))
+            elif seq is not None:
+                at_us = state.last_at_us
+            else:
+                at_us = max(now_us, state.last_at_us)
+            result[name] = inspect_goal(state, at_us)
+        return {"ok": True, "goals": result}
+
+
+# -- building requests and results -----------------------------------------------------
+
+
+def admit_request(
+    *,
+    goal: str,
+    run: str,
+    case: str | None,
+    arm: str | None,
+    class_: str,
+    forecast_tpm: int | None,
+    lease_s: int | None,
+) -> cap.AdmitRequest:
+    """A checked admission request (exit 2 on bad input, before anything is locked)."""
+    check_identifier("--goal", goal)
+    check_identifier("--run", run)
+    if case is not None:
+        check_identifier("--case", case)
+    if arm is not None:
+        _choice("--arm", arm, cap.ARMS)
+    _choice("--class", class_, cap.RUN_CLASSES)
+    if forecast_tpm is not None:
+        check_tokens("--forecast-tpm", forecast_tpm)
+    _bounded("--lease-s", lease_s, 1, cap.LEASE_S_MAX)
+    return cap.AdmitRequest(
+        run=run,
+        case=case,
+        arm=arm,  # type: ignore[arg-type]
+        run_class=class_,  # type: ignore[arg-type]
+        forecast_tpm=forecast_tpm,
+        lease_s=lease_s,
+    )
+
+
+def admit_json(
+    goal: str,
+    decision: cap.Decision,
+    pending: PendingRecord | None,
+    at_text: str,
+    *,
+    dry_run: bool,
+) -> dict[str, Any]:
+    """The `admit` result (SPEC §8): receipt on admission, reasons and figures on refusal."""
+    result: dict[str, Any] = {
+        "ok": decision.admitted,
+        "goal": goal,
+        "at": at_text,
+        "admitted": decision.admitted,
+        "idempotent": decision.idempotent,
+        "appended": pending is not None,
+        "dry_run": dry_run,
+    }
+    if decision.admitted:
+        assert decision.receipt is not None
+        # The receipt names its admission event: the original one on a replay, none on a
+        # dry run. (It is added here because a record cannot contain its own hash.)
+        seq = hash_ = None
+        if decision.idempotent and decision.original is not None:
+            seq, hash_ = decision.original.seq, decision.original.hash
+        elif pending is not None:
+            seq, hash_ = pending.record.seq, pending.record.hash
+        result["receipt"] = {**_builtins(decision.receipt), "seq": seq, "hash": hash_}
+    else:
+        result["reasons"] = list(decision.reasons)
+        result["figures"] = _builtins(decision.figures)
+    result["event"] = event_json(pending) if pending is not None else None
+    return result
+
+
+def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
+    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`."""
+    ev = cap.evaluate(state, at_us)
+    return {
+        "at": format_us(at_us),
+        "config": {"cases": _builtins(ev.cases), "tokens": _builtins(ev.tokens)},
+        "usage_tpm": ev.usage.usage_tpm,
+        "usage": _builtins(ev.usage.parts),
+        "reserved_tpm": ev.reserved_tpm,
+        "load_tpm": ev.load_tpm,
+        "headroom_tpm": {
+            "solver": ev.headroom_tpm("solver"),
+            "evaluator": ev.headroom_tpm("evaluator"),
+        },
+        "coverage": ev.usage.coverage,
+        "observation_stale": ev.observation_stale,
+        "last_observation_at": _at(ev.last_observation_at_us),
+        "cooldown_until": _at(ev.cooldown_until_us),
+        "cooldown_active": ev.cooldown_active,
+        "active_runs": [_active_run_json(r) for r in ev.active_runs],
+        "active_counts": _builtins(ev.active_cases),
+        "admission_ready": cap.admission_ready(ev),
+        "next_action": cap.next_action(ev),
+        "totals": {
+            "admissions": state.admissions_total,
+            "refusals": state.refusal_events_total,
+            "refusals_by_reason": dict(sorted(state.refusals_total.items())),
+            "rejections": state.rejections_total,
+            "releases": state.releases_total,
+        },
+    }
+
+
+def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
+    request = run.request
+    return {
+        "run": request.run,
+        "case": request.case,
+        "arm": request.arm,
+        "class": request.run_class,
+        "forecast_tpm": request.forecast_tpm,
+        "admitted_at": format_us(run.admitted_at_us),
+        "lease_until": _at(run.lease_until_us),
+        "seq": run.seq,
+    }
+
+
+def _at(at_us: int | None) -> str | None:
+    return None if at_us is None else format_us(at_us)
+
+
+def _case_config(flags: dict[str, int | None]) -> cap.CaseConfig | None:
+    if all(value is None for value in flags.values()):
+        return None
+    if flags["max_active_cases"] is None:
+        raise InvalidInput(
+            "the case gate needs --max-active-cases (a gate's flags replace its whole config)",
+            code="invalid_config",
+        )
+    return cap.make_case_config(**flags)  # type: ignore[arg-type]
+
+
+def _token_config(flags: dict[str, Any]) -> cap.TokenConfig | None:
+    if all(value is None for value in flags.values()):
+        return None
+    if flags["quota_tpm"] is None:
+        raise InvalidInput(
+            "the token gate needs --quota-tpm (a gate's flags replace its whole config)",
+            code="invalid_config",
+        )
+    return cap.make_token_config(**flags)

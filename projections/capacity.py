@@ -1,21 +1,901 @@
-"""Placeholder: the capacity domain is being built (its issue owns this module)."""
+"""Capacity admission (SPEC §3): events, the per-goal fold, and the admission decision.
+
+A goal composes two optional gates: the case gate (how many runs may be active) and
+the token gate (a tokens-per-minute envelope over a trailing 60 s window). The fold
+(`apply`) only records what happened; every question about a moment — usage, load,
+coverage, active runs, cooldown — is answered by pure functions of a goal's state and
+a time `at_us` (`evaluate`, `usage_at`, `active_runs_at`, `decide_admission`). The same
+functions serve `admit`, `inspect`, `audit` and `whatif`, so an audit that rebuilds
+the state just before a decision and re-runs `decide_admission` with the recorded
+request and time gets the very answer the live command got.
+
+"As of t" questions are valid for any t at or after the goal's latest folded event:
+the fold prunes only what no such question can need (samples at or before
+`latest - 60 s`, runs whose lease ended at or before `latest`).
+
+Times in the state are integer microseconds since the epoch (`*_us`); times in
+payloads and in results are canonical RFC 3339 strings.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import bisect
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from journal import Record
-from projections.types import Payload, StateStruct
+import msgspec
+from sortedcontainers import SortedSet
 
-VERSION = "0"
+from journal import InvalidInput, Record
+from journal.clock import US_PER_S, format_us, parse_at
+from projections import reasons as R
+from projections.types import FreeText, Identifier, Payload, StateStruct, TokenCount
 
-EVENTS: dict[str, type[Payload]] = {}
+VERSION = "1"
+
+WINDOW_US = 60 * US_PER_S
+"""The usage window: a sample counts at t while t - 60 s < at <= t."""
+
+CASES_MAX = 1024
+QUOTA_TPM_MAX = 10**12
+COOLDOWN_S_LIMIT = 86_400
+"""`cooldown_max_s` may not exceed a day (SPEC §3.1)."""
+OBSERVATION_AGE_S_MAX = 86_400
+LEASE_S_MAX = 366 * 86_400
+RETRY_AFTER_S_MAX = 10**9
+USAGE_DECIMALS = 6
+"""Weighted usage is rounded so that float noise never flips a decision."""
+
+DEFAULT_TARGET_FRACTION = (9, 10)
+DEFAULT_MAX_OBSERVATION_AGE_S = 60
+DEFAULT_COOLDOWN_BASE_S = 15
+DEFAULT_COOLDOWN_MAX_S = 300
+
+Coverage = Literal["measured", "estimated", "unmetered"]
+Arm = Literal["baseline", "control", "treatment", "explore"]
+RunClass = Literal["solver", "evaluator"]
+Group = Literal["baseline", "test"]
+
+COVERAGES: tuple[str, ...] = ("measured", "estimated", "unmetered")
+ARMS: tuple[str, ...] = ("baseline", "control", "treatment", "explore")
+RUN_CLASSES: tuple[str, ...] = ("solver", "evaluator")
+ARM_GROUP: dict[str, Group] = {
+    "baseline": "baseline",
+    "control": "test",
+    "treatment": "test",
+    "explore": "test",
+}
+
+CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")]
+CaseCount = Annotated[int, msgspec.Meta(ge=0, le=CASES_MAX)]
+Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
+Number = int | float
+
+
+# -- configuration -------------------------------------------------------------------
+
+
+class CaseConfig(Payload, frozen=True):
+    """The concurrency envelope: how many runs may be active, by group."""
+
+    max_active_cases: Annotated[int, msgspec.Meta(ge=1, le=CASES_MAX)]
+    target_active_cases: CaseCount
+    max_baseline_cases: CaseCount
+    max_test_cases: CaseCount
+    reserved_test_cases: CaseCount
+
+    def __post_init__(self) -> None:
+        problems = case_config_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+class TokenConfig(Payload, frozen=True):
+    """The TPM envelope. Rates in tokens per minute, durations in seconds."""
+
+    quota_tpm: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)]
+    target_tpm: TokenCount
+    evaluator_reserve_tpm: TokenCount
+    cold_start_reserve_tpm: TokenCount
+    cached_input_weight: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+    max_observation_age_s: Annotated[int, msgspec.Meta(ge=0, le=OBSERVATION_AGE_S_MAX)]
+    cooldown_base_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
+    cooldown_max_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
+
+    def __post_init__(self) -> None:
+        problems = token_config_problems(self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+def _range_problem(name: str, value: Number, low: Number, high: Number) -> list[str]:
+    if isinstance(value, bool) or not low <= value <= high:
+        return [f"{name} must be from {low} to {high}, got {value}"]
+    return []
+
+
+def case_config_problems(c: CaseConfig) -> list[str]:
+    """Every rule of SPEC §3.1 the case config breaks (empty when valid)."""
+    problems = _range_problem("max_active_cases", c.max_active_cases, 1, CASES_MAX)
+    for name in ("target_active_cases", "max_baseline_cases", "max_test_cases"):
+        problems += _range_problem(name, getattr(c, name), 0, CASES_MAX)
+    problems += _range_problem("reserved_test_cases", c.reserved_test_cases, 0, CASES_MAX)
+    if problems:
+        return problems
+    return _broken_rules(
+        ("target_active_cases", c.target_active_cases, "max_active_cases", c.max_active_cases),
+        ("max_baseline_cases", c.max_baseline_cases, "max_active_cases", c.max_active_cases),
+        ("max_test_cases", c.max_test_cases, "max_active_cases", c.max_active_cases),
+        ("reserved_test_cases", c.reserved_test_cases, "max_test_cases", c.max_test_cases),
+        ("reserved_test_cases", c.reserved_test_cases, "max_active_cases", c.max_active_cases),
+        (
+            "target_active_cases",
+            c.target_active_cases,
+            "max_baseline_cases + max_test_cases",
+            c.max_baseline_cases + c.max_test_cases,
+        ),
+    )
+
+
+def token_config_problems(t: TokenConfig) -> list[str]:
+    """Every rule of SPEC §3.1 the token config breaks (empty when valid)."""
+    problems = _range_problem("quota_tpm", t.quota_tpm, 1, QUOTA_TPM_MAX)
+    for name in ("target_tpm", "evaluator_reserve_tpm", "cold_start_reserve_tpm"):
+        problems += _range_problem(name, getattr(t, name), 0, QUOTA_TPM_MAX)
+    problems += _range_problem("cached_input_weight", t.cached_input_weight, 0.0, 1.0)
+    problems += _range_problem(
+        "max_observation_age_s", t.max_observation_age_s, 0, OBSERVATION_AGE_S_MAX
+    )
+    problems += _range_problem("cooldown_base_s", t.cooldown_base_s, 0, COOLDOWN_S_LIMIT)
+    problems += _range_problem("cooldown_max_s", t.cooldown_max_s, 0, COOLDOWN_S_LIMIT)
+    if problems:
+        return problems
+    return _broken_rules(
+        ("target_tpm", t.target_tpm, "quota_tpm", t.quota_tpm),
+        (
+            "evaluator_reserve_tpm + cold_start_reserve_tpm",
+            t.evaluator_reserve_tpm + t.cold_start_reserve_tpm,
+            "target_tpm",
+            t.target_tpm,
+        ),
+    )
+
+
+def _broken_rules(*rules: tuple[str, int, str, int]) -> list[str]:
+    """Messages for every `left <= right` rule that does not hold."""
+    return [
+        f"{left} ({lvalue}) must be <= {right} ({rvalue})"
+        for left, lvalue, right, rvalue in rules
+        if lvalue > rvalue
+    ]
+
+
+def _invalid_config(problems: list[str]) -> InvalidInput:
+    return InvalidInput(
+        "invalid capacity config: " + "; ".join(problems), code="invalid_config", problems=problems
+    )
+
+
+def make_case_config(
+    *,
+    max_active_cases: int,
+    target_active_cases: int | None = None,
+    max_baseline_cases: int | None = None,
+    max_test_cases: int | None = None,
+    reserved_test_cases: int | None = None,
+) -> CaseConfig:
+    """A full case config from the given values and SPEC §3.1's defaults (exit 2 if invalid)."""
+    problems = _range_problem("max_active_cases", max_active_cases, 1, CASES_MAX)
+    reserved = 0 if reserved_test_cases is None else reserved_test_cases
+    problems += _range_problem("reserved_test_cases", reserved, 0, CASES_MAX)
+    if problems:
+        raise _invalid_config(problems)
+    fields = {
+        "max_active_cases": max_active_cases,
+        "target_active_cases": (
+            max_active_cases if target_active_cases is None else target_active_cases
+        ),
+        "max_baseline_cases": (
+            max_baseline_cases
+            if max_baseline_cases is not None
+            else max(0, max_active_cases - reserved)
+        ),
+        "max_test_cases": max_active_cases if max_test_cases is None else max_test_cases,
+        "reserved_test_cases": reserved,
+    }
+    try:
+        return CaseConfig(**fields)
+    except ValueError as exc:
+        raise _invalid_config(str(exc).split("; ")) from None
+
+
+def make_token_config(
+    *,
+    quota_tpm: int,
+    target_tpm: int | None = None,
+    evaluator_reserve_tpm: int | None = None,
+    cold_start_reserve_tpm: int | None = None,
+    cached_input_weight: float | None = None,
+    max_observation_age_s: int | None = None,
+    cooldown_base_s: int | None = None,
+    cooldown_max_s: int | None = None,
+) -> TokenConfig:
+    """A full token config from the given values and SPEC §3.1's defaults (exit 2 if invalid)."""
+    problems = _range_problem("quota_tpm", quota_tpm, 1, QUOTA_TPM_MAX)
+    if problems:
+        raise _invalid_config(problems)
+    numerator, denominator = DEFAULT_TARGET_FRACTION
+    fields: dict[str, Any] = {
+        "quota_tpm": quota_tpm,
+        "target_tpm": quota_tpm * numerator // denominator if target_tpm is None else target_tpm,
+        "evaluator_reserve_tpm": evaluator_reserve_tpm or 0,
+        "cold_start_reserve_tpm": cold_start_reserve_tpm or 0,
+        "cached_input_weight": 1.0 if cached_input_weight is None else float(cached_input_weight),
+        "max_observation_age_s": (
+            max_observation_age_s
+            if max_observation_age_s is not None
+            else DEFAULT_MAX_OBSERVATION_AGE_S
+        ),
+        "cooldown_base_s": DEFAULT_COOLDOWN_BASE_S if cooldown_base_s is None else cooldown_base_s,
+        "cooldown_max_s": DEFAULT_COOLDOWN_MAX_S if cooldown_max_s is None else cooldown_max_s,
+    }
+    try:
+        return TokenConfig(**fields)
+    except ValueError as exc:
+        raise _invalid_config(str(exc).split("; ")) from None
+
+
+# -- event payloads (SPEC §3.1) --------------------------------------------------------
+
+
+class UsageParts(Payload, frozen=True):
+    """Raw (unweighted) token counts in the window, kept disjoint."""
+
+    uncached_input: int
+    cached_input: int
+    output: int
+
+
+class ActiveCases(Payload, frozen=True):
+    total: int
+    baseline: int
+    test: int
+
+
+class AdmitRequest(Payload, frozen=True):
+    run: Identifier
+    case: Identifier | None
+    arm: Arm | None
+    run_class: RunClass = msgspec.field(name="class")
+    forecast_tpm: TokenCount | None
+    lease_s: Annotated[int, msgspec.Meta(ge=1, le=LEASE_S_MAX)] | None
+
+
+class Figures(Payload, frozen=True):
+    """The numbers a decision used, as of its time."""
+
+    usage_tpm: Number
+    usage: UsageParts
+    reserved_tpm: int
+    load_tpm: Number
+    target_tpm: int | None
+    headroom_tpm: Number | None
+    """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
+    forecast_tpm: int | None
+    coverage: Coverage
+    observation_stale: bool
+    last_observation_at: CanonicalAt | None
+    cooldown_until: CanonicalAt | None
+    active_cases: ActiveCases
+    target_active_cases: int | None
+    max_active_cases: int | None
+    quota_tpm: int | None
+    evaluator_reserve_tpm: int | None
+    cold_start_reserve_tpm: int | None
+
+
+class Receipt(Figures, frozen=True):
+    """An admission's figures plus what it took. The event's seq and hash are added
+    when it is presented (a record cannot contain its own hash)."""
+
+    run: Identifier
+    at: CanonicalAt
+    cases: Literal["slot_taken", "not_configured"]
+    tokens: Literal["reserved", "not_configured"]
+    lease_until: CanonicalAt | None
+
+
+class CapacityConfigured(Payload, frozen=True):
+    cases: CaseConfig | None
+    tokens: TokenConfig | None
+
+
+class CapacityObserved(Payload, frozen=True):
+    run: Identifier | None
+    uncached_input: TokenCount
+    cached_input: TokenCount
+    output: TokenCount
+    requests: TokenCount | None
+    coverage: Coverage
+    source: FreeText | None
+
+
+class CapacityAdmitted(Payload, frozen=True):
+    request: AdmitRequest
+    receipt: Receipt
+
+
+class CapacityRefused(Payload, frozen=True):
+    request: AdmitRequest
+    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}$")]]
+    figures: Figures
+
+
+class CapacityRejected(Payload, frozen=True):
+    run: Identifier | None
+    retry_after_s: Annotated[int, msgspec.Meta(ge=0, le=RETRY_AFTER_S_MAX)] | None
+    cooldown_s: Seconds
+    clamped: bool
+    cooldown_until: CanonicalAt
+    streak: Annotated[int, msgspec.Meta(ge=1)]
+    detail: FreeText | None
+
+
+class CapacityReleased(Payload, frozen=True):
+    run: Identifier
+
+
+CONFIGURED = "capacity.configured"
+OBSERVED = "capacity.observed"
+ADMITTED = "capacity.admitted"
+REFUSED = "capacity.refused"
+REJECTED = "capacity.rejected"
+RELEASED = "capacity.released"
+
+EVENTS: dict[str, type[Payload]] = {
+    CONFIGURED: CapacityConfigured,
+    OBSERVED: CapacityObserved,
+    ADMITTED: CapacityAdmitted,
+    REFUSED: CapacityRefused,
+    REJECTED: CapacityRejected,
+    RELEASED: CapacityReleased,
+}
 """Event kind -> payload Struct."""
+DECISION_KINDS = (ADMITTED, REFUSED)
+
+
+# -- state -----------------------------------------------------------------------------
+
+
+class Sample(StateStruct):
+    """One `capacity.observed` event, as the window needs it."""
+
+    at_us: int
+    uncached_input: int
+    cached_input: int
+    output: int
+    coverage: str
+    run: str | None = None
+    seq: int = -1
+
+
+class ActiveRun(StateStruct):
+    """An admitted, unreleased run (it stops being active when its lease ends)."""
+
+    request: AdmitRequest
+    receipt: Receipt
+    seq: int
+    hash: str
+    admitted_at_us: int
+    lease_until_us: int | None = None
+
+    def active_at(self, at_us: int) -> bool:
+        return self.lease_until_us is None or self.lease_until_us > at_us
+
+    @property
+    def group(self) -> Group | None:
+        arm = self.request.arm
+        return None if arm is None else ARM_GROUP[arm]
+
+
+class GoalCapacity(StateStruct):
+    """Everything the fold knows about one goal."""
+
+    cases: CaseConfig | None = None
+    tokens: TokenConfig | None = None
+    last_at_us: int = 0
+    samples: list[Sample] = msgspec.field(default_factory=list)
+    """Time-ordered (per-goal `at` never decreases in a journal)."""
+    last_metered_at_us: int | None = None
+    """The latest measured or estimated observation, however old (for staleness)."""
+    runs: dict[str, ActiveRun] = msgspec.field(default_factory=dict)
+    cooldown_until_us: int | None = None
+    streak: int = 0
+    admissions_total: int = 0
+    refusal_events_total: int = 0
+    refusals_total: dict[str, int] = msgspec.field(default_factory=dict)
+    """Refusals by reason (a refusal with two reasons counts once under each)."""
+    rejections_total: int = 0
+    releases_total: int = 0
 
 
 class CapacityState(StateStruct):
-    pass
+    goals: dict[str, GoalCapacity] = msgspec.field(default_factory=dict)
+
+
+def goal_of(state: CapacityState, goal: str) -> GoalCapacity:
+    """The goal's state, or a fresh empty one (not added to `state`)."""
+    found = state.goals.get(goal)
+    return found if found is not None else GoalCapacity()
+
+
+# -- the fold --------------------------------------------------------------------------
 
 
 def apply(state: CapacityState, record: Record, payload: Any) -> None:
     """Fold one event of this domain into the state."""
+    if record.goal is None:  # capacity events always name a goal; nothing to fold
+        return
+    goal = state.goals.get(record.goal)
+    if goal is None:
+        goal = state.goals[record.goal] = GoalCapacity()
+    at_us = parse_at(record.at)
+    if isinstance(payload, CapacityObserved):
+        _apply_observed(goal, payload, at_us, record.seq)
+    elif isinstance(payload, CapacityAdmitted):
+        _apply_admitted(goal, payload, record, at_us)
+    elif isinstance(payload, CapacityRefused):
+        goal.refusal_events_total += 1
+        for reason in payload.reasons:
+            goal.refusals_total[reason] = goal.refusals_total.get(reason, 0) + 1
+    elif isinstance(payload, CapacityRejected):
+        until_us = parse_at(payload.cooldown_until)
+        previous = goal.cooldown_until_us
+        goal.cooldown_until_us = until_us if previous is None else max(previous, until_us)
+        goal.streak = payload.streak
+        goal.rejections_total += 1
+    elif isinstance(payload, CapacityReleased):
+        if goal.runs.pop(payload.run, None) is not None:
+            goal.releases_total += 1
+    elif isinstance(payload, CapacityConfigured):
+        goal.cases, goal.tokens = payload.cases, payload.tokens
+    goal.last_at_us = max(goal.last_at_us, at_us)
+    _prune(goal)
+
+
+def _apply_observed(goal: GoalCapacity, p: CapacityObserved, at_us: int, seq: int) -> None:
+    goal.samples.append(
+        Sample(
+            at_us=at_us,
+            uncached_input=p.uncached_input,
+            cached_input=p.cached_input,
+            output=p.output,
+            coverage=p.coverage,
+            run=p.run,
+            seq=seq,
+        )
+    )
+    if p.coverage != "unmetered":
+        goal.last_metered_at_us = at_us
+    run = goal.runs.get(p.run) if p.run is not None else None
+    if run is not None and run.lease_until_us is not None and run.active_at(at_us):
+        assert run.request.lease_s is not None
+        renewed_us = at_us + run.request.lease_s * US_PER_S
+        run.lease_until_us = max(run.lease_until_us, renewed_us)
+
+
+def _apply_admitted(goal: GoalCapacity, p: CapacityAdmitted, record: Record, at_us: int) -> None:
+    lease_s = p.request.lease_s
+    goal.runs[p.request.run] = ActiveRun(
+        request=p.request,
+        receipt=p.receipt,
+        seq=record.seq,
+        hash=record.hash,
+        admitted_at_us=at_us,
+        lease_until_us=None if lease_s is None else at_us + lease_s * US_PER_S,
+    )
+    goal.admissions_total += 1
+
+
+def _prune(goal: GoalCapacity) -> None:
+    """Drop what no question "as of t >= the goal's latest event" can need."""
+    cutoff_us = goal.last_at_us - WINDOW_US
+    samples = goal.samples
+    if samples and samples[0].at_us <= cutoff_us:
+        del samples[: bisect.bisect_right(samples, cutoff_us, key=_sample_at)]
+    expired = [run for run, r in goal.runs.items() if not r.active_at(goal.last_at_us)]
+    for run in expired:
+        del goal.runs[run]
+
+
+def _sample_at(sample: Sample) -> int:
+    return sample.at_us
+
+
+# -- questions as of a time ------------------------------------------------------------
+
+
+def window_samples(goal: GoalCapacity, at_us: int) -> list[Sample]:
+    """The observations counting at `at_us`: `at_us - 60 s < at <= at_us`, oldest first."""
+    samples = goal.samples
+    start = bisect.bisect_right(samples, at_us - WINDOW_US, key=_sample_at)
+    end = bisect.bisect_right(samples, at_us, key=_sample_at)
+    return samples[start:end]
+
+
+def weighted_tpm(uncached_input: int, cached_input: int, output: int, weight: float) -> Number:
+    """Tokens that count against the quota; an int unless the weight makes it fractional."""
+    if weight == 1.0:
+        return uncached_input + cached_input + output
+    value = round(uncached_input + output + cached_input * weight, USAGE_DECIMALS)
+    return int(value) if value.is_integer() else value
+
+
+@dataclass(frozen=True)
+class Usage:
+    """The trailing-window usage as of a time."""
+
+    usage_tpm: Number
+    parts: UsageParts
+    coverage: Coverage
+    unmetered_in_window: bool
+    samples: tuple[Sample, ...]
+
+
+def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
+    """Usage in the window ending at `at_us`, its raw parts and its coverage.
+
+    Coverage is the weakest kind of sample in the window: `unmetered` if any sample is
+    unmetered (usage is then unknown until it leaves), else `estimated` if any is
+    estimated, else `measured`.
+    """
+    samples = window_samples(goal, at_us)
+    uncached = sum(s.uncached_input for s in samples)
+    cached = sum(s.cached_input for s in samples)
+    output = sum(s.output for s in samples)
+    kinds = {s.coverage for s in samples}
+    coverage: Coverage = (
+        "unmetered" if "unmetered" in kinds else "estimated" if "estimated" in kinds else "measured"
+    )
+    weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
+    return Usage(
+        usage_tpm=weighted_tpm(uncached, cached, output, weight),
+        parts=UsageParts(uncached_input=uncached, cached_input=cached, output=output),
+        coverage=coverage,
+        unmetered_in_window="unmetered" in kinds,
+        samples=tuple(samples),
+    )
+
+
+def active_runs_at(goal: GoalCapacity, at_us: int) -> list[ActiveRun]:
+    """Runs admitted, not released and not past their lease at `at_us`, in admission order."""
+    runs = [r for r in goal.runs.values() if r.admitted_at_us <= at_us and r.active_at(at_us)]
+    return sorted(runs, key=lambda r: r.seq)
+
+
+def active_counts(runs: list[ActiveRun]) -> ActiveCases:
+    groups = [r.group for r in runs]
+    return ActiveCases(
+        total=len(runs), baseline=groups.count("baseline"), test=groups.count("test")
+    )
+
+
+def max_observation_age_us(goal: GoalCapacity) -> int:
+    age_s = goal.tokens.max_observation_age_s if goal.tokens else DEFAULT_MAX_OBSERVATION_AGE_S
+    return age_s * US_PER_S
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Everything about a goal as of `at_us` that does not depend on a request."""
+
+    at_us: int
+    cases: CaseConfig | None
+    tokens: TokenConfig | None
+    usage: Usage
+    reserved_tpm: int
+    load_tpm: Number
+    observation_stale: bool
+    last_observation_at_us: int | None
+    cooldown_until_us: int | None
+    cooldown_active: bool
+    active_runs: tuple[ActiveRun, ...]
+    active_cases: ActiveCases
+
+    @property
+    def configured(self) -> bool:
+        return self.cases is not None or self.tokens is not None
+
+    def available_tpm(self, run_class: str) -> int | None:
+        """The part of the target a run of this class may fill (None: no token gate)."""
+        if self.tokens is None:
+            return None
+        protected = self.tokens.evaluator_reserve_tpm if run_class == "solver" else 0
+        return self.tokens.target_tpm - protected
+
+    def headroom_tpm(self, run_class: str) -> Number | None:
+        """Largest forecast a run of this class could be admitted with (may be negative)."""
+        available = self.available_tpm(run_class)
+        if available is None or self.tokens is None:
+            return None
+        return _tidy(available - self.tokens.cold_start_reserve_tpm - self.load_tpm)
+
+    def figures(self, forecast_tpm: int | None, run_class: str) -> Figures:
+        cases, tokens = self.cases, self.tokens
+        return Figures(
+            usage_tpm=self.usage.usage_tpm,
+            usage=self.usage.parts,
+            reserved_tpm=self.reserved_tpm,
+            load_tpm=self.load_tpm,
+            target_tpm=None if tokens is None else tokens.target_tpm,
+            headroom_tpm=self.headroom_tpm(run_class),
+            forecast_tpm=forecast_tpm,
+            coverage=self.usage.coverage,
+            observation_stale=self.observation_stale,
+            last_observation_at=_at_or_none(self.last_observation_at_us),
+            cooldown_until=_at_or_none(self.cooldown_until_us),
+            active_cases=self.active_cases,
+            target_active_cases=None if cases is None else cases.target_active_cases,
+            max_active_cases=None if cases is None else cases.max_active_cases,
+            quota_tpm=None if tokens is None else tokens.quota_tpm,
+            evaluator_reserve_tpm=None if tokens is None else tokens.evaluator_reserve_tpm,
+            cold_start_reserve_tpm=None if tokens is None else tokens.cold_start_reserve_tpm,
+        )
+
+
+def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
+    """The goal as of `at_us` (which must be at or after the goal's latest folded event)."""
+    usage = usage_at(goal, at_us)
+    runs = active_runs_at(goal, at_us)
+    reserved_tpm = sum(r.request.forecast_tpm or 0 for r in runs)
+    metered_us = goal.last_metered_at_us
+    if metered_us is not None and metered_us > at_us:
+        metered_us = None  # not yet observed as of at_us
+    cooldown_us = goal.cooldown_until_us
+    return Evaluation(
+        at_us=at_us,
+        cases=goal.cases,
+        tokens=goal.tokens,
+        usage=usage,
+        reserved_tpm=reserved_tpm,
+        # Forecasts already cover the usage of the runs they belong to: take the larger.
+        load_tpm=max(usage.usage_tpm, reserved_tpm),
+        observation_stale=metered_us is None or at_us - metered_us > max_observation_age_us(goal),
+        last_observation_at_us=metered_us,
+        cooldown_until_us=cooldown_us,
+        cooldown_active=cooldown_us is not None and at_us < cooldown_us,
+        active_runs=tuple(runs),
+        active_cases=active_counts(runs),
+    )
+
+
+def _tidy(value: Number) -> Number:
+    if isinstance(value, float):
+        value = round(value, USAGE_DECIMALS)
+        return int(value) if value.is_integer() else value
+    return value
+
+
+def _at_or_none(at_us: int | None) -> str | None:
+    return None if at_us is None else format_us(at_us)
+
+
+# -- the admission decision (SPEC §3.3) ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What `decide_admission` concluded, with the figures it used."""
+
+    admitted: bool
+    idempotent: bool
+    reasons: tuple[str, ...]
+    figures: Figures
+    receipt: Receipt | None
+    """For an admission: the new receipt, or the original one on an idempotent replay."""
+    original: ActiveRun | None = None
+    """The active admission of the same run, if any."""
+
+
+def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> Decision:
+    """May `request` start at `at_us`? Pure: the same answer for the same inputs.
+
+    `goal` is the goal's state folded up to (not including) the decision; `at_us` is the
+    decision's time, at or after the goal's latest folded event.
+    """
+    ev = evaluate(goal, at_us)
+    figures = ev.figures(request.forecast_tpm, request.run_class)
+    original = next((r for r in ev.active_runs if r.request.run == request.run), None)
+    if original is not None:
+        if original.request == request:
+            return Decision(True, True, (), figures, original.receipt, original)
+        conflict = (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,)
+        return Decision(False, False, conflict, figures, None, original)
+    reasons = refusal_reasons(ev, request)
+    if reasons:
+        return Decision(False, False, reasons, figures, None)
+    return Decision(True, False, (), figures, _receipt(ev, figures, request))
+
+
+def refusal_reasons(ev: Evaluation, request: AdmitRequest) -> tuple[str, ...]:
+    """Every failing reason, in the documented order (idempotency aside)."""
+    if not ev.configured:
+        return (R.NOT_CONFIGURED,)
+    reasons: list[str] = []
+    if ev.cases is not None:
+        reasons += case_reasons(ev.cases, ev.active_cases, request.arm)
+    if ev.tokens is not None:
+        reasons += token_reasons(ev, request.forecast_tpm, request.run_class)
+    return tuple(reasons)
+
+
+def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> list[str]:
+    """The case gate's failing reasons for one more run of `arm`."""
+    reasons: list[str] = []
+    if active.total >= cases.target_active_cases:
+        reasons.append(R.TARGET_CAPACITY_EXHAUSTED)
+    if active.total >= cases.max_active_cases:
+        reasons.append(R.TOTAL_CAPACITY_EXHAUSTED)
+    if arm is None:
+        reasons.append(R.CASE_ARM_REQUIRED)
+        return reasons
+    group = ARM_GROUP[arm]
+    if group == "baseline" and active.baseline >= cases.max_baseline_cases:
+        reasons.append(R.BASELINE_CAPACITY_EXHAUSTED)
+    if group == "test" and active.test >= cases.max_test_cases:
+        reasons.append(R.TEST_CAPACITY_EXHAUSTED)
+    if group == "baseline":
+        # A baseline may not take a slot the test arms are still owed.
+        owed_to_test = max(0, cases.reserved_test_cases - active.test)
+        if cases.target_active_cases - (active.total + 1) < owed_to_test:
+            reasons.append(R.RESERVED_TEST_CAPACITY)
+    return reasons
+
+
+def token_reasons(ev: Evaluation, forecast_tpm: int | None, run_class: str) -> list[str]:
+    """The token gate's failing reasons for a run of `run_class` forecasting `forecast_tpm`."""
+    tokens = ev.tokens
+    assert tokens is not None
+    reasons: list[str] = []
+    if forecast_tpm is None:
+        reasons.append(R.TOKEN_FORECAST_REQUIRED)
+    elif forecast_tpm > tokens.target_tpm:
+        reasons.append(R.FORECAST_EXCEEDS_TARGET)
+    if ev.cooldown_active:
+        reasons.append(R.CAPACITY_COOLDOWN_ACTIVE)
+    if ev.usage.unmetered_in_window:
+        reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
+    if ev.observation_stale:
+        reasons.append(R.USAGE_OBSERVATION_STALE)
+    if forecast_tpm is not None:
+        needed = ev.load_tpm + forecast_tpm + tokens.cold_start_reserve_tpm
+        available = ev.available_tpm(run_class)
+        assert available is not None
+        if needed > available:
+            # A solver that only lacks room because of the evaluator reserve is told so.
+            protected = run_class == "solver" and needed <= tokens.target_tpm
+            reasons.append(
+                R.EVALUATOR_RESERVE_PROTECTED if protected else R.TOKEN_HEADROOM_EXHAUSTED
+            )
+    return reasons
+
+
+def _receipt(ev: Evaluation, figures: Figures, request: AdmitRequest) -> Receipt:
+    lease_s = request.lease_s
+    return Receipt(
+        **msgspec.structs.asdict(figures),
+        run=request.run,
+        at=format_us(ev.at_us),
+        cases="not_configured" if ev.cases is None else "slot_taken",
+        tokens="not_configured" if ev.tokens is None else "reserved",
+        lease_until=None if lease_s is None else format_us(ev.at_us + lease_s * US_PER_S),
+    )
+
+
+def shortfall_tpm(figures: Figures, run_class: str) -> Number | None:
+    """How many TPM the forecast is over its headroom (None without a forecast or gate)."""
+    if figures.forecast_tpm is None or figures.headroom_tpm is None:
+        return None
+    return _tidy(figures.forecast_tpm - figures.headroom_tpm)
+
+
+# -- when things change by themselves --------------------------------------------------
+
+
+def change_points_after(goal: GoalCapacity, at_us: int) -> list[int]:
+    """Times after `at_us` at which the evaluation changes with no new event: a sample
+    leaves the window, a lease ends, a cooldown ends. Sorted, without duplicates."""
+    points: SortedSet = SortedSet()
+    for sample in window_samples(goal, at_us):
+        points.add(sample.at_us + WINDOW_US)
+    for run in active_runs_at(goal, at_us):
+        if run.lease_until_us is not None:
+            points.add(run.lease_until_us)
+    if goal.cooldown_until_us is not None and goal.cooldown_until_us > at_us:
+        points.add(goal.cooldown_until_us)
+    return [int(p) for p in points if p > at_us]
+
+
+def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> int | None:
+    """The earliest time after `at_us` at which `request` would pass had nothing else
+    happened (samples ageing out, cooldown ending, leases expiring); None if never."""
+    for point_us in change_points_after(goal, at_us):
+        if decide_admission(goal, request, point_us).admitted:
+            return point_us
+    return None
+
+
+# -- cooldowns (SPEC §3.2) -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CooldownPlan:
+    retry_after_s: int | None
+    cooldown_s: int
+    clamped: bool
+    cooldown_until_us: int
+    streak: int
+
+
+def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: int | None) -> CooldownPlan:
+    """The bounded cooldown a provider rejection at `at_us` starts."""
+    tokens = goal.tokens
+    base_s = tokens.cooldown_base_s if tokens is not None else DEFAULT_COOLDOWN_BASE_S
+    max_s = tokens.cooldown_max_s if tokens is not None else DEFAULT_COOLDOWN_MAX_S
+    previous_us = goal.cooldown_until_us
+    # A rejection soon after the last cooldown continues the streak; a quiet spell resets it.
+    continues = previous_us is not None and at_us < previous_us + max_s * US_PER_S
+    streak = goal.streak + 1 if continues else 1
+    wanted_s = retry_after_s if retry_after_s is not None else base_s * 2 ** min(streak - 1, 64)
+    cooldown_s = min(wanted_s, max_s)
+    until_us = at_us + cooldown_s * US_PER_S
+    if previous_us is not None:
+        until_us = max(previous_us, until_us)
+    return CooldownPlan(retry_after_s, cooldown_s, wanted_s > max_s, until_us, streak)
+
+
+# -- configuration changes and readiness (SPEC §3.1, §3.5) -----------------------------
+
+
+def config_below_occupancy(active: ActiveCases, cases: CaseConfig | None) -> list[str]:
+    """Which new case limits are below the runs already active (empty: none)."""
+    if cases is None:
+        return []
+    limits = [
+        ("max_active_cases", cases.max_active_cases, active.total),
+        ("max_baseline_cases", cases.max_baseline_cases, active.baseline),
+        ("max_test_cases", cases.max_test_cases, active.test),
+    ]
+    return [f"{name} {limit} < {count} active" for name, limit, count in limits if limit < count]
+
+
+def admission_ready(ev: Evaluation) -> bool:
+    """Would a solver run forecasting 1 TPM pass the token gate, with a case slot free?"""
+    if not ev.configured:
+        return False
+    if ev.cases is not None and ev.active_cases.total >= ev.cases.target_active_cases:
+        return False
+    return ev.tokens is None or not token_reasons(ev, 1, "solver")
+
+
+def next_action(ev: Evaluation) -> str:
+    """What the goal's operator or runner should do next (SPEC §3.5, first that applies)."""
+    cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
+    if not ev.configured:
+        return "configure"
+    if tokens is not None and ev.cooldown_active:
+        return "wait_for_cooldown"
+    if tokens is not None and (ev.observation_stale or ev.usage.unmetered_in_window):
+        return "observe_usage"
+    over_cases = cases is not None and (
+        active.total > cases.target_active_cases
+        or active.total > cases.max_active_cases
+        or active.baseline > cases.max_baseline_cases
+        or active.test > cases.max_test_cases
+    )
+    over_tokens = tokens is not None and ev.reserved_tpm > tokens.target_tpm
+    if over_cases or over_tokens:
+        return "release_runs"
+    if admission_ready(ev):
+        return "backfill_to_target"
+    return "hold_at_target"
