@@ -1,0 +1,659 @@
+"""Settlement through the CLI (in-process): lifecycle, idempotency, every refusal code
+appending nothing, the rolling budget window with explicit times, readers as of T."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import run_cli
+from settlement_helpers import T0, Snapshot, effect, events, run_printed, spend_line
+
+from commands.api import Runledger
+from commands.cli import app
+
+G, A = "goal-1", "agent-1"
+
+
+def at(minutes: float) -> str:
+    """T0 + minutes, as an explicit --at."""
+    from journal.clock import format_us, parse_at
+
+    return format_us(parse_at(T0) + round(minutes * 60_000_000))
+
+
+@pytest.fixture
+def owed(cli, journal_path):
+    """Agent A's turn t1 (task k1) written back for 40 units, spend not yet made."""
+    assert (
+        cli(
+            "turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1", "--at", at(0)
+        ).code
+        == 0
+    )
+    result = cli(
+        "turn",
+        "writeback",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--amount",
+        "40",
+        "--at",
+        at(1),
+    )
+    assert result.code == 0, result.stdout
+    return effect(G, A, "k1", "t1")
+
+
+def test_full_lifecycle_resume_spend_once_and_replay(cli, journal_path) -> None:
+    """open -> writeback -> resume hands back the exact spend line -> it spends once ->
+    its replay is ok with appended false -> resume says settled_skip."""
+    # Readers need an existing journal (a missing one is journal_not_found, exit 3).
+    assert (
+        cli(
+            "budget", "configure", "--goal", G, "--allowed-units", "1000", "--window-hours", "24"
+        ).code
+        == 0
+    )
+    assert cli("turn", "resume", "--goal", G, "--agent", A).json == {
+        "ok": True,
+        "goal": G,
+        "agent": A,
+        "phase": "idle",
+    }
+    opened = cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    assert opened.code == 0 and opened.json["appended"] is True
+    assert opened.json["event"]["kind"] == "turn.opened"
+    resumed = cli("turn", "resume", "--goal", G, "--agent", A).json
+    assert (resumed["phase"], resumed["next_step"]) == ("open", "writeback")
+
+    wb = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    eff = effect(G, A, "k1", "t1")
+    assert wb.code == 0 and wb.json["appended"] is True and wb.json["effect"] == eff
+    resumed = cli("turn", "resume", "--goal", G, "--agent", A).json
+    assert resumed["phase"] == "spend_owed"
+    assert resumed["command"] == spend_line(G, A, "t1", eff, 40)
+    assert (resumed["effect"], resumed["amount"]) == (eff, 40)
+
+    spent = run_printed(resumed["command"], journal_path)
+    assert spent.code == 0 and spent.json["appended"] is True
+    assert spent.json["event"]["kind"] == "quota.spent"
+    [record] = events(journal_path, "quota.spent")
+    assert record["goal"] == G
+    assert record["data"] == {
+        "agent": A,
+        "turn": "t1",
+        "effect": eff,
+        "amount": 40,
+        "spent_before": 0,
+        "spent_after": 40,
+    }
+
+    snap = Snapshot(journal_path)
+    replay = run_printed(resumed["command"], journal_path)
+    assert replay.code == 0 and replay.json["ok"] is True and replay.json["appended"] is False
+    assert "event" not in replay.json
+    snap.assert_unchanged()
+    settled = cli("turn", "resume", "--goal", G, "--agent", A).json
+    assert (settled["phase"], settled["effective_action"]) == ("settled", "settled_skip")
+    assert cli("turn", "status", "--goal", G).json["spent_total"] == 40
+
+
+def test_writeback_replay_same_amount_is_idempotent(cli, journal_path, owed) -> None:
+    snap = Snapshot(journal_path)
+    again = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    assert again.code == 0 and again.json["appended"] is False and again.json["idempotent"]
+    assert again.json["command"] == spend_line(G, A, "t1", owed, 40)
+    snap.assert_unchanged()
+
+
+def test_turn_open_replay_of_the_open_turn_is_idempotent(cli, journal_path) -> None:
+    args = ("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    assert cli(*args).json["appended"] is True
+    snap = Snapshot(journal_path)
+    again = cli(*args)
+    assert again.code == 0 and again.json["appended"] is False and again.json["idempotent"]
+    snap.assert_unchanged()
+
+
+def _refused(cli, journal_path, reasons: list[str], *args: str) -> dict:
+    """Run a command that must be refused with exactly `reasons`; nothing appended."""
+    snap = Snapshot(journal_path)
+    result = cli(*args)
+    assert result.code == 1, result.stdout + result.stderr
+    body = result.json
+    assert body["ok"] is False and body["reasons"] == reasons and body["appended"] is False
+    snap.assert_unchanged()
+    return body
+
+
+def test_spend_refusals_append_nothing(cli, journal_path, owed) -> None:
+    """Every foreign part of the identity is refused; so is a spend before writeback."""
+    base = {"--goal": G, "--agent": A, "--turn": "t1", "--effect": owed, "--amount": "40"}
+    foreign = {
+        "--goal": "goal-2",
+        "--agent": "agent-2",
+        "--turn": "t9",
+        "--effect": "f" * 32,
+        "--amount": "41",
+    }
+    for option, value in foreign.items():
+        args = [x for k, v in {**base, option: value}.items() for x in (k, v)]
+        _refused(cli, journal_path, ["spend_identity_mismatch"], "turn", "spend", *args)
+    # A turn the agent opened but did not write back yet.
+    assert (
+        cli("turn", "open", "--goal", G, "--agent", "agent-2", "--turn", "t2", "--task", "k2").code
+        == 0
+    )
+    e2 = effect(G, "agent-2", "k2", "t2")
+    _refused(
+        cli,
+        journal_path,
+        ["writeback_not_verified"],
+        "turn",
+        "spend",
+        "--goal",
+        G,
+        "--agent",
+        "agent-2",
+        "--turn",
+        "t2",
+        "--effect",
+        e2,
+        "--amount",
+        "40",
+    )
+    _refused(
+        cli,
+        journal_path,
+        ["writeback_not_verified", "spend_identity_mismatch"],
+        "turn",
+        "spend",
+        "--goal",
+        G,
+        "--agent",
+        "agent-2",
+        "--turn",
+        "t2",
+        "--effect",
+        owed,
+        "--amount",
+        "40",
+    )
+    # None of that touched the owed spend.
+    assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == spend_line(
+        G, A, "t1", owed, 40
+    )
+
+
+def test_open_and_writeback_refusals_append_nothing(cli, journal_path, owed) -> None:
+    owed_line = spend_line(G, A, "t1", owed, 40)
+    body = _refused(
+        cli,
+        journal_path,
+        ["settlement_owed"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t2",
+        "--task",
+        "k2",
+    )
+    assert body["command"] == owed_line
+    body = _refused(
+        cli,
+        journal_path,
+        ["settlement_owed"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--task",
+        "k1",
+    )
+    assert body["command"] == owed_line
+    _refused(
+        cli,
+        journal_path,
+        ["turn_exists_with_different_task"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--task",
+        "k2",
+    )
+    _refused(
+        cli,
+        journal_path,
+        ["writeback_amount_conflict"],
+        "turn",
+        "writeback",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--amount",
+        "41",
+    )
+    for goal, agent, turn in ((G, A, "t9"), (G, "agent-2", "t1"), ("goal-2", A, "t1")):
+        _refused(
+            cli,
+            journal_path,
+            ["turn_not_open"],
+            "turn",
+            "writeback",
+            "--goal",
+            goal,
+            "--agent",
+            agent,
+            "--turn",
+            turn,
+            "--amount",
+            "40",
+        )
+    assert run_printed(owed_line, journal_path).code == 0
+    _refused(
+        cli,
+        journal_path,
+        ["turn_already_settled"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--task",
+        "k1",
+    )
+    assert (
+        cli(
+            "turn",
+            "open",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t2",
+            "--task",
+            "k2",
+        ).json["appended"]
+        is True
+    )
+    _refused(
+        cli,
+        journal_path,
+        ["turn_in_progress"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t3",
+        "--task",
+        "k3",
+    )
+    # A settled turn's writeback replay stays idempotent; a different amount does not.
+    again = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    assert again.code == 0 and again.json["appended"] is False
+    _refused(
+        cli,
+        journal_path,
+        ["writeback_amount_conflict"],
+        "turn",
+        "writeback",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--amount",
+        "39",
+    )
+
+
+def test_new_turn_for_another_task_is_never_selected_while_spend_owed(
+    cli, journal_path, owed
+) -> None:
+    """Other agents go on; this agent's resume keeps returning the original spend."""
+    line = spend_line(G, A, "t1", owed, 40)
+    for turn, task in (("t2", "k2"), ("t3", "k3")):
+        cli("turn", "open", "--goal", G, "--agent", A, "--turn", turn, "--task", task)
+        assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == line
+    assert (
+        cli("turn", "open", "--goal", G, "--agent", "agent-2", "--turn", "t2", "--task", "k2").json[
+            "appended"
+        ]
+        is True
+    )
+    assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == line
+    assert [e["data"]["agent"] for e in events(journal_path, "turn.opened")] == [A, "agent-2"]
+
+
+def test_rolling_window_spends_leaving_it_reopen_turns(cli, journal_path) -> None:
+    """Throttled while the window's spent units reach the allowance; spends leaving the
+    window (explicit --at times) re-open turn open."""
+    assert (
+        cli(
+            "budget",
+            "configure",
+            "--goal",
+            G,
+            "--allowed-units",
+            "100",
+            "--window-hours",
+            "1",
+            "--at",
+            at(0),
+        ).code
+        == 0
+    )
+
+    def settle(turn: str, units: int, minute: float) -> None:
+        e = effect(G, A, "k", turn)
+        for args in (
+            ("open", "--task", "k"),
+            ("writeback", "--amount", str(units)),
+            ("spend", "--effect", e, "--amount", str(units)),
+        ):
+            result = cli(
+                "turn",
+                args[0],
+                "--goal",
+                G,
+                "--agent",
+                A,
+                "--turn",
+                turn,
+                *args[1:],
+                "--at",
+                at(minute),
+            )
+            assert result.code == 0 and result.json["appended"], result.stdout
+
+    settle("t1", 60, 1)
+    settle("t2", 50, 2)  # 60 < 100 when t2 opened
+    body = _refused(
+        cli,
+        journal_path,
+        ["quota_throttled"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t3",
+        "--task",
+        "k",
+        "--at",
+        at(10),
+    )
+    figures = body["figures"]
+    assert figures["window_spent_units"] == 110 and figures["throttled"] is True
+    assert figures["reopens_at"] == at(61)
+    # One microsecond before t1's spend leaves: still throttled.
+    _refused(
+        cli,
+        journal_path,
+        ["quota_throttled"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t3",
+        "--task",
+        "k",
+        "--at",
+        at(61 - 1 / 60_000_000),
+    )
+    # Readers evaluate as of T.
+    status = cli("turn", "status", "--goal", G, "--at", at(30)).json
+    assert (status["window_spent_units"], status["throttled"]) == (110, True)
+    assert cli("turn", "status", "--goal", G, "--at", at(61)).json["throttled"] is False
+    assert cli("turn", "status", "--goal", G, "--at", at(1.5)).json["window_spent_units"] == 60
+    opened = cli(
+        "turn", "open", "--goal", G, "--agent", A, "--turn", "t3", "--task", "k", "--at", at(61)
+    )
+    assert opened.code == 0 and opened.json["appended"] is True
+    assert opened.json["figures"]["window_spent_units"] == 50
+
+
+def test_budget_reconfigure_and_zero_allowance(cli, journal_path, owed) -> None:
+    run_printed(spend_line(G, A, "t1", owed, 40), journal_path)
+    args = ("budget", "configure", "--goal", G, "--window-hours", "2")
+    assert cli(*args, "--allowed-units", "0").json["appended"] is True
+    snap = Snapshot(journal_path)
+    again = cli(*args, "--allowed-units", "0")
+    assert again.code == 0 and again.json["appended"] is False
+    snap.assert_unchanged()
+    body = _refused(
+        cli,
+        journal_path,
+        ["quota_throttled"],
+        "turn",
+        "open",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t2",
+        "--task",
+        "k2",
+    )
+    assert body["figures"]["reopens_at"] is None
+    assert cli(*args, "--allowed-units", "41").json["appended"] is True
+    assert cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k2").code == 0
+
+
+def test_readers_as_of_time_show_each_phase(cli, journal_path, owed) -> None:
+    run_printed(spend_line(G, A, "t1", owed, 40) + f" --at {at(2)}", journal_path)
+    phases = {
+        m: cli("turn", "resume", "--goal", G, "--agent", A, "--at", at(m)).json["phase"]
+        for m in (-1, 0, 1, 2)
+    }
+    assert phases == {-1: "idle", 0: "open", 1: "spend_owed", 2: "settled"}
+    status = cli("turn", "status", "--goal", G, "--agent", A, "--at", at(1)).json
+    assert status["agents"][A]["phase"] == "spend_owed"
+    assert status["agents"][A]["turns"][0]["effect"] == owed
+    assert cli("turn", "status", "--goal", G, "--agent", "nobody").json["agents"] == {
+        "nobody": {"phase": "idle", "turns": []}
+    }
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("budget", "configure", "--goal", G, "--allowed-units", "-1", "--window-hours", "1"),
+        (
+            "budget",
+            "configure",
+            "--goal",
+            G,
+            "--allowed-units",
+            str(10**12 + 1),
+            "--window-hours",
+            "1",
+        ),
+        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "0"),
+        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "-2"),
+        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "nan"),
+        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "inf"),
+        ("budget", "configure", "--goal", G, "--allowed-units", "x", "--window-hours", "1"),
+        ("turn", "open", "--goal", "bad goal", "--agent", A, "--turn", "t", "--task", "k"),
+        ("turn", "open", "--goal", G, "--agent", "a;rm", "--turn", "t", "--task", "k"),
+        ("turn", "open", "--goal", G, "--agent", A, "--turn", "t" * 129, "--task", "k"),
+        ("turn", "open", "--goal", G, "--agent", A, "--turn", "t", "--task", ""),
+        ("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "-1"),
+        (
+            "turn",
+            "spend",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t1",
+            "--effect",
+            "F" * 32,
+            "--amount",
+            "40",
+        ),
+        (
+            "turn",
+            "spend",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t1",
+            "--effect",
+            "abc",
+            "--amount",
+            "40",
+        ),
+        (
+            "turn",
+            "spend",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t1",
+            "--effect",
+            "0" * 32,
+            "--amount",
+            "1e3",
+        ),
+        (
+            "turn",
+            "open",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t9",
+            "--task",
+            "k",
+            "--at",
+            "yesterday",
+        ),
+        (
+            "turn",
+            "open",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t9",
+            "--task",
+            "k",
+            "--at",
+            "2026-11-29T10:00:00",
+        ),
+        ("turn", "resume", "--goal", G, "--agent", "a b"),
+        ("turn", "status", "--goal", G, "--at", "soon"),
+    ],
+)
+def test_invalid_input_exits_2_and_writes_nothing(cli, journal_path, owed, args) -> None:
+    snap = Snapshot(journal_path)
+    result = cli(*args)
+    assert result.code == 2, result.stdout + result.stderr
+    assert result.json["ok"] is False and "code" in result.json["error"]
+    assert "Traceback" not in result.stderr
+    snap.assert_unchanged()
+
+
+def test_explicit_time_before_the_goals_last_event_is_time_regression(
+    cli, journal_path, owed
+) -> None:
+    snap = Snapshot(journal_path)
+    result = cli(
+        "turn",
+        "spend",
+        "--goal",
+        G,
+        "--agent",
+        A,
+        "--turn",
+        "t1",
+        "--effect",
+        owed,
+        "--amount",
+        "40",
+        "--at",
+        at(0),
+    )
+    assert result.code == 2 and result.json["error"]["code"] == "time_regression"
+    snap.assert_unchanged()
+
+
+def test_identifiers_with_leading_dash_round_trip_through_the_printed_line(
+    cli, journal_path
+) -> None:
+    """The charset lets an identifier start with '-': the printed line still parses."""
+    agent, turn = "-agent:x@y/z", "-t.1_"
+    cli("turn", "open", "--goal", G, "--agent", agent, "--turn", turn, "--task", "k")
+    cli("turn", "writeback", "--goal", G, "--agent", agent, "--turn", turn, "--amount", "3")
+    line = cli("turn", "resume", "--goal", G, "--agent", agent).json["command"]
+    assert line == spend_line(G, agent, turn, effect(G, agent, "k", turn), 3)
+    spent = run_printed(line, journal_path)
+    assert spent.code == 0 and spent.json["appended"] is True, spent.stdout
+
+
+def test_human_resume_prints_the_command_on_its_own_line(journal_path, owed) -> None:
+    out = run_cli("turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path)
+    assert out.code == 0
+    assert out.stdout.splitlines()[-1] == spend_line(G, A, "t1", owed, 40)
+
+
+def test_python_api_matches_the_cli(journal_path, owed) -> None:
+    with Runledger.open(journal_path) as ledger:
+        resumed = ledger.turn_resume(G, A)
+        assert resumed["command"] == spend_line(G, A, "t1", owed, 40)
+        assert ledger.turn_spend(G, A, "t1", owed, 40)["appended"] is True
+        assert ledger.turn_spend(G, A, "t1", owed, 40)["appended"] is False
+        assert ledger.turn_resume(G, A)["phase"] == "settled"
+
+
+def test_every_settlement_command_has_help_with_an_example() -> None:
+    for group, names in (
+        ("budget", ["configure"]),
+        ("turn", ["open", "writeback", "resume", "spend", "status"]),
+    ):
+        for name in names:
+            result = run_cli(group, name, "--help")
+            assert result.code == 0 and "Example:" in result.stdout, (group, name)
+            assert f"runledger {group} {name}" in result.stdout
+    assert {g.name for g in app.registered_groups} >= {"budget", "turn"}

@@ -1,0 +1,193 @@
+"""Crashes around a settlement (SPEC §5, §2.4, seed 004): a real runtime process killed
+with SIGKILL between writeback and spend, and a journal cut inside the `quota.spent`
+record. Either way the fold alone returns the original spend, which then happens
+exactly once."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli, run_process
+from settlement_helpers import Snapshot, effect, events, run_printed, spend_line
+
+from commands.api import Runledger
+
+G, A = "goal-1", "agent-1"
+
+# The runtime: writes back through the CLI's own entry point, announces it, and would
+# spend next — the parent kills it with SIGKILL before that.
+RUNTIME = """
+import sys, time
+from commands.cli import main
+journal, goal, agent, turn, amount = sys.argv[1:6]
+code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
+             "--agent", agent, "--turn", turn, "--amount", amount])
+print("writeback durable" if code == 0 else f"writeback failed {code}", flush=True)
+time.sleep(120)
+main(["turn", "spend", "--journal", journal, "--goal", goal, "--agent", agent,
+      "--turn", turn, "--effect", "0" * 32, "--amount", amount])
+"""
+
+
+def kill_runtime_after_writeback(journal: str, turn: str, amount: int) -> int:
+    child = subprocess.Popen(
+        [sys.executable, "-c", RUNTIME, journal, G, A, turn, str(amount)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert child.stdout is not None
+        seen = []
+        while not (line := child.stdout.readline()).startswith("writeback"):
+            assert line, f"runtime exited early: {seen}"
+            seen.append(line)  # the writeback's own JSON answer
+        assert line.startswith("writeback durable"), [*seen, line]
+        os.kill(child.pid, signal.SIGKILL)
+        return child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+
+
+def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, journal_path) -> None:
+    assert (
+        cli(
+            "budget", "configure", "--goal", G, "--allowed-units", "500", "--window-hours", "24"
+        ).code
+        == 0
+    )
+    assert cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1").code == 0
+    # A runner holding the API in-process across the crash (a long-lived handle).
+    with Runledger.open(journal_path) as held:
+        assert held.turn_resume(G, A)["phase"] == "open"
+
+        assert kill_runtime_after_writeback(journal_path, "t1", 70) == -signal.SIGKILL
+        eff = effect(G, A, "k1", "t1")
+        expected = spend_line(G, A, "t1", eff, 70)
+        assert events(journal_path, "quota.spent") == []
+
+        # Re-entry, as a real process, from the journal alone.
+        resumed = run_process(
+            "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
+        )
+        assert resumed.code == 0, resumed.stderr
+        assert resumed.json["phase"] == "spend_owed"
+        assert resumed.json["command"] == expected
+        assert (resumed.json["effect"], resumed.json["amount"]) == (eff, 70)
+        assert held.turn_resume(G, A)["command"] == expected  # the held handle catches up
+
+        # A new turn for another task is refused and never displaces the owed spend.
+        snap = Snapshot(journal_path)
+        blocked = cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k2")
+        assert blocked.code == 1 and blocked.json["reasons"] == ["settlement_owed"]
+        assert blocked.json["command"] == expected
+        # A spend naming a foreign turn (with the owed effect and amount) is refused.
+        foreign = cli(
+            "turn",
+            "spend",
+            "--goal",
+            G,
+            "--agent",
+            A,
+            "--turn",
+            "t2",
+            "--effect",
+            eff,
+            "--amount",
+            "70",
+        )
+        assert foreign.code == 1 and foreign.json["reasons"] == ["spend_identity_mismatch"]
+        snap.assert_unchanged()
+        again = run_process(
+            "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
+        )
+        assert again.json["command"] == expected
+
+        # The printed line, unchanged, as a real process: one debit.
+        argv = shlex.split(expected)
+        spent = run_process(*argv[1:], "--journal", journal_path, "--json")
+        assert spent.code == 0 and spent.json["appended"] is True, spent.stdout + spent.stderr
+        snap = Snapshot(journal_path)
+        replay = run_process(*argv[1:], "--journal", journal_path, "--json")
+        assert replay.code == 0 and replay.json["appended"] is False
+        snap.assert_unchanged()
+        [debit] = events(journal_path, "quota.spent")
+        assert debit["data"]["amount"] == 70 and debit["data"]["spent_after"] == 70
+        assert held.turn_resume(G, A)["effective_action"] == "settled_skip"
+        assert held.turn_status(G)["spent_total"] == 70
+    assert run_cli("verify", "--journal", journal_path, "--json").code == 0
+
+
+def _settled_journal(cli, journal_path: str) -> tuple[bytes, int]:
+    """A journal whose last record is the `quota.spent` of t1; its bytes and where
+    that last line starts."""
+    cli("budget", "configure", "--goal", G, "--allowed-units", "500", "--window-hours", "24")
+    cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "70")
+    eff = effect(G, A, "k1", "t1")
+    assert run_printed(spend_line(G, A, "t1", eff, 70), journal_path).json["appended"]
+    data = Path(journal_path).read_bytes()
+    start = data.rstrip(b"\n").rfind(b"\n") + 1
+    assert b'"kind":"quota.spent"' in data[start:]
+    return data, start
+
+
+@pytest.mark.parametrize("cut", ["first_byte", "middle", "before_hash", "no_newline"])
+def test_cut_inside_the_quota_spent_record_recovers_to_spend_owed(cli, journal_path, cut) -> None:
+    """A journal cut anywhere inside the `quota.spent` line (its newline is the commit
+    marker) folds to spend_owed for readers (torn tail ignored) and after a writer's
+    recovery (torn bytes moved aside); the spend then happens exactly once."""
+    data, start = _settled_journal(cli, journal_path)
+    end = len(data)
+    offset = {
+        "first_byte": start + 1,
+        "middle": (start + end) // 2,
+        "before_hash": data.rfind(b'"hash"'),
+        "no_newline": end - 1,
+    }[cut]
+    assert start < offset < end
+    Path(journal_path).write_bytes(data[:offset])
+    expected = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70)
+
+    # A reader shows the owed spend and leaves the torn file as it is.
+    resumed = run_cli(
+        "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
+    )
+    assert resumed.json["phase"] == "spend_owed" and resumed.json["command"] == expected
+    assert Path(journal_path).read_bytes() == data[:offset]
+
+    # The next writer open recovers: torn bytes preserved beside it, journal cut at '\n'.
+    with Runledger.open(journal_path) as ledger:
+        assert ledger.turn_resume(G, A)["command"] == expected
+        [torn] = ledger.journal.recovered
+    assert Path(torn).read_bytes() == data[start:offset]
+    assert Path(journal_path).read_bytes() == data[:start]
+
+    spent = run_printed(expected, journal_path)
+    assert spent.code == 0 and spent.json["appended"] is True
+    replay = run_printed(expected, journal_path)
+    assert replay.code == 0 and replay.json["appended"] is False
+    assert len(events(journal_path, "quota.spent")) == 1
+    status = run_cli("turn", "status", "--goal", G, "--journal", journal_path, "--json").json
+    assert status["spent_total"] == 70
+
+
+def test_cut_spend_recovered_by_the_spend_itself(cli, journal_path) -> None:
+    """Running the owed command straight away on the torn journal recovers and spends
+    once (the writer's open does the recovery)."""
+    data, start = _settled_journal(cli, journal_path)
+    Path(journal_path).write_bytes(data[: start + 40])
+    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70)
+    first = run_process(*shlex.split(line)[1:], "--journal", journal_path, "--json")
+    assert first.code == 0 and first.json["appended"] is True, first.stdout + first.stderr
+    assert run_printed(line, journal_path).json["appended"] is False
+    assert len(events(journal_path, "quota.spent")) == 1
