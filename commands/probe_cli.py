@@ -1,7 +1,125 @@
-"""Placeholder: the probe commands are being built (their issue owns this module)."""
+"""Probe commands: `runledger probe run ... -- CMD ARGS...` (SPEC §6)."""
+
+import json
+import sys
+from typing import Annotated, Any
 
 import typer
+
+from commands import probe_runner as runner
+from commands.common import AtOpt, Ctx, GoalOpt, command
+from commands.output import Output
+
+STDERR_FD = 2
+
+probe_app = typer.Typer(
+    help="Run a command in its own process group and journal a memory estimate.",
+    no_args_is_help=True,
+    rich_markup_mode=None,
+)
+
+# Everything after `--` (or after the first argument that is not an option) belongs
+# to CMD, so CMD's own flags (-c, --json, ...) never reach runledger's parser.
+_TRAILING = {"allow_interspersed_args": False, "ignore_unknown_options": True}
 
 
 def register(app: typer.Typer) -> None:
     """Add this domain's commands to the runledger app."""
+    app.add_typer(probe_app, name="probe")
+
+
+@command(
+    probe_app,
+    "run",
+    example="runledger probe run --goal g --candidate solver.py --input-revision r42 "
+    "--reference-bytes 1073741824 --sidecar samples.json -- python solver.py",
+    context_settings=_TRAILING,
+)
+def run(
+    ctx: Ctx,
+    goal: GoalOpt,
+    cmd: Annotated[
+        list[str] | None,
+        typer.Argument(help="The command to probe and its arguments, after `--`.", metavar="CMD"),
+    ] = None,
+    candidate: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--candidate", help="A file the run is bound to (repeatable); hashed before and after."
+        ),
+    ] = None,
+    input_revision: Annotated[
+        str | None, typer.Option("--input-revision", help="The input revision the run used.")
+    ] = None,
+    reference_bytes: Annotated[
+        int | None,
+        typer.Option(
+            "--reference-bytes",
+            help="A comparison reference kept beside the estimate (never turned into a verdict).",
+        ),
+    ] = None,
+    sidecar: Annotated[
+        str | None,
+        typer.Option("--sidecar", help="New file for all samples (JSON); must not exist."),
+    ] = None,
+    interval_ms: Annotated[
+        int,
+        typer.Option(
+            "--interval-ms",
+            help=f"Sampling interval, {runner.INTERVAL_MS_MIN}-{runner.INTERVAL_MS_MAX} ms.",
+        ),
+    ] = runner.INTERVAL_MS_DEFAULT,
+    timeout_s: Annotated[
+        float | None,
+        typer.Option("--timeout-s", help="Stop the whole group after N s (exit 124)."),
+    ] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Run CMD in a new process group, sample its PSS, journal one probe.observed.
+
+    The exit code is CMD's (124 on --timeout-s, 128+N if a signal N killed it). The
+    memory figure is a sequential sum of per-process PSS reads: an estimate, never a
+    verdict. With --json, CMD's stdout goes to stderr so stdout holds one JSON object.
+    """
+    with ctx.service(write=True) as ledger:
+        result = ledger.probe_run(
+            goal=goal,
+            command=cmd or [],
+            candidates=candidate or [],
+            input_revision=input_revision,
+            reference_bytes=reference_bytes,
+            sidecar=sidecar,
+            interval_ms=interval_ms,
+            timeout_s=timeout_s,
+            at=at,
+            stdout_fd=STDERR_FD if ctx.as_json else None,
+        )
+    if not ctx.as_json:
+        # Humans: CMD's stdout stays CMD's alone; the summary goes to stderr.
+        sys.stderr.write(_summary(result))
+        sys.stderr.flush()
+    return Output(result, text="", exit_code=result["exit_code"])
+
+
+def _summary(result: dict[str, Any]) -> str:
+    obs = result["observation"]
+    memory = obs["memory"]
+    if memory is None:
+        mem = "memory: not sampled (no /proc/<pid>/smaps_rollup here)"
+    else:
+        peak = memory["peak_estimate_bytes"]
+        shown = "-" if peak is None else f"{peak / (1 << 20):.1f} MiB"
+        mem = (
+            f"memory: peak estimate {shown} (sequential PSS sum, not atomic; "
+            f"{memory['samples']} samples, {memory['unavailable_samples']} incomplete)"
+        )
+    sidecar = obs["sidecar"]
+    lines = [
+        f"probe: exit {obs['exit_code']}{' (timed out)' if obs['timed_out'] else ''} "
+        f"after {obs['duration_s']:.3f}s; seq {result['event']['seq']}",
+        mem,
+        f"attribution: {obs['attribution']}",
+    ]
+    if sidecar is not None:
+        lines.append(f"sidecar: {json.dumps(sidecar, separators=(',', ':'))}")
+    return "runledger " + "\nrunledger ".join(lines) + "\n"

@@ -1,9 +1,250 @@
-"""Placeholder: the probe use cases are being built (their issue owns this module)."""
+"""Execution probe use cases (SPEC §6): run a command, journal one `probe.observed`.
+
+Order matters and is the point of this module:
+1. validate everything and hash the candidates (a bad input is exit 2 and the
+   command never runs);
+2. create the sidecar exclusively (an existing path is refused before the command
+   starts, so the command's side effects never happen);
+3. run the command WITHOUT the journal lock (a probe may run for hours);
+4. hash the candidates again, write the sidecar (its failures are recorded, never
+   raised);
+5. append the observation in a transaction: its time is sampled under the lock, now.
+"""
 
 from __future__ import annotations
 
-from commands.service_base import ServiceBase
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from commands import probe_runner as runner
+from commands.service_base import ServiceBase, check_identifier, check_text, event_json
+from journal import InvalidInput, RunledgerError, TimeRegression
+from journal.clock import canonical_at
+from projections import probes
 
 
 class ProbeService(ServiceBase):
-    pass
+    def probe_run(
+        self,
+        *,
+        goal: str,
+        command: Sequence[str],
+        candidates: Sequence[str] = (),
+        input_revision: str | None = None,
+        reference_bytes: int | None = None,
+        sidecar: str | None = None,
+        interval_ms: int = runner.INTERVAL_MS_DEFAULT,
+        timeout_s: float | None = None,
+        at: str | None = None,
+        stdout_fd: int | None = None,
+        on_started: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """Run `command` in its own process group and journal what was observed.
+
+        `stdout_fd`: where the command's stdout goes (None: inherited). The result's
+        `exit_code` is the command's (124 on timeout, 128+N when killed by signal N);
+        `ok` is true whenever the observation was journaled.
+        """
+        argv = _check_command(command)
+        check_identifier("--goal", goal)
+        paths = list(dict.fromkeys(candidates))  # repeated --candidate counts once
+        _check_options(paths, input_revision, reference_bytes, interval_ms, timeout_s)
+        if at is not None:
+            self._check_time(goal, at)
+        if runner.resolve_command(argv) is None:
+            raise InvalidInput(
+                f"command {argv[0]!r} not found or not executable",
+                code="command_not_found",
+                command=argv[0],
+            )
+        before = {path: _hash_candidate(path) for path in paths}
+        sidecar_file = _create_sidecar(sidecar) if sidecar is not None else None
+        try:
+            run = runner.run_group(
+                argv,
+                interval_s=interval_ms / 1000,
+                timeout_s=timeout_s,
+                stdout_fd=stdout_fd,
+                on_started=on_started,
+            )
+        except OSError as exc:
+            if sidecar_file is not None:
+                sidecar_file.discard()
+            raise InvalidInput(
+                f"command could not be started: {exc}", code="command_not_started"
+            ) from exc
+        except BaseException:
+            if sidecar_file is not None:
+                sidecar_file.discard()
+            raise
+        changed = [path for path in paths if runner.hash_after(path) != before[path]]
+        memory = run.sampler.summary() if run.sampler is not None else None
+        sidecar_json = None
+        if sidecar_file is not None:
+            header = {
+                "goal": goal,
+                "command": argv,
+                "interval_ms": interval_ms,
+                "exit_code": run.exit_code,
+                "timed_out": run.timed_out,
+                "duration_s": round(run.duration_s, 6),
+            }
+            sidecar_json = sidecar_file.write(runner.sidecar_document(header, run.sampler))
+        observation = {
+            "command": argv,
+            "candidates": before,
+            "input_revision": input_revision,
+            "exit_code": run.exit_code,
+            "timed_out": run.timed_out,
+            "duration_s": round(run.duration_s, 6),
+            "memory": memory,
+            "reference_bytes": reference_bytes,
+            "attribution": "candidate_changed" if changed else "bound",
+            "sidecar": sidecar_json,
+        }
+        extra = {
+            "exit_code": run.exit_code,
+            "signal": run.signal,
+            "candidates_changed": changed,
+            "stragglers_terminated": run.stragglers_terminated,
+        }
+        try:
+            payload = msgspec.convert(observation, probes.ProbeObserved)
+            with self.journal.transaction() as txn:
+                event_at = txn.time_for(goal, at)
+                pending = txn.append(probes.OBSERVED, goal, payload, event_at)
+        except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked above
+            raise InvalidInput(f"observation is invalid: {exc}", code="invalid_payload") from exc
+        except RunledgerError as error:
+            # The command already ran: hand its result back with the error so the
+            # caller does not have to run it again to learn it.
+            error.context.setdefault("observation", observation)
+            error.context.setdefault("exit_code", run.exit_code)
+            raise
+        return {
+            "ok": True,
+            "appended": True,
+            "event": event_json(pending),
+            "goal": goal,
+            **extra,
+            "observation": observation,
+        }
+
+    def latest_probe(self, goal: str) -> dict[str, Any]:
+        """The goal's most recent probe observation (null if none) and its count."""
+        check_identifier("--goal", goal)
+        state = self.journal.state.probes
+        latest = state.latest.get(goal)
+        return {
+            "ok": True,
+            "goal": goal,
+            "count": state.count.get(goal, 0),
+            "latest": probes.observation_json(latest) if latest is not None else None,
+        }
+
+    def _check_time(self, goal: str, at: str) -> None:
+        """Refuse an explicit --at before the goal's last event now, not after the run."""
+        event_at = canonical_at(at)
+        last = self.journal.head.goal_last_at.get(goal)
+        if last is not None and event_at < last:
+            raise TimeRegression(
+                f"--at {event_at} is earlier than goal {goal!r}'s last event at {last}",
+                at=event_at,
+                last_at=last,
+            )
+
+
+def _check_command(command: Sequence[str]) -> list[str]:
+    argv = [str(arg) for arg in command]
+    if not argv or not argv[0]:
+        raise InvalidInput(
+            "give the command to probe after `--`: probe run --goal G -- CMD ARGS...",
+            code="command_missing",
+        )
+    if len(argv) > probes.COMMAND_ARGS_MAX:
+        raise InvalidInput(
+            f"the command has more than {probes.COMMAND_ARGS_MAX} arguments",
+            code="command_too_long",
+        )
+    for arg in argv:
+        _check_utf8("command argument", arg)
+        check_text("command argument", arg)
+    return argv
+
+
+def _check_options(
+    paths: list[str],
+    input_revision: str | None,
+    reference_bytes: int | None,
+    interval_ms: int,
+    timeout_s: float | None,
+) -> None:
+    if len(paths) > probes.CANDIDATES_MAX:
+        raise InvalidInput(
+            f"at most {probes.CANDIDATES_MAX} --candidate files", code="too_many_candidates"
+        )
+    for path in paths:
+        _check_utf8("--candidate", path)
+        check_text("--candidate", path)
+    if input_revision is not None:
+        _check_utf8("--input-revision", input_revision)
+        check_text("--input-revision", input_revision)
+    if reference_bytes is not None and not 0 <= reference_bytes <= probes.BYTES_MAX:
+        raise InvalidInput(
+            "--reference-bytes must be from 0 to 2^62",
+            code="invalid_option",
+            option="--reference-bytes",
+        )
+    if not runner.INTERVAL_MS_MIN <= interval_ms <= runner.INTERVAL_MS_MAX:
+        raise InvalidInput(
+            f"--interval-ms must be from {runner.INTERVAL_MS_MIN} to {runner.INTERVAL_MS_MAX}",
+            code="invalid_option",
+            option="--interval-ms",
+        )
+    if timeout_s is not None and not 0 < timeout_s <= runner.TIMEOUT_S_MAX:
+        raise InvalidInput(
+            f"--timeout-s must be > 0 and <= {runner.TIMEOUT_S_MAX:g}",
+            code="invalid_option",
+            option="--timeout-s",
+        )
+
+
+def _check_utf8(option: str, value: str) -> None:
+    try:
+        value.encode()
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{option} is not valid UTF-8", code="invalid_text", option=option
+        ) from exc
+
+
+def _hash_candidate(path: str) -> str:
+    try:
+        return runner.hash_file(path)
+    except OSError as exc:
+        raise InvalidInput(
+            f"--candidate {path!r} cannot be read: {exc.strerror or exc}",
+            code="candidate_unreadable",
+            path=path,
+        ) from exc
+
+
+def _create_sidecar(path: str) -> runner.SidecarFile:
+    if not path:
+        raise InvalidInput("--sidecar needs a path", code="invalid_option", option="--sidecar")
+    _check_utf8("--sidecar", path)
+    check_text("--sidecar", path)
+    try:
+        return runner.SidecarFile.create(path)
+    except runner.SidecarExists as exc:
+        raise InvalidInput(
+            f"--sidecar {path!r} already exists (a symlink counts); "
+            "the probe never overwrites a file: choose a new path",
+            code="sidecar_exists",
+            path=path,
+        ) from exc
+
+
+__all__ = ["ProbeService"]
