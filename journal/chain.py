@@ -17,7 +17,7 @@ from typing import Any, Literal
 import msgspec
 
 from journal.clock import is_canonical_at
-from journal.limits import GENESIS_PREV, LINE_BYTES_MAX
+from journal.limits import FORMAT, GENESIS_PREV, LINE_BYTES_MAX
 from journal.record import GENESIS_KIND, JournalCreated, Record, self_verify
 
 PayloadDecoder = Callable[[bytes], Any]
@@ -93,6 +93,8 @@ def scan(
             try:
                 if record.kind == GENESIS_KIND:
                     payload = _decode_genesis(record.data)
+                    if payload.format != FORMAT:
+                        reason = f"genesis declares format {payload.format!r}, not {FORMAT!r}"
                 else:
                     decode = decoders(record.kind)
                     if decode is None:

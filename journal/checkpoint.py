@@ -17,9 +17,27 @@ from journal.fsutil import FILE_MODE, fsync_dir, write_all
 
 
 class JournalHeadState(msgspec.Struct, forbid_unknown_fields=True):
-    """The journal's own fold: what the chain verifier needs to continue."""
+    """The journal's own fold: what the chain verifier needs to continue.
+
+    MessagePack map keys cannot be null, so the last time of journal-level events
+    (goal null) has its own field rather than a sentinel key that a goal could spell.
+    """
 
     goal_last_at: dict[str, str]
+    null_goal_last_at: str | None = None
+
+    @classmethod
+    def of(cls, goal_last_at: dict[str | None, str]) -> JournalHeadState:
+        return cls(
+            goal_last_at={g: at for g, at in goal_last_at.items() if g is not None},
+            null_goal_last_at=goal_last_at.get(None),
+        )
+
+    def goal_last_at_map(self) -> dict[str | None, str]:
+        result: dict[str | None, str] = {g: at for g, at in self.goal_last_at.items()}
+        if self.null_goal_last_at is not None:
+            result[None] = self.null_goal_last_at
+        return result
 
 
 class Checkpoint(msgspec.Struct, forbid_unknown_fields=True):
@@ -67,6 +85,9 @@ def read_checkpoint(path: str) -> Checkpoint | None:
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
+    except OSError as exc:  # a directory or another unreadable thing in its place
+        warn(f"ignoring checkpoint {path}: {exc.strerror}")
+        return None
     finally:
         os.close(fd)
     try:

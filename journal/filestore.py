@@ -75,15 +75,28 @@ class FileStore:
         self.read_fd = -1
         self.write_fd = -1
         if create:
-            self.write_fd = self._open_writer()
-            self.read_fd = open_for_read(path)
+            # A missing file is created by the first lock() (a transaction, a repair or
+            # an import), so a command refused before writing leaves nothing behind.
+            self.write_fd = self._open_writer(create_file=False)
+            if self.write_fd >= 0:
+                self._open_reader()
         else:
             self.read_fd = open_for_read(path)
 
-    def _open_writer(self) -> int:
+    def _open_reader(self) -> None:
+        try:
+            self.read_fd = open_for_read(self.path)
+        except BaseException:
+            os.close(self.write_fd)
+            self.write_fd = -1
+            raise
+
+    def _open_writer(self, *, create_file: bool = True) -> int:
         try:
             fd = os.open(self.path, _WRITE_FLAGS)
         except FileNotFoundError:
+            if not create_file:
+                return -1
             try:
                 fd = os.open(self.path, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE)
                 self.created = True
@@ -100,6 +113,9 @@ class FileStore:
 
     def lock(self, timeout_s: float) -> None:
         """Take the exclusive flock, waiting at most `timeout_s` seconds."""
+        if self.writable and self.write_fd < 0 and not self.poisoned:
+            self.write_fd = self._open_writer()
+            self._open_reader()
         self._check_usable()
         deadline = time.monotonic() + timeout_s
         pause_s = LOCK_POLL_S_MIN
@@ -129,9 +145,13 @@ class FileStore:
     # -- reading -----------------------------------------------------------------
 
     def size(self) -> int:
+        if self.read_fd < 0:  # a writer's file that does not exist yet
+            return 0
         return os.fstat(self.read_fd).st_size
 
     def read(self, offset: int, size_bytes: int) -> bytes:
+        if self.read_fd < 0:
+            return b""
         try:
             return os.pread(self.read_fd, size_bytes, offset)
         except OSError as exc:
@@ -157,10 +177,11 @@ class FileStore:
 
     def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
         if offset == 0:
-            return self.size() >= 0
-        # Every line ends with `"hash":"<64 hex>"}\n`: 67 bytes hold the hash.
-        return self.read(offset - 67, 67) == f'{hash_hex}"}}\n'.encode()[-67:] and (
-            self.size() >= offset
+            return True  # nothing folded yet: nothing that could have changed
+        # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
+        expected = f'{hash_hex}"}}\n'.encode()
+        return offset >= len(expected) and self.read(offset - len(expected), len(expected)) == (
+            expected
         )
 
     def line_ending_at(self, offset: int, seq: int = -1) -> bytes | None:
@@ -190,12 +211,14 @@ class FileStore:
             written = os.write(self.write_fd, data)
         except OSError as exc:
             self._roll_back(size_before)
+            self.poisoned = True
             raise StorageFailure(
                 f"write to {self.path} failed: {exc.strerror}; nothing was acknowledged",
                 code="no_space" if exc.errno == errno.ENOSPC else "io_error",
             ) from exc
         if written != len(data):
             self._roll_back(size_before)
+            self.poisoned = True
             raise StorageFailure(
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
                 code="short_write",
@@ -235,12 +258,14 @@ class FileStore:
             os.fsync(fd)
         finally:
             os.close(fd)
+        # The copy (file and directory entry) is durable before the journal loses the
+        # bytes: a crash in between leaves two copies, never none.
+        fsync_dir(keep_path)
         try:
             os.ftruncate(self.write_fd, offset)
         except OSError as exc:
             raise StorageFailure(f"cannot truncate {self.path}: {exc.strerror}") from exc
         self.sync()
-        fsync_dir(self.path)
         return keep_path
 
     def created_durably(self) -> None:

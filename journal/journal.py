@@ -142,14 +142,20 @@ class Journal(Generic[S]):
             allow_corrupt=allow_corrupt,
         )
         try:
-            if write:
+            # An empty (or not yet created) store has nothing to recover; its first
+            # transaction takes the lock, and only then is a journal file created.
+            if write and store.has_new_records(0, 0):
                 store.lock(lock_timeout_s)
                 try:
-                    journal._refresh(recover=True, use_checkpoint=use_checkpoint)
+                    journal._refresh(
+                        recover=True, use_checkpoint=use_checkpoint, tolerate_corrupt=allow_corrupt
+                    )
                 finally:
                     store.unlock()
-            else:
-                journal._refresh(recover=False, use_checkpoint=use_checkpoint)
+            elif not write:
+                journal._refresh(
+                    recover=False, use_checkpoint=use_checkpoint, tolerate_corrupt=allow_corrupt
+                )
         except BaseException:
             store.close()
             raise
@@ -157,8 +163,16 @@ class Journal(Generic[S]):
 
     # -- folding -------------------------------------------------------------------
 
-    def _refresh(self, *, recover: bool, use_checkpoint: bool = True) -> None:
-        """Bring head and state up to the end of the store."""
+    def _refresh(
+        self, *, recover: bool, use_checkpoint: bool = True, tolerate_corrupt: bool = False
+    ) -> None:
+        """Bring head and state up to the end of the store.
+
+        Mid-log corruption raises JournalCorrupt unless `tolerate_corrupt` (a handle
+        opened with allow_corrupt, e.g. for `verify` or `repair`): then the state is
+        the verified prefix and `self.corruption` says where it ends. Transactions
+        never tolerate it.
+        """
         if self._state_valid and not self.store.tail_matches(
             self.head.offset, self.head.seq, self.head.prev_hash
         ):
@@ -173,9 +187,14 @@ class Journal(Generic[S]):
             self._state_valid = True
         if not self.store.has_new_records(self.head.offset, self.head.next_seq):
             return
+        # `scan` advances the head before the visitor folds a record: if the fold raises
+        # midway, head and state disagree, so the state counts as valid only once the
+        # fold (and the handling of its failure) has finished.
+        self._state_valid = False
         failure = self._fold_into(self.head, self.state, self._apply_visitor(self.state))
         if failure is not None:
-            self._handle_failure(failure, recover=recover)
+            self._handle_failure(failure, recover=recover, tolerate_corrupt=tolerate_corrupt)
+        self._state_valid = True
 
     def _apply_visitor(self, state: S) -> Visitor:
         apply = self.projector.apply
@@ -212,7 +231,7 @@ class Journal(Generic[S]):
             return Failure(head.next_seq, head.offset, "unterminated last line", False)
         return None
 
-    def _handle_failure(self, failure: Failure, *, recover: bool) -> None:
+    def _handle_failure(self, failure: Failure, *, recover: bool, tolerate_corrupt: bool) -> None:
         rest = self.store.rest_from(failure.offset, failure.seq)
         if classify_tail(rest, failure) == "torn":
             self.torn_tail = failure
@@ -226,7 +245,7 @@ class Journal(Generic[S]):
                 self.torn_tail = None
             return
         self.corruption = failure
-        if not self._allow_corrupt or recover:
+        if not tolerate_corrupt:
             raise JournalCorrupt(
                 f"journal {self.store.target} is corrupt at seq {failure.seq} "
                 f"(byte {failure.offset}): {failure.reason}",
@@ -254,7 +273,7 @@ class Journal(Generic[S]):
             prev_hash=checkpoint.hash,
             offset=checkpoint.offset,
             journal_id=checkpoint.journal_id,
-            goal_last_at={(g or None): at for g, at in checkpoint.head.goal_last_at.items()},
+            goal_last_at=checkpoint.head.goal_last_at_map(),
         )
         self.checkpoint_seq = checkpoint.seq
 
@@ -272,6 +291,7 @@ class Journal(Generic[S]):
 
     def write_checkpoint(self) -> Checkpoint:
         """Store the current state as a checkpoint (covers only durable records)."""
+        self._check_poisoned()
         if self.head.journal_id is None:
             raise InvalidInput("the journal is empty; nothing to checkpoint", code="empty_journal")
         checkpoint = Checkpoint(
@@ -281,9 +301,7 @@ class Journal(Generic[S]):
             journal_id=self.head.journal_id,
             projection_version=self.projector.version,
             state=_raw(self.projector.dump(self.state)),
-            head=JournalHeadState(
-                goal_last_at={(g or ""): at for g, at in self.head.goal_last_at.items()}
-            ),
+            head=JournalHeadState.of(self.head.goal_last_at),
         )
         self.store.save_checkpoint(checkpoint)
         self.checkpoint_seq = checkpoint.seq
@@ -297,30 +315,33 @@ class Journal(Generic[S]):
     def _begin(self) -> None:
         if self._in_transaction:
             raise RuntimeError("transactions on one journal handle do not nest")
-        if self.store.poisoned:
-            raise JournalPoisoned("an earlier fdatasync failed; reopen the journal to recover")
+        self._check_poisoned()
         self.store.lock(self.lock_timeout_s)
         self._in_transaction = True
         try:
             self._refresh(recover=True)
-            if self.head.next_seq == 0:
-                self._write_genesis()
         except BaseException:
             self._end()
             raise
 
-    def _write_genesis(self) -> None:
-        line, _ = genesis_line(uuid.uuid4().hex, format_us(wall_us()))
+    @staticmethod
+    def _genesis(at: str) -> PendingRecord:
+        """The genesis record of a new journal. A transaction stages it in front of its
+        first event, so genesis and that event share one write and one fdatasync, and a
+        transaction that appends nothing (a refused or invalid command) writes nothing."""
+        line, _ = genesis_line(uuid.uuid4().hex, at)
         record = self_verify(line[:-1])
         assert record is not None
-        payload = _decode_genesis(record.data)
-        self._commit([PendingRecord(record, payload, line)])
-        self.store.created_durably()
+        return PendingRecord(record, _decode_genesis(record.data), line)
 
     def _commit(self, pending: list[PendingRecord]) -> None:
         """Make `pending` durable, then fold it. Any failure leaves state to be rebuilt."""
         self._state_valid = False
         self.store.append(pending, self.head.offset)
+        if pending[0].record.seq == 0:
+            # A new journal: its directory entry must be durable before anything is
+            # acknowledged (SPEC §2.3: genesis, fsync the file, fsync the directory).
+            self.store.created_durably()
         head, apply, state = self.head, self.projector.apply, self.state
         for item in pending:
             record = item.record
@@ -341,7 +362,7 @@ class Journal(Generic[S]):
         if self.head.seq - self.checkpoint_seq >= self.checkpoint_every:
             try:
                 self.write_checkpoint()
-            except OSError as exc:
+            except Exception as exc:  # the commit is durable: a checkpoint is only a cache
                 warn(f"could not refresh the checkpoint: {exc}")
 
     def repair(self, truncate_after_seq: int) -> RepairResult:
@@ -423,21 +444,28 @@ class Journal(Generic[S]):
 
     def fold_as_of(self, *, seq: int | None = None, at: str | None = None) -> tuple[S, Head]:
         """A fresh state as of record `seq` or time `at` (every event with at <= T)."""
+        self._check_poisoned()
         head, state = Head(), self.projector.initial()
         checkpoint = self.store.load_checkpoint()
         if checkpoint is not None and self._checkpoint_problem(checkpoint) is None:
+            # Usable only if every record it covers is in the requested prefix.
+            goal_last_at = checkpoint.head.goal_last_at_map()
             usable = (seq is not None and checkpoint.seq <= seq) or (
-                at is not None and all(t <= at for t in checkpoint.head.goal_last_at.values())
+                at is not None and all(t <= at for t in goal_last_at.values())
             )
             if usable:
-                state = self.projector.load(bytes(checkpoint.state))
-                head = Head(
-                    checkpoint.seq + 1,
-                    checkpoint.hash,
-                    checkpoint.offset,
-                    checkpoint.journal_id,
-                    {(g or None): t for g, t in checkpoint.head.goal_last_at.items()},
-                )
+                try:
+                    state = self.projector.load(bytes(checkpoint.state))
+                except Exception:  # as in _load_checkpoint: an optimisation, never trusted
+                    state = self.projector.initial()
+                else:
+                    head = Head(
+                        checkpoint.seq + 1,
+                        checkpoint.hash,
+                        checkpoint.offset,
+                        checkpoint.journal_id,
+                        goal_last_at,
+                    )
         apply = self.projector.apply
         if at is None:
             visit = self._apply_visitor(state)
@@ -460,6 +488,8 @@ class Journal(Generic[S]):
         progress: Progress | None = None,
     ) -> Iterator[tuple[Record, Any, bytes]]:
         """Every verified record in order, with its decoded payload and its line."""
+        self._check_poisoned()
+        self.torn_tail = None
         head = Head()
         batch: list[tuple[Record, Any, bytes]] = []
 
@@ -480,14 +510,26 @@ class Journal(Generic[S]):
                 self._raise_if_corrupt(failure)
                 return
             carry = buf[head.offset - start :]
+        if carry:
+            self.torn_tail = Failure(head.next_seq, head.offset, "unterminated last line", False)
 
     def verify(self, progress: Progress | None = None, visit: Visitor | None = None) -> Head:
         """Check the whole chain from genesis; returns the head of the verified prefix."""
+        self._check_poisoned()
+        self.torn_tail = None
         head = Head()
         failure = self._fold_into(head, self.projector.initial(), visit, progress=progress)
         if failure is not None:
             self._raise_if_corrupt(failure)
         return head
+
+    def _check_poisoned(self) -> None:
+        """A handle whose store failed a write or fdatasync answers nothing any more."""
+        if self.store.poisoned:
+            raise JournalPoisoned(
+                f"an earlier write or fdatasync of {self.store.target} failed; this handle is "
+                "poisoned: reopen the journal (recovery runs on open)"
+            )
 
     def _raise_if_corrupt(self, failure: Failure) -> None:
         rest = self.store.rest_from(failure.offset, failure.seq)
@@ -506,7 +548,7 @@ class Journal(Generic[S]):
         """Fold what other processes appended since this handle last looked, without
         the lock and without recovery (a torn tail is left alone, as readers do).
         For long-lived handles that answer reads, e.g. an in-process `turn resume`."""
-        self._refresh(recover=False)
+        self._refresh(recover=False, tolerate_corrupt=self._allow_corrupt)
         return self.state
 
     def close(self) -> None:
@@ -564,7 +606,11 @@ class Transaction(Generic[S]):
 
     def last_at(self, goal: str | None) -> str | None:
         staged = self._goal_last_at.get(goal)
-        return staged if staged is not None else self._journal.head.goal_last_at.get(goal)
+        if staged is not None:
+            return staged
+        if goal is None and self._journal.head.next_seq == 0:
+            return format_us(self.wall_us)  # the genesis record this transaction will stage
+        return self._journal.head.goal_last_at.get(goal)
 
     def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
         """The event time for `goal`: implicit never goes back; explicit must not."""
@@ -592,8 +638,13 @@ class Transaction(Generic[S]):
         if decode is None:
             raise InvalidInput(f"unknown event kind {kind!r}", code="unknown_kind")
         head = self._journal.head
-        seq = head.next_seq + len(self._pending)
-        prev = self._pending[-1].record.hash if self._pending else head.prev_hash
+        staged = self._pending
+        if head.next_seq == 0 and not staged:
+            # A new journal: staged together with the first event (see Journal._genesis),
+            # and only once that event is accepted.
+            staged = [Journal._genesis(format_us(self.wall_us))]
+        seq = head.next_seq + len(staged)
+        prev = staged[-1].record.hash if staged else head.prev_hash
         data = payload if isinstance(payload, bytes) else encode_payload(payload)
         # Check the payload against its schema right before it is written: a payload
         # that did not decode would make the journal corrupt for every later reader.
@@ -608,12 +659,15 @@ class Transaction(Generic[S]):
             raise InvalidInput(
                 f"event of {len(line)} bytes exceeds the 1 MiB line limit", code="line_too_large"
             )
-        if len(self._pending) >= BATCH_EVENTS_MAX or self._pending_bytes + len(line) > (
-            BATCH_BYTES_MAX
-        ):
+        if len(staged) >= BATCH_EVENTS_MAX or self._pending_bytes + len(line) > (BATCH_BYTES_MAX):
             raise InvalidInput("too many events in one transaction", code="batch_too_large")
         record = Record(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev, digest)
         pending = PendingRecord(record, decoded, line)
+        if staged is not self._pending:
+            genesis = staged[0]
+            self._pending.append(genesis)
+            self._pending_bytes += len(genesis.line)
+            self._goal_last_at[None] = genesis.record.at
         self._pending.append(pending)
         self._pending_bytes += len(line)
         self._goal_last_at[goal] = at

@@ -15,6 +15,9 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/toyprojector.py and friends
+# The repo root too, so the real `journal` package wins over the tests/journal/ directory
+# (a namespace-package candidate once pytest puts tests/ on sys.path).
+sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 PG_URL_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 REPO = Path(__file__).resolve().parent.parent

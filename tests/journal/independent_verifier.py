@@ -1,0 +1,235 @@
+"""An independent implementation of SPEC §2.1 (record format "runledger/1").
+
+Written from the spec alone with `json` and `hashlib`: it imports nothing from
+runledger, so a bug shared by runledger's reader and writer cannot hide here. It
+verifies journals line by line, classifies what follows the verified prefix as
+§2.4 does (torn tail or mid-log corruption), and writes journals of its own that
+runledger must read and verify.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+LINE_BYTES_MAX = 1 << 20
+ZERO_HASH = "0" * 64
+KEYS = ["v", "seq", "at", "kind", "goal", "data", "prev", "hash"]
+AT_PATTERN = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")
+HEX64 = re.compile(r"^[0-9a-f]{64}$")
+HASH_SUFFIX = re.compile(rb',"hash":"([0-9a-f]{64})"\}$')
+
+Schema = Callable[[dict[str, Any]], str | None]
+"""Checks a payload; returns a reason if it does not match the kind's schema."""
+
+
+def _exact_keys(required: dict[str, type], optional: dict[str, type] | None = None) -> Schema:
+    optional = optional or {}
+
+    def check(data: dict[str, Any]) -> str | None:
+        unknown = set(data) - set(required) - set(optional)
+        if unknown:
+            return f"unknown fields {sorted(unknown)}"
+        for name in required:
+            if name not in data:
+                return f"missing field {name}"
+        for name, kind in {**required, **optional}.items():
+            if name in data and (
+                not isinstance(data[name], kind) or isinstance(data[name], bool) != (kind is bool)
+            ):
+                return f"field {name} is not {kind.__name__}"
+        return None
+
+    return check
+
+
+def _genesis(data: dict[str, Any]) -> str | None:
+    problem = _exact_keys({"journal_id": str, "format": str})(data)
+    if problem is None and data["format"] != "runledger/1":
+        problem = f"format {data['format']!r}"
+    return problem
+
+
+ENGINE_SCHEMAS: dict[str, Schema] = {
+    "journal.created": _genesis,
+    "journal.repaired": _exact_keys(
+        {
+            "truncated_after_seq": int,
+            "quarantine": str,
+            "quarantined_bytes": int,
+            "quarantined_sha256": str,
+        }
+    ),
+}
+TOY_SCHEMAS: dict[str, Schema] = {
+    **ENGINE_SCHEMAS,
+    "toy.note": _exact_keys({"n": int}, {"text": str}),
+}
+
+
+class Problem(Exception):
+    def __init__(self, seq: int, offset: int, reason: str, self_verifying: bool) -> None:
+        super().__init__(f"seq {seq} at byte {offset}: {reason}")
+        self.seq = seq
+        self.offset = offset
+        self.reason = reason
+        self.self_verifying = self_verifying
+
+
+@dataclass
+class Result:
+    records: list[dict[str, Any]] = field(default_factory=list)
+    lines: list[bytes] = field(default_factory=list)
+    verified_bytes: int = 0
+    torn: Problem | None = None
+    corrupt: Problem | None = None
+
+    @property
+    def head_hash(self) -> str:
+        return self.records[-1]["hash"] if self.records else ZERO_HASH
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    if len(keys) != len(set(keys)):
+        raise ValueError("duplicate key")
+    return dict(pairs)
+
+
+def parse_self_verifying(line: bytes) -> tuple[dict[str, Any] | None, str]:
+    """The record if `line` (no newline) is self-verifying: parses, hash matches."""
+    if len(line) + 1 > LINE_BYTES_MAX:
+        return None, "line exceeds 1 MiB"
+    match = HASH_SUFFIX.search(line)
+    if match is None:
+        return None, "line does not end with a hash member"
+    body = line[: match.start()] + b"}"
+    if hashlib.sha256(body).hexdigest() != match.group(1).decode():
+        return None, "hash mismatch"
+    try:
+        record = json.loads(line.decode("utf-8"), object_pairs_hook=_no_duplicates)
+    except (UnicodeDecodeError, ValueError):
+        return None, "does not parse"
+    if not isinstance(record, dict) or list(record) != KEYS:
+        return None, f"fields are not {KEYS}"
+    if record["v"] != 1 or isinstance(record["v"], bool):
+        return None, "v is not 1"
+    # The envelope around `data` must be the canonical compact encoding.
+    head = (
+        f'{{"v":1,"seq":{record["seq"]},"at":{json.dumps(record["at"])},'
+        f'"kind":{json.dumps(record["kind"])},"goal":{json.dumps(record["goal"])},"data":'
+    ).encode()
+    tail = ',"prev":"{}","hash":"{}"}}'.format(record["prev"], record["hash"]).encode()
+    if not (line.startswith(head) and line.endswith(tail)):
+        return None, "envelope is not canonical (order, whitespace)"
+    data_bytes = line[len(head) : len(line) - len(tail)]
+    if json.loads(data_bytes) != record["data"]:
+        return None, "data member is not where it should be"
+    return record, ""
+
+
+def _chain(
+    record: dict[str, Any],
+    seq: int,
+    prev: str,
+    last_at: dict[Any, str],
+    schemas: dict[str, Schema],
+) -> str | None:
+    if type(record["seq"]) is not int or record["seq"] != seq:
+        return f"seq {record['seq']} where {seq} was expected"
+    if record["prev"] != prev:
+        return "prev does not match"
+    if not isinstance(record["at"], str) or not AT_PATTERN.match(record["at"]):
+        return "at is not canonical"
+    if record["goal"] is not None and not isinstance(record["goal"], str):
+        return "goal is not a string or null"
+    genesis = seq == 0
+    if genesis != (record["kind"] == "journal.created") or (
+        genesis and (record["goal"] is not None or record["prev"] != ZERO_HASH)
+    ):
+        return "genesis misplaced"
+    previous = last_at.get(record["goal"])
+    if previous is not None and record["at"] < previous:
+        return "at goes back in time for its goal"
+    if not isinstance(record["data"], dict):
+        return "data is not an object"
+    schema = schemas.get(record["kind"])
+    if schema is None:
+        return f"unknown kind {record['kind']}"
+    return schema(record["data"])
+
+
+def verify(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
+    """Verify `data` record by record; classify what follows the verified prefix."""
+    schemas = ENGINE_SCHEMAS if schemas is None else schemas
+    result = Result()
+    last_at: dict[Any, str] = {}
+    offset = 0
+    while offset < len(data):
+        seq = len(result.records)
+        prev = result.head_hash
+        newline = data.find(b"\n", offset)
+        if newline < 0:
+            result.torn = Problem(seq, offset, "unterminated last line", False)
+            return result
+        line = data[offset:newline]
+        record, why = parse_self_verifying(line)
+        if record is None:
+            problem = Problem(seq, offset, why, False)
+            later = data[newline + 1 :].split(b"\n")[:-1]  # complete lines only
+            if any(parse_self_verifying(other)[0] is not None for other in later):
+                result.corrupt = problem
+            else:
+                result.torn = problem
+            return result
+        reason = _chain(record, seq, prev, last_at, schemas)
+        if reason is not None:
+            result.corrupt = Problem(seq, offset, reason, True)
+            return result
+        last_at[record["goal"]] = record["at"]
+        result.records.append(record)
+        result.lines.append(line)
+        offset = newline + 1
+        result.verified_bytes = offset
+    return result
+
+
+def verify_strict(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
+    """Every byte must verify: no torn tail, no corruption."""
+    result = verify(data, schemas)
+    problem = result.corrupt or result.torn
+    if problem is not None:
+        raise problem
+    return result
+
+
+class Writer:
+    """Writes runledger/1 records from the spec, with json.dumps instead of msgspec."""
+
+    def __init__(self, journal_id: str, at: str, *, ensure_ascii: bool = True) -> None:
+        self.ensure_ascii = ensure_ascii
+        self.lines: list[bytes] = []
+        self.prev = ZERO_HASH
+        genesis = {"journal_id": journal_id, "format": "runledger/1"}
+        self.append("journal.created", None, genesis, at)
+
+    def append(self, kind: str, goal: str | None, data: dict[str, Any], at: str) -> bytes:
+        def dump(value: Any) -> str:
+            return json.dumps(value, separators=(",", ":"), ensure_ascii=self.ensure_ascii)
+
+        body = (
+            f'{{"v":1,"seq":{len(self.lines)},"at":{dump(at)},"kind":{dump(kind)},'
+            f'"goal":{dump(goal)},"data":{dump(data)},"prev":{dump(self.prev)}}}'
+        ).encode()
+        digest = hashlib.sha256(body).hexdigest()
+        line = body[:-1] + f',"hash":"{digest}"}}\n'.encode()
+        self.lines.append(line)
+        self.prev = digest
+        return line
+
+    def bytes(self) -> bytes:
+        return b"".join(self.lines)
