@@ -16,6 +16,23 @@ one a resume is about, and a newly opened turn can never displace an owed spend.
 
 Units: `amount`, `allowed_units` and the `spent_*` figures are abstract quota units
 (integers, 0..10^12); `window_hours` is the rolling budget window in hours.
+
+Where SPEC §5 is silent, this module decides:
+- Turn ids are unique per goal and agent (the effect hashes the identity, so a reused
+  id would owe the same effect twice). Re-opening the open turn with the same task
+  is an idempotent replay; with another task `turn_exists_with_different_task`; of
+  a settled turn `turn_already_settled`; of an owed turn `settlement_owed`.
+- A writeback repeated with another amount is refused `writeback_amount_conflict`
+  (the first amount stands); with the same amount it is idempotent, also once settled.
+- `turn spend` naming a turn the goal and agent never opened (foreign goal, agent or
+  turn) is `spend_identity_mismatch`; a known turn without writeback is
+  `writeback_not_verified` (plus the mismatch when the effect is not the turn's).
+- The window holds the spends at s with t - window < s <= t; `allowed_units` 0
+  pauses new turns; without `budget configure` nothing is throttled. Spends are
+  never throttled: they settle work already done.
+- `spent_before`/`spent_after` are the goal's cumulative spent units (a ledger
+  balance that only grows), not the window's.
+- The spend command carries no `--journal` (see `spend_command`).
 """
 
 from __future__ import annotations
@@ -50,8 +67,8 @@ SPEND_OWED = "spend_owed"
 SETTLED = "settled"
 IDLE = "idle"
 
-# Reason codes (refusals, exit 1). The first five are SPEC §5; the rest name cases
-# the spec leaves open (documented in README's settlement section).
+# Reason codes (refusals, exit 1). The first six are SPEC §5; the rest name cases
+# the spec leaves open (see the module docstring).
 SETTLEMENT_OWED = "settlement_owed"
 TURN_IN_PROGRESS = "turn_in_progress"
 QUOTA_THROTTLED = "quota_throttled"

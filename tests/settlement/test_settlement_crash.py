@@ -5,6 +5,7 @@ exactly once."""
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import signal
@@ -191,3 +192,98 @@ def test_cut_spend_recovered_by_the_spend_itself(cli, journal_path) -> None:
     assert first.code == 0 and first.json["appended"] is True, first.stdout + first.stderr
     assert run_printed(line, journal_path).json["appended"] is False
     assert len(events(journal_path, "quota.spent")) == 1
+
+
+def test_racing_processes_spend_once_and_open_one_turn(cli, journal_path) -> None:
+    """Real processes racing the same owed spend append one debit; racing `turn open`
+    for different tasks of one agent open exactly one turn."""
+    cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "9")
+    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 9)
+    common = ["--journal", journal_path, "--json"]
+    spenders = [_spawn([*shlex.split(line)[1:], *common]) for _ in range(4)]
+    answers = [_finish(p) for p in spenders]
+    assert sorted(a["appended"] for a in answers) == [False, False, False, True]
+    assert len(events(journal_path, "quota.spent")) == 1
+    openers = [
+        _spawn(
+            [
+                "turn",
+                "open",
+                "--goal",
+                G,
+                "--agent",
+                A,
+                "--turn",
+                f"t{i}",
+                "--task",
+                f"k{i}",
+                *common,
+            ]
+        )
+        for i in range(2, 6)
+    ]
+    answers = [_finish(p, ok_codes=(0, 1)) for p in openers]
+    assert sum(a["ok"] for a in answers) == 1
+    assert {r for a in answers if not a["ok"] for r in a["reasons"]} == {"turn_in_progress"}
+    assert len(events(journal_path, "turn.opened")) == 2
+
+
+def _spawn(args: list[str]) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "commands", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def _finish(proc: subprocess.Popen[str], ok_codes: tuple[int, ...] = (0,)) -> dict:
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode in ok_codes, out + err
+    return json.loads(out)
+
+
+@pytest.mark.pg
+def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
+    """The same crash and resume with the journal in PostgreSQL (store-agnostic fold)."""
+    import uuid
+
+    import psycopg
+
+    schema = f"settle_{uuid.uuid4().hex[:12]}"
+    url = f"{pg_server}?schema={schema}"
+    try:
+        with Runledger.open(url) as ledger:
+            assert ledger.turn_open(G, A, "t1", "k1")["appended"] is True
+        assert kill_runtime_after_writeback(url, "t1", 11) == -signal.SIGKILL
+        line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11)
+        with Runledger.open(url, write=False) as reader:
+            assert reader.turn_resume(G, A)["command"] == line
+        assert run_printed(line, url).json["appended"] is True
+        assert run_printed(line, url).json["appended"] is False
+        with Runledger.open(url, write=False) as reader:
+            assert reader.turn_status(G)["spent_total"] == 11
+            assert reader.turn_resume(G, A)["phase"] == "settled"
+    finally:
+        with psycopg.connect(pg_server, autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_every_cut_inside_the_quota_spent_line_spends_exactly_once(cli, journal_path) -> None:
+    """A sweep over the cut offsets (every 3rd byte of the line, and its last byte)."""
+    data, start = _settled_journal(cli, journal_path)
+    eff = effect(G, A, "k1", "t1")
+    for offset in [*range(start + 1, len(data), 3), len(data) - 1]:
+        Path(journal_path).write_bytes(data[:offset])
+        with Runledger.open(journal_path, write=False) as reader:
+            assert reader.turn_resume(G, A)["phase"] == "spend_owed", offset
+        with Runledger.open(journal_path) as ledger:
+            assert ledger.turn_resume(G, A)["amount"] == 70
+            assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is True, offset
+            assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is False, offset
+            assert ledger.turn_status(G)["spent_total"] == 70
+        assert len(events(journal_path, "quota.spent")) == 1
+        for torn in Path(journal_path).parent.glob("*.torn.*"):
+            torn.unlink()
