@@ -28,7 +28,7 @@ from commands.service_base import (
 from journal import InvalidInput
 from journal.clock import format_us, parse_at, parse_deadline_us, parse_duration_us, wall_us
 from journal.limits import HANDOFF_BYTES_MAX
-from projections import hosts
+from projections import capacity, hosts
 from projections.hosts import (
     ContinueRequest,
     Decision,
@@ -732,5 +732,11 @@ def capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
 
 
 def _capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
-    # Filled in against the capacity domain's public readiness function.
-    return Readiness(capacity_ready=True, has_token_gate=False)
+    goal_capacity = capacity.goal_of(state.capacity, goal)
+    if goal_capacity.cases is None and goal_capacity.tokens is None:
+        return Readiness(capacity_ready=True, has_token_gate=False)
+    evaluation = capacity.evaluate(goal_capacity, at_us)
+    return Readiness(
+        capacity_ready=capacity.admission_ready(evaluation),
+        has_token_gate=goal_capacity.tokens is not None,
+    )
