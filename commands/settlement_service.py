@@ -58,7 +58,7 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_budget(state, goal, allowed_units, window_hours)
-            result = self._answer(txn, goal, event_at, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision)
         result["budget"] = {"allowed_units": allowed_units, "window_hours": window_hours}
         return result
 
@@ -72,7 +72,7 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_open(state, goal, agent, turn, task, parse_at(event_at))
-            result = self._answer(txn, goal, event_at, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision)
         return {**result, "agent": agent, "turn": turn, "task": task}
 
     def turn_writeback(
@@ -85,7 +85,7 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_writeback(state, goal, agent, turn, amount)
-            result = self._answer(txn, goal, event_at, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision)
         return {**result, "agent": agent, "turn": turn, "amount": amount}
 
     def turn_spend(
@@ -105,10 +105,12 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_spend(state, goal, agent, turn, effect, amount)
-            result = self._answer(txn, goal, event_at, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision)
         return {**result, "agent": agent, "turn": turn, "effect": effect, "amount": amount}
 
-    def _answer(self, txn: Any, goal: str, at: str, decision: Decision) -> dict[str, Any]:
+    def _settlement_answer(
+        self, txn: Any, goal: str, at: str, decision: Decision
+    ) -> dict[str, Any]:
         """Append the decision's event (if any) and shape the JSON answer."""
         if not decision.ok:
             return {
