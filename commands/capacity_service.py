@@ -201,9 +201,10 @@ class CapacityService(ServiceBase):
             lease_s=lease_s,
         )
         if dry_run and not self.journal.store.writable:
-            # A read-only handle polls without the lock: the state as opened, time now.
+            # A read-only handle polls without the lock: whatever is durable now.
+            ledger: Ledger = self.journal.refresh()
             at_text = self._time_unlocked(goal, at)
-            state = cap.goal_of(self.journal.state.capacity, goal)
+            state = cap.goal_of(ledger.capacity, goal)
             decision = cap.decide_admission(state, request, parse_at(at_text))
             return admit_json(goal, decision, None, at_text, dry_run=True)
         with self.journal.transaction() as txn:
@@ -321,6 +322,8 @@ class CapacityService(ServiceBase):
         """
         if goal is not None:
             check_identifier("--goal", goal)
+        if at is None and seq is None:
+            self.journal.refresh()  # a long-lived handle shows what others appended since
         ledger: Ledger = self.state_as_of(at=at, seq=seq)
         goals = ledger.capacity.goals
         names = sorted(goals) if goal is None else [goal]

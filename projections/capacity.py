@@ -66,7 +66,7 @@ ARM_GROUP: dict[str, Group] = {
     "explore": "test",
 }
 
-CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")]
+CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\Z")]
 CaseCount = Annotated[int, msgspec.Meta(ge=0, le=CASES_MAX)]
 Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
 Number = int | float
@@ -327,7 +327,7 @@ class CapacityAdmitted(Payload, frozen=True):
 
 class CapacityRefused(Payload, frozen=True):
     request: AdmitRequest
-    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}$")]]
+    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]]
     figures: Figures
 
 

@@ -1,0 +1,62 @@
+"""Helpers for the capacity tests: explicit times and a goal-scoped CLI driver."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from journal.clock import US_PER_S, format_us, parse_at
+
+BASE_US = parse_at("2026-11-29T14:00:00Z")
+
+
+def at(seconds: float) -> str:
+    """The canonical time `seconds` after the tests' base time."""
+    return format_us(BASE_US + round(seconds * US_PER_S))
+
+
+def flags(**options: Any) -> list[str]:
+    """`--kebab-case VALUE` arguments; True is a bare flag, None and False are left out."""
+    args: list[str] = []
+    for name, value in options.items():
+        if value is None or value is False:
+            continue
+        flag = "--" + name.rstrip("_").replace("_", "-")
+        args += [flag] if value is True else [flag, str(value)]
+    return args
+
+
+class Goal:
+    """Drives one goal through the in-process CLI (`cli` fixture) at explicit times."""
+
+    def __init__(self, cli: Any, name: str = "g") -> None:
+        self.cli = cli
+        self.name = name
+
+    def __call__(self, command: str, t: float | None = None, **options: Any) -> Any:
+        when = [] if t is None else ["--at", at(t)]
+        return self.cli(command, "--goal", self.name, *when, *flags(**options))
+
+    def ok(self, command: str, t: float | None = None, **options: Any) -> dict[str, Any]:
+        result = self(command, t, **options)
+        assert result.code == 0, (result.code, result.stdout, result.stderr)
+        return result.json
+
+    def refused(self, command: str, t: float | None = None, **options: Any) -> dict[str, Any]:
+        result = self(command, t, **options)
+        assert result.code == 1, (result.code, result.stdout, result.stderr)
+        body = result.json
+        assert body["ok"] is False
+        return body
+
+    def reasons(self, t: float, run: str, **options: Any) -> list[str]:
+        """Admit `run` at t; the refusal reasons ([] when admitted)."""
+        result = self("admit", t, run=run, **options)
+        body = result.json
+        assert result.code == (0 if body["admitted"] else 1), result.stdout
+        return [] if body["admitted"] else body["reasons"]
+
+    def inspect(self, t: float | None = None) -> dict[str, Any]:
+        return self.ok("inspect", t)["goals"][self.name]
+
+    def heartbeat(self, t: float) -> None:
+        self.ok("observe", t, uncached_input=0, cached_input=0, output=0)
