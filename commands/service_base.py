@@ -47,7 +47,7 @@ def event_json(pending: PendingRecord) -> dict[str, Any]:
 
 
 def check_identifier(option: str, value: str) -> str:
-    if not _IDENTIFIER.match(value):
+    if not _IDENTIFIER.fullmatch(value):
         raise InvalidInput(
             f"{option} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} characters of "
             "A-Z a-z 0-9 . _ : @ / -)",

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import msgspec
 
-IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}$"
+IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}\Z"  # \Z: "$" would accept a trailing newline
 
 Identifier = Annotated[str, msgspec.Meta(pattern=IDENTIFIER_PATTERN)]
 TokenCount = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
