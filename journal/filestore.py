@@ -66,6 +66,8 @@ def open_for_read(path: str) -> int:
 class FileStore:
     """Low-level access to one journal file. Not thread-safe; one per process or thread."""
 
+    torn_tails = True
+
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
         self.writable = create

@@ -232,8 +232,8 @@ class Journal(Generic[S]):
         return None
 
     def _handle_failure(self, failure: Failure, *, recover: bool, tolerate_corrupt: bool) -> None:
-        rest = self.store.rest_from(failure.offset, failure.seq)
-        if classify_tail(rest, failure) == "torn":
+        rest = self.store.rest_from(failure.offset, failure.seq) if self.store.torn_tails else b""
+        if self.store.torn_tails and classify_tail(rest, failure) == "torn":
             self.torn_tail = failure
             if recover:
                 path = self.store.cut_tail(failure.offset, failure.seq, "torn")
@@ -532,8 +532,8 @@ class Journal(Generic[S]):
             )
 
     def _raise_if_corrupt(self, failure: Failure) -> None:
-        rest = self.store.rest_from(failure.offset, failure.seq)
-        if classify_tail(rest, failure) == "torn":
+        rest = self.store.rest_from(failure.offset, failure.seq) if self.store.torn_tails else b""
+        if self.store.torn_tails and classify_tail(rest, failure) == "torn":
             self.torn_tail = failure
             return
         raise JournalCorrupt(

@@ -28,6 +28,8 @@ class Store(Protocol):
     target: str
     poisoned: bool
     writable: bool
+    torn_tails: bool
+    """Whether a crash can leave a torn tail (a file can; committed rows cannot)."""
 
     def lock(self, timeout_s: float) -> None: ...
 

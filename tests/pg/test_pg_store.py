@@ -1,0 +1,354 @@
+"""What only the PostgreSQL store has: the append-only trigger, the table's columns,
+URLs, one transaction per command, a shared checkpoint row, server failures.
+
+Every test here needs the real server (`pg_server`: skips locally when unreachable,
+fails under CI=true). The store contract shared with the file store is in tests/store/.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+import pytest
+from conftest import run_cli, run_process
+from pg_helpers import connect, events_table, fresh_schema
+from toyprojector import TOY, Note
+
+from journal import Journal, JournalPoisoned, StorageFailure
+from journal.clock import format_us, parse_at
+from journal.pgstore import PgStore, lock_key, redact, split_url
+from projections.ledger import PROJECTOR
+
+TRICKY = 'tab\t back\\slash \\N nl\n quote" é 中 \\.'
+
+
+@pytest.fixture
+def pg_journal(pg_server: str) -> Iterator[str]:
+    with fresh_schema(pg_server) as url:
+        yield url
+
+
+def cli(target: str, *args: str):
+    return run_cli(*args, "--journal", target, "--json")
+
+
+def configure_budget(target: str, units: int, *extra: str):
+    return cli(
+        target, "budget", "configure", "--goal", "g", "--allowed-units", str(units),
+        "--window-hours", "1", *extra,
+    )  # fmt: skip
+
+
+def budget_args(units: int) -> list[str]:
+    return ["budget", "configure", "--goal", "g", "--allowed-units", str(units),
+            "--window-hours", "1", "--json"]  # fmt: skip
+
+
+def rows(url: str, columns: str = "seq, line") -> list[tuple]:
+    with connect(url) as conn:
+        return conn.execute(f"SELECT {columns} FROM {events_table(url)} ORDER BY seq").fetchall()
+
+
+def ledger_file(path: Path, events: int) -> bytes:
+    """A verifying ledger journal of `events` events over a few goals, as a file."""
+    with Journal.open(str(path), PROJECTOR) as journal:
+        for batch_start in range(0, events, 500):
+            with journal.transaction() as txn:
+                for i in range(batch_start, min(events, batch_start + 500)):
+                    goal = f"goal-{i % 7}"
+                    payload = json.dumps({"allowed_units": i, "window_hours": 1 + i % 5}).encode()
+                    txn.append("budget.configured", goal, payload, txn.time_for(goal))
+    probe = run_cli(
+        "probe", "run", "--journal", str(path), "--json", "--goal", "goal-0", "--",
+        "/bin/true", TRICKY,
+    )  # fmt: skip
+    assert probe.code == 0, probe.stdout + probe.stderr
+    return path.read_bytes()
+
+
+# -- URLs (no server needed) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "conninfo", "schema"),
+    [
+        ("postgresql://u@h:5/d?schema=s1", "postgresql://u@h:5/d", "s1"),
+        (
+            "postgresql://h/d?sslmode=disable&schema=x&application_name=a%20b",
+            "postgresql://h/d?sslmode=disable&application_name=a%20b",
+            "x",
+        ),
+        ("postgresql://h/d?options=-csearch_path%3Dfoo", None, "foo"),
+        ("postgresql://h/d?options=-c%20search_path%3Dbar,public", None, "bar"),
+        ("postgresql://h/d?options=-csearch_path%3Dfoo&schema=wins", None, "wins"),
+        ("postgres://h/d", None, "public"),
+    ],
+)
+def test_schema_comes_from_the_url_and_is_removed_before_connecting(
+    url: str, conninfo: str | None, schema: str
+) -> None:
+    got_conninfo, got_schema = split_url(url)
+    assert got_schema == schema
+    assert got_conninfo == (conninfo if conninfo is not None else url.replace("&schema=wins", ""))
+
+
+def test_passwords_never_reach_messages() -> None:
+    assert redact("postgresql://bob:s3cret@db:5432/x?schema=a") == (
+        "postgresql://bob:***@db:5432/x?schema=a"
+    )
+    result = run_cli(
+        "verify", "--journal", "postgresql://bob:s3cret@127.0.0.1:1/x", "--json"
+    )  # port 1: refused at once
+    assert result.code == 4
+    assert "s3cret" not in result.stdout + result.stderr
+
+
+# -- the table ---------------------------------------------------------------------
+
+
+def test_the_trigger_refuses_update_delete_and_truncate(pg_journal: str) -> None:
+    for units in (1, 2, 3):
+        assert configure_budget(pg_journal, units).code == 0
+    before = rows(pg_journal)
+    table = events_table(pg_journal)
+    attempts = [
+        f"UPDATE {table} SET line = replace(line, '\"allowed_units\":2', '\"allowed_units\":9')",
+        f"UPDATE {table} SET goal = 'other' WHERE seq = 1",
+        f"DELETE FROM {table} WHERE seq = 3",
+        f"DELETE FROM {table}",
+        f"TRUNCATE {table}",
+    ]
+    for statement in attempts:
+        with connect(pg_journal) as conn, pytest.raises(psycopg.Error, match="append-only"):
+            conn.execute(statement)
+    assert rows(pg_journal) == before
+    assert cli(pg_journal, "verify").json["records"] == 4
+
+
+def test_columns_index_the_exact_lines(pg_journal: str, tmp_path: Path) -> None:
+    source = tmp_path / "source.jsonl"
+    ledger_file(source, 40)
+    assert run_cli("import", "--journal", pg_journal, "--json", str(source)).code == 0
+    stored = rows(pg_journal, "seq, hash, prev, kind, goal, at, line")
+    lines = source.read_bytes().splitlines()
+    assert len(stored) == len(lines) == 42  # genesis, 40 events, the probe
+    for (seq, hash_hex, prev, kind, goal, at, line), raw in zip(stored, lines, strict=True):
+        record = json.loads(raw)
+        assert line.encode() == raw
+        assert (seq, hash_hex, prev, kind, goal) == (
+            record["seq"], record["hash"], record["prev"], record["kind"], record["goal"],
+        )  # fmt: skip
+        at_us = round((at - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
+        assert format_us(at_us) == record["at"]
+
+
+def test_batches_with_awkward_text_go_through_copy_intact(pg_journal: str) -> None:
+    goal = "a\\b\tc\\N"  # the engine does not restrict goals; COPY must escape them
+    with Journal.open(pg_journal, TOY) as journal, journal.transaction() as txn:
+        written = [
+            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal)).line[:-1]
+            for n in range(30)
+        ]
+    stored = rows(pg_journal, "goal, line")[1:]
+    assert [line.encode() for _goal, line in stored] == written
+    assert {g for g, _line in stored} == {goal}
+    with Journal.open(pg_journal, TOY, write=False) as reader:
+        assert reader.verify().seq == 30
+
+
+# -- round trip, import size ---------------------------------------------------------
+
+
+def test_file_to_postgresql_to_file_is_byte_identical(pg_journal: str, tmp_path: Path) -> None:
+    source = tmp_path / "source.jsonl"
+    original = ledger_file(source, 3000)
+    started = time.monotonic()
+    imported = run_process("import", "--journal", pg_journal, "--json", str(source))
+    import_s = time.monotonic() - started
+    assert imported.code == 0, imported.stdout + imported.stderr
+    assert imported.json["records"] == 3002
+    copy = tmp_path / "copy.jsonl"
+    exported = run_process("export", "--journal", pg_journal, "--json", "--to", str(copy))
+    assert exported.code == 0, exported.stdout + exported.stderr
+    assert copy.read_bytes() == original
+    assert exported.json["head"] == imported.json["head"]
+    assert import_s < 60  # COPY, not 3000 round trips; generous for a loaded CI box
+
+
+# -- transactions, locks, checkpoints ------------------------------------------------
+
+
+def test_a_command_is_one_transaction_even_the_first(pg_journal: str) -> None:
+    assert configure_budget(pg_journal, 10).code == 0  # writes genesis + the event
+    assert configure_budget(pg_journal, 20).code == 0
+    xids = [xmin for (xmin,) in rows(pg_journal, "xmin::text::bigint")]
+    assert xids[0] == xids[1] != xids[2]
+
+
+def test_the_lock_is_the_documented_advisory_key(pg_journal: str) -> None:
+    """Another machine holding the journal's advisory lock blocks writers, not readers."""
+    assert configure_budget(pg_journal, 10).code == 0
+    _conninfo, schema = split_url(pg_journal)
+    with connect(pg_journal) as other:
+        other.execute("SELECT pg_advisory_xact_lock(%s)", (lock_key(schema),))
+        blocked = configure_budget(pg_journal, 20, "--lock-timeout-s", "0.3")
+        assert blocked.code == 4 and blocked.json["error"]["code"] == "lock_timeout"
+        assert cli(pg_journal, "verify").code == 0
+    assert configure_budget(pg_journal, 20, "--lock-timeout-s", "5").code == 0
+
+
+def test_the_checkpoint_row_is_shared_and_checked(pg_journal: str) -> None:
+    for units in (1, 2, 3):
+        assert configure_budget(pg_journal, units).code == 0
+    assert cli(pg_journal, "checkpoint").json["seq"] == 3
+    with connect(pg_journal) as conn:
+        (seq,) = conn.execute(
+            f'SELECT seq FROM "{split_url(pg_journal)[1]}".runledger_checkpoints'
+        ).fetchone()
+    assert seq == 3
+    # Another process (machine) folds from it.
+    probe = (
+        "import sys; from journal import Journal; from projections.ledger import PROJECTOR;"
+        "j = Journal.open(sys.argv[1], PROJECTOR, write=False); print(j.checkpoint_seq)"
+    )
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [sys.executable, "-c", probe, pg_journal], capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "3"
+
+
+def test_readers_never_create_and_an_empty_store_is_an_empty_journal(pg_journal: str) -> None:
+    missing = cli(pg_journal, "verify")
+    assert missing.code == 3 and missing.json["error"]["code"] == "journal_not_found"
+    _conninfo, schema = split_url(pg_journal)
+    with connect(pg_journal) as conn:
+        assert conn.execute("SELECT to_regnamespace(%s)", (schema,)).fetchone() == (None,)
+    store = PgStore(pg_journal, create=True)
+    store.lock(1)  # a writer's first lock creates schema, tables and triggers
+    store.unlock()
+    store.close()
+    empty = cli(pg_journal, "verify")
+    assert empty.code == 0 and empty.json["records"] == 0
+    assert cli(pg_journal, "digest").json["error"]["code"] == "empty_journal"
+
+
+def test_concurrent_first_users_create_the_schema_once(pg_server: str) -> None:
+    import subprocess
+    import sys
+
+    with fresh_schema(pg_server) as url:
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "commands", *budget_args(units), "--journal", url],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=Path(__file__).resolve().parents[2],
+            )
+            for units in range(1, 5)
+        ]
+        results = [(p.wait(timeout=60), p.communicate()) for p in procs]
+        assert all(code == 0 for code, _out in results), results
+        assert cli(url, "verify").json["records"] == 5  # one genesis record, four events
+
+
+# -- failures ------------------------------------------------------------------------
+
+
+def test_an_unreachable_server_is_exit_4_with_a_json_error() -> None:
+    url = "postgresql://postgres@127.0.0.1:1/test?schema=x"
+    for args in (["verify"], ["budget", "configure", "--goal", "g", "--allowed-units", "1",
+                              "--window-hours", "1"]):  # fmt: skip
+        result = run_process(*args, "--journal", url, "--json")
+        assert result.code == 4, result.stdout + result.stderr
+        error = result.json["error"]
+        assert error["code"] == "pg_unreachable"
+        assert "127.0.0.1:1" in error["message"]
+        assert "Traceback" not in result.stderr
+
+
+def test_a_row_edited_behind_the_trigger_fails_verify(pg_journal: str) -> None:
+    for units in (11, 12, 13, 14):
+        assert configure_budget(pg_journal, units).code == 0
+    assert cli(pg_journal, "checkpoint").code == 0  # a checkpoint does not hide the edit
+    table = events_table(pg_journal)
+    with connect(pg_journal) as conn:  # a superuser, in one transaction
+        conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+        conn.execute(
+            f"UPDATE {table} SET line = replace(line, '\"allowed_units\":12', "
+            "'\"allowed_units\":99') WHERE seq = 2"
+        )
+        conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+    result = run_process("verify", "--journal", pg_journal, "--json")
+    assert result.code == 3, result.stdout
+    error = result.json["error"]
+    assert error["code"] == "journal_corrupt" and error["seq"] == 2
+    assert "hash" in error["reason"]
+
+
+def test_repair_cannot_cut_postgresql_rows(pg_journal: str) -> None:
+    for units in (1, 2):
+        assert configure_budget(pg_journal, units).code == 0
+    before = rows(pg_journal)
+    refused = cli(pg_journal, "repair", "--truncate-after", "0", "--yes")
+    assert refused.code == 2 and refused.json["error"]["code"] == "repair_unsupported"
+    assert rows(pg_journal) == before
+
+
+def test_a_connection_lost_mid_command_acknowledges_nothing(pg_journal: str) -> None:
+    journal = Journal.open(pg_journal, TOY)
+    with journal.transaction() as txn:
+        txn.append("toy.note", "g", Note(n=1), txn.time_for("g"))
+    store = journal.store
+    assert isinstance(store, PgStore)
+    txn = journal.transaction()
+    txn.__enter__()
+    txn.append("toy.note", "g", Note(n=2), txn.time_for("g"))
+    with connect(pg_journal, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+    with pytest.raises(StorageFailure):
+        txn.__exit__(None, None, None)
+    assert store.poisoned
+    with pytest.raises(JournalPoisoned), journal.transaction():
+        pass
+    journal.close()
+    with Journal.open(pg_journal, TOY, write=False) as reader:
+        assert reader.verify().seq == 1 and reader.state.total == 1
+
+
+def test_existing_query_parameters_are_kept(pg_server: str) -> None:
+    with fresh_schema(pg_server) as url:
+        schema = split_url(url)[1]
+        separator = "&" if "?" in pg_server else "?"
+        named = f"{pg_server}{separator}application_name=rl-test&schema={schema}"
+        store = PgStore(named, create=True)
+        try:
+            assert store.schema == schema
+            row = store._conn.execute("SHOW application_name").fetchone()
+            assert row == ("rl-test",)
+        finally:
+            store.close()
+
+
+def test_search_path_option_names_the_schema(pg_server: str) -> None:
+    with fresh_schema(pg_server) as url:
+        schema = split_url(url)[1]
+        base = url.split("?")[0]
+        via_options = f"{base}?options=-csearch_path%3D{schema}"
+        assert configure_budget(via_options, 5).code == 0
+        assert cli(url, "verify").json["records"] == 2  # the same journal
+
+
+def test_at_column_parses_the_canonical_time(pg_journal: str) -> None:
+    assert configure_budget(pg_journal, 5, "--at", "2031-02-03T04:05:06.789012+02:00").code == 0
+    ((at,),) = rows(pg_journal, "at")[1:]
+    assert at == datetime(2031, 2, 3, 2, 5, 6, 789012, tzinfo=UTC)
+    assert parse_at("2031-02-03T02:05:06.789012Z") == round(at.timestamp() * 1e6)

@@ -1,0 +1,373 @@
+"""The store contract, written once and run against both stores (file and PostgreSQL).
+
+Engine-level tests use the toy projector; end-to-end tests drive the real CLI.
+`store_target` (tests/store/conftest.py) is a fresh file path or a fresh schema URL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import msgspec
+import pytest
+from conftest import run_cli
+from store_helpers import fresh_schema
+from toyprojector import TOY, Note
+
+from journal import Journal, JournalCorrupt, LockTimeout, TimeRegression, open_store
+from journal.clock import format_us, parse_at
+
+APPENDER = str(Path(__file__).with_name("appender.py"))
+TRICKY = 'tab\t back\\slash nl\n quote" é 中 \u2028 \\u0000'
+
+
+def append_notes(journal: Journal, values: list[int], goal: str = "g") -> list[bytes]:
+    """One transaction appending a note per value; the lines written (no newline)."""
+    with journal.transaction() as txn:
+        pending = [
+            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal)) for n in values
+        ]
+    return [p.line[:-1] for p in pending]
+
+
+def read_lines(target: str) -> list[bytes]:
+    with Journal.open(target, TOY, write=False) as reader:
+        return [line for _record, _payload, line in reader.records()]
+
+
+def cli(target: str, *args: str) -> object:
+    return run_cli(*args, "--journal", target, "--json")
+
+
+def configure_budget(target: str, units: int, *extra: str):
+    return cli(
+        target, "budget", "configure", "--goal", "g", "--allowed-units", str(units),
+        "--window-hours", "1", *extra,
+    )  # fmt: skip
+
+
+def tamper(target: str, seq: int, old: bytes, new: bytes) -> None:
+    """Edit record `seq` behind runledger's back (a superuser, for PostgreSQL)."""
+    if target.startswith("postgresql://"):
+        import psycopg
+
+        from journal.pgstore import split_url
+
+        conninfo, schema = split_url(target)
+        table = f'"{schema}".runledger_events'
+        with psycopg.connect(conninfo) as conn:  # one transaction
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+            cur = conn.execute(
+                f"UPDATE {table} SET line = replace(line, %s, %s) WHERE seq = %s",
+                (old.decode(), new.decode(), seq),
+            )
+            assert cur.rowcount == 1
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+        return
+    data = Path(target).read_bytes()
+    lines = data.split(b"\n")
+    assert old in lines[seq]
+    lines[seq] = lines[seq].replace(old, new, 1)
+    Path(target).write_bytes(b"\n".join(lines))
+
+
+def snapshot(target: str) -> list[bytes]:
+    """Everything the store holds, without verifying it (to prove nothing changed)."""
+    store = open_store(target, write=False)
+    try:
+        return list(store.chunks(0, 0))
+    finally:
+        store.close()
+
+
+@pytest.fixture(params=["file", "pg"])
+def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A journal target no one has used yet: a file path or a postgresql:// URL."""
+    if request.param == "file":
+        yield str(tmp_path / "journal.jsonl")
+        return
+    with fresh_schema(request.getfixturevalue("pg_server")) as url:
+        yield url
+
+
+@pytest.fixture
+def is_pg(store_target: str) -> bool:
+    return store_target.startswith("postgresql://")
+
+
+# -- append, read, reopen ----------------------------------------------------------
+
+
+def test_append_and_read_back(store_target: str) -> None:
+    written: list[bytes] = []
+    with Journal.open(store_target, TOY) as journal:
+        for n in range(3):
+            written += append_notes(journal, [n])
+        written += append_notes(journal, list(range(10, 22)))  # a batch (COPY in PostgreSQL)
+        assert journal.head.seq == 15
+        state = journal.state
+
+    lines = read_lines(store_target)
+    assert lines[1:] == written  # byte for byte, after the genesis record
+    assert [json.loads(line)["seq"] for line in lines] == list(range(16))
+    assert json.loads(lines[5])["data"]["text"] == TRICKY
+    with Journal.open(store_target, TOY, write=False) as reader:
+        assert reader.state == state
+        assert reader.state.count == 15 and reader.state.total == 3 + sum(range(10, 22))
+
+
+def test_head_survives_reopen_and_the_chain_continues(store_target: str) -> None:
+    with Journal.open(store_target, TOY) as journal:
+        append_notes(journal, [1, 2, 3])
+        append_notes(journal, [4])
+        head = journal.head.copy()
+    with Journal.open(store_target, TOY) as journal:
+        assert journal.head == head
+        assert journal.state.total == 10
+        with journal.transaction() as txn:
+            pending = txn.append("toy.note", "g", Note(n=5), txn.time_for("g"))
+        assert pending.record.seq == head.seq + 1
+        assert pending.record.prev == head.prev_hash
+    with Journal.open(store_target, TOY, write=False) as reader:
+        assert reader.verify().seq == head.seq + 1
+
+
+def test_a_reader_never_creates_a_journal(store_target: str) -> None:
+    result = cli(store_target, "verify")
+    assert result.code == 3, result.stdout
+    assert result.json["error"]["code"] == "journal_not_found"
+    with pytest.raises(JournalCorrupt):
+        Journal.open(store_target, TOY, write=False)
+    # still nothing: a writer that never writes leaves nothing behind either
+    Journal.open(store_target, TOY).close()
+    assert cli(store_target, "digest").code == 3
+
+
+def test_verify_digest_log_through_the_cli(store_target: str) -> None:
+    for units in (100, 200, 300):
+        assert configure_budget(store_target, units).code == 0
+    verified = cli(store_target, "verify")
+    assert verified.code == 0, verified.stdout
+    body = verified.json
+    assert body["ok"] is True and body["records"] == 4 and body["head"]["seq"] == 3
+    digest = cli(store_target, "digest").json
+    assert digest["digest"] == f"3:{body['head']['hash']}"
+    assert configure_budget(store_target, 400).code == 0
+    grown = cli(store_target, "verify", "--digest", digest["digest"])
+    assert grown.code == 0 and grown.json["digest"]["contained"] is True
+    log = run_cli("log", "--journal", store_target, "--json", "--kind", "budget")
+    events = [json.loads(line) for line in log.stdout.splitlines()]
+    assert [e["data"]["allowed_units"] for e in events] == [100, 200, 300, 400]
+    # the byte count is the size of the same journal as a file
+    assert body["bytes"] == sum(len(line) + 1 for line in read_lines_ledger(store_target)[:4])
+
+
+def read_lines_ledger(target: str) -> list[bytes]:
+    from projections.ledger import PROJECTOR
+
+    with Journal.open(target, PROJECTOR, write=False) as reader:
+        return [line for _record, _payload, line in reader.records()]
+
+
+# -- checkpoints ---------------------------------------------------------------------
+
+
+def test_checkpoint_is_used_and_validated(
+    store_target: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with Journal.open(store_target, TOY) as journal:
+        append_notes(journal, list(range(20)))
+        checkpoint = journal.write_checkpoint()
+        append_notes(journal, [100, 200])
+        full_state = journal.state
+    assert checkpoint.seq == 20
+
+    with Journal.open(store_target, TOY, write=False) as reader:
+        assert reader.checkpoint_seq == 20
+        assert reader.state == full_state
+    assert "ignoring checkpoint" not in capsys.readouterr().err
+
+    # Used, not just accepted: a checkpoint claiming another state at the same record
+    # is the state the fold continues from.
+    forged_state = msgspec.msgpack.encode(msgspec.structs.replace(TOY.initial(), count=1000))
+    forged = msgspec.structs.replace(checkpoint, state=msgspec.Raw(forged_state))
+    with Journal.open(store_target, TOY) as journal:
+        journal.store.save_checkpoint(forged)
+    with Journal.open(store_target, TOY, write=False) as reader:
+        assert reader.checkpoint_seq == 20 and reader.state.count == 1002
+
+    # A checkpoint that does not match the record at its seq is ignored, loudly.
+    for bad in (
+        msgspec.structs.replace(forged, hash="f" * 64),
+        msgspec.structs.replace(forged, seq=21),  # record 21 has another hash
+        msgspec.structs.replace(forged, projection_version="toy/0"),
+    ):
+        with Journal.open(store_target, TOY) as journal:
+            journal.store.save_checkpoint(bad)
+        capsys.readouterr()
+        with Journal.open(store_target, TOY, write=False) as reader:
+            assert reader.checkpoint_seq == -1
+            assert reader.state == full_state
+        assert "ignoring checkpoint" in capsys.readouterr().err
+
+
+def test_checkpoint_command(store_target: str) -> None:
+    for units in (10, 20):
+        assert configure_budget(store_target, units).code == 0
+    made = cli(store_target, "checkpoint")
+    assert made.code == 0, made.stdout
+    assert made.json["seq"] == 2
+    assert configure_budget(store_target, 30).code == 0
+    after = cli(store_target, "verify")
+    assert after.code == 0 and after.json["records"] == 4
+    assert "ignoring checkpoint" not in after.stderr
+
+
+# -- concurrency and locking ---------------------------------------------------------
+
+
+def test_processes_appending_concurrently_leave_a_contiguous_verifying_chain(
+    store_target: str,
+) -> None:
+    workers, each = 4, 12
+    # The store does not exist yet: the processes also race to create it.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, APPENDER, store_target, str(w), str(each)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(workers)
+    ]
+    acknowledged: list[int] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        seqs = json.loads(out)
+        assert seqs == sorted(seqs) and len(seqs) == each
+        acknowledged += seqs
+    assert sorted(acknowledged) == list(range(1, workers * each + 1))
+    with Journal.open(store_target, TOY, write=False) as reader:
+        head = reader.verify()
+        assert head.seq == workers * each
+        assert reader.state.count == workers * each
+        assert reader.state.total == sum(w * 1000 + i for w in range(workers) for i in range(each))
+        by_worker: dict[str | None, list[int]] = {}
+        for record, payload, _line in reader.records():
+            if record.kind == "toy.note":
+                by_worker.setdefault(record.goal, []).append(payload.n)
+    assert all(v == sorted(v) for v in by_worker.values())
+
+
+def test_lock_timeout_is_exit_4_and_readers_do_not_wait(store_target: str) -> None:
+    assert configure_budget(store_target, 10).code == 0
+    holder = open_store(store_target, write=True)
+    holder.lock(5)
+    try:
+        started = time.monotonic()
+        blocked = configure_budget(store_target, 20, "--lock-timeout-s", "0.4")
+        waited_s = time.monotonic() - started
+        assert blocked.code == 4, blocked.stdout
+        assert blocked.json["error"]["code"] == "lock_timeout"
+        assert 0.35 <= waited_s < 4
+        no_wait = configure_budget(store_target, 20, "--lock-timeout-s", "0")
+        assert no_wait.code == 4 and no_wait.json["error"]["code"] == "lock_timeout"
+        with pytest.raises(LockTimeout):
+            Journal.open(store_target, TOY, lock_timeout_s=0.1).transaction().__enter__()
+        reading = cli(store_target, "verify")  # readers take no lock
+        assert reading.code == 0 and reading.json["records"] == 2
+    finally:
+        holder.unlock()
+        holder.close()
+    assert configure_budget(store_target, 20, "--lock-timeout-s", "1").code == 0
+    assert cli(store_target, "verify").json["records"] == 3
+
+
+def test_time_regression_in_the_engine(store_target: str) -> None:
+    with Journal.open(store_target, TOY) as journal:
+        append_notes(journal, [1])
+        last_at = journal.head.goal_last_at["g"]
+        earlier = format_us(parse_at(last_at) - 1_000_000)
+        with pytest.raises(TimeRegression), journal.transaction() as txn:
+            txn.append("toy.note", "g", Note(n=2), txn.time_for("g", earlier))
+        assert journal.head.seq == 1
+    assert len(read_lines(store_target)) == 2
+
+
+def test_time_regression_through_the_cli(store_target: str) -> None:
+    assert configure_budget(store_target, 10, "--at", "2030-01-01T00:00:00Z").code == 0
+    refused = configure_budget(store_target, 20, "--at", "2029-12-31T23:59:59Z")
+    assert refused.code == 2 and refused.json["error"]["code"] == "time_regression"
+    lines = b"".join(snapshot(store_target)).splitlines()
+    assert len(lines) == 2 and b'"at":"2030-01-01T00:00:00.000000Z"' in lines[-1]
+
+
+# -- export and import ---------------------------------------------------------------
+
+
+def test_export_import_round_trip_is_byte_identical(store_target: str, tmp_path: Path) -> None:
+    source = str(tmp_path / "source.jsonl")
+    for units in (5, 6, 7):
+        assert configure_budget(source, units).code == 0
+    probe = run_cli(
+        "probe", "run", "--journal", source, "--json", "--goal", "g", "--", sys.executable,
+        "-c", "pass", TRICKY,
+    )  # fmt: skip
+    assert probe.code == 0, probe.stdout + probe.stderr
+    imported = run_cli("import", "--journal", store_target, "--json", source)
+    assert imported.code == 0, imported.stdout
+    assert imported.json["records"] == 5
+    exported = tmp_path / "exported.jsonl"
+    out = cli(store_target, "export", "--to", str(exported))
+    assert out.code == 0, out.stdout
+    assert exported.read_bytes() == Path(source).read_bytes()
+    assert out.json["bytes"] == os.path.getsize(source)
+
+    again = run_cli("import", "--journal", store_target, "--json", source)
+    assert again.code == 2 and again.json["error"]["code"] == "journal_not_empty"
+    # the imported chain continues
+    next_event = configure_budget(store_target, 8)
+    assert next_event.code == 0 and next_event.json["event"]["seq"] == 5
+    assert cli(store_target, "verify").json["records"] == 6
+
+
+# -- records that do not verify ------------------------------------------------------
+
+
+def test_mid_log_edit_is_refused_and_nothing_changes(store_target: str) -> None:
+    for units in (101, 102, 103):
+        assert configure_budget(store_target, units).code == 0
+    tamper(store_target, 2, b'"allowed_units":102', b'"allowed_units":902')
+    before = snapshot(store_target)
+    verified = cli(store_target, "verify")
+    assert verified.code == 3, verified.stdout
+    assert verified.json["error"]["code"] == "journal_corrupt"
+    assert verified.json["error"]["seq"] == 2
+    writer = configure_budget(store_target, 104)
+    assert writer.code == 3 and writer.json["error"]["seq"] == 2
+    assert snapshot(store_target) == before
+
+
+def test_an_unverifiable_last_record(store_target: str, is_pg: bool) -> None:
+    """A file can end in a torn write (never acknowledged): recovered. A committed
+    PostgreSQL row cannot be torn: an edited last row is corruption."""
+    for units in (201, 202):
+        assert configure_budget(store_target, units).code == 0
+    if is_pg:
+        tamper(store_target, 2, b'"allowed_units":202', b'"allowed_units":209')
+        assert cli(store_target, "verify").code == 3
+        assert configure_budget(store_target, 203).code == 3
+        return
+    with open(store_target, "ab") as handle:
+        handle.write(b'{"v":1,"seq":3,"at":"2030')  # a write cut short by a crash
+    assert cli(store_target, "verify").json["torn_tail"]["seq"] == 3
+    written = configure_budget(store_target, 203)
+    assert written.code == 0 and written.json["event"]["seq"] == 3
+    assert cli(store_target, "verify").json["torn_tail"] is None
