@@ -624,11 +624,15 @@ def decide_start(
     """`host start`, the dispatch gate: every failing reason, or the attempt's number.
 
     An attempt id names one attempt forever: the same start again (same lane,
-    session, profile, pid) is an idempotent replay; anything else under that id is
-    refused `attempt_exists_with_different_request`.
+    session, profile, pid) while the attempt is in flight is an idempotent replay (a
+    lost acknowledgement); once its process exited or it returned, starting it again
+    would be a blind replay and is refused `attempt_already_finished`; anything else
+    under that id is refused `attempt_exists_with_different_request`.
     """
     goal = goal or GoalHosts()
     existing = goal.attempts.get(request.attempt)
+    if existing is not None and (existing.exited or existing.returned):
+        return Decision(ok=False, reasons=["attempt_already_finished"], attempt=existing)
     if existing is not None:
         same = (
             existing.lane == request.lane

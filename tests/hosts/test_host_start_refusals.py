@@ -117,6 +117,10 @@ def test_attempt_exists_with_different_request(ready):
         assert replay["idempotent"] is True and replay["appended"] is False
         assert replay["attempt"]["started_at"] == first["attempt"]["started_at"]
         refused(ready.start("a1", "--pid", "11"), "attempt_exists_with_different_request")
+    ok(ready.exit("a1", "--exit-code", "0"))
+    with nothing_appended(ready.journal):
+        # Starting a finished attempt again would be a blind replay.
+        refused(ready.start("a1", "--pid", "10"), "attempt_already_finished")
 
 
 def test_every_failing_reason_is_reported_in_spec_order(lane):
