@@ -145,7 +145,9 @@ def test_dry_run_never_creates_a_journal(tmp_path):
         ("release", {"run": "r1"}),
     ],
 )
-def test_explicit_backwards_time_is_refused_and_writes_nothing(goal, journal_path, command, options):
+def test_explicit_backwards_time_is_refused_and_writes_nothing(
+    goal, journal_path, command, options
+):
     goal.ok("configure", 0, max_active_cases=2)
     goal.ok("admit", 10, run="r1", arm="baseline")
     lines, last = line_count(journal_path), head(journal_path)
@@ -283,8 +285,9 @@ def test_invalid_config_message_names_the_rule(journal_path):
 
 def test_config_below_occupancy(goal, journal_path):
     goal.ok("configure", 0, max_active_cases=4)
-    for second, (run, arm) in enumerate([("b1", "baseline"), ("t1", "treatment"), ("t2", "control")]):
-        goal.ok("admit", second + 1, run=run, arm=arm)
+    runs = [("b1", "baseline"), ("t1", "treatment"), ("t2", "control")]
+    for second, (run, arm) in enumerate(runs, start=1):
+        goal.ok("admit", second, run=run, arm=arm)
     lines = line_count(journal_path)
     for options in (
         {"max_active_cases": 2},

@@ -68,9 +68,9 @@ def test_cached_weight_zero_ignores_cached_tokens(goal):
 def test_observation_staleness_boundary(goal):
     goal.ok("configure", 0, **TOKENS, max_observation_age_s=30)
     goal.heartbeat(10)
-    assert goal.refused("admit", 40.000001, run="r1", forecast_tpm=1, dry_run=True)[
-        "reasons"
-    ] == [R.USAGE_OBSERVATION_STALE]
+    assert goal.refused("admit", 40.000001, run="r1", forecast_tpm=1, dry_run=True)["reasons"] == [
+        R.USAGE_OBSERVATION_STALE
+    ]
     assert goal.ok("admit", 40, run="r1", forecast_tpm=1, dry_run=True)["admitted"]
 
 
@@ -110,7 +110,8 @@ def test_zero_token_measured_heartbeat_makes_usage_known(goal):
     assert goal.inspect(1)["next_action"] == "observe_usage"
     goal.heartbeat(2)
     view = goal.inspect(3)
-    assert (view["coverage"], view["observation_stale"], view["usage_tpm"]) == ("measured", False, 0)
+    assert (view["coverage"], view["observation_stale"]) == ("measured", False)
+    assert view["usage_tpm"] == 0
     assert view["admission_ready"] is True
     assert view["next_action"] == "backfill_to_target"
 
