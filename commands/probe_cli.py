@@ -20,7 +20,7 @@ probe_app = typer.Typer(
 
 # Everything after `--` (or after the first argument that is not an option) belongs
 # to CMD, so CMD's own flags (-c, --json, ...) never reach runledger's parser.
-_TRAILING = {"allow_interspersed_args": False, "ignore_unknown_options": True}
+_TRAILING = {"allow_interspersed_args": False}
 
 
 def register(app: typer.Typer) -> None:
@@ -40,7 +40,9 @@ def run(
     goal: GoalOpt,
     cmd: Annotated[
         list[str] | None,
-        typer.Argument(help="The command to probe and its arguments, after `--`.", metavar="CMD"),
+        typer.Argument(
+            help="The command to probe and its arguments, after `--`.", metavar="-- CMD [ARGS]..."
+        ),
     ] = None,
     candidate: Annotated[
         list[str] | None,

@@ -25,7 +25,7 @@ import stat as stat_module
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -223,7 +223,6 @@ def run_group(
     interval_s: float,
     timeout_s: float | None,
     stdout_fd: int | None,
-    on_started: Callable[[], None] | None = None,
 ) -> RunResult:
     """Run argv in a new session, sample its group until the leader exits, reap it.
 
@@ -238,8 +237,6 @@ def run_group(
         )
         started = time.monotonic()
         try:
-            if on_started is not None:
-                on_started()
             return _supervise(proc, started, interval_s, timeout_s)
         except BaseException:
             _kill_and_reap(proc)
@@ -477,19 +474,21 @@ def _error_text(step: str, exc: OSError) -> str:
     return f"{step}: {name}: {exc.strerror or exc}"[:ERROR_TEXT_MAX]
 
 
-def sidecar_document(header: dict[str, Any], sampler: Sampler | None) -> bytes:
+def sidecar_document(header: dict[str, Any], run: RunResult) -> bytes:
     """All kept samples as one JSON object (columns listed once to keep it small)."""
+    sampler = run.sampler
+    kept = sampler.kept if sampler is not None else []
     document = {
         "format": SIDECAR_FORMAT,
         **header,
+        "exit_code": run.exit_code,
+        "timed_out": run.timed_out,
+        "duration_s": round(run.duration_s, 6),
         "method": "sequential_pss_sum",
         "atomic": False,
-        "samples_total": sampler.rounds if sampler else 0,
-        "stride": sampler.stride if sampler else 1,
+        "samples_total": sampler.rounds if sampler is not None else 0,
+        "stride": sampler.stride if sampler is not None else 1,
         "columns": ["t_s", "pss_bytes", "processes", "unreadable"],
-        "samples": [
-            [r.t_s, r.pss_bytes, r.processes, r.unreadable]
-            for r in (sampler.kept if sampler else [])
-        ],
+        "samples": [[r.t_s, r.pss_bytes, r.processes, r.unreadable] for r in kept],
     }
     return (json.dumps(document, separators=(",", ":")) + "\n").encode()

@@ -13,7 +13,7 @@ Order matters and is the point of this module:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -39,7 +39,6 @@ class ProbeService(ServiceBase):
         timeout_s: float | None = None,
         at: str | None = None,
         stdout_fd: int | None = None,
-        on_started: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         """Run `command` in its own process group and journal what was observed.
 
@@ -67,7 +66,6 @@ class ProbeService(ServiceBase):
                 interval_s=interval_ms / 1000,
                 timeout_s=timeout_s,
                 stdout_fd=stdout_fd,
-                on_started=on_started,
             )
         except OSError as exc:
             if sidecar_file is not None:
@@ -80,18 +78,10 @@ class ProbeService(ServiceBase):
                 sidecar_file.discard()
             raise
         changed = [path for path in paths if runner.hash_after(path) != before[path]]
-        memory = run.sampler.summary() if run.sampler is not None else None
         sidecar_json = None
         if sidecar_file is not None:
-            header = {
-                "goal": goal,
-                "command": argv,
-                "interval_ms": interval_ms,
-                "exit_code": run.exit_code,
-                "timed_out": run.timed_out,
-                "duration_s": round(run.duration_s, 6),
-            }
-            sidecar_json = sidecar_file.write(runner.sidecar_document(header, run.sampler))
+            header = {"goal": goal, "command": argv, "interval_ms": interval_ms}
+            sidecar_json = sidecar_file.write(runner.sidecar_document(header, run))
         observation = {
             "command": argv,
             "candidates": before,
@@ -99,38 +89,41 @@ class ProbeService(ServiceBase):
             "exit_code": run.exit_code,
             "timed_out": run.timed_out,
             "duration_s": round(run.duration_s, 6),
-            "memory": memory,
+            "memory": run.sampler.summary() if run.sampler is not None else None,
             "reference_bytes": reference_bytes,
             "attribution": "candidate_changed" if changed else "bound",
             "sidecar": sidecar_json,
         }
-        extra = {
+        event = self._append_observation(goal, at, observation)
+        return {
+            "ok": True,
+            "appended": True,
+            "event": event,
+            "goal": goal,
             "exit_code": run.exit_code,
             "signal": run.signal,
             "candidates_changed": changed,
             "stragglers_terminated": run.stragglers_terminated,
+            "observation": observation,
         }
+
+    def _append_observation(
+        self, goal: str, at: str | None, observation: dict[str, Any]
+    ) -> dict[str, Any]:
+        """One transaction, taken only now: the event time is sampled under the lock."""
         try:
             payload = msgspec.convert(observation, probes.ProbeObserved)
             with self.journal.transaction() as txn:
-                event_at = txn.time_for(goal, at)
-                pending = txn.append(probes.OBSERVED, goal, payload, event_at)
-        except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked above
+                pending = txn.append(probes.OBSERVED, goal, payload, txn.time_for(goal, at))
+        except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked earlier
             raise InvalidInput(f"observation is invalid: {exc}", code="invalid_payload") from exc
         except RunledgerError as error:
             # The command already ran: hand its result back with the error so the
             # caller does not have to run it again to learn it.
             error.context.setdefault("observation", observation)
-            error.context.setdefault("exit_code", run.exit_code)
+            error.context.setdefault("exit_code", observation["exit_code"])
             raise
-        return {
-            "ok": True,
-            "appended": True,
-            "event": event_json(pending),
-            "goal": goal,
-            **extra,
-            "observation": observation,
-        }
+        return event_json(pending)
 
     def latest_probe(self, goal: str) -> dict[str, Any]:
         """The goal's most recent probe observation (null if none) and its count."""
