@@ -92,9 +92,22 @@ _COMMON = [
 
 
 def command(
-    app: typer.Typer, name: str, *, example: str, **options: Any
+    app: typer.Typer,
+    name: str,
+    *,
+    example: str,
+    journal_option: Any = None,
+    journal_default: str = DEFAULT_JOURNAL,
+    **options: Any,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Register `func(ctx, **params)` as a command with the common options."""
+    """Register `func(ctx, **params)` as a command with the common options.
+
+    `journal_option`/`journal_default` let a command (demo) take a different
+    `--journal` option, e.g. one that ignores RUNLEDGER_JOURNAL.
+    """
+    common = _COMMON
+    if journal_option is not None:
+        common = [_COMMON[0].replace(annotation=journal_option), *_COMMON[1:]]
 
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(func).parameters.values() if p.name != "ctx"]
@@ -105,7 +118,7 @@ def command(
             as_json = bool(kwargs.pop("json_"))
             timeout = kwargs.pop("lock_timeout_s")
             ctx = Ctx(
-                journal_target=kwargs.pop("journal") or DEFAULT_JOURNAL,
+                journal_target=kwargs.pop("journal") or journal_default,
                 as_json=as_json,
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
@@ -118,7 +131,7 @@ def command(
             raise typer.Exit(emit(result, as_json=as_json))
 
         del wrapper.__wrapped__  # typer must see the new signature, not the original
-        wrapper.__signature__ = inspect.Signature(own + _COMMON)  # type: ignore[attr-defined]
+        wrapper.__signature__ = inspect.Signature(own + common)  # type: ignore[attr-defined]
         doc = inspect.cleandoc(func.__doc__ or name)
         help_text = f"{doc}\n\nExample:\n\n    {example}"
         app.command(name, help=help_text, **options)(wrapper)

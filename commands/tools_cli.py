@@ -6,11 +6,50 @@ from typing import Annotated
 import typer
 
 from commands.common import Ctx, command
-from commands.output import Output, table
+from commands.output import Output, render_text, table
 from journal import InvalidInput
+
+DemoJournalOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--journal",
+        help="Demo journal file (RUNLEDGER_JOURNAL is ignored: the demo moves an existing "
+        "file aside) [default: ./runledger-demo.jsonl].",
+        show_default=False,
+    ),
+]
 
 
 def register(app: typer.Typer) -> None:
+    @command(
+        app,
+        "demo",
+        example="runledger demo --journal /tmp/demo.jsonl",
+        journal_option=DemoJournalOpt,
+        journal_default="./runledger-demo.jsonl",
+    )
+    def demo(ctx: Ctx) -> Output:
+        """Run a scripted, realistic session on a fresh embedded journal.
+
+        Configure, usage, admissions until a refusal, a 429 with cooldown, releases,
+        a quota failure continued on its session, a settlement resumed after a
+        simulated crash; then `inspect` and the `audit` of the refusal.
+        """
+        from commands.demo import run_demo
+
+        if "://" in ctx.journal_target:
+            raise InvalidInput(
+                "demo runs on an embedded file journal, not a URL", code="invalid_option"
+            )
+        stream = sys.stderr if ctx.as_json else sys.stdout
+
+        def say(text: str) -> None:
+            stream.write(text + "\n")
+            stream.flush()
+
+        result = run_demo(ctx.journal_target, say)
+        return Output(result, text=demo_text(result))
+
     @command(app, "bench", example="runledger bench --events 1000000 --compare sqlite --json")
     def bench(
         ctx: Ctx,
@@ -45,3 +84,19 @@ def register(app: typer.Typer) -> None:
             for name, f in result["figures"].items()
         ]
         return Output(result, text=table(rows, ["FIGURE", "VALUE", "BASELINE", "RATIO"]))
+
+
+def demo_text(result: dict) -> str:
+    """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
+    return "\n".join(
+        [
+            "== runledger inspect --goal " + result["capacity"]["goal"],
+            render_text(result["inspect"]),
+            "",
+            f"== runledger audit --seq {result['capacity']['refusal_seq']}",
+            render_text(result["audit"]),
+            "",
+            f"journal {result['journal']} head seq {result['head']['seq']} "
+            f"hash {result['head']['hash']}",
+        ]
+    )

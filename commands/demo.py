@@ -1,0 +1,63 @@
+"""`runledger demo`: a scripted, realistic session on a fresh embedded journal.
+
+Chapters, each in its own module and each driving the Python API exactly as a
+runner would: capacity admission until a refusal and a provider 429 (demo_capacity),
+a quota failure continued on its session (demo_host), a settlement resumed after a
+runtime was killed between writeback and spend (demo_settlement). It ends with
+`inspect` of the capacity goal and the `audit` of its refusal.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from commands import demo_capacity, demo_host, demo_settlement
+from commands.api import Runledger
+
+Say = Callable[[str], None]
+DEFAULT_PATH = "./runledger-demo.jsonl"
+
+
+def fresh_path(path: str) -> str | None:
+    """Move an earlier demo journal (and its companions) aside, never deleting it."""
+    if not os.path.lexists(path):
+        return None
+    aside = f"{path}.previous.{time.time_ns()}"
+    os.rename(path, aside)
+    checkpoint = path + ".checkpoint"
+    if os.path.lexists(checkpoint):
+        os.rename(checkpoint, aside + ".checkpoint")
+    return aside
+
+
+def run_demo(path: str, say: Say) -> dict[str, Any]:
+    moved = fresh_path(path)
+    if moved is not None:
+        say(f"demo: moved the previous demo journal aside to {moved}")
+    say(f"demo: a fresh journal at {path}\n")
+    with Runledger.open(path) as ledger:
+        capacity = demo_capacity.run(ledger, say)
+        say("")
+        hosts = demo_host.run(ledger, say, goal="demo-hosts")
+        say("")
+    settlement = demo_settlement.run(
+        lambda: Runledger.open(path), say, goal="demo-settlement", journal_path=path
+    )
+    say("")
+    with Runledger.open(path, write=False) as ledger:
+        inspect = ledger.inspect(goal=capacity["goal"])
+        audit = ledger.audit(seq=capacity["refusal_seq"])
+        head = ledger.digest()
+    return {
+        "ok": True,
+        "journal": path,
+        "head": {"seq": head["seq"], "hash": head["hash"]},
+        "capacity": capacity,
+        "hosts": hosts,
+        "settlement": settlement,
+        "inspect": inspect,
+        "audit": audit,
+    }
