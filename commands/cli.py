@@ -33,10 +33,7 @@ for module in (journal_cli, capacity_cli, host_cli, settlement_cli, probe_cli, t
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs a command and turns every outcome into an exit code."""
-    try:  # typer >= 0.22 carries its own copy of click
-        from typer._click import exceptions as click_errors
-    except ImportError:  # pragma: no cover - older typer depends on click itself
-        from click import exceptions as click_errors  # type: ignore[no-redef]
+    from click import exceptions as click_errors
 
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args or env_json()
