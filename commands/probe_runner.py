@@ -11,6 +11,23 @@ before the command's (a recycled pid cannot qualify), `Pss:` from
 names the same member. The per-round sum is sequential, not atomic: memory handed
 from one member to another between two reads can be counted twice (seed 003's
 counterexample), so the result is an estimate and is labelled as such.
+
+Choices where SPEC §6 is silent:
+- `samples` counts rounds; `unavailable_samples` counts rounds in which at least
+  one member's PSS could not be read (it vanished mid-round, or smaps_rollup was not
+  permitted). Such a round's partial sum still counts toward the peak; a round that
+  read nothing does not, and with no such round the peak is null.
+- The run ends when the leader exits. Members it leaves behind are sent SIGTERM,
+  then SIGKILL after `TERM_GRACE_S` (counted as `stragglers_terminated`), before
+  the leader is reaped, so the pgid cannot have been recycled when we signal it.
+  A process that calls setsid() has left the group and is neither sampled nor killed.
+- A command killed by signal N exits 128+N (the shell's convention); a timeout is 124
+  whatever the command did during the grace period.
+- If the probe itself is interrupted (SIGINT/SIGTERM/SIGHUP), the group is killed,
+  nothing is journaled, and the CLI exits 130.
+- A sidecar that fails after creation is unlinked if the path still names the inode
+  the probe created (so no truncated file is left looking like evidence); a path
+  replaced during the run is left alone and the sidecar is unavailable.
 """
 
 from __future__ import annotations
@@ -392,8 +409,9 @@ class SidecarFile:
 
     Every later failure (write, short write, EFBIG, ENOSPC, fsync, close) only makes
     the sidecar unavailable; the digest exists only after a complete write, fsync and
-    close. A partially written file we created is unlinked (if the path still names
-    our inode) so no truncated file is left looking like evidence.
+    close, while the path still names the file we created. A partially written file
+    is unlinked (if the path still names our inode) so no truncated file is left
+    looking like evidence.
     """
 
     def __init__(self, path: str) -> None:
@@ -433,6 +451,10 @@ class SidecarFile:
             os.close(fd)
         except OSError as exc:
             self.error = self.error or _error_text("close", exc)
+        if self.error is None and not self._still_ours():
+            # Someone moved or replaced the path while the command ran: our bytes are
+            # not what the path names, so a digest of the path would be a lie.
+            self.error = "path no longer names the file the probe created"
         if self.error is not None:
             self._remove_ours()
             return self._unavailable()
@@ -446,15 +468,18 @@ class SidecarFile:
                 os.close(fd)
             self._remove_ours()
 
-    def _remove_ours(self) -> None:
-        if self.identity is None:
-            return
+    def _still_ours(self) -> bool:
         try:
             st = os.lstat(self.path)
-            if (st.st_dev, st.st_ino) == self.identity:
-                os.unlink(self.path)
         except OSError:
-            pass
+            return False
+        return (st.st_dev, st.st_ino) == self.identity
+
+    def _remove_ours(self) -> None:
+        """Unlink the path only while it still names the inode we created."""
+        if self.identity is not None and self._still_ours():
+            with suppress(OSError):
+                os.unlink(self.path)
 
     def _unavailable(self) -> dict[str, Any]:
         return {"status": "unavailable", "error": self.error or "unavailable"}

@@ -129,6 +129,19 @@ def test_a_sidecar_that_cannot_be_created_is_unavailable_and_the_command_runs(
     assert result["observation"]["sidecar"]["error"].startswith("open: ENOENT")
 
 
+def test_a_sidecar_path_replaced_during_the_run_gets_no_digest(journal_path, tmp_path):
+    """The path no longer names the file the probe created: unavailable, theirs kept."""
+    sidecar = tmp_path / "samples.json"
+    replace = f"rm {sidecar}; echo theirs > {sidecar}; exit 4"
+    with Runledger.open(journal_path) as ledger:
+        result = ledger.probe_run(
+            goal="g", command=["sh", "-c", replace], sidecar=str(sidecar), interval_ms=10
+        )
+    assert result["exit_code"] == 4
+    assert result["observation"]["sidecar"]["status"] == "unavailable"
+    assert sidecar.read_text() == "theirs\n"
+
+
 @pytest.mark.parametrize("fault", ["short write then ENOSPC", "fsync EIO", "close EIO"])
 def test_injected_sidecar_faults_leave_the_result_intact(
     journal_path, tmp_path, monkeypatch, fault
