@@ -123,7 +123,7 @@ def command(
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
-                if ctx.lock_timeout_s < 0:
+                if not ctx.lock_timeout_s >= 0:  # also refuses nan, which would wait forever
                     raise InvalidInput("--lock-timeout-s must be >= 0", code="invalid_option")
                 result = func(ctx, **kwargs)
             except RunledgerError as error:

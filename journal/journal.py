@@ -388,8 +388,9 @@ class Journal(Generic[S]):
                 )
             rest = self.store.rest_from(head.offset, head.next_seq)
             previous = _previous_repair(rest, truncate_after_seq)
-            if previous is not None:
-                return RepairResult(truncate_after_seq, previous.quarantine, 0, False)
+            if previous is not None:  # the same repair already ran: report its file
+                kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
+                return RepairResult(truncate_after_seq, kept, 0, False)
             if not rest:
                 return RepairResult(truncate_after_seq, None, 0, False)
             path = self.store.cut_tail(head.offset, head.next_seq, "quarantine")

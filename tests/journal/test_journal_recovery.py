@@ -1,0 +1,206 @@
+"""SPEC §2.4: torn tails are cut and kept; mid-log corruption is refused; repair."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from conftest import run_cli, run_process
+from independent_verifier import TOY_SCHEMAS, verify_strict
+from jhelpers import (
+    engine_journal,
+    flip_byte,
+    line_offsets,
+    notes_in,
+    side_files,
+    toy_fold,
+    toy_journal,
+)
+from toyprojector import TOY, Note
+
+from journal import Journal, JournalCorrupt
+
+NOTES = [5, 6, 7, 8, 9]
+
+
+@pytest.mark.parametrize(
+    "tail",
+    [
+        b"\x00" * 4096,
+        b"\x00" * 10 + b"\n" + b"\x00" * 10,
+        b'{"v":1,"seq":6,"at":"2026-11-29T',
+        b"garbage\n\xff\xfe not json\n{}\n" + b"x" * 300,
+    ],
+    ids=["nul-run", "nul-lines", "partial-record", "garbage-lines"],
+)
+def test_nul_and_garbage_tails_are_torn_tails(tail: bytes, tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    toy_journal(path, NOTES).close()
+    healthy = Path(path).read_bytes()
+    with open(path, "ab") as handle:
+        handle.write(tail)
+    journal = Journal.open(path, TOY)
+    try:
+        assert journal.state == toy_fold(NOTES)
+        assert len(journal.recovered) == 1
+    finally:
+        journal.close()
+    assert Path(path).read_bytes() == healthy
+    (torn,) = side_files(path, "torn")
+    assert torn.read_bytes() == tail
+    assert torn.name.startswith(f"j.jsonl.torn.{len(NOTES) + 1}.")
+
+
+def _corrupt_middle(path: str) -> tuple[int, int]:
+    """Flip a byte inside record 3 (records 4.. stay valid); its seq and offset."""
+    offsets = line_offsets(Path(path).read_bytes())
+    flip_byte(path, offsets[3] + 25)
+    return 3, offsets[3]
+
+
+def test_flipped_byte_mid_log_is_refused_and_the_file_is_untouched(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 5)
+    seq, offset = _corrupt_middle(path)
+    before = Path(path).read_bytes()
+    for command in ("verify", "digest", "log", "checkpoint", "export"):
+        extra = ["--to", str(tmp_path / "out.jsonl")] if command == "export" else []
+        result = run_cli(command, "--journal", path, "--json", *extra)
+        assert result.code == 3, (command, result.stdout)
+        error = result.json["error"]
+        assert result.json["ok"] is False
+        assert error["code"] == "journal_corrupt"
+        assert (error["seq"], error["offset"]) == (seq, offset)
+        assert error["reason"] == "hash does not match the line's bytes"
+        assert "Traceback" not in result.stderr
+        assert Path(path).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.jsonl"]
+
+
+def test_corruption_through_a_real_process(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 4)
+    seq, offset = _corrupt_middle(path)
+    before = Path(path).read_bytes()
+    result = run_process("checkpoint", "--journal", path, "--json")
+    assert result.code == 3
+    assert json.loads(result.stdout)["error"]["seq"] == seq
+    human = run_process("verify", "--journal", path)
+    assert human.code == 3
+    assert f"corrupt at seq {seq} (byte {offset})" in human.stderr
+    assert "Traceback" not in human.stderr and human.stdout == ""
+    assert Path(path).read_bytes() == before
+
+
+def test_api_readers_can_still_show_the_verified_prefix(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    toy_journal(path, NOTES).close()
+    seq, offset = _corrupt_middle(path)
+    with pytest.raises(JournalCorrupt) as refused:
+        Journal.open(path, TOY)
+    assert (refused.value.context["seq"], refused.value.context["offset"]) == (seq, offset)
+    with pytest.raises(JournalCorrupt):
+        Journal.open(path, TOY, write=False)
+    reader = Journal.open(path, TOY, write=False, allow_corrupt=True)
+    try:
+        assert reader.corruption is not None and reader.corruption.seq == seq
+        assert reader.state == toy_fold(NOTES[: seq - 1])
+        seen = []
+        with pytest.raises(JournalCorrupt):
+            for record, _payload, _line in reader.records():
+                seen.append(record.seq)
+        assert seen == list(range(seq))
+    finally:
+        reader.close()
+    # A writer opened with allow_corrupt (as repair is) may look, but never append.
+    writer = Journal.open(path, TOY, allow_corrupt=True)
+    try:
+        with pytest.raises(JournalCorrupt), writer.transaction() as txn:
+            txn.append("toy.note", "g", Note(n=1), txn.time_for("g"))
+    finally:
+        writer.close()
+
+
+def test_repair_quarantines_the_rest_and_is_idempotent(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 5)
+    seq, offset = _corrupt_middle(path)
+    before = Path(path).read_bytes()
+
+    refused = run_cli("repair", "--truncate-after", "2", "--journal", path, "--json")
+    assert refused.code == 2 and refused.json["error"]["code"] == "confirmation_required"
+    beyond = run_cli("repair", "--truncate-after", "4", "--yes", "--journal", path, "--json")
+    assert beyond.code == 2, beyond.stdout
+    assert Path(path).read_bytes() == before
+
+    result = run_cli(
+        "repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"
+    )
+    assert result.code == 0, result.stdout + result.stderr
+    body = result.json
+    assert body["appended"] is True and body["truncated_after_seq"] == seq - 1
+    (quarantine,) = side_files(path, "quarantine")
+    assert quarantine.read_bytes() == before[offset:], "the quarantine keeps every byte"
+    assert body["quarantine"] == str(quarantine)
+    assert body["quarantined_bytes"] == len(before) - offset
+    after = Path(path).read_bytes()
+    assert after.startswith(before[:offset])
+    records = verify_strict(after).records
+    assert [r["seq"] for r in records] == list(range(seq + 1))
+    logged = records[-1]
+    assert logged["kind"] == "journal.repaired"
+    assert logged["data"] == {
+        "truncated_after_seq": seq - 1,
+        "quarantine": quarantine.name,
+        "quarantined_bytes": len(before) - offset,
+        "quarantined_sha256": hashlib.sha256(before[offset:]).hexdigest(),
+    }
+    assert run_cli("verify", "--journal", path, "--json").code == 0
+
+    again = run_cli(
+        "repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"
+    )
+    assert again.code == 0
+    assert again.json["appended"] is False
+    assert again.json["quarantine"] == str(quarantine)
+    assert Path(path).read_bytes() == after
+    assert side_files(path, "quarantine") == [quarantine]
+
+
+def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path) -> None:
+    """Its folded state covers records the repair moved away: it must refold, not append
+    after a prefix that no longer exists."""
+    path = str(tmp_path / "j.jsonl")
+    holder = toy_journal(path, NOTES)
+    try:
+        repairer = Journal.open(path, TOY)
+        try:
+            repairer.repair(2)
+        finally:
+            repairer.close()
+        with holder.transaction() as txn:
+            txn.append("toy.note", "g", Note(n=50), txn.time_for("g"))
+        assert holder.state.count == 3
+        assert holder.state.total == NOTES[0] + NOTES[1] + 50
+    finally:
+        holder.close()
+    assert notes_in(path) == [NOTES[0], NOTES[1], 50]
+    verify_strict(Path(path).read_bytes(), TOY_SCHEMAS)
+
+
+def test_repair_of_a_healthy_journal_and_of_nothing(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    toy_journal(path, NOTES).close()
+    journal = Journal.open(path, TOY)
+    try:
+        nothing = journal.repair(len(NOTES))  # the last record: nothing after it
+        assert nothing.appended is False and nothing.quarantine is None
+        moved = journal.repair(3)
+        assert moved.appended is True
+        assert journal.state == toy_fold(NOTES[:3])
+        assert journal.head.seq == 4  # records 0..3, then the journal.repaired record
+    finally:
+        journal.close()
+    assert notes_in(path) == NOTES[:3]

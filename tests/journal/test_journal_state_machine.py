@@ -1,0 +1,162 @@
+"""SPEC §10: a hypothesis state machine over appends, crashes, corruption, reopen, checkpoints.
+
+Invariants: acknowledged ⊆ recovered ⊆ attempted; after a crash the recovered records
+are exactly the old ones plus the complete lines of the torn write (a prefix of what
+was attempted); the projection always equals the fold of the recovered records.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import hypothesis.strategies as st
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from jhelpers import flip_byte, line_offsets, notes_in, toy_fold
+from toyprojector import TOY, Note
+
+from journal import Journal, JournalCorrupt
+from journal.checkpoint import checkpoint_path, read_checkpoint
+
+
+class _Abort(Exception):
+    """Leaves a transaction without committing (to learn the bytes it would write)."""
+
+
+class JournalMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.directory = tempfile.mkdtemp(prefix="runledger-sm-")
+        self.path = os.path.join(self.directory, "j.jsonl")
+        self.journal = Journal.open(self.path, TOY, checkpoint_every=5)
+        self.recovered: list[int] = []  # the model: notes in the journal, in order
+        self.acknowledged: set[int] = set()
+        self.attempted: set[int] = set()
+        self.counter = 0
+
+    def teardown(self) -> None:
+        self.journal.close()
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+    def _notes(self, count: int) -> list[int]:
+        self.counter += count
+        return list(range(self.counter - count + 1, self.counter + 1))
+
+    def _commit(self, notes: list[int]) -> None:
+        self.attempted.update(notes)
+        with self.journal.transaction() as txn:
+            for n in notes:
+                txn.append("toy.note", "g", Note(n=n), txn.time_for("g"))
+        # The transaction returned: these are acknowledged.
+        self.acknowledged.update(notes)
+        self.recovered.extend(notes)
+
+    def _reopen(self) -> None:
+        self.journal.close()
+        self.journal = Journal.open(self.path, TOY, checkpoint_every=5)
+
+    @rule()
+    def append(self) -> None:
+        self._commit(self._notes(1))
+
+    @rule(count=st.integers(2, 6))
+    def batch_append(self, count: int) -> None:
+        self._commit(self._notes(count))
+
+    @rule(count=st.integers(1, 4), data=st.data())
+    def crash_during_append(self, count: int, data: st.DataObject) -> None:
+        """A writer dies inside its one write: any prefix of its bytes may be on disk."""
+        notes = self._notes(count)
+        self.attempted.update(notes)
+        try:
+            with self.journal.transaction() as txn:
+                for n in notes:
+                    txn.append("toy.note", "g", Note(n=n), txn.time_for("g"))
+                staged = list(txn._pending)
+                raise _Abort
+        except _Abort:
+            pass
+        written = b"".join(p.line for p in staged)
+        cut = data.draw(st.integers(0, len(written)), label="cut")
+        self.journal.close()
+        with open(self.path, "ab") as handle:
+            handle.write(written[:cut])
+        complete, end = [], 0
+        for item in staged:
+            end += len(item.line)
+            if end <= cut and item.record.kind == "toy.note":
+                complete.append(item.payload.n)
+        self.journal = Journal.open(self.path, TOY, checkpoint_every=5)
+        # Whole lines that reached the disk verify and stay; the rest is torn off.
+        self.recovered.extend(complete)
+
+    @precondition(lambda self: len(self.recovered) >= 2)
+    @rule(data=st.data())
+    def corrupt_then_restore(self, data: st.DataObject) -> None:
+        """A flipped byte in a record followed by valid ones: refused, file untouched."""
+        self.journal.close()
+        before = Path(self.path).read_bytes()
+        offsets = line_offsets(before)
+        seq = data.draw(st.integers(1, len(offsets) - 3), label="seq")  # never the last
+        # Not the newline: merging the last two lines would make a (legitimately) torn tail.
+        offset = data.draw(st.integers(offsets[seq], offsets[seq + 1] - 2), label="offset")
+        flip_byte(self.path, offset)
+        damaged = Path(self.path).read_bytes()
+
+        with pytest.raises(JournalCorrupt) as refused:
+            Journal.open(self.path, TOY, write=False, use_checkpoint=False)
+        assert (refused.value.context["seq"], refused.value.context["offset"]) == (
+            seq,
+            offsets[seq],
+        )
+        checkpoint = read_checkpoint(checkpoint_path(self.path))
+        trusted = checkpoint is not None and checkpoint.seq > seq  # covers it, still matches
+        try:
+            Journal.open(self.path, TOY).close()
+            assert trusted, "a writer opened a corrupt journal"
+        except JournalCorrupt as exc:
+            assert exc.context["seq"] == seq
+        assert Path(self.path).read_bytes() == damaged
+        flip_byte(self.path, offset)
+        assert Path(self.path).read_bytes() == before
+        self.journal = Journal.open(self.path, TOY, checkpoint_every=5)
+
+    @rule()
+    def reopen(self) -> None:
+        self._reopen()
+
+    @precondition(lambda self: self.journal.head.next_seq > 0)
+    @rule()
+    def checkpoint(self) -> None:
+        written = self.journal.write_checkpoint()
+        assert written.seq == self.journal.head.seq
+        self._reopen()
+        assert self.journal.checkpoint_seq == written.seq
+
+    @invariant()
+    def projection_is_the_fold_of_the_recovered_records(self) -> None:
+        assert self.journal.state == toy_fold(self.recovered)
+
+    @invariant()
+    def the_file_holds_exactly_the_recovered_records(self) -> None:
+        if os.path.exists(self.path):
+            assert notes_in(self.path) == self.recovered
+
+    @invariant()
+    def acknowledged_within_recovered_within_attempted(self) -> None:
+        recovered = set(self.recovered)
+        assert self.acknowledged <= recovered <= self.attempted
+        assert len(recovered) == len(self.recovered)
+
+
+JournalMachine.TestCase.settings = settings(
+    max_examples=30,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+TestJournalMachine = JournalMachine.TestCase
