@@ -1,0 +1,120 @@
+"""The capacity part of `runledger demo`: a scripted, realistic admission session.
+
+A benchmark campaign shares a 100k TPM quota: it configures both gates, reports usage,
+admits runs until the token gate refuses one, records a provider 429 (cooldown),
+releases runs and backfills. Every call goes through the Python API at explicit
+times, so the session is the same on every machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from commands.api import Runledger
+from commands.capacity_cli import admit_text, config_summary, figures_text
+from journal.clock import US_PER_S, format_us, parse_at, wall_us
+
+GOAL = "demo-campaign"
+
+
+def run(
+    ledger: Runledger, say: Callable[[str], None], base_at: str | None = None
+) -> dict[str, Any]:
+    """Play the session on `ledger`; returns the goal and the token refusal to audit."""
+    last = ledger.journal.head.goal_last_at.get(GOAL)
+    base_us = parse_at(base_at) if base_at is not None else wall_us()
+    if last is not None:
+        base_us = max(base_us, parse_at(last))
+
+    def t(seconds: float) -> str:
+        return format_us(base_us + round(seconds * US_PER_S))
+
+    def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
+        result = ledger.admit(goal=GOAL, run=run_id, at=t(seconds), **request)
+        say(f"  +{seconds:>3}s  " + admit_text(result, run_id).replace("\n", "\n         "))
+        return result
+
+    say(f"Goal {GOAL}: 4 case slots (1 kept for test arms), 100k TPM quota, 90k target.")
+    configured = ledger.configure(
+        goal=GOAL,
+        max_active_cases=4,
+        reserved_test_cases=1,
+        quota_tpm=100_000,
+        target_tpm=90_000,
+        evaluator_reserve_tpm=10_000,
+        cold_start_reserve_tpm=2_000,
+        cached_input_weight=0.5,
+        cooldown_base_s=15,
+        cooldown_max_s=120,
+        at=t(0),
+    )
+    say("  configured: " + config_summary(configured["config"]))
+
+    say("The runner reports provider usage (a zero-token heartbeat, then real traffic):")
+    ledger.observe(goal=GOAL, source="provider-meter", at=t(0))
+    usage = ledger.observe(
+        goal=GOAL,
+        uncached_input=18_000,
+        cached_input=8_000,
+        output=4_000,
+        requests=40,
+        source="provider-meter",
+        at=t(5),
+    )
+    say(f"  +  5s  usage {usage['usage_tpm']} TPM (cached input counts half)")
+
+    say("Admissions until the token gate says no:")
+    admitted = [
+        admit(6, "run-001", case="case-17", arm="baseline", forecast_tpm=20_000),
+        admit(8, "run-002", case="case-17", arm="treatment", forecast_tpm=20_000),
+        admit(10, "run-003", case="case-18", arm="control", forecast_tpm=25_000),
+    ]
+    ledger.observe(
+        goal=GOAL, run="run-001", uncached_input=16_000, output=4_000, requests=25, at=t(12)
+    )
+    refusal = admit(14, "run-004", case="case-18", arm="explore", forecast_tpm=25_000)
+    admitted.append(
+        admit(
+            15, "eval-001", case="case-17", arm="treatment", class_="evaluator", forecast_tpm=8_000
+        )
+    )
+
+    say("The provider answers HTTP 429 with Retry-After: 30 — a bounded cooldown starts:")
+    rejected = ledger.reject(
+        goal=GOAL, run="run-002", retry_after_s=30, detail="HTTP 429 Too Many Requests", at=t(20)
+    )
+    say(f"  + 20s  cooldown {rejected['cooldown_s']}s until {rejected['cooldown_until']}")
+    polled = ledger.admit(
+        goal=GOAL, run="run-004", arm="explore", forecast_tpm=25_000, at=t(22), dry_run=True
+    )
+    say("  + 22s  poll (dry run, nothing journaled): " + ", ".join(polled["reasons"]))
+
+    say("Runs finish and are released; the runner backfills after the cooldown:")
+    for seconds, run_id in ((30, "run-001"), (31, "run-003")):
+        ledger.release(goal=GOAL, run=run_id, at=t(seconds))
+        say(f"  +{seconds:>3}s  released {run_id}")
+    ledger.observe(goal=GOAL, source="provider-meter", at=t(55))
+    backfill = admit(56, "run-004", case="case-18", arm="explore", forecast_tpm=25_000)
+
+    view = ledger.inspect(goal=GOAL, at=t(57))["goals"][GOAL]
+    say(
+        f"State at +57s: {view['active_counts']['total']} active, load {view['load_tpm']} TPM, "
+        f"next action {view['next_action']}"
+    )
+    for run_id in [r["run"] for r in view["active_runs"]]:
+        ledger.release(goal=GOAL, run=run_id, at=t(60))
+    say("  + 60s  the session ends: every run released")
+    event = refusal["event"]
+    say(f"The refusal of run-004 is seq {event['seq']} ({event['hash'][:12]}…):")
+    say("  " + figures_text(refusal["figures"]))
+    return {
+        "goal": GOAL,
+        "refusal_seq": event["seq"],
+        "refusal_hash": event["hash"],
+        "refusal_reasons": refusal["reasons"],
+        "admitted": [a["receipt"]["run"] for a in admitted if a["admitted"]]
+        + ([backfill["receipt"]["run"]] if backfill["admitted"] else []),
+        "base_at": t(0),
+        "end_at": t(60),
+    }
