@@ -278,6 +278,19 @@ class FileStore:
         return read_checkpoint(checkpoint_path(self.path))
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Checkpoints only ever cover durable records: what this handle folded may
+        include lines another writer wrote but died before syncing, so sync the journal
+        first (cheap when nothing is dirty; allowed on a read-only descriptor too)."""
+        if self.poisoned:
+            raise JournalPoisoned(f"an earlier write or fdatasync of {self.path} failed")
+        try:
+            os.fdatasync(self.write_fd if self.write_fd >= 0 else self.read_fd)
+        except OSError as exc:
+            self.poisoned = True
+            raise JournalPoisoned(
+                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned",
+                code="fsync_failed",
+            ) from exc
         write_checkpoint(checkpoint_path(self.path), checkpoint)
 
     def _check_usable(self) -> None:

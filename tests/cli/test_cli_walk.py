@@ -1,0 +1,125 @@
+"""Every registered command (walked from the live typer/click tree, sub-apps included):
+help with an example, one JSON object with --json, usage errors as JSON with exit 2."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+import typer
+from conftest import REPO, run_cli
+
+from commands.cli import app
+
+ROOT = typer.main.get_command(app)
+JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event per line
+# Commands without required options that would run for long: give them an argument
+# that is refused (still one JSON error object) instead of benchmarking the machine.
+CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {("bench",): ["--events", "1"]}
+
+
+def _walk(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
+    children = getattr(command, "commands", None)
+    if children:
+        found = []
+        for name, child in sorted(children.items()):
+            found.extend(_walk(child, (*path, name)))
+        return found
+    return [(path, command)]
+
+
+COMMANDS = dict(_walk(ROOT, ()))
+GROUPS = sorted(name for name, cmd in ROOT.commands.items() if getattr(cmd, "commands", None))
+IDS = [" ".join(path) for path in COMMANDS]
+
+
+def _required(command: Any) -> list[str]:
+    return [param.name for param in command.params if param.required]
+
+
+def _one_json_object(stdout: str) -> dict[str, Any]:
+    lines = [line for line in stdout.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected exactly one JSON object, got {stdout!r}"
+    body = json.loads(lines[0])
+    assert isinstance(body, dict) and isinstance(body.get("ok"), bool), body
+    return body
+
+
+def test_the_walk_finds_the_journal_commands() -> None:
+    names = {" ".join(path) for path in COMMANDS}
+    assert {"verify", "digest", "repair", "checkpoint", "log", "export", "import"} <= names
+
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_help_has_a_description_and_an_example(path: tuple[str, ...]) -> None:
+    result = run_cli(*path, "--help")
+    assert result.code == 0, result.stdout + result.stderr
+    text = result.stdout
+    assert "Example" in text, text
+    example = text.split("Example", 1)[1].split("Options:")[0]
+    assert f"runledger {' '.join(path)}" in " ".join(example.split()), example
+    description = text.split("Example", 1)[0].split("\n", 1)[1].strip()
+    assert description, f"{path} has no description"
+    for option in ("--journal", "--json", "--lock-timeout-s"):
+        assert option in text, f"{path} lacks the common option {option}"
+
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_json_output_is_one_object(path: tuple[str, ...], tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", journal)
+    required = _required(COMMANDS[path])
+    args = [*path, "--journal", str(journal), "--json", *CHEAP_ARGS.get(path, [])]
+    result = run_cli(*args)
+    assert "Traceback" not in result.stderr, result.stderr
+    if required:
+        assert result.code == 2, (path, result.stdout, result.stderr)
+        body = _one_json_object(result.stdout)
+        assert body["ok"] is False and body["error"]["code"] == "usage", body
+        assert body["error"]["message"], body
+        # RUNLEDGER_JSON=1 instead of --json: the same.
+        by_env = run_cli(*path, "--journal", str(journal), env={"RUNLEDGER_JSON": "1"})
+        assert by_env.code == 2 and _one_json_object(by_env.stdout)["ok"] is False
+    elif path in JSON_LINES:
+        assert result.code == 0, result.stdout
+        for line in result.stdout.splitlines():
+            assert isinstance(json.loads(line), dict)
+    else:
+        assert result.code in (0, 1, 2, 3, 4), result.code
+        _one_json_object(result.stdout)
+
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_a_bad_option_is_a_usage_error_without_traceback(path: tuple[str, ...]) -> None:
+    as_json = run_cli(*path, "--no-such-option", "--json")
+    assert as_json.code == 2, as_json.stdout + as_json.stderr
+    body = _one_json_object(as_json.stdout)
+    assert body["ok"] is False and body["error"]["code"] == "usage"
+    assert "no-such-option" in body["error"]["message"]
+    human = run_cli(*path, "--no-such-option")
+    assert human.code == 2
+    assert "No such option" in human.stderr and "Traceback" not in human.stderr
+    assert human.stdout == ""
+
+
+@pytest.mark.parametrize("group", GROUPS)
+def test_groups_have_help(group: str) -> None:
+    result = run_cli(group, "--help")
+    assert result.code == 0 and "Commands" in result.stdout, result.stdout
+    unknown = run_cli(group, "no-such-command", "--json")
+    assert unknown.code == 2
+    assert _one_json_object(unknown.stdout)["error"]["code"] == "usage"
+
+
+def test_unknown_command_and_bad_values_are_usage_errors(tmp_path: Path) -> None:
+    unknown = run_cli("no-such-command", "--json")
+    assert unknown.code == 2 and _one_json_object(unknown.stdout)["ok"] is False
+    bad_int = run_cli(
+        "repair", "--truncate-after", "seven", "--yes", "--journal", tmp_path / "j", "--json"
+    )
+    assert bad_int.code == 2
+    assert _one_json_object(bad_int.stdout)["error"]["code"] == "usage"
+    assert not (tmp_path / "j").exists()
