@@ -31,7 +31,7 @@ from journal.clock import US_PER_S, format_us, parse_at
 from projections import reasons as R
 from projections.types import FreeText, Identifier, Payload, StateStruct, TokenCount
 
-VERSION = "1"
+VERSION = "2"
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -409,6 +409,9 @@ class GoalCapacity(StateStruct):
     last_metered_at_us: int | None = None
     """The latest measured or estimated observation, however old (for staleness)."""
     runs: dict[str, ActiveRun] = msgspec.field(default_factory=dict)
+    lease_check_us: int | None = None
+    """No lease ends before this time (a lower bound: renewals only push ends later), so
+    the fold looks for expired runs only once the goal's time reaches it."""
     cooldown_until_us: int | None = None
     streak: int = 0
     admissions_total: int = 0
@@ -495,6 +498,10 @@ def _apply_admitted(goal: GoalCapacity, p: CapacityAdmitted, record: Record, at_
         lease_until_us=None if lease_s is None else at_us + lease_s * US_PER_S,
     )
     goal.admissions_total += 1
+    if lease_s is not None:
+        end_us = at_us + lease_s * US_PER_S
+        check_us = goal.lease_check_us
+        goal.lease_check_us = end_us if check_us is None else min(check_us, end_us)
 
 
 def _prune(goal: GoalCapacity) -> None:
@@ -503,9 +510,13 @@ def _prune(goal: GoalCapacity) -> None:
     samples = goal.samples
     if samples and samples[0].at_us <= cutoff_us:
         del samples[: bisect.bisect_right(samples, cutoff_us, key=_sample_at)]
-    expired = [run for run, r in goal.runs.items() if not r.active_at(goal.last_at_us)]
-    for run in expired:
-        del goal.runs[run]
+    check_us = goal.lease_check_us
+    if check_us is not None and check_us <= goal.last_at_us:
+        # Only now can a lease have ended: drop those runs, find the next check time.
+        for run in [r for r, active in goal.runs.items() if not active.active_at(goal.last_at_us)]:
+            del goal.runs[run]
+        ends = [r.lease_until_us for r in goal.runs.values() if r.lease_until_us is not None]
+        goal.lease_check_us = min(ends) if ends else None
 
 
 def _sample_at(sample: Sample) -> int:

@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import time
 from typing import Any
 
+from conftest import REPO
+
+from commands.api import Runledger
 from journal.clock import US_PER_S, format_us, parse_at
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
@@ -60,3 +67,37 @@ class Goal:
 
     def heartbeat(self, t: float) -> None:
         self.ok("observe", t, uncached_input=0, cached_input=0, output=0)
+
+
+# -- real processes ------------------------------------------------------------------
+
+STARTUP_S = 1.5
+"""Long enough for the racers to import and block on the lock (a head start, not a
+correctness condition: the assertions hold however the race goes)."""
+
+
+def spawn(journal: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "commands", *args, "--journal", journal, "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+
+
+def finish(procs: list[subprocess.Popen[str]]) -> list[tuple[int, dict]]:
+    results = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode in (0, 1), (proc.returncode, out, err)
+        results.append((proc.returncode, json.loads(out)))
+    return results
+
+
+def race(journal: str, commands: list[list[str]]) -> list[tuple[int, dict]]:
+    """Start every command while holding the lock, then let them race."""
+    with Runledger.open(journal) as holder, holder.journal.transaction():
+        procs = [spawn(journal, *command) for command in commands]
+        time.sleep(STARTUP_S)
+    return finish(procs)

@@ -7,46 +7,14 @@ it and race the moment it is released; each racer is a real `python -m commands`
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 
-from conftest import REPO, run_cli
+from capacity_helpers import STARTUP_S, finish, race, spawn
+from conftest import run_cli
 
 from commands.api import Runledger
 from journal.clock import US_PER_S, format_us, wall_us
 from projections import capacity as cap
-
-STARTUP_S = 1.5
-"""Long enough for the racers to import and block on the lock (a head start, not a
-correctness condition: the assertions hold however the race goes)."""
-
-
-def spawn(journal: str, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "commands", *args, "--journal", journal, "--json"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-
-
-def finish(procs: list[subprocess.Popen[str]]) -> list[tuple[int, dict]]:
-    results = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode in (0, 1), (proc.returncode, out, err)
-        results.append((proc.returncode, json.loads(out)))
-    return results
-
-
-def race(journal: str, commands: list[list[str]]) -> list[tuple[int, dict]]:
-    """Start every command while holding the lock, then let them race."""
-    with Runledger.open(journal) as holder, holder.journal.transaction():
-        procs = [spawn(journal, *command) for command in commands]
-        time.sleep(STARTUP_S)
-    return finish(procs)
 
 
 def kinds(journal: str) -> list[str]:

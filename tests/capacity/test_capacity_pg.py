@@ -1,0 +1,51 @@
+"""Capacity admission on the PostgreSQL store: the same decisions and JSON as on a file,
+and processes racing for case slots through it still never over-admit."""
+
+from __future__ import annotations
+
+import uuid
+
+import psycopg
+import pytest
+from capacity_helpers import Goal, race
+
+from projections import reasons as R
+
+pytestmark = pytest.mark.pg
+
+
+@pytest.fixture
+def pg_journal(pg_server):
+    schema = f"t_cap_{uuid.uuid4().hex}"
+    yield f"{pg_server}{'&' if '?' in pg_server else '?'}schema={schema}"
+    with psycopg.connect(pg_server, autocommit=True) as conn:
+        conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+def test_capacity_session_on_postgresql(pg_journal):
+    from conftest import run_cli
+
+    goal = Goal(lambda *args: run_cli(*args, "--journal", pg_journal, "--json"))
+    goal.ok("configure", 0, max_active_cases=1, quota_tpm=100_000)
+    goal.heartbeat(1)
+    first = goal.ok("admit", 2, run="r1", arm="baseline", forecast_tpm=1_000)
+    assert (
+        goal.ok("admit", 3, run="r1", arm="baseline", forecast_tpm=1_000)["receipt"]
+        == first["receipt"]
+    )
+    assert goal.reasons(4, "r2", arm="treatment", forecast_tpm=1_000) == [
+        R.TARGET_CAPACITY_EXHAUSTED,
+        R.TOTAL_CAPACITY_EXHAUSTED,
+    ]
+    assert goal("admit", 3, run="r3", arm="baseline").json["error"]["code"] == "time_regression"
+    assert [r["run"] for r in goal.inspect(5)["active_runs"]] == ["r1"]
+
+
+def test_processes_race_for_case_slots_on_postgresql(pg_journal):
+    from commands.api import Runledger
+
+    with Runledger.open(pg_journal) as ledger:
+        ledger.configure(goal="g", max_active_cases=2)
+    commands = [["admit", "--goal", "g", "--run", f"r{i}", "--arm", "control"] for i in range(6)]
+    results = [code for code, _ in race(pg_journal, commands)]
+    assert sorted(results) == [0, 0, 1, 1, 1, 1]
