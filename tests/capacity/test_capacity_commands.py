@@ -319,6 +319,8 @@ def test_bad_inputs_are_exit_2(goal, journal_path):
         ("observe", {"coverage": "guessed"}),
         ("observe", {"output": 10**12 + 1}),
         ("observe", {"source": "s" * 5000}),
+        ("observe", {"source": "bytes \udcff from argv"}),
+        ("reject", {"detail": "\udcfe"}),
         ("reject", {"retry_after_s": -1}),
         ("release", {"run": "r/../\n"}),
         ("inspect", {"seq": 10**6}),
