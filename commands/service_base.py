@@ -68,6 +68,12 @@ def check_tokens(option: str, value: int) -> int:
 
 
 def check_text(option: str, value: str) -> str:
-    if len(value.encode()) > FREE_TEXT_BYTES_MAX:
+    try:
+        encoded = value.encode()
+    except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
+        raise InvalidInput(
+            f"{option} is not valid UTF-8 text", code="invalid_text", option=option
+        ) from None
+    if len(encoded) > FREE_TEXT_BYTES_MAX:
         raise InvalidInput(f"{option} is longer than 4 KiB", code="text_too_long", option=option)
     return value
