@@ -74,6 +74,7 @@ class FileStore:
         self.poisoned = False
         self._locked = False
         self.created = False
+        self.closed = False
         self.read_fd = -1
         self.write_fd = -1
         if create:
@@ -115,6 +116,8 @@ class FileStore:
 
     def lock(self, timeout_s: float) -> None:
         """Take the exclusive flock, waiting at most `timeout_s` seconds."""
+        if self.closed:
+            raise StorageFailure(f"the handle of {self.path} is closed", code="closed")
         if self.writable and self.write_fd < 0 and not self.poisoned:
             self.write_fd = self._open_writer()
             self._open_reader()
@@ -302,6 +305,7 @@ class FileStore:
             raise StorageFailure(f"{self.path} was opened read-only", code="read_only")
 
     def close(self) -> None:
+        self.closed = True
         self.unlock()
         for fd in (self.read_fd, self.write_fd):
             if fd >= 0:

@@ -119,10 +119,16 @@ def parse_self_verifying(line: bytes) -> tuple[dict[str, Any] | None, str]:
     if record["v"] != 1 or isinstance(record["v"], bool):
         return None, "v is not 1"
     # The envelope around `data` must be the canonical compact encoding.
-    head = (
-        f'{{"v":1,"seq":{record["seq"]},"at":{json.dumps(record["at"])},'
-        f'"kind":{json.dumps(record["kind"])},"goal":{json.dumps(record["goal"])},"data":'
-    ).encode()
+    # (Strings may be written with or without \u escapes of non-ASCII characters.)
+    heads = [
+        (
+            f'{{"v":1,"seq":{record["seq"]},"at":{json.dumps(record["at"], ensure_ascii=a)},'
+            f'"kind":{json.dumps(record["kind"], ensure_ascii=a)},'
+            f'"goal":{json.dumps(record["goal"], ensure_ascii=a)},"data":'
+        ).encode()
+        for a in (True, False)
+    ]
+    head = next((h for h in heads if line.startswith(h)), heads[0])
     tail = ',"prev":"{}","hash":"{}"}}'.format(record["prev"], record["hash"]).encode()
     if not (line.startswith(head) and line.endswith(tail)):
         return None, "envelope is not canonical (order, whitespace)"

@@ -16,7 +16,7 @@ from independent_verifier import TOY_SCHEMAS, verify_strict
 from jhelpers import FIXTURES, engine_journal, toy_journal
 from toyprojector import TOY, Note
 
-from journal import Journal, LockTimeout, NotRegularFile
+from journal import Journal, LockTimeout, NotRegularFile, StorageFailure
 
 READERS = [("verify",), ("digest",), ("log",)]
 WRITERS = [("checkpoint",), ("repair", "--truncate-after", "0", "--yes")]
@@ -162,3 +162,12 @@ def test_a_waiting_writer_gets_the_lock_when_it_is_released(tmp_path: Path) -> N
     finally:
         holder.wait()
     assert Journal.open(path, TOY, write=False).state.count == 2
+
+
+def test_a_closed_handle_never_recreates_its_file(tmp_path: Path) -> None:
+    path = tmp_path / "j.jsonl"
+    journal = Journal.open(str(path), TOY)
+    journal.close()
+    with pytest.raises(StorageFailure), journal.transaction() as txn:
+        txn.append("toy.note", "g", Note(n=1), txn.time_for("g"))
+    assert not path.exists()
