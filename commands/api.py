@@ -16,6 +16,7 @@ from typing import Any
 from commands.capacity_service import CapacityService
 from commands.host_service import HostService
 from commands.journal_service import JournalService
+from commands.operator_service import OperatorService
 from commands.probe_service import ProbeService
 from commands.settlement_service import SettlementService
 from journal import Journal
@@ -23,7 +24,9 @@ from journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from projections.ledger import PROJECTOR
 
 
-class Runledger(JournalService, CapacityService, HostService, SettlementService, ProbeService):
+class Runledger(
+    JournalService, CapacityService, HostService, SettlementService, ProbeService, OperatorService
+):
     """One open journal and every use case over it."""
 
     @classmethod

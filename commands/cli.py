@@ -9,6 +9,7 @@ from commands import (
     capacity_cli,
     host_cli,
     journal_cli,
+    operator_cli,
     probe_cli,
     settlement_cli,
     tools_cli,
@@ -27,7 +28,15 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-for module in (journal_cli, capacity_cli, host_cli, settlement_cli, probe_cli, tools_cli):
+for module in (
+    journal_cli,
+    capacity_cli,
+    host_cli,
+    settlement_cli,
+    probe_cli,
+    operator_cli,
+    tools_cli,
+):
     module.register(app)
 
 

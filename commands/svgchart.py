@@ -7,6 +7,7 @@ handful of shapes). Coordinates are computed in Python; the SVG carries no scrip
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from html import escape
 
@@ -30,7 +31,9 @@ class Marker:
     x: float
     label: str
     color: str
-    shape: str = "circle"  # circle | cross
+    shape: str = "circle"  # circle | cross | triangle
+    row: int = 0
+    """Markers sit in rows along the bottom of the plot (0 = lowest)."""
 
 
 @dataclass
@@ -50,6 +53,13 @@ class Chart:
     markers: list[Marker] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
     y_unit: str = "TPM"
+    step: bool = False
+    """Series are step functions: a value holds until the next point (exact for
+    piecewise-constant quantities such as a windowed sum); otherwise points are joined."""
+    legend_extra: list[tuple[str, str, str]] = field(default_factory=list)
+    """More legend entries: (label, color, shape) with shape circle | cross | span."""
+    x_range: tuple[float, float] | None = None
+    """Fixed x extent (else from the data)."""
 
 
 def _bounds(chart: Chart) -> tuple[float, float, float]:
@@ -65,9 +75,11 @@ def _bounds(chart: Chart) -> tuple[float, float, float]:
     xs.extend(m.x for m in chart.markers)
     xs.extend(v for s in chart.spans for v in (s.x0, s.x1))
     x_min, x_max = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if chart.x_range is not None:
+        x_min, x_max = chart.x_range
     if x_max <= x_min:
         x_max = x_min + 1.0
-    return x_min, x_max, y_max * 1.08
+    return x_min, x_max, _nice_ceiling(y_max * 1.05)
 
 
 def render(chart: Chart) -> str:
@@ -97,8 +109,11 @@ def render(chart: Chart) -> str:
             f'height="{plot_h}" fill="{span.color}" fill-opacity="0.18">'
             f"<title>{escape(span.label)}</title></rect>"
         )
-    for i in range(5):  # horizontal grid with y labels
-        value = y_max * i / 4
+    y_step = _nice_step(y_max / 5)
+    while y_max / y_step > 6.5:  # the ceiling may have rounded up a step size
+        y_step = _nice_step(y_step * 1.01)
+    for i in range(round(y_max / y_step) + 1):  # horizontal grid with y labels
+        value = y_step * i
         y = py(value)
         out.append(
             f'<line x1="{MARGIN_LEFT_PX}" x2="{WIDTH_PX - MARGIN_RIGHT_PX}" y1="{y:.1f}" '
@@ -112,25 +127,29 @@ def render(chart: Chart) -> str:
             continue
         top = [(x, baseline.get(x, 0.0) + y) for x, y in points]
         bottom = [(x, baseline.get(x, 0.0)) for x, _ in points]
+        if chart.step:
+            top, bottom = _stepped(top), _stepped(bottom)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in top)
         back = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in reversed(bottom))
         out.append(
             f'<polygon class="stack" points="{path} {back}" fill="{series.color}" '
             f'fill-opacity="0.75"><title>{escape(series.label)}</title></polygon>'
         )
-        for x, y in top:
-            baseline[x] = y
+        for x, y in points:
+            baseline[x] = baseline.get(x, 0.0) + y
     for series in chart.lines:
         points = sorted(series.points)
         if not points:
             continue
+        if chart.step:
+            points = _stepped(points)
         path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
         out.append(
             f'<polyline class="line" points="{path}" fill="none" stroke="{series.color}" '
             f'stroke-width="2"><title>{escape(series.label)}</title></polyline>'
         )
     for marker in chart.markers:
-        x, y = px(marker.x), MARGIN_TOP_PX + plot_h - 6
+        x, y = px(marker.x), MARGIN_TOP_PX + plot_h - 8 - 14 * marker.row
         title = f"<title>{escape(marker.label)}</title>"
         if marker.shape == "cross":
             out.append(
@@ -138,35 +157,91 @@ def render(chart: Chart) -> str:
                 f'<line x1="{x - 5:.1f}" y1="{y - 5:.1f}" x2="{x + 5:.1f}" y2="{y + 5:.1f}"/>'
                 f'<line x1="{x - 5:.1f}" y1="{y + 5:.1f}" x2="{x + 5:.1f}" y2="{y - 5:.1f}"/></g>'
             )
+        elif marker.shape == "triangle":
+            out.append(
+                f'<polygon class="marker rejection" points="{x:.1f},{y - 6:.1f} '
+                f'{x - 5:.1f},{y + 4:.1f} {x + 5:.1f},{y + 4:.1f}" fill="{marker.color}">'
+                f"{title}</polygon>"
+            )
         else:
             out.append(
                 f'<circle class="marker admission" cx="{x:.1f}" cy="{y:.1f}" r="4" '
                 f'fill="{marker.color}">{title}</circle>'
             )
+    axis_y = MARGIN_TOP_PX + plot_h
     for x, label in chart.x_label_at:
+        if not x_min <= x <= x_max:
+            continue
         out.append(
-            f'<text x="{px(x):.1f}" y="{HEIGHT_PX - MARGIN_BOTTOM_PX + 16}" font-size="11" '
+            f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{axis_y}" y2="{axis_y + 4}" '
+            f'stroke="#888"/><text x="{px(x):.1f}" y="{axis_y + 16}" font-size="11" '
             f'text-anchor="middle">{escape(label)}</text>'
         )
+    out.append(
+        f'<text x="14" y="{MARGIN_TOP_PX + plot_h / 2:.1f}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 14 {MARGIN_TOP_PX + plot_h / 2:.1f})">{escape(chart.y_unit)}</text>'
+    )
     out.append(_legend(chart))
     out.append("</svg>")
     return "\n".join(out)
 
 
 def _legend(chart: Chart) -> str:
-    items = [(s.label, s.color) for s in chart.stacked + chart.lines]
+    items = [(s.label, s.color, "rect") for s in chart.stacked]
+    items += [(s.label, s.color, "line") for s in chart.lines]
+    items += chart.legend_extra
     parts, x = [], MARGIN_LEFT_PX
-    for label, color in items:
-        parts.append(
-            f'<rect x="{x}" y="{HEIGHT_PX - 14}" width="10" height="10" fill="{color}"/>'
-            f'<text x="{x + 14}" y="{HEIGHT_PX - 5}" font-size="11">{escape(label)}</text>'
-        )
-        x += 24 + 7 * len(label)
+    y = HEIGHT_PX - 14
+    for label, color, shape in items:
+        if shape == "line":
+            mark = f'<line x1="{x}" x2="{x + 10}" y1="{y + 5}" y2="{y + 5}" stroke="{color}" '
+            mark += 'stroke-width="2"/>'
+        elif shape == "circle":
+            mark = f'<circle cx="{x + 5}" cy="{y + 5}" r="4" fill="{color}"/>'
+        elif shape == "cross":
+            mark = (
+                f'<path d="M{x + 1},{y + 1} L{x + 9},{y + 9} M{x + 1},{y + 9} L{x + 9},{y + 1}" '
+                f'stroke="{color}" stroke-width="2"/>'
+            )
+        elif shape == "triangle":
+            mark = f'<polygon points="{x + 5},{y} {x},{y + 9} {x + 10},{y + 9}" fill="{color}"/>'
+        elif shape == "span":
+            mark = (
+                f'<rect x="{x}" y="{y}" width="10" height="10" fill="{color}" fill-opacity="0.3"/>'
+            )
+        else:
+            mark = f'<rect x="{x}" y="{y}" width="10" height="10" fill="{color}"/>'
+        parts.append(mark + f'<text x="{x + 14}" y="{y + 9}" font-size="11">{escape(label)}</text>')
+        x += 24 + 6 * len(label)
     return '<g class="legend">' + "".join(parts) + "</g>"
+
+
+def _stepped(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """A step function through `points`: each value holds until the next x."""
+    out: list[tuple[float, float]] = []
+    for i, (x, y) in enumerate(points):
+        if i:
+            out.append((x, points[i - 1][1]))
+        out.append((x, y))
+    return out
+
+
+def _nice_step(raw: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten that is >= raw (at least 1)."""
+    if raw <= 1:
+        return 1.0
+    power = 10 ** math.floor(math.log10(raw))
+    return float(next(m * power for m in (1, 2, 2.5, 5, 10) if m * power >= raw))
+
+
+def _nice_ceiling(value: float) -> float:
+    """A round upper bound for the y axis: about five grid steps of a nice size."""
+    step = _nice_step(value / 5)
+    return max(step * math.ceil(value / step - 1e-9), step)
 
 
 def _short(value: float) -> str:
     for unit, size in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if abs(value) >= size:
-            return f"{value / size:.1f}{unit}"
-    return f"{value:.0f}"
+            return f"{value / size:g}{unit}"
+    return f"{value:g}"

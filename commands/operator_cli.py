@@ -1,0 +1,285 @@
+"""Operator commands (SPEC §7): audit, whatif, report, metrics."""
+
+from typing import Annotated, Any
+
+import typer
+
+from commands.common import AtOpt, Ctx, GoalOpt, command
+from commands.output import EXIT_OK, EXIT_REFUSED, Output, table
+from commands.progress import progress_bar
+
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Start of the range (RFC 3339).", show_default=False)
+]
+UntilOpt = Annotated[
+    str | None, typer.Option("--until", help="End of the range (RFC 3339).", show_default=False)
+]
+
+
+def _opt(flag: str, text: str) -> Any:
+    return typer.Option(flag, help=text, show_default=False)
+
+
+def _size_hint(ledger: Any) -> int | None:
+    return ledger.journal.store.size_hint(0, 0)
+
+
+def register(app: typer.Typer) -> None:
+    @command(app, "audit", example="runledger audit --journal runs.jsonl --seq 41")
+    def audit(
+        ctx: Ctx,
+        seq: Annotated[int | None, _opt("--seq", "The decision event's seq.")] = None,
+        hash_: Annotated[str | None, _opt("--hash", "The decision event's hash.")] = None,
+        goal: Annotated[
+            str | None, _opt("--goal", "With --run: the latest decision for that run.")
+        ] = None,
+        run: Annotated[str | None, _opt("--run", "With --goal: the run.")] = None,
+    ) -> Output:
+        """Re-take a journaled decision on the state just before it, and explain it.
+
+        Rebuilds the state from every record before the decision, runs the same
+        decision function `admit` runs with the recorded request and time, and reports
+        whether it reproduces the record (exit 0) or not (exit 1: the rules changed or
+        the log was edited), the binding constraint, shortfall, window composition,
+        reservations, cooldown, coverage and the earliest admissible time.
+        """
+        with ctx.service(write=False) as ledger:
+            result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
+        code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
+        return Output(result, text=audit_text(result), exit_code=code)
+
+    @command(
+        app,
+        "whatif",
+        example="runledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
+        "--since 2026-11-29T14:00:00Z",
+    )
+    def whatif(
+        ctx: Ctx,
+        goal: GoalOpt,
+        quota_tpm: Annotated[int | None, _opt("--quota-tpm", "Token gate: quota.")] = None,
+        target_tpm: Annotated[int | None, _opt("--target-tpm", "Token gate: target.")] = None,
+        evaluator_reserve_tpm: Annotated[
+            int | None, _opt("--evaluator-reserve-tpm", "Token gate: evaluator reserve.")
+        ] = None,
+        cold_start_reserve_tpm: Annotated[
+            int | None, _opt("--cold-start-reserve-tpm", "Token gate: cold-start reserve.")
+        ] = None,
+        cached_input_weight: Annotated[
+            float | None, _opt("--cached-input-weight", "Token gate: cached input weight.")
+        ] = None,
+        max_observation_age_s: Annotated[
+            int | None, _opt("--max-observation-age-s", "Token gate: observation freshness.")
+        ] = None,
+        cooldown_base_s: Annotated[
+            int | None, _opt("--cooldown-base-s", "Token gate: first cooldown.")
+        ] = None,
+        cooldown_max_s: Annotated[
+            int | None, _opt("--cooldown-max-s", "Token gate: longest cooldown.")
+        ] = None,
+        max_active_cases: Annotated[
+            int | None, _opt("--max-active-cases", "Case gate: max active.")
+        ] = None,
+        target_active_cases: Annotated[
+            int | None, _opt("--target-active-cases", "Case gate: target active.")
+        ] = None,
+        max_baseline_cases: Annotated[
+            int | None, _opt("--max-baseline-cases", "Case gate: baseline cap.")
+        ] = None,
+        max_test_cases: Annotated[
+            int | None, _opt("--max-test-cases", "Case gate: test cap.")
+        ] = None,
+        reserved_test_cases: Annotated[
+            int | None, _opt("--reserved-test-cases", "Case gate: reserved test slots.")
+        ] = None,
+        since: SinceOpt = None,
+        until: UntilOpt = None,
+    ) -> Output:
+        """Replay a goal's recorded admission requests under a changed config.
+
+        Only the given fields change, on top of each recorded configure; observed
+        usage stays as recorded. Lists the decisions that flip and states every
+        assumption. Nothing is written.
+        """
+        with (
+            ctx.service(write=False) as ledger,
+            progress_bar("whatif", _size_hint(ledger)) as progress,
+        ):
+            result = ledger.whatif(
+                goal=goal,
+                quota_tpm=quota_tpm,
+                target_tpm=target_tpm,
+                evaluator_reserve_tpm=evaluator_reserve_tpm,
+                cold_start_reserve_tpm=cold_start_reserve_tpm,
+                cached_input_weight=cached_input_weight,
+                max_observation_age_s=max_observation_age_s,
+                cooldown_base_s=cooldown_base_s,
+                cooldown_max_s=cooldown_max_s,
+                max_active_cases=max_active_cases,
+                target_active_cases=target_active_cases,
+                max_baseline_cases=max_baseline_cases,
+                max_test_cases=max_test_cases,
+                reserved_test_cases=reserved_test_cases,
+                since=since,
+                until=until,
+                progress=progress,
+            )
+        return Output(result, text=whatif_text(result))
+
+    @command(app, "report", example="runledger report --goal g --out report.html")
+    def report(
+        ctx: Ctx,
+        goal: GoalOpt,
+        out: Annotated[str, typer.Option("--out", help="The HTML file to write.")],
+        since: SinceOpt = None,
+        until: UntilOpt = None,
+    ) -> Output:
+        """Write one self-contained offline HTML report of a goal.
+
+        Inline SVG charts (usage stacked by counter, reserved, target and quota lines,
+        admission and refusal markers, cooldowns shaded) and the refusals table; no
+        script, no external resource.
+        """
+        with (
+            ctx.service(write=False) as ledger,
+            progress_bar("report", _size_hint(ledger)) as progress,
+        ):
+            result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)
+        text = (
+            f"wrote {result['out']} ({result['bytes']:,} bytes): {result['admissions']} "
+            f"admissions, {result['refusals']} refusals, {result['rejections']} rejections, "
+            f"{result['points']} chart points"
+        )
+        return Output(result, text=text)
+
+    @command(app, "metrics", example="runledger metrics --goal g > /var/lib/node_exporter/rl.prom")
+    def metrics(
+        ctx: Ctx,
+        goal: Annotated[str | None, _opt("--goal", "Only this goal.")] = None,
+        at: AtOpt = None,
+    ) -> Output:
+        """Print the current state in Prometheus text exposition format.
+
+        For a node-exporter textfile collector; --json prints the same as a JSON
+        object; --at T shows the state as of T.
+        """
+        from commands.operator_service import prometheus_text
+
+        with ctx.service(write=False) as ledger:
+            result = ledger.metrics(goal=goal, at=at)
+        return Output(result, text=prometheus_text(result))
+
+
+# -- text renderings -----------------------------------------------------------------------
+
+
+NEVER = "never (had nothing else happened)"
+
+
+def _n(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float) and not value.is_integer():
+        return f"{value:,.2f}"
+    if isinstance(value, int | float):
+        return f"{int(value):,}"
+    return str(value)
+
+
+def _verdict(admitted: bool, reasons: list[str]) -> str:
+    return "admitted" if admitted else "refused: " + (", ".join(reasons) or "-")
+
+
+def audit_text(result: dict[str, Any]) -> str:
+    event, ex = result["event"], result["explanation"]
+    lines = [
+        f"audit of seq {event['seq']} {event['kind']} at {event['at']} "
+        f"(goal {event['goal']}, run {event['run'] or event.get('agent') or '-'})",
+        f"  recorded: {_verdict(result['recorded']['admitted'], result['recorded']['reasons'])}",
+        f"  replayed: {_verdict(result['replayed']['admitted'], result['replayed']['reasons'])}",
+    ]
+    if result["reproduced"]:
+        lines.append("REPRODUCED: the same decision function gives the recorded answer.")
+    else:
+        bar = "!" * 72
+        lines += [
+            bar,
+            "!!  NOT REPRODUCED: the replay differs from the journal.",
+            "!!  The code's rules changed, or the log was edited (hashes recomputed).",
+            bar,
+        ]
+        lines += [f"  - {difference}" for difference in result["differences"]]
+    if "settlement" in ex:
+        lines.append(f"  binding constraint: {ex['binding_constraint'] or '-'}")
+        return "\n".join(lines)
+    lines += [
+        "",
+        f"binding constraint: {ex['binding_constraint'] or '-'}"
+        + (
+            f"   shortfall: {_n(ex['shortfall_tpm'])} TPM"
+            if ex["shortfall_tpm"] is not None
+            else ""
+        ),
+        f"usage {_n(ex['usage_tpm'])} TPM (uncached {_n(ex['usage']['uncached_input'])}, "
+        f"cached {_n(ex['usage']['cached_input'])}, output {_n(ex['usage']['output'])}); "
+        f"reserved {_n(ex['reserved_tpm'])}; load {_n(ex['load_tpm'])}; "
+        f"target {_n(ex['target_tpm'])}; forecast {_n(ex['forecast_tpm'])}",
+        f"coverage {ex['coverage']}{' (stale)' if ex['observation_stale'] else ''}; "
+        f"cooldown until {ex['cooldown_until'] or '-'}; active cases "
+        f"{ex['active_cases']['total']} (target {_n(ex['target_active_cases'])}, "
+        f"max {_n(ex['max_active_cases'])})",
+        f"earliest admissible at: {ex['earliest_admissible_at'] or NEVER}",
+    ]
+    if ex["top_contributors"]:
+        lines += ["", "window composition (top runs by usage):"]
+        rows = [
+            [
+                c["run"] or "(no run)",
+                _n(c["usage_tpm"]),
+                "-" if c["share"] is None else f"{c['share']:.0%}",
+                str(c["sample_count"]),
+                "yes" if c["active"] else "no",
+                _n(c["forecast_tpm"]),
+            ]
+            for c in ex["top_contributors"]
+        ]
+        header = ["RUN", "USAGE_TPM", "SHARE", "SAMPLES", "ACTIVE", "FORECAST"]
+        lines.append(table(rows, header))
+    if ex["reservations"]:
+        lines += ["", "reservations (active runs):"]
+        rows = [
+            [
+                r["run"],
+                r["arm"] or "-",
+                r["class"],
+                _n(r["forecast_tpm"]),
+                r["admitted_at"],
+                r["lease_until"] or "-",
+            ]
+            for r in ex["reservations"]
+        ]
+        lines.append(table(rows, ["RUN", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]))
+    return "\n".join(lines)
+
+
+def whatif_text(result: dict[str, Any]) -> str:
+    flips = result["flips"]
+    lines = [
+        f"whatif for goal {result['goal']}: {result['decisions']} decisions replayed, "
+        f"{len(flips)} flip{'s' if len(flips) != 1 else ''}",
+    ]
+    if flips:
+        rows = [
+            [
+                str(f["seq"]),
+                f["at"],
+                f["run"],
+                "admitted" if f["recorded_admitted"] else "refused",
+                "admitted" if f["whatif_admitted"] else "refused",
+                ", ".join(f["whatif_reasons"]) or "-",
+            ]
+            for f in flips
+        ]
+        lines.append(table(rows, ["SEQ", "AT", "RUN", "RECORDED", "WHATIF", "WHATIF_REASONS"]))
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in result["assumptions"]]
+    return "\n".join(lines)

@@ -1,0 +1,488 @@
+"""Operators' use cases (SPEC §7): audit, whatif, report, metrics.
+
+All four are readers: they take no lock and never write to the journal (`report`
+writes only its HTML file). The decisions are re-taken by `projections.audit` with
+the same pure function `admit` uses.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from commands.service_base import ServiceBase, check_identifier
+from journal import InvalidInput, Record
+from journal.clock import canonical_at, format_us, parse_at, wall_us
+from projections import audit as au
+from projections import capacity as cap
+from projections.ledger import Ledger
+
+Progress = Callable[[int], None]
+
+NOT_REPRODUCED = "not_reproduced"
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _optional_at(option: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_at(canonical_at(text))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{option}: {exc.message}", code=exc.code) from None
+
+
+def _range(since: str | None, until: str | None) -> tuple[int | None, int | None]:
+    since_us, until_us = _optional_at("--since", since), _optional_at("--until", until)
+    if since_us is not None and until_us is not None and until_us < since_us:
+        raise InvalidInput("--until is before --since", code="invalid_option")
+    return since_us, until_us
+
+
+class OperatorService(ServiceBase):
+    """Audit, counterfactual replay, report and metrics over the open journal."""
+
+    # -- audit -------------------------------------------------------------------------
+
+    def audit(
+        self,
+        *,
+        seq: int | None = None,
+        hash: str | None = None,
+        goal: str | None = None,
+        run: str | None = None,
+    ) -> dict[str, Any]:
+        """Re-take a journaled decision on the state just before it and explain it.
+
+        `ok` (and `reproduced`) is false when the replay differs from the record: the
+        code's rules changed or the log was edited.
+        """
+        record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
+        before: Ledger = self.journal.fold_as_of(seq=record.seq - 1)[0]
+        if record.kind in cap.DECISION_KINDS:
+            recorded = au.recorded_decision(record, payload)
+            assert recorded is not None
+            result = au.audit_decision(cap.goal_of(before.capacity, recorded.goal), recorded)
+            return capacity_audit_json(result)
+        return settlement_audit_json(au.audit_settlement(before.settlement, record, payload))
+
+    def _find_decision(
+        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
+    ) -> tuple[Record, Any]:
+        by_run = goal is not None or run is not None
+        chosen = sum((seq is not None, hash is not None, by_run))
+        if chosen != 1 or (by_run and (goal is None or run is None)):
+            raise InvalidInput(
+                "give exactly one of --seq N, --hash H, or --goal G --run R",
+                code="invalid_option",
+            )
+        if seq is not None and seq < 0:
+            raise InvalidInput("--seq must be >= 0", code="invalid_option")
+        if hash is not None and (len(hash) != 64 or hash.strip("0123456789abcdef")):
+            raise InvalidInput("--hash must be 64 lowercase hex digits", code="invalid_option")
+        if goal is not None:
+            check_identifier("--goal", goal)
+        if run is not None:
+            check_identifier("--run", run)
+        found: tuple[Record, Any] | None = None
+        for record, payload, _line in self.journal.records(
+            after_seq=-1 if seq is None else seq - 1
+        ):
+            if seq is not None:
+                found = (record, payload)
+                break
+            if hash is not None and record.hash == hash:
+                found = (record, payload)
+                break
+            if (
+                by_run
+                and record.goal == goal
+                and record.kind in cap.DECISION_KINDS
+                and payload.request.run == run
+            ):
+                found = (record, payload)
+        if found is None:
+            what = (
+                f"seq {seq}"
+                if seq is not None
+                else f"hash {hash}"
+                if hash is not None
+                else f"a capacity decision for goal {goal!r} run {run!r}"
+            )
+            raise InvalidInput(f"the journal holds no {what}", code="decision_not_found")
+        record = found[0]
+        if record.kind in cap.DECISION_KINDS or record.kind in au.SETTLEMENT_DECISION_KINDS:
+            return found
+        if record.kind in au.HOST_DECISION_KINDS:
+            raise InvalidInput(
+                f"record {record.seq} ({record.kind}) is a host decision whose inputs (handoff "
+                "file, --cursor, --max-attempts, --max-phase) are not all journaled: it cannot "
+                "be re-decided from the journal; see `runledger host status`",
+                code="not_auditable_by_replay",
+                seq=record.seq,
+                kind=record.kind,
+            )
+        raise InvalidInput(
+            f"record {record.seq} ({record.kind}) is not a decision; audit takes "
+            "capacity.admitted / capacity.refused (and turn/budget decisions)",
+            code="not_a_decision",
+            seq=record.seq,
+            kind=record.kind,
+        )
+
+    # -- whatif ------------------------------------------------------------------------
+
+    def whatif(
+        self,
+        *,
+        goal: str,
+        quota_tpm: int | None = None,
+        target_tpm: int | None = None,
+        evaluator_reserve_tpm: int | None = None,
+        cold_start_reserve_tpm: int | None = None,
+        cached_input_weight: float | None = None,
+        max_observation_age_s: int | None = None,
+        cooldown_base_s: int | None = None,
+        cooldown_max_s: int | None = None,
+        max_active_cases: int | None = None,
+        target_active_cases: int | None = None,
+        max_baseline_cases: int | None = None,
+        max_test_cases: int | None = None,
+        reserved_test_cases: int | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Replay the goal's recorded admission requests under a changed config."""
+        check_identifier("--goal", goal)
+        since_us, until_us = _range(since, until)
+        overrides = au.Overrides.of(
+            {
+                "quota_tpm": quota_tpm,
+                "target_tpm": target_tpm,
+                "evaluator_reserve_tpm": evaluator_reserve_tpm,
+                "cold_start_reserve_tpm": cold_start_reserve_tpm,
+                "cached_input_weight": cached_input_weight,
+                "max_observation_age_s": max_observation_age_s,
+                "cooldown_base_s": cooldown_base_s,
+                "cooldown_max_s": cooldown_max_s,
+                "max_active_cases": max_active_cases,
+                "target_active_cases": target_active_cases,
+                "max_baseline_cases": max_baseline_cases,
+                "max_test_cases": max_test_cases,
+                "reserved_test_cases": reserved_test_cases,
+            }
+        )
+        replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
+        for record, payload, _line in self.journal.records(progress=progress):
+            replay.feed(record, payload)
+        return {
+            "ok": True,
+            "goal": goal,
+            "assumptions": replay.assumptions(),
+            "decisions": replay.decisions,
+            "flips": [flip.to_json() for flip in replay.flips],
+            "changes": {**overrides.cases, **overrides.tokens},
+            "range": {"from": replay.first_at, "to": replay.last_at},
+        }
+
+    # -- report ------------------------------------------------------------------------
+
+    def report(
+        self,
+        *,
+        goal: str,
+        out: str,
+        since: str | None = None,
+        until: str | None = None,
+        progress: Progress | None = None,
+    ) -> dict[str, Any]:
+        """Write the goal's self-contained offline HTML report to `out`."""
+        from commands.report_html import render_report
+
+        check_identifier("--goal", goal)
+        since_us, until_us = _range(since, until)
+        timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
+        last: Record | None = None
+        for record, payload, _line in self.journal.records(progress=progress):
+            timeline.feed(record, payload)
+            last = record
+        timeline.finish()
+        page = render_report(
+            timeline,
+            journal_id=self.journal.head.journal_id,
+            head_seq=-1 if last is None else last.seq,
+            head_hash="" if last is None else last.hash,
+            generated_at=format_us(wall_us()),
+        )
+        data = page.encode()
+        _write_file(out, data)
+        refusals = sum(1 for d in timeline.decisions if not d.admitted)
+        return {
+            "ok": True,
+            "goal": goal,
+            "out": out,
+            "bytes": len(data),
+            "points": len(timeline.points),
+            "decisions": len(timeline.decisions),
+            "admissions": len(timeline.decisions) - refusals,
+            "refusals": refusals,
+            "rejections": timeline.rejections,
+        }
+
+    # -- metrics -----------------------------------------------------------------------
+
+    def metrics(self, *, goal: str | None = None, at: str | None = None) -> dict[str, Any]:
+        """The current state (or the state as of `at`) as Prometheus metrics."""
+        if goal is not None:
+            check_identifier("--goal", goal)
+        if at is None:
+            self.journal.refresh()
+            ledger: Ledger = self.journal.state
+        else:
+            ledger = self.state_as_of(at=at)
+        at_us = None if at is None else parse_at(canonical_at(at))
+        names = sorted(ledger.capacity.goals) if goal is None else [goal]
+        now_us = wall_us()
+        families = metric_families()
+        for name in names:
+            state = cap.goal_of(ledger.capacity, name)
+            goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
+            _goal_metrics(families, name, state, goal_at_us)
+        families["runledger_journal_head_seq"]["samples"].append(
+            {"labels": {}, "value": self.journal.head.seq}
+        )
+        return {
+            "ok": True,
+            "at": None if at_us is None else format_us(at_us),
+            "goals": names,
+            "metrics": families,
+        }
+
+
+# -- JSON shapes -------------------------------------------------------------------------
+
+
+def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
+    recorded, replayed = result.recorded, result.replayed
+    body: dict[str, Any] = {
+        "ok": result.reproduced,
+        "event": recorded.event_json(),
+        "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
+        "replayed": {
+            "admitted": replayed.admitted,
+            "reasons": list(replayed.reasons),
+            "idempotent": replayed.idempotent,
+        },
+        "reproduced": result.reproduced,
+        "differences": list(result.differences),
+        "explanation": result.explanation,
+        "request": _builtins(recorded.request),
+    }
+    if not result.reproduced:
+        body["reasons"] = [NOT_REPRODUCED]
+    return body
+
+
+def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
+    record, replayed = result.record, result.replayed
+    data = _builtins(result.recorded_payload)
+    body: dict[str, Any] = {
+        "ok": result.reproduced,
+        "event": {
+            "seq": record.seq,
+            "hash": record.hash,
+            "kind": record.kind,
+            "at": record.at,
+            "goal": record.goal,
+            "run": None,
+            "agent": data.get("agent"),
+            "turn": data.get("turn"),
+        },
+        "recorded": {"admitted": True, "reasons": []},
+        "replayed": {
+            "admitted": replayed.ok and replayed.kind == record.kind,
+            "reasons": list(replayed.reasons),
+            "idempotent": replayed.ok and replayed.kind is None,
+        },
+        "reproduced": result.reproduced,
+        "differences": list(result.differences),
+        "explanation": {
+            "binding_constraint": replayed.reasons[0] if replayed.reasons else None,
+            "shortfall_tpm": None,
+            "usage_tpm": None,
+            "reserved_tpm": None,
+            "load_tpm": None,
+            "target_tpm": None,
+            "top_contributors": [],
+            "cooldown_until": None,
+            "coverage": None,
+            "earliest_admissible_at": record.at if replayed.ok else None,
+            "settlement": replayed.view,
+        },
+        "request": data,
+    }
+    if not result.reproduced:
+        body["reasons"] = [NOT_REPRODUCED]
+    return body
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    (
+        "runledger_usage_tpm",
+        "gauge",
+        "Raw tokens observed in the trailing 60 s window, by counter.",
+    ),
+    (
+        "runledger_usage_weighted_tpm",
+        "gauge",
+        "Tokens in the window that count against the quota (cached input weighted).",
+    ),
+    ("runledger_reserved_tpm", "gauge", "Sum of the forecasts of the active runs."),
+    ("runledger_load_tpm", "gauge", "max(weighted usage, reserved): what admission compares."),
+    ("runledger_target_tpm", "gauge", "The token gate's target (absent without a token gate)."),
+    ("runledger_quota_tpm", "gauge", "The provider quota (absent without a token gate)."),
+    (
+        "runledger_headroom_tpm",
+        "gauge",
+        "Largest forecast a run of this class could be admitted with now (may be negative).",
+    ),
+    (
+        "runledger_active_runs",
+        "gauge",
+        "Active runs by group (baseline, test; total counts every active run).",
+    ),
+    (
+        "runledger_cooldown_remaining_seconds",
+        "gauge",
+        "Seconds until the provider-rejection cooldown ends (0 when none is active).",
+    ),
+    ("runledger_observation_stale", "gauge", "1 when the latest metered observation is stale."),
+    ("runledger_usage_unmetered", "gauge", "1 when an unmetered sample is in the window."),
+    ("runledger_admission_ready", "gauge", "1 when a 1 TPM solver run would be admitted now."),
+    ("runledger_admissions_total", "counter", "Admissions journaled (capacity.admitted)."),
+    (
+        "runledger_refusals_total",
+        "counter",
+        "Refusals journaled, by reason (a refusal with two reasons counts under both).",
+    ),
+    ("runledger_refusal_events_total", "counter", "Refusal events journaled (capacity.refused)."),
+    ("runledger_rejections_total", "counter", "Provider rejections (429) recorded."),
+    ("runledger_releases_total", "counter", "Runs released."),
+    ("runledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
+)
+
+
+def metric_families() -> dict[str, dict[str, Any]]:
+    return {
+        name: {"type": kind, "help": help_text, "samples": []}
+        for name, kind, help_text in _FAMILIES
+    }
+
+
+def _goal_metrics(
+    families: dict[str, dict[str, Any]], goal: str, state: cap.GoalCapacity, at_us: int
+) -> None:
+    ev = cap.evaluate(state, at_us)
+
+    def add(name: str, value: Any, **labels: str) -> None:
+        families[name]["samples"].append({"labels": {"goal": goal, **labels}, "value": value})
+
+    parts = ev.usage.parts
+    add("runledger_usage_tpm", parts.uncached_input, counter="uncached_input")
+    add("runledger_usage_tpm", parts.cached_input, counter="cached_input")
+    add("runledger_usage_tpm", parts.output, counter="output")
+    add("runledger_usage_weighted_tpm", ev.usage.usage_tpm)
+    add("runledger_reserved_tpm", ev.reserved_tpm)
+    add("runledger_load_tpm", ev.load_tpm)
+    if ev.tokens is not None:
+        add("runledger_target_tpm", ev.tokens.target_tpm)
+        add("runledger_quota_tpm", ev.tokens.quota_tpm)
+        for run_class in cap.RUN_CLASSES:
+            add("runledger_headroom_tpm", ev.headroom_tpm(run_class), **{"class": run_class})
+    counts = ev.active_cases
+    add("runledger_active_runs", counts.baseline, group="baseline")
+    add("runledger_active_runs", counts.test, group="test")
+    add("runledger_active_runs", counts.total, group="total")
+    remaining_us = 0
+    if ev.cooldown_until_us is not None:
+        remaining_us = max(0, ev.cooldown_until_us - at_us)
+    add("runledger_cooldown_remaining_seconds", au.seconds(remaining_us))
+    add("runledger_observation_stale", int(ev.tokens is not None and ev.observation_stale))
+    add("runledger_usage_unmetered", int(ev.usage.unmetered_in_window))
+    add("runledger_admission_ready", int(cap.admission_ready(ev)))
+    add("runledger_admissions_total", state.admissions_total)
+    for reason, count in sorted(state.refusals_total.items()):
+        add("runledger_refusals_total", count, reason=reason)
+    add("runledger_refusal_events_total", state.refusal_events_total)
+    add("runledger_rejections_total", state.rejections_total)
+    add("runledger_releases_total", state.releases_total)
+
+
+def prometheus_text(result: dict[str, Any]) -> str:
+    """The text exposition format (version 0.0.4) of a `metrics` result."""
+    lines: list[str] = []
+    for name, family in result["metrics"].items():
+        lines.append(f"# HELP {name} {_escape_help(family['help'])}")
+        lines.append(f"# TYPE {name} {family['type']}")
+        for sample in family["samples"]:
+            labels = ",".join(
+                f'{key}="{_escape_label(str(value))}"' for key, value in sample["labels"].items()
+            )
+            selector = f"{name}{{{labels}}}" if labels else name
+            lines.append(f"{selector} {_number(sample['value'])}")
+    return "\n".join(lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+
+
+def _number(value: Any) -> str:
+    if value is None:
+        return "NaN"
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    return repr(float(value))
+
+
+# -- files --------------------------------------------------------------------------------
+
+
+def _write_file(path: str, data: bytes) -> None:
+    """Write `data` to `path` atomically (a temp file beside it, then rename)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidInput(f"--out: directory {directory} does not exist", code="invalid_option")
+    if os.path.isdir(path):
+        raise InvalidInput(f"--out {path} is a directory", code="invalid_option")
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+__all__ = ["OperatorService", "prometheus_text"]

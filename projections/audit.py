@@ -1,0 +1,793 @@
+"""Operators' questions of a goal's history (SPEC §7): audit, what-if, timelines.
+
+Pure: every function works on records and folded state handed to it, never on a
+file. The decisions are re-taken with `projections.capacity.decide_admission`, looked
+up on the module at call time: the audit runs the very function `admit` runs (and a
+rule changed in the code shows as "not reproduced").
+
+- `audit_decision`: the state just before a journaled decision, the recorded request
+  and time -> replayed decision, whether it reproduces the record, and an explanation
+  (binding constraint, shortfall, window composition, reservations, cooldown,
+  coverage, earliest admissible time).
+- `WhatIf`: a counterfactual replay of a goal's recorded admission requests under a
+  changed config, listing the decisions that flip.
+- `Timeline`: the goal's usage, reservations and limits sampled at every time they
+  change (event times, samples leaving the window, leases and cooldowns ending), for
+  the report's step charts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+from sortedcontainers import SortedSet
+
+from journal import InvalidInput, Record
+from journal.clock import US_PER_S, format_us, parse_at
+from projections import capacity as cap
+from projections import reasons as R
+from projections import settlement
+
+TOP_CONTRIBUTORS = 5
+"""Runs listed in an explanation's window composition."""
+SAMPLES_PER_CONTRIBUTOR = 20
+"""Samples shown per contributing run (the count of all of them is given too)."""
+
+UNATTRIBUTED = None
+"""The `run` of usage observed without `--run`."""
+
+SETTLEMENT_DECISION_KINDS = (
+    settlement.BUDGET_CONFIGURED,
+    settlement.TURN_OPENED,
+    settlement.TURN_WRITEBACK_VERIFIED,
+    settlement.QUOTA_SPENT,
+)
+"""Journaled settlement decisions: every input is in the event, so they replay too."""
+
+HOST_DECISION_KINDS = ("host.phase_appended", "host.attempt_started")
+"""Journaled host decisions: their inputs (handoff file, --cursor, --max-attempts,
+--max-phase) are not all recorded, so they cannot be re-decided from the journal."""
+
+
+def _builtins(value: Any) -> Any:
+    return msgspec.to_builtins(value)
+
+
+def _at(at_us: int | None) -> str | None:
+    return None if at_us is None else format_us(at_us)
+
+
+# -- the decision events ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RecordedDecision:
+    """A journaled admission decision (`capacity.admitted` or `capacity.refused`)."""
+
+    seq: int
+    hash: str
+    kind: str
+    at: str
+    goal: str
+    request: cap.AdmitRequest
+    admitted: bool
+    reasons: tuple[str, ...]
+    figures: cap.Figures
+    receipt: cap.Receipt | None
+
+    @property
+    def at_us(self) -> int:
+        return parse_at(self.at)
+
+    def event_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "hash": self.hash,
+            "kind": self.kind,
+            "at": self.at,
+            "goal": self.goal,
+            "run": self.request.run,
+        }
+
+
+def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
+    """The admission decision a record holds, or None for any other event."""
+    if record.goal is None:
+        return None
+    if isinstance(payload, cap.CapacityAdmitted):
+        figures = cap.Figures(
+            **{f: getattr(payload.receipt, f) for f in cap.Figures.__struct_fields__}
+        )
+        return RecordedDecision(
+            record.seq,
+            record.hash,
+            record.kind,
+            record.at,
+            record.goal,
+            payload.request,
+            True,
+            (),
+            figures,
+            payload.receipt,
+        )
+    if isinstance(payload, cap.CapacityRefused):
+        return RecordedDecision(
+            record.seq,
+            record.hash,
+            record.kind,
+            record.at,
+            record.goal,
+            payload.request,
+            False,
+            tuple(payload.reasons),
+            payload.figures,
+            None,
+        )
+    return None
+
+
+# -- audit ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Audit:
+    recorded: RecordedDecision
+    replayed: cap.Decision
+    differences: tuple[str, ...]
+    explanation: dict[str, Any]
+
+    @property
+    def reproduced(self) -> bool:
+        return not self.differences
+
+
+def audit_decision(goal: cap.GoalCapacity, recorded: RecordedDecision) -> Audit:
+    """Re-take a journaled decision on `goal` (folded from every record before it)."""
+    at_us = recorded.at_us
+    replayed = cap.decide_admission(goal, recorded.request, at_us)
+    differences = compare(recorded, replayed)
+    return Audit(recorded, replayed, differences, explain(goal, recorded.request, at_us, replayed))
+
+
+def compare(recorded: RecordedDecision, replayed: cap.Decision) -> tuple[str, ...]:
+    """What differs between the record and the replay (empty: reproduced)."""
+    found: list[str] = []
+    if replayed.idempotent:
+        # An idempotent replay appends nothing: a journaled decision never is one.
+        found.append("replayed: an idempotent replay of an active run (appends nothing)")
+    if recorded.admitted != replayed.admitted:
+        found.append(f"admitted: recorded {recorded.admitted}, replayed {replayed.admitted}")
+    if recorded.reasons != replayed.reasons:
+        found.append(
+            f"reasons: recorded {list(recorded.reasons)}, replayed {list(replayed.reasons)}"
+        )
+    if recorded.admitted and replayed.admitted and not replayed.idempotent:
+        assert recorded.receipt is not None and replayed.receipt is not None
+        found += _field_differences("receipt", recorded.receipt, replayed.receipt)
+    elif not recorded.admitted and not replayed.admitted:
+        found += _field_differences("figures", recorded.figures, replayed.figures)
+    return tuple(found)
+
+
+def _field_differences(label: str, recorded: msgspec.Struct, replayed: msgspec.Struct) -> list[str]:
+    left, right = _builtins(recorded), _builtins(replayed)
+    return [
+        f"{label}.{name}: recorded {left.get(name)!r}, replayed {right.get(name)!r}"
+        for name in sorted(set(left) | set(right))
+        if left.get(name) != right.get(name)
+    ]
+
+
+def explain(
+    goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.Decision
+) -> dict[str, Any]:
+    """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
+    figures = decision.figures
+    reasons = decision.reasons
+    shortfall = None
+    if any(reason in R.TOKEN_REASONS for reason in reasons):
+        shortfall = cap.shortfall_tpm(figures, request.run_class)
+    if decision.admitted:
+        earliest: str | None = format_us(at_us)  # it was admissible right then
+    else:
+        earliest = _at(cap.earliest_admissible_us(goal, request, at_us))
+    samples = cap.window_samples(goal, at_us)
+    return {
+        "binding_constraint": reasons[0] if reasons else None,
+        "shortfall_tpm": shortfall,
+        "usage_tpm": figures.usage_tpm,
+        "reserved_tpm": figures.reserved_tpm,
+        "load_tpm": figures.load_tpm,
+        "target_tpm": figures.target_tpm,
+        "top_contributors": top_contributors(goal, at_us),
+        "cooldown_until": figures.cooldown_until,
+        "coverage": figures.coverage,
+        "earliest_admissible_at": earliest,
+        # More context (SPEC: more keys are welcome).
+        "reasons": list(reasons),
+        "usage": _builtins(figures.usage),
+        "headroom_tpm": figures.headroom_tpm,
+        "forecast_tpm": figures.forecast_tpm,
+        "class": request.run_class,
+        "available_tpm": cap.evaluate(goal, at_us).available_tpm(request.run_class),
+        "cold_start_reserve_tpm": figures.cold_start_reserve_tpm,
+        "evaluator_reserve_tpm": figures.evaluator_reserve_tpm,
+        "quota_tpm": figures.quota_tpm,
+        "cooldown_active": R.CAPACITY_COOLDOWN_ACTIVE in reasons
+        or (figures.cooldown_until is not None and parse_at(figures.cooldown_until) > at_us),
+        "observation_stale": figures.observation_stale,
+        "last_observation_at": figures.last_observation_at,
+        "active_cases": _builtins(figures.active_cases),
+        "target_active_cases": figures.target_active_cases,
+        "max_active_cases": figures.max_active_cases,
+        "reservations": reservations(goal, at_us),
+        "window": {
+            "from": format_us(at_us - cap.WINDOW_US),
+            "to": format_us(at_us),
+            "samples": len(samples),
+            "rule": "a sample counts at t while t - 60 s < at <= t",
+        },
+        "idempotent_replay": decision.idempotent,
+    }
+
+
+def top_contributors(
+    goal: cap.GoalCapacity, at_us: int, limit: int = TOP_CONTRIBUTORS
+) -> list[dict[str, Any]]:
+    """The runs with the most (weighted) usage in the window at `at_us`, with their samples.
+
+    Usage observed without `--run` is grouped under `run: null`.
+    """
+    weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
+    by_run: dict[str | None, list[cap.Sample]] = {}
+    for sample in cap.window_samples(goal, at_us):
+        by_run.setdefault(sample.run, []).append(sample)
+    active = {r.request.run: r for r in cap.active_runs_at(goal, at_us)}
+    total = cap.usage_at(goal, at_us).usage_tpm
+    rows: list[dict[str, Any]] = []
+    for run, samples in by_run.items():
+        parts = (
+            sum(s.uncached_input for s in samples),
+            sum(s.cached_input for s in samples),
+            sum(s.output for s in samples),
+        )
+        usage_tpm = cap.weighted_tpm(*parts, weight)
+        held = active.get(run) if run is not None else None
+        rows.append(
+            {
+                "run": run,
+                "usage_tpm": usage_tpm,
+                "usage": {"uncached_input": parts[0], "cached_input": parts[1], "output": parts[2]},
+                "share": round(usage_tpm / total, 4) if total else None,
+                "active": held is not None,
+                "forecast_tpm": None if held is None else held.request.forecast_tpm,
+                "sample_count": len(samples),
+                "samples": [_sample_json(s) for s in samples[-SAMPLES_PER_CONTRIBUTOR:]],
+            }
+        )
+    rows.sort(key=lambda row: (-row["usage_tpm"], row["run"] is None, row["run"] or ""))
+    return rows[:limit]
+
+
+def _sample_json(sample: cap.Sample) -> dict[str, Any]:
+    return {
+        "seq": sample.seq,
+        "at": format_us(sample.at_us),
+        "uncached_input": sample.uncached_input,
+        "cached_input": sample.cached_input,
+        "output": sample.output,
+        "coverage": sample.coverage,
+        "leaves_window_at": format_us(sample.at_us + cap.WINDOW_US),
+    }
+
+
+def reservations(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]]:
+    """The active runs at `at_us` and what each holds."""
+    return [
+        {
+            "run": r.request.run,
+            "case": r.request.case,
+            "arm": r.request.arm,
+            "class": r.request.run_class,
+            "forecast_tpm": r.request.forecast_tpm,
+            "admitted_at": format_us(r.admitted_at_us),
+            "lease_until": _at(r.lease_until_us),
+            "seq": r.seq,
+        }
+        for r in cap.active_runs_at(goal, at_us)
+    ]
+
+
+# -- settlement decisions ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SettlementAudit:
+    """A journaled settlement decision re-taken on the state before it."""
+
+    record: Record
+    recorded_payload: Any
+    replayed: settlement.Decision
+    differences: tuple[str, ...]
+
+    @property
+    def reproduced(self) -> bool:
+        return not self.differences
+
+
+def audit_settlement(
+    state: settlement.SettlementState, record: Record, payload: Any
+) -> SettlementAudit:
+    """Re-take `budget configure` / `turn open|writeback|spend` with the recorded inputs."""
+    goal = record.goal or ""
+    if isinstance(payload, settlement.BudgetConfigured):
+        replayed = settlement.decide_budget(
+            state, goal, payload.allowed_units, payload.window_hours
+        )
+    elif isinstance(payload, settlement.TurnOpened):
+        replayed = settlement.decide_open(
+            state, goal, payload.agent, payload.turn, payload.task, parse_at(record.at)
+        )
+    elif isinstance(payload, settlement.TurnWritebackVerified):
+        replayed = settlement.decide_writeback(
+            state, goal, payload.agent, payload.turn, payload.amount
+        )
+    elif isinstance(payload, settlement.QuotaSpent):
+        replayed = settlement.decide_spend(
+            state, goal, payload.agent, payload.turn, payload.effect, payload.amount
+        )
+    else:
+        raise InvalidInput(
+            f"record {record.seq} ({record.kind}) is not a settlement decision",
+            code="not_a_decision",
+        )
+    found: list[str] = []
+    if not replayed.ok:
+        found.append(f"replayed: refused {list(replayed.reasons)}")
+    elif replayed.kind is None:
+        found.append("replayed: an idempotent replay (appends nothing)")
+    elif replayed.kind != record.kind:
+        found.append(f"kind: recorded {record.kind}, replayed {replayed.kind}")
+    elif _builtins(replayed.payload) != _builtins(payload):
+        found += _field_differences("data", payload, replayed.payload)  # type: ignore[arg-type]
+    return SettlementAudit(record, payload, replayed, tuple(found))
+
+
+# -- what-if ---------------------------------------------------------------------------
+
+
+CASE_FIELDS = (
+    "max_active_cases",
+    "target_active_cases",
+    "max_baseline_cases",
+    "max_test_cases",
+    "reserved_test_cases",
+)
+TOKEN_FIELDS = (
+    "quota_tpm",
+    "target_tpm",
+    "evaluator_reserve_tpm",
+    "cold_start_reserve_tpm",
+    "cached_input_weight",
+    "max_observation_age_s",
+    "cooldown_base_s",
+    "cooldown_max_s",
+)
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The config fields a what-if changes (only these; everything else is as recorded)."""
+
+    cases: dict[str, int] = field(default_factory=dict)
+    tokens: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, values: dict[str, Any]) -> Overrides:
+        unknown = sorted(set(values) - set(CASE_FIELDS) - set(TOKEN_FIELDS))
+        if unknown:
+            raise InvalidInput(f"unknown config fields: {unknown}", code="invalid_option")
+        given = {k: v for k, v in values.items() if v is not None}
+        return cls(
+            cases={k: v for k, v in given.items() if k in CASE_FIELDS},
+            tokens={k: v for k, v in given.items() if k in TOKEN_FIELDS},
+        )
+
+    @property
+    def empty(self) -> bool:
+        return not self.cases and not self.tokens
+
+    def apply(
+        self, cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None
+    ) -> tuple[cap.CaseConfig | None, cap.TokenConfig | None]:
+        """The recorded config with the given fields changed (exit 2 if that is invalid).
+
+        A gate the record does not configure stays absent, unless the overrides name
+        its defining field (`max_active_cases`, `quota_tpm`): then it is built from
+        SPEC §3.1's defaults and the given fields.
+        """
+        return self._cases(cases), self._tokens(tokens)
+
+    def _cases(self, cases: cap.CaseConfig | None) -> cap.CaseConfig | None:
+        if not self.cases:
+            return cases
+        if cases is None:
+            if "max_active_cases" not in self.cases:
+                return None
+            return cap.make_case_config(**self.cases)
+        new: cap.CaseConfig = _replaced(cases, self.cases)
+        return new
+
+    def _tokens(self, tokens: cap.TokenConfig | None) -> cap.TokenConfig | None:
+        if not self.tokens:
+            return tokens
+        if tokens is None:
+            if "quota_tpm" not in self.tokens:
+                return None
+            return cap.make_token_config(**self.tokens)
+        changes = dict(self.tokens)
+        if "cached_input_weight" in changes:
+            changes["cached_input_weight"] = float(changes["cached_input_weight"])
+        new: cap.TokenConfig = _replaced(tokens, changes)
+        return new
+
+
+def _replaced(config: Any, changes: dict[str, Any]) -> Any:
+    try:
+        new = msgspec.structs.replace(config, **changes)
+        # Range and type rules live in the Struct's constraints: decode to check them.
+        return msgspec.json.decode(msgspec.json.encode(new), type=type(config))
+    except (ValueError, TypeError, msgspec.ValidationError) as exc:
+        problems = str(exc).split("; ")
+        raise InvalidInput(
+            "the what-if config is invalid: " + "; ".join(problems),
+            code="invalid_config",
+            problems=problems,
+        ) from None
+
+
+@dataclass(frozen=True)
+class Flip:
+    seq: int
+    run: str
+    at: str
+    recorded_admitted: bool
+    whatif_admitted: bool
+    whatif_reasons: tuple[str, ...]
+    recorded_reasons: tuple[str, ...]
+    whatif_idempotent: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seq": self.seq,
+            "run": self.run,
+            "at": self.at,
+            "recorded_admitted": self.recorded_admitted,
+            "whatif_admitted": self.whatif_admitted,
+            "whatif_reasons": list(self.whatif_reasons),
+            "recorded_reasons": list(self.recorded_reasons),
+            "whatif_idempotent": self.whatif_idempotent,
+        }
+
+
+class WhatIf:
+    """Replays one goal's records under `overrides`; feed every record in journal order.
+
+    Before `since_us` the records fold as recorded; from then on the config is the
+    recorded one with the overrides applied, each recorded admission request is
+    decided again at its recorded time, and what the replay admitted holds its case
+    slot and forecast until its recorded release, its lease's end, or the end of the
+    range. Observed usage is the recorded usage. Provider rejections happen at their
+    recorded times and their cooldowns follow the replayed config.
+    """
+
+    def __init__(
+        self,
+        goal: str,
+        overrides: Overrides,
+        *,
+        since_us: int | None = None,
+        until_us: int | None = None,
+    ) -> None:
+        self.goal = goal
+        self.overrides = overrides
+        self.since_us = since_us
+        self.until_us = until_us
+        self.state = cap.CapacityState()
+        self.decisions = 0
+        self.flips: list[Flip] = []
+        self.first_at: str | None = None
+        self.last_at: str | None = None
+        self._replaying = False
+        self._configures = 0
+
+    @property
+    def goal_state(self) -> cap.GoalCapacity:
+        return cap.goal_of(self.state, self.goal)
+
+    def feed(self, record: Record, payload: Any) -> None:
+        if record.goal != self.goal or record.kind not in cap.EVENTS:
+            return
+        at_us = parse_at(record.at)
+        if self.until_us is not None and at_us > self.until_us:
+            return
+        if not self._replaying and (self.since_us is None or at_us >= self.since_us):
+            self._start_replay()
+        if not self._replaying:
+            cap.apply(self.state, record, payload)
+            return
+        if self.first_at is None:
+            self.first_at = record.at
+        self.last_at = record.at
+        cap.apply(self.state, record, self._counterfactual(record, payload, at_us))
+
+    def _start_replay(self) -> None:
+        """From here on the config carries the overrides (validated once up front)."""
+        self._replaying = True
+        goal = self.state.goals.get(self.goal)
+        if goal is not None:
+            goal.cases, goal.tokens = self.overrides.apply(goal.cases, goal.tokens)
+
+    def _counterfactual(self, record: Record, payload: Any, at_us: int) -> Any:
+        """The payload this record would have had in the replayed world."""
+        goal = self.goal_state
+        if isinstance(payload, cap.CapacityConfigured):
+            self._configures += 1
+            cases, tokens = self.overrides.apply(payload.cases, payload.tokens)
+            return cap.CapacityConfigured(cases=cases, tokens=tokens)
+        if isinstance(payload, cap.CapacityRejected):
+            plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
+            return msgspec.structs.replace(
+                payload,
+                cooldown_s=plan.cooldown_s,
+                clamped=plan.clamped,
+                cooldown_until=format_us(plan.cooldown_until_us),
+                streak=plan.streak,
+            )
+        recorded = recorded_decision(record, payload)
+        if recorded is None:
+            return payload  # observations and releases happen as recorded
+        decision = cap.decide_admission(goal, recorded.request, at_us)
+        self.decisions += 1
+        if decision.admitted != recorded.admitted:
+            self.flips.append(
+                Flip(
+                    record.seq,
+                    recorded.request.run,
+                    record.at,
+                    recorded.admitted,
+                    decision.admitted,
+                    decision.reasons,
+                    recorded.reasons,
+                    decision.idempotent,
+                )
+            )
+        if decision.idempotent:
+            return None  # nothing would have been appended: fold nothing
+        if decision.admitted:
+            assert decision.receipt is not None
+            return cap.CapacityAdmitted(request=recorded.request, receipt=decision.receipt)
+        return cap.CapacityRefused(
+            request=recorded.request, reasons=list(decision.reasons), figures=decision.figures
+        )
+
+    def assumptions(self) -> list[str]:
+        """Every assumption the replay makes, stated for the operator."""
+        changed = {**self.overrides.cases, **self.overrides.tokens}
+        changes = ", ".join(f"{k}={v}" for k, v in changed.items()) or "none (the recorded config)"
+        end = format_us(self.until_us) if self.until_us is not None else "the end of the journal"
+        start = format_us(self.since_us) if self.since_us is not None else "the goal's first event"
+        notes = [
+            f"config changes: {changes}; only these fields change, applied on top of each "
+            "recorded configure (and of the config in force when the range starts); every "
+            "other field keeps its recorded value",
+            f"range: from {start} to {end}; events before the range fold as recorded",
+            "every recorded admission request (capacity.admitted and capacity.refused "
+            "events) is decided again at its recorded time, in journal order, by the same "
+            "decision function as admit; requests that were never journaled (dry runs, "
+            "idempotent replays) are not replayed",
+            "observed usage is the recorded usage: a run refused in the replay is assumed "
+            "to have consumed what was observed anyway",
+            "a run admitted in the replay holds its forecast and case slot until its "
+            "recorded release, the end of its lease (renewed by its observations), or the "
+            "end of the range",
+            "a run admitted in reality but refused in the replay holds nothing",
+            "provider rejections (429) happen at their recorded times; their cooldowns are "
+            "recomputed under the replayed config (Retry-After as recorded)",
+            "recorded configures apply even when the replay's occupancy exceeds their case "
+            "limits (config_below_occupancy is not re-checked)",
+        ]
+        if "quota_tpm" in self.overrides.tokens and "target_tpm" not in self.overrides.tokens:
+            notes.append(
+                "quota_tpm itself does not enter admission decisions (target_tpm does); "
+                "target_tpm keeps its recorded value: give --target-tpm to change it"
+            )
+        return notes
+
+
+# -- the timeline of a goal (for the report) --------------------------------------------
+
+
+@dataclass(frozen=True)
+class Point:
+    """The goal as of `at_us` (values hold until the next point)."""
+
+    at_us: int
+    uncached_input_tpm: float
+    cached_input_weighted_tpm: float
+    output_tpm: float
+    usage_tpm: float
+    reserved_tpm: int
+    load_tpm: float
+    target_tpm: int | None
+    quota_tpm: int | None
+    solver_limit_tpm: int | None
+    active_runs: int
+    cooldown_active: bool
+    coverage: str
+
+
+@dataclass(frozen=True)
+class Cooldown:
+    start_us: int
+    end_us: int
+    run: str | None
+    retry_after_s: int | None
+    cooldown_s: int
+
+
+class Timeline:
+    """Samples a goal at every time its figures can change; feed every record in order.
+
+    Usage is a step function of time: it changes only at an observation's time and 60 s
+    later, when the sample leaves the window; reservations change at admissions,
+    releases and lease ends; limits at configures. Sampling at exactly those times
+    makes a step chart of the points exact.
+    """
+
+    def __init__(
+        self, goal: str, *, since_us: int | None = None, until_us: int | None = None
+    ) -> None:
+        self.goal = goal
+        self.since_us = since_us
+        self.until_us = until_us
+        self.state = cap.CapacityState()
+        self.points: list[Point] = []
+        self.decisions: list[RecordedDecision] = []
+        self.cooldowns: list[Cooldown] = []
+        self.rejections = 0
+        self.releases = 0
+        self.observations = 0
+        self.configs: list[tuple[str, cap.CapacityConfigured]] = []
+        self._pending: SortedSet = SortedSet()
+        self._group_us: int | None = None
+        self._last_us: int | None = None
+        self._started = since_us is None
+
+    @property
+    def goal_state(self) -> cap.GoalCapacity:
+        return cap.goal_of(self.state, self.goal)
+
+    def feed(self, record: Record, payload: Any) -> None:
+        if record.goal != self.goal or record.kind not in cap.EVENTS:
+            return
+        at_us = parse_at(record.at)
+        if self.until_us is not None and at_us > self.until_us:
+            return
+        if self._group_us is not None and at_us != self._group_us:
+            self._close_group()
+        if self._group_us is None:
+            self._advance_to(at_us)
+            self._group_us = at_us
+        cap.apply(self.state, record, payload)
+        self._last_us = at_us
+        if self.since_us is not None and at_us < self.since_us:
+            return
+        self._note(record, payload, at_us)
+
+    def finish(self) -> None:
+        """Sample to the end of the range (default: 60 s after the last event)."""
+        self._close_group()
+        if self.until_us is not None:
+            end_us = self.until_us
+        elif self._last_us is not None:
+            end_us = self._last_us + cap.WINDOW_US
+        else:
+            return
+        self._advance_to(end_us)
+        if self._last_us is not None and (self.since_us is None or end_us >= self.since_us):
+            self._sample(end_us)
+
+    def _note(self, record: Record, payload: Any, at_us: int) -> None:
+        decision = recorded_decision(record, payload)
+        if decision is not None:
+            self.decisions.append(decision)
+        elif isinstance(payload, cap.CapacityRejected):
+            self.rejections += 1
+            self.cooldowns.append(
+                Cooldown(
+                    at_us,
+                    parse_at(payload.cooldown_until),
+                    payload.run,
+                    payload.retry_after_s,
+                    payload.cooldown_s,
+                )
+            )
+        elif isinstance(payload, cap.CapacityReleased):
+            self.releases += 1
+        elif isinstance(payload, cap.CapacityObserved):
+            self.observations += 1
+        elif isinstance(payload, cap.CapacityConfigured):
+            self.configs.append((record.at, payload))
+
+    def _close_group(self) -> None:
+        """Every event at the group's time is folded: sample it, note what changes next."""
+        group_us = self._group_us
+        if group_us is None:
+            return
+        self._group_us = None
+        if self.since_us is None or group_us >= self.since_us:
+            self._sample(group_us)
+        self._pending.update(cap.change_points_after(self.goal_state, group_us))
+
+    def _advance_to(self, until_us: int) -> None:
+        """Sample the change points before `until_us` (the state holds until then)."""
+        while self._pending and self._pending[0] < until_us:
+            point_us = int(self._pending.pop(0))
+            if self.since_us is not None and point_us < self.since_us:
+                continue
+            if not self._started and self.since_us is not None and point_us > self.since_us:
+                self._sample(self.since_us)
+            self._sample(point_us)
+        since_us = self.since_us
+        if (
+            not self._started
+            and since_us is not None
+            and since_us < until_us
+            and self._last_us is not None
+        ):
+            self._sample(since_us)
+
+    def _sample(self, at_us: int) -> None:
+        self._started = True
+        if self.points and at_us <= self.points[-1].at_us:
+            return
+        goal = self.goal_state
+        ev = cap.evaluate(goal, at_us)
+        parts = ev.usage.parts
+        tokens = ev.tokens
+        weight = tokens.cached_input_weight if tokens is not None else 1.0
+        self.points.append(
+            Point(
+                at_us=at_us,
+                uncached_input_tpm=parts.uncached_input,
+                cached_input_weighted_tpm=parts.cached_input * weight,
+                output_tpm=parts.output,
+                usage_tpm=ev.usage.usage_tpm,
+                reserved_tpm=ev.reserved_tpm,
+                load_tpm=ev.load_tpm,
+                target_tpm=None if tokens is None else tokens.target_tpm,
+                quota_tpm=None if tokens is None else tokens.quota_tpm,
+                solver_limit_tpm=ev.available_tpm("solver"),
+                active_runs=ev.active_cases.total,
+                cooldown_active=ev.cooldown_active,
+                coverage=ev.usage.coverage,
+            )
+        )
+
+
+def merged_cooldowns(cooldowns: list[Cooldown]) -> list[tuple[int, int]]:
+    """The time spans during which a cooldown was active (overlaps merged)."""
+    spans: list[tuple[int, int]] = []
+    for c in sorted(cooldowns, key=lambda c: c.start_us):
+        if spans and c.start_us <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(spans[-1][1], c.end_us))
+        else:
+            spans.append((c.start_us, c.end_us))
+    return spans
+
+
+def seconds(delta_us: int) -> float:
+    return delta_us / US_PER_S
