@@ -58,10 +58,6 @@ def payloads(count: int, seed: int = 0) -> Iterator[bytes]:
         )
 
 
-def _configure(ledger: Runledger, goal: str) -> None:
-    ledger.configure(goal=goal, max_active_cases=1024, quota_tpm=10**12)
-
-
 def measure_durable(path: str, count: int) -> float:
     """Events/s appending one event per transaction through the Python API."""
     with Runledger.open(path) as ledger:
@@ -166,21 +162,33 @@ def measure_sqlite(path: str, count: int) -> float:
         conn.close()
 
 
+EVENT_SPACING_US = 60_000
+"""Event spacing in built journals: 1,000 samples in any 60 s window, whatever the
+journal's length, so the state a command loads is the same size on both journals
+and only the length differs."""
+
+
 def build_journal(path: str, events: int, step: Step) -> None:
-    """A journal of about `events` records across a few goals, with a checkpoint."""
+    """A journal of about `events` records across three goals, with a checkpoint."""
+    end_us = wall_us() - 1_000_000
+    start_us = end_us - events * EVENT_SPACING_US
+    goals = ["bench", "bench-b", "bench-c"]
     with Runledger.open(path, checkpoint_every=10**12) as ledger:
-        _configure(ledger, "bench")
+        for goal in goals:
+            ledger.configure(
+                goal=goal, max_active_cases=1024, quota_tpm=10**12, at=format_us(start_us)
+            )
         journal = ledger.journal
         done = journal.head.next_seq
-        goals = ["bench", "bench-b", "bench-c"]
         batch = list(payloads(BATCH_EVENTS))
         while done < events:
             size = min(BATCH_EVENTS, events - done)
             with journal.transaction() as txn:
-                goal = goals[(done // BATCH_EVENTS) % len(goals)]
-                at = txn.time_for(goal)
-                for payload in batch[:size]:
-                    txn.append(OBSERVED, goal, payload, at)
+                for i, payload in enumerate(batch[:size]):
+                    n = done + i
+                    txn.append(
+                        OBSERVED, goals[n % 3], payload, format_us(start_us + n * EVENT_SPACING_US)
+                    )
             done += size
             if done % 100_000 < BATCH_EVENTS:
                 step(f"built {done:,} of {events:,} events")
