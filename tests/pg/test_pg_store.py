@@ -19,7 +19,8 @@ from conftest import run_cli, run_process
 from pg_helpers import connect, events_table, fresh_schema
 from toyprojector import TOY, Note
 
-from journal import Journal, JournalPoisoned, StorageFailure
+from commands.journal_service import JournalService
+from journal import Journal, JournalCorrupt, JournalPoisoned, StorageFailure, pgstore
 from journal.clock import format_us, parse_at
 from journal.pgstore import PgStore, lock_key, redact, split_url
 from projections.ledger import PROJECTOR
@@ -313,7 +314,7 @@ def test_a_connection_lost_mid_command_acknowledges_nothing(pg_journal: str) -> 
     txn.__enter__()
     txn.append("toy.note", "g", Note(n=2), txn.time_for("g"))
     with connect(pg_journal, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", (store._conn.info.backend_pid,))
+        admin.execute("SELECT pg_terminate_backend(%s, 5000)", (store._conn.info.backend_pid,))
     with pytest.raises(StorageFailure):
         txn.__exit__(None, None, None)
     assert store.poisoned
@@ -352,3 +353,38 @@ def test_at_column_parses_the_canonical_time(pg_journal: str) -> None:
     ((at,),) = rows(pg_journal, "at")[1:]
     assert at == datetime(2031, 2, 3, 2, 5, 6, 789012, tzinfo=UTC)
     assert parse_at("2031-02-03T02:05:06.789012Z") == round(at.timestamp() * 1e6)
+
+
+def test_rows_deleted_behind_the_trigger_are_found(
+    pg_journal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gap (wider than a read page) is reported where it starts; a cut tail is caught
+    by a digest taken before the cut."""
+    monkeypatch.setattr(pgstore, "PAGE_ROWS_MAX", pgstore.PAGE_ROWS_MIN)  # 64-row pages
+    with Journal.open(pg_journal, TOY) as journal:
+        for start in range(0, 900, 300):
+            with journal.transaction() as txn:
+                for n in range(start, start + 300):
+                    txn.append("toy.note", "g", Note(n=n), txn.time_for("g"))
+        digest = f"{journal.head.seq}:{journal.head.prev_hash}"
+    table = events_table(pg_journal)
+
+    def delete(where: str) -> None:
+        with connect(pg_journal) as conn:
+            conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
+            conn.execute(f"DELETE FROM {table} WHERE {where}")
+            conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
+
+    delete("seq > 850")
+    with Journal.open(pg_journal, TOY, write=False) as reader:
+        assert reader.verify().seq == 850
+        with pytest.raises(JournalCorrupt) as cut:
+            JournalService(reader).verify(digest)
+    assert cut.value.code == "digest_not_found"
+
+    delete("seq BETWEEN 100 AND 699")
+    reader = Journal.open(pg_journal, TOY, write=False, allow_corrupt=True)
+    with reader, pytest.raises(JournalCorrupt) as gap:
+        reader.verify()
+    assert gap.value.context["seq"] == 100
+    assert "700" in gap.value.context["reason"]
