@@ -549,20 +549,20 @@ class PgStore:
             return None
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Upsert the one checkpoint row; never replace it with an older one of the same code.
+        """Upsert the one checkpoint row (the last writer wins).
 
-        Inside a locked transaction it commits with that transaction (at unlock);
-        outside, on its own.
+        Replacing a newer checkpoint with a slightly older one only costs a few more
+        records of folding, and an invalid row can never block valid ones. Inside a
+        locked transaction it commits when the lock is released; outside, on its own.
         """
         if not self.writable:
             raise StorageFailure(f"{self.target} was opened read-only", code="read_only")
         statement = sql.SQL(
-            "INSERT INTO {t} AS c (id, seq, hash, projection_version, blob)"
+            "INSERT INTO {t} (id, seq, hash, projection_version, blob)"
             " VALUES (1, %s, %s, %s, %s)"
             " ON CONFLICT (id) DO UPDATE SET seq = excluded.seq, hash = excluded.hash,"
             "  projection_version = excluded.projection_version, blob = excluded.blob,"
             "  written_at = now()"
-            " WHERE excluded.seq >= c.seq OR excluded.projection_version <> c.projection_version"
         ).format(t=self._checkpoints)
         params = (
             checkpoint.seq,
