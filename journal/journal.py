@@ -570,6 +570,7 @@ class Transaction(Generic[S]):
         self._pending: list[PendingRecord] = []
         self._pending_bytes = 0
         self._goal_last_at: dict[str | None, str] = {}
+        self._canonical_at: str | None = None
         self.wall_us = 0
         self.appended: list[PendingRecord] = []
 
@@ -630,8 +631,9 @@ class Transaction(Generic[S]):
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits."""
-        if not is_canonical_at(at):
+        if at is not self._canonical_at and not is_canonical_at(at):
             raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
+        self._canonical_at = at  # a batch usually shares one time: check it once
         last = self.last_at(goal)
         if last is not None and at < last:
             raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
