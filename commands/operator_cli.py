@@ -192,9 +192,12 @@ def _verdict(admitted: bool, reasons: list[str]) -> str:
 
 def audit_text(result: dict[str, Any]) -> str:
     event, ex = result["event"], result["explanation"]
+    who = f"run {event['run']}"
+    if event["run"] is None:  # a settlement decision
+        who = f"agent {event.get('agent') or '-'}, turn {event.get('turn') or '-'}"
     lines = [
         f"audit of seq {event['seq']} {event['kind']} at {event['at']} "
-        f"(goal {event['goal']}, run {event['run'] or event.get('agent') or '-'})",
+        f"(goal {event['goal']}, {who})",
         f"  recorded: {_verdict(result['recorded']['admitted'], result['recorded']['reasons'])}",
         f"  replayed: {_verdict(result['replayed']['admitted'], result['replayed']['reasons'])}",
     ]

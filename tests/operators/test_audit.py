@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from conftest import run_cli, run_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from operators_helpers import (
@@ -323,3 +323,20 @@ def test_audit_writes_nothing(journal_path: str) -> None:
         run_cli("audit", "--journal", journal_path, "--seq", seq)
     assert Path(journal_path).read_bytes() == before
     assert sorted(p.name for p in Path(journal_path).parent.iterdir()) == listing
+
+
+def test_audit_as_a_real_process(journal_path: str) -> None:
+    seqs = _scenario(journal_path)
+    good = run_process("audit", "--journal", journal_path, "--json", "--seq", seqs["refused"])
+    assert good.code == 0 and good.json["reproduced"] is True
+
+    def forge(event: dict) -> dict | None:
+        if event["seq"] == seqs["refused"]:
+            event["data"]["figures"]["usage_tpm"] = 100  # the record said 7000
+            return event
+        return None
+
+    rewrite(journal_path, forge)
+    bad = run_process("audit", "--journal", journal_path, "--seq", seqs["refused"])
+    assert bad.code == 1 and "NOT REPRODUCED" in bad.stdout
+    assert "figures.usage_tpm: recorded 100, replayed 7000" in bad.stdout
