@@ -32,6 +32,9 @@ COLORS = {
     "active": "#4e79a7",
 }
 
+DENSE_POINTS = 2000
+"""Beyond this many chart points, the report suggests a narrower range."""
+
 _TICK_STEPS_S: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
 _TICK_STEPS_S += (7200, 10800, 21600, 43200, 86400, 172800, 604800)
 
@@ -54,6 +57,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .reason { display: inline-block; background: #fde2e1; color: #8b1a1a; border-radius: 3px;
           padding: 0 4px; margin: 1px 2px 1px 0; font-family: monospace; }
 .note { color: #555; font-size: 12px; }
+.scroll { overflow-x: auto; }
 svg.chart { display: block; margin: 8px 0; width: 100%; height: auto; }
 """
 
@@ -102,6 +106,14 @@ def render_report(
             "input weighted as the config says); reserved = the active runs' forecasts; "
             "target and quota lines from the config in force. Markers along the bottom: "
             "admissions (●), refusals (✕), provider rejections (▲); shaded: cooldown.</p>",
+            *(
+                [
+                    f'<p class="note">{len(points):,} points: narrow the range with --since / '
+                    "--until to see single decisions.</p>"
+                ]
+                if len(points) > DENSE_POINTS
+                else []
+            ),
             svgchart.render(usage_chart(timeline)),
             "<h2>Active runs</h2>",
             svgchart.render(active_chart(timeline)),
@@ -374,9 +386,9 @@ def _kv(values: dict[str, Any] | None) -> str:
 def _table(header: tuple[str, ...], rows: list[str], css_class: str) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
     return (
-        f'<table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>'
+        f'<div class="scroll"><table class="{css_class}"><thead><tr>{head}</tr></thead><tbody>'
         + "\n".join(rows)
-        + "</tbody></table>"
+        + "</tbody></table></div>"
     )
 
 
