@@ -25,7 +25,9 @@ _UNIT_US = {
     "h": 3600 * US_PER_S,
     "d": 86400 * US_PER_S,
 }
-_CANONICAL = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
+CANONICAL_AT_PATTERN = _CANONICAL = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"
+)
 
 
 def wall_us() -> int:
