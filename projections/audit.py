@@ -428,6 +428,14 @@ class Overrides:
                 return None
             return cap.make_token_config(**self.tokens)
         changes = dict(self.tokens)
+        if (
+            "quota_tpm" in changes
+            and "target_tpm" not in changes
+            and tokens.target_tpm == cap.default_target_tpm(tokens.quota_tpm)
+        ):
+            # The recorded target is the default share of the recorded quota: a
+            # different quota moves it the same way, as configure would have.
+            changes["target_tpm"] = cap.default_target_tpm(changes["quota_tpm"])
         if "cached_input_weight" in changes:
             changes["cached_input_weight"] = float(changes["cached_input_weight"])
         new: cap.TokenConfig = _replaced(tokens, changes)
@@ -601,8 +609,10 @@ class WhatIf:
         ]
         if "quota_tpm" in self.overrides.tokens and "target_tpm" not in self.overrides.tokens:
             notes.append(
-                "quota_tpm itself does not enter admission decisions (target_tpm does); "
-                "target_tpm keeps its recorded value: give --target-tpm to change it"
+                "quota_tpm enters admission decisions only through target_tpm: where the "
+                "recorded target_tpm is the default (90% of the recorded quota) it becomes "
+                "90% of the new quota; an explicitly configured target_tpm keeps its "
+                "recorded value (give --target-tpm to change it)"
             )
         return notes
 

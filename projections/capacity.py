@@ -209,6 +209,12 @@ def make_case_config(
         raise _invalid_config(str(exc).split("; ")) from None
 
 
+def default_target_tpm(quota_tpm: int) -> int:
+    """SPEC §3.1: the target defaults to 90% of the quota (rounded down)."""
+    numerator, denominator = DEFAULT_TARGET_FRACTION
+    return quota_tpm * numerator // denominator
+
+
 def make_token_config(
     *,
     quota_tpm: int,
@@ -224,10 +230,9 @@ def make_token_config(
     problems = _range_problem("quota_tpm", quota_tpm, 1, QUOTA_TPM_MAX)
     if problems:
         raise _invalid_config(problems)
-    numerator, denominator = DEFAULT_TARGET_FRACTION
     fields: dict[str, Any] = {
         "quota_tpm": quota_tpm,
-        "target_tpm": quota_tpm * numerator // denominator if target_tpm is None else target_tpm,
+        "target_tpm": default_target_tpm(quota_tpm) if target_tpm is None else target_tpm,
         "evaluator_reserve_tpm": evaluator_reserve_tpm or 0,
         "cold_start_reserve_tpm": cold_start_reserve_tpm or 0,
         "cached_input_weight": 1.0 if cached_input_weight is None else float(cached_input_weight),

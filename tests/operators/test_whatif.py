@@ -102,11 +102,25 @@ def test_a_shorter_cooldown_flips_the_cooldown_refusal(journal_path: str) -> Non
     assert _flipped(body) == [("f", True)]
 
 
-def test_a_quota_alone_keeps_the_recorded_target_and_says_so(journal_path: str) -> None:
-    _scenario(journal_path)
-    body = _whatif(journal_path, "--quota-tpm", 50_000)
-    assert body["flips"] == []
-    assert any("target_tpm keeps its recorded value" in a for a in body["assumptions"])
+def test_a_larger_quota_moves_a_default_target_and_flips_the_headroom_refusals(
+    journal_path: str,
+) -> None:
+    _scenario(journal_path)  # target 9000 is the default 90% of quota 10000
+    body = _whatif(journal_path, "--quota-tpm", 20_000)
+    # The target follows the quota as configure's default would: 18000, so c and d fit.
+    assert _flipped(body) == [("c", True), ("d", True)]
+    assert any("90% of the new quota" in a for a in body["assumptions"])
+
+
+def test_a_larger_quota_keeps_an_explicit_target(tmp_path: Path) -> None:
+    path = str(tmp_path / "j.jsonl")
+    with Runledger.open(path) as ledger:
+        ledger.configure(goal="g", quota_tpm=10_000, target_tpm=5_000, at=at(0))
+        ledger.observe(goal="g", uncached_input=0, at=at(1))
+        ledger.admit(goal="g", run="a", forecast_tpm=4000, at=at(2))
+        ledger.admit(goal="g", run="b", forecast_tpm=4000, at=at(3))  # refused: 8000 > 5000
+    assert _whatif(path, "--quota-tpm", 20_000)["flips"] == []
+    assert _flipped(_whatif(path, "--quota-tpm", 20_000, "--target-tpm", 9_000)) == [("b", True)]
 
 
 def test_a_case_gate_change_flips_admissions(journal_path: str) -> None:
@@ -121,7 +135,7 @@ def test_a_case_gate_change_flips_admissions(journal_path: str) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ["--quota-tpm", "5000"],  # below the recorded target 9000
+        ["--quota-tpm", "5000", "--target-tpm", "9000"],  # a target above the quota
         ["--target-tpm", "20000"],  # above the recorded quota
         ["--cached-input-weight", "1.5"],
         ["--evaluator-reserve-tpm", "9000", "--cold-start-reserve-tpm", "1"],
