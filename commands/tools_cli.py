@@ -1,12 +1,12 @@
 """`runledger demo` and `runledger bench`."""
 
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from commands.common import Ctx, command
-from commands.output import Output, render_text, table
+from commands.output import Output, table
 from journal import InvalidInput
 
 DemoJournalOpt = Annotated[
@@ -86,17 +86,21 @@ def register(app: typer.Typer) -> None:
         return Output(result, text=table(rows, ["FIGURE", "VALUE", "BASELINE", "RATIO"]))
 
 
-def demo_text(result: dict) -> str:
+def demo_text(result: dict[str, Any]) -> str:
     """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
+    from commands.capacity_cli import inspect_text
+    from commands.operator_cli import audit_text
+
+    goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
     return "\n".join(
         [
-            "== runledger inspect --goal " + result["capacity"]["goal"],
-            render_text(result["inspect"]),
+            f"$ runledger inspect --goal {goal}",
+            inspect_text(result["inspect"]),
             "",
-            f"== runledger audit --seq {result['capacity']['refusal_seq']}",
-            render_text(result["audit"]),
+            f"$ runledger audit --seq {seq}",
+            audit_text(result["audit"]),
             "",
-            f"journal {result['journal']} head seq {result['head']['seq']} "
+            f"journal {result['journal']}: head seq {result['head']['seq']} "
             f"hash {result['head']['hash']}",
         ]
     )
