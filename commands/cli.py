@@ -1,43 +1,65 @@
 """The `runledger` command line: a thin layer over `commands.api.Runledger`."""
 
+import importlib
 import os
 import sys
 
 import typer
 
-from commands import (
-    capacity_cli,
-    host_cli,
-    journal_cli,
-    operator_cli,
-    probe_cli,
-    settlement_cli,
-    tools_cli,
-)
 from commands.common import env_json
 from commands.output import EXIT_IO, EXIT_USAGE, emit_error
 from journal.errors import InvalidInput, StorageFailure
 
-app = typer.Typer(
-    name="runledger",
-    help="A hash-chained, fsynced journal that decides benchmark admission against a "
-    "shared TPM quota, continues failed host lanes, and settles quota spends exactly once.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
+# Which module registers each top-level command. A runner calls the CLI once per
+# event, so `runledger admit` builds only the commands of its own module: typer turns
+# every registered function into a click command on every start.
+COMMAND_MODULES: dict[str, str] = {
+    **dict.fromkeys(
+        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal_cli"
+    ),
+    **dict.fromkeys(
+        ("configure", "observe", "admit", "reject", "release", "inspect"), "capacity_cli"
+    ),
+    **dict.fromkeys(("audit", "whatif", "report", "metrics"), "operator_cli"),
+    "host": "host_cli",
+    "budget": "settlement_cli",
+    "turn": "settlement_cli",
+    "probe": "probe_cli",
+    **dict.fromkeys(("demo", "bench"), "tools_cli"),
+}
+MODULE_ORDER = (
+    "journal_cli",
+    "capacity_cli",
+    "host_cli",
+    "settlement_cli",
+    "probe_cli",
+    "operator_cli",
+    "tools_cli",
 )
 
-for module in (
-    journal_cli,
-    capacity_cli,
-    host_cli,
-    settlement_cli,
-    probe_cli,
-    operator_cli,
-    tools_cli,
-):
-    module.register(app)
+
+def build_app(modules: tuple[str, ...] = MODULE_ORDER) -> typer.Typer:
+    """The typer app with the commands of `modules` (all of them by default)."""
+    app = typer.Typer(
+        name="runledger",
+        help="A hash-chained, fsynced journal that decides benchmark admission against a "
+        "shared TPM quota, continues failed host lanes, and settles quota spends exactly "
+        "once.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+    )
+    for name in modules:
+        importlib.import_module(f"commands.{name}").register(app)
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    # `commands.cli.app`: the full app, for tools and tests that walk every command.
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -47,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     as_json = "--json" in args or env_json()
     try:
+        module = COMMAND_MODULES.get(args[0]) if args else None
+        app = build_app((module,) if module is not None else MODULE_ORDER)
         code = app(args=args, prog_name="runledger", standalone_mode=False)
     except typer.Exit as done:
         code = done.exit_code

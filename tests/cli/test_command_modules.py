@@ -1,0 +1,25 @@
+"""The CLI builds only the invoked command's module: the map must name every command."""
+
+from __future__ import annotations
+
+from commands.cli import COMMAND_MODULES, MODULE_ORDER, build_app
+
+
+def _top_level_names(modules: tuple[str, ...]) -> set[str]:
+    import typer.main
+
+    group = typer.main.get_command(build_app(modules))
+    return set(group.commands)  # type: ignore[attr-defined]
+
+
+def test_every_registered_command_is_mapped_to_the_module_that_registers_it() -> None:
+    everything = _top_level_names(MODULE_ORDER)
+    assert everything == set(COMMAND_MODULES)
+    for module in MODULE_ORDER:
+        own = _top_level_names((module,))
+        assert own == {name for name, m in COMMAND_MODULES.items() if m == module}, module
+
+
+def test_a_mapped_command_runs_with_only_its_module(cli) -> None:
+    result = cli("digest")
+    assert result.code == 3 and result.json["error"]["code"] == "journal_not_found"
