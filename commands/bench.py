@@ -247,17 +247,27 @@ def run_bench(
 
 def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    durable_count = max(200, min(2_000, events // 10))
-    rounds = 3
+    # Durable appends are dominated by the disk's fdatasync latency, which drifts
+    # while the bench runs: many short rounds, each running the three loops in a
+    # rotating order, expose all of them to the same drift.
+    durable_count = max(100, min(400, events // 50))
+    rounds = 9
     sample_lines = _sample_lines(workdir, durable_count)
 
-    step(f"durable appends: {rounds} rounds of {durable_count} (ours, raw, sqlite)")
-    ours, raw, lite = [], [], []
+    step(f"durable appends: {rounds} interleaved rounds of {durable_count} (ours, raw, sqlite)")
+    ours: list[float] = []
+    raw: list[float] = []
+    lite: list[float] = []
+    loops: list[tuple[list[float], Callable[[str], float], str]] = [
+        (raw, lambda path: measure_raw_durable(path, sample_lines), "bin"),
+        (ours, lambda path: measure_durable(path, durable_count), "jsonl"),
+    ]
+    if compare_sqlite:
+        loops.append((lite, lambda path: measure_sqlite(path, durable_count), "db"))
     for r in range(rounds):
-        raw.append(measure_raw_durable(f"{workdir}/raw-{r}.bin", sample_lines))
-        ours.append(measure_durable(f"{workdir}/durable-{r}.jsonl", durable_count))
-        if compare_sqlite:
-            lite.append(measure_sqlite(f"{workdir}/sqlite-{r}.db", durable_count))
+        for i in range(len(loops)):
+            results, measure, suffix = loops[(r + i) % len(loops)]
+            results.append(measure(f"{workdir}/durable-{r}-{i}.{suffix}"))
     figures["append_durable_eps"] = figure(
         statistics.median(ours), "events/s", statistics.median(raw)
     )

@@ -70,6 +70,7 @@ class FileStore:
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
+        self._grown_after: tuple[int, bool] | None = None
         self.writable = create
         self.poisoned = False
         self._locked = False
@@ -175,6 +176,9 @@ class FileStore:
         return max(0, self.size() - offset)
 
     def has_new_records(self, offset: int, next_seq: int) -> bool:
+        known, self._grown_after = self._grown_after, None
+        if known is not None and known[0] == offset:
+            return known[1]  # tail_matches just read past `offset` under the same lock
         return self.size() != offset
 
     def rest_from(self, offset: int, next_seq: int) -> bytes:
@@ -185,9 +189,13 @@ class FileStore:
             return True  # nothing folded yet: nothing that could have changed
         # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
         expected = f'{hash_hex}"}}\n'.encode()
-        return offset >= len(expected) and self.read(offset - len(expected), len(expected)) == (
-            expected
-        )
+        if offset < len(expected):
+            return False
+        # One read answers two questions: is the folded prefix intact, and does
+        # anything follow it (saves has_new_records an fstat on every transaction).
+        found = self.read(offset - len(expected), len(expected) + 1)
+        self._grown_after = (offset, len(found) > len(expected))
+        return found[: len(expected)] == expected
 
     def line_ending_at(self, offset: int, seq: int = -1) -> bytes | None:
         """The complete line (without newline) whose newline is the byte before `offset`."""
