@@ -335,13 +335,15 @@ class Journal(Generic[S]):
         return PendingRecord(record, _decode_genesis(record.data), line)
 
     def _commit(self, pending: list[PendingRecord]) -> None:
-        """Make `pending` durable, then fold it. Any failure leaves state to be rebuilt."""
+        """Fold `pending`, then make it durable; until both succeed the state is invalid.
+
+        The fold runs before the write and fdatasync, not after: a projection that
+        raises then leaves nothing on disk, and the CPU work is done while caches are
+        warm instead of after the sleep in fdatasync (measurably faster durable
+        appends). A failed write or sync leaves the state to be rebuilt from the log.
+        """
         self._state_valid = False
-        self.store.append(pending, self.head.offset)
-        if pending[0].record.seq == 0:
-            # A new journal: its directory entry must be durable before anything is
-            # acknowledged (SPEC §2.3: genesis, fsync the file, fsync the directory).
-            self.store.created_durably()
+        offset = self.head.offset
         head, apply, state = self.head, self.projector.apply, self.state
         for item in pending:
             record = item.record
@@ -352,6 +354,11 @@ class Journal(Generic[S]):
             head.prev_hash = record.hash
             head.offset += len(item.line)
             head.goal_last_at[record.goal] = record.at
+        self.store.append(pending, offset)
+        if pending[0].record.seq == 0:
+            # A new journal: its directory entry must be durable before anything is
+            # acknowledged (SPEC §2.3: genesis, fsync the file, fsync the directory).
+            self.store.created_durably()
         self._state_valid = True
 
     def _end(self) -> None:
