@@ -1,6 +1,7 @@
 """Journal commands: verify, digest, repair, checkpoint, log, export, import."""
 
 import json
+import os
 import sys
 from typing import Annotated
 
@@ -106,8 +107,12 @@ def register(app: typer.Typer) -> None:
         ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
     ) -> dict:
         """Load a verified JSONL journal into an empty journal, hashes preserved."""
-        with ctx.service(write=True) as ledger:
-            return ledger.import_from(file)
+        size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
+        with (
+            ctx.service(write=True) as ledger,
+            progress_bar("import", size_bytes) as progress,
+        ):
+            return ledger.import_from(file, progress=progress)
 
 
 def _summary(data: dict, width: int = 80) -> str:

@@ -177,11 +177,11 @@ class JournalService(ServiceBase):
             "head": self.head_json(),
         }
 
-    def import_from(self, source_path: str) -> dict[str, Any]:
+    def import_from(self, source_path: str, progress: Progress | None = None) -> dict[str, Any]:
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
         source = Journal.open(source_path, PROJECTOR, write=False, use_checkpoint=False)
         try:
-            head = self.journal.import_records(source)
+            head = self.journal.import_records(source, progress=progress)
         finally:
             source.close()
         return {

@@ -417,7 +417,7 @@ class Journal(Generic[S]):
         finally:
             self.store.unlock()
 
-    def import_records(self, source: Journal[Any]) -> Head:
+    def import_records(self, source: Journal[Any], progress: Progress | None = None) -> Head:
         """Load every record of a verified journal into this empty store, hashes intact."""
         self.store.lock(self.lock_timeout_s)
         try:
@@ -430,7 +430,7 @@ class Journal(Generic[S]):
                 )
             pending = [
                 PendingRecord(record, payload, line + b"\n")
-                for record, payload, line in source.records()
+                for record, payload, line in source.records(progress=progress)
             ]
             if source.torn_tail is not None:
                 raise InvalidInput(
