@@ -190,6 +190,15 @@ def _verdict(admitted: bool, reasons: list[str]) -> str:
     return "admitted" if admitted else "refused: " + (", ".join(reasons) or "-")
 
 
+def _shortfall_text(ex: dict[str, Any]) -> str:
+    shortfall = ex["shortfall_tpm"]
+    if shortfall is None:
+        return ""
+    if shortfall <= 0:  # refused by another token reason (cooldown, coverage) with room left
+        return f"   shortfall: {_n(shortfall)} TPM (the forecast fits the headroom)"
+    return f"   shortfall: {_n(shortfall)} TPM"
+
+
 def audit_text(result: dict[str, Any]) -> str:
     event, ex = result["event"], result["explanation"]
     who = f"run {event['run']}"
@@ -217,12 +226,7 @@ def audit_text(result: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines += [
         "",
-        f"binding constraint: {ex['binding_constraint'] or '-'}"
-        + (
-            f"   shortfall: {_n(ex['shortfall_tpm'])} TPM"
-            if ex["shortfall_tpm"] is not None
-            else ""
-        ),
+        f"binding constraint: {ex['binding_constraint'] or '-'}" + _shortfall_text(ex),
         f"usage {_n(ex['usage_tpm'])} TPM (uncached {_n(ex['usage']['uncached_input'])}, "
         f"cached {_n(ex['usage']['cached_input'])}, output {_n(ex['usage']['output'])}); "
         f"reserved {_n(ex['reserved_tpm'])}; load {_n(ex['load_tpm'])}; "

@@ -276,11 +276,9 @@ def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
         "ok": result.reproduced,
         "event": recorded.event_json(),
         "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
-        "replayed": {
-            "admitted": replayed.admitted,
-            "reasons": list(replayed.reasons),
-            "idempotent": replayed.idempotent,
-        },
+        # Exactly SPEC §7's keys (an idempotent replay shows in `differences` and in
+        # `explanation.idempotent_replay`).
+        "replayed": {"admitted": replayed.admitted, "reasons": list(replayed.reasons)},
         "reproduced": result.reproduced,
         "differences": list(result.differences),
         "explanation": result.explanation,
@@ -310,8 +308,8 @@ def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
         "replayed": {
             "admitted": replayed.ok and replayed.kind == record.kind,
             "reasons": list(replayed.reasons),
-            "idempotent": replayed.ok and replayed.kind is None,
         },
+        "replayed_idempotent": replayed.ok and replayed.kind is None,
         "reproduced": result.reproduced,
         "differences": list(result.differences),
         "explanation": {

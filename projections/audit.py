@@ -187,7 +187,9 @@ def explain(
     figures = decision.figures
     reasons = decision.reasons
     shortfall = None
-    if any(reason in R.TOKEN_REASONS for reason in reasons):
+    # SPEC §7: "when a token reason refused it" -- any reason of the token gate (§3.3
+    # item 3), computed by the formula whenever the request carries a forecast.
+    if any(reason in R.TOKEN_GATE_REASONS for reason in reasons):
         shortfall = cap.shortfall_tpm(figures, request.run_class)
     if decision.admitted:
         earliest: str | None = format_us(at_us)  # it was admissible right then

@@ -137,7 +137,8 @@ def test_audit_explains_a_cooldown_refusal_and_an_admission(journal_path: str) -
     ex = cooled["explanation"]
     assert cooled["recorded"]["reasons"] == [R.CAPACITY_COOLDOWN_ACTIVE]
     assert ex["binding_constraint"] == R.CAPACITY_COOLDOWN_ACTIVE
-    assert ex["shortfall_tpm"] is None  # not a token-quantity reason
+    # SPEC §7's formula applies to every token-gate reason: 7000 + 1000 + 0 - 9000.
+    assert ex["shortfall_tpm"] == -1000
     assert ex["cooldown_until"] == at(55)
     assert ex["earliest_admissible_at"] == at(55)  # load 7000 + 1000 <= 9000 once it ends
     assert admitted["explanation"]["binding_constraint"] is None
