@@ -13,6 +13,9 @@ Order matters and is the point of this module:
 
 from __future__ import annotations
 
+import json
+import os
+import resource
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,8 +23,9 @@ import msgspec
 
 from commands import probe_runner as runner
 from commands.service_base import ServiceBase, check_identifier, check_text, event_json
-from journal import InvalidInput, RunledgerError, TimeRegression
+from journal import InvalidInput, RunledgerError, StorageFailure, TimeRegression
 from journal.clock import canonical_at
+from journal.filestore import FileStore
 from projections import probes
 
 
@@ -58,6 +62,7 @@ class ProbeService(ServiceBase):
                 code="command_not_found",
                 command=argv[0],
             )
+        self._check_journal_can_grow(goal, argv, paths, input_revision, sidecar)
         before = {path: _hash_candidate(path) for path in paths}
         sidecar_file = _create_sidecar(sidecar) if sidecar is not None else None
         try:
@@ -122,8 +127,50 @@ class ProbeService(ServiceBase):
             # caller does not have to run it again to learn it.
             error.context.setdefault("observation", observation)
             error.context.setdefault("exit_code", observation["exit_code"])
+            error.context.setdefault("command_ran", True)
             raise
         return event_json(pending)
+
+    def _check_journal_can_grow(
+        self,
+        goal: str,
+        argv: list[str],
+        paths: list[str],
+        input_revision: str | None,
+        sidecar: str | None,
+    ) -> None:
+        """Refuse before CMD runs when the file-size limit (`ulimit -f`, RLIMIT_FSIZE)
+        certainly leaves no room for the observation in the journal file.
+
+        The observation is the probe's primary result: if it cannot be appended, the
+        command would run (maybe for hours) only to end in exit 4. The check uses the
+        smallest line this observation can become, so it never refuses a probe that
+        could have been journaled; a run that passes it may still fail to append (a
+        longer line than the bound, or another writer grew the journal meanwhile),
+        which is then exit 4 with the observation, the command's exit code and
+        `command_ran: true` in the error.
+        """
+        if not isinstance(self.journal.store, FileStore):
+            return
+        limit, _hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        if limit == resource.RLIM_INFINITY:
+            return
+        try:
+            size = os.stat(self.journal.store.path).st_size
+        except OSError:
+            return  # the append reports it
+        needed = _smallest_line_bytes(goal, argv, paths, input_revision, sidecar)
+        if size + needed > limit:
+            raise StorageFailure(
+                f"the journal {self.journal.store.path} ({size} bytes) cannot take the "
+                f"observation (at least {needed} bytes) under this process's file-size limit "
+                f"(ulimit -f: {limit} bytes); the command was not run",
+                code="file_size_limit",
+                journal_bytes=size,
+                limit_bytes=limit,
+                needed_bytes=needed,
+                command_ran=False,
+            )
 
     def latest_probe(self, goal: str) -> dict[str, Any]:
         """The goal's most recent probe observation (null if none) and its count."""
@@ -147,6 +194,29 @@ class ProbeService(ServiceBase):
                 at=event_at,
                 last_at=last,
             )
+
+
+def _smallest_line_bytes(
+    goal: str, argv: list[str], paths: list[str], input_revision: str | None, sidecar: str | None
+) -> int:
+    """A lower bound of the journal line this probe's observation becomes: the values
+    still unknown (exit code, duration, memory, sidecar outcome) at their shortest."""
+    data = {
+        "command": argv,
+        "candidates": {path: "0" * 64 for path in paths},
+        "input_revision": input_revision,
+        "exit_code": 0,
+        "timed_out": False,
+        "duration_s": 0.0,
+        "memory": None,
+        "reference_bytes": None,
+        "attribution": "bound",
+        "sidecar": None if sidecar is None else {"status": "unavailable", "error": ""},
+    }
+    envelope = {"v": 1, "seq": 0, "at": "2026-11-29T14:00:00.000000Z",
+                "kind": probes.OBSERVED, "goal": goal, "data": data,
+                "prev": "0" * 64, "hash": "0" * 64}  # fmt: skip
+    return len(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()) + 1
 
 
 def _check_command(command: Sequence[str]) -> list[str]:
