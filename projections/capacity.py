@@ -276,7 +276,7 @@ class AdmitRequest(Payload, frozen=True):
     lease_s: Annotated[int, msgspec.Meta(ge=1, le=LEASE_S_MAX)] | None
 
 
-class Figures(Payload, frozen=True):
+class Figures(Payload, frozen=True, kw_only=True):
     """The numbers a decision used, as of its time."""
 
     usage_tpm: Number
@@ -288,18 +288,21 @@ class Figures(Payload, frozen=True):
     """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
     forecast_tpm: int | None
     coverage: Coverage
-    observation_stale: bool
-    last_observation_at: CanonicalAt | None
+    # Defaults only for members beyond SPEC §3.3's list: runledger always writes them
+    # (in this order; the encoder writes defaults too), but figures written elsewhere
+    # from the spec's list still decode.
+    observation_stale: bool = False
+    last_observation_at: CanonicalAt | None = None
     cooldown_until: CanonicalAt | None
     active_cases: ActiveCases
-    target_active_cases: int | None
-    max_active_cases: int | None
-    quota_tpm: int | None
-    evaluator_reserve_tpm: int | None
-    cold_start_reserve_tpm: int | None
+    target_active_cases: int | None = None
+    max_active_cases: int | None = None
+    quota_tpm: int | None = None
+    evaluator_reserve_tpm: int | None = None
+    cold_start_reserve_tpm: int | None = None
 
 
-class Receipt(Figures, frozen=True):
+class Receipt(Figures, frozen=True, kw_only=True):
     """An admission's figures plus what it took. The event's seq and hash are added
     when it is presented (a record cannot contain its own hash)."""
 
@@ -307,7 +310,7 @@ class Receipt(Figures, frozen=True):
     at: CanonicalAt
     cases: Literal["slot_taken", "not_configured"]
     tokens: Literal["reserved", "not_configured"]
-    lease_until: CanonicalAt | None
+    lease_until: CanonicalAt | None = None  # the fold takes leases from the request
 
 
 class CapacityConfigured(Payload, frozen=True):
