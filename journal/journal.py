@@ -528,7 +528,7 @@ class Journal(Generic[S]):
         head = Head()
         failure = self._fold_into(head, self.projector.initial(), visit, progress=progress)
         if failure is not None:
-            self._raise_if_corrupt(failure)
+            self._raise_if_corrupt(failure, verified=head)
         return head
 
     def _check_poisoned(self) -> None:
@@ -539,17 +539,20 @@ class Journal(Generic[S]):
                 "poisoned: reopen the journal (recovery runs on open)"
             )
 
-    def _raise_if_corrupt(self, failure: Failure) -> None:
+    def _raise_if_corrupt(self, failure: Failure, verified: Head | None = None) -> None:
         rest = self.store.rest_from(failure.offset, failure.seq) if self.store.torn_tails else b""
         if self.store.torn_tails and classify_tail(rest, failure) == "torn":
             self.torn_tail = failure
             return
+        # SPEC §2.4: readers report the corruption and can still show the verified prefix.
+        prefix: dict[str, Any] = {} if verified is None else {"verified_head": _head_json(verified)}
         raise JournalCorrupt(
             f"journal {self.store.target} is corrupt at seq {failure.seq} "
             f"(byte {failure.offset}): {failure.reason}",
             seq=failure.seq,
             offset=failure.offset,
             reason=failure.reason,
+            **prefix,
         )
 
     def refresh(self) -> S:
@@ -703,6 +706,10 @@ def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | 
     if isinstance(repaired, JournalRepaired) and repaired.truncated_after_seq == truncate_after_seq:
         return repaired
     return None
+
+
+def _head_json(head: Head) -> dict[str, Any]:
+    return {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id}
 
 
 def _raw(blob: bytes) -> Any:

@@ -168,6 +168,10 @@ def test_mid_log_corruption_is_refused_and_the_file_untouched(
         _assert_corrupt(out, seq, offset)
     assert path.read_bytes() == raw
     assert sorted(p.name for p in tmp_path.iterdir()) == ["j.jsonl"]
+    # verify also names the verified prefix (SPEC §2.4: readers can still show it).
+    good = read_journal(raw[:offset]) if seq > 0 else None
+    head = rl(path, "verify")[1]["error"]["verified_head"]
+    assert good is not None and head["seq"] == seq - 1 and head["hash"] == good.head["hash"]
 
     # The explicit way out: repair quarantines everything after the last good record.
     code, out = rl(path, "repair", "--truncate-after", str(seq - 1), "--yes")
