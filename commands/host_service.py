@@ -243,8 +243,15 @@ class HostService(ServiceBase):
             )
             decision = hosts.decide_phase(state, request, parse_at(event_at))
             if not decision.ok:
+                context: dict[str, Any] = {}
+                if decision.phase is not None:
+                    context["existing_phase"] = phase_json(decision.phase)
                 return _refusal(
-                    decision, lane=lane, deadline=format_us(request.deadline_us), at=event_at
+                    decision,
+                    lane=lane,
+                    deadline=format_us(request.deadline_us),
+                    at=event_at,
+                    **context,
                 )
             if decision.idempotent:
                 assert decision.phase is not None
@@ -576,9 +583,11 @@ class HostService(ServiceBase):
     # -- readers (no lock; --at evaluates the state as of T) --------------------------
 
     def _reader_state(self, goal: str, at: str | None) -> tuple[Ledger, int]:
-        state = self.state_as_of(at=at)
         if at is not None:
-            return state, parse_at(at)
+            return self.state_as_of(at=at), parse_at(at)
+        # A long-lived API handle may lag behind other processes (a heartbeat would
+        # present a handoff another process already confirmed): catch up first.
+        state = self.journal.refresh()
         last = self.journal.head.goal_last_at.get(goal)
         now_us = wall_us()
         return state, max(now_us, parse_at(last)) if last else now_us
@@ -621,6 +630,8 @@ class HostService(ServiceBase):
         check_identifier("--goal", goal)
         if lane is not None:
             check_identifier("--lane", lane)
+        if max_attempts < 1:
+            raise InvalidInput("--max-attempts must be >= 1", code="invalid_option")
         ledger, at_us = self._reader_state(goal, at)
         state = self._goal_hosts(ledger, goal)
         readiness = capacity_readiness(ledger, goal, at_us)

@@ -535,23 +535,34 @@ def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> D
     A lane whose last attempt failed or was interrupted refuses `lane_failed`: it goes
     on only through `host continue`, which binds that failure. Replaying the request
     that appended the lane's current phase (no attempt started in it since) returns
-    that phase, idempotent.
+    that phase, idempotent; any other request while that unused phase is still open
+    is refused `phase_exists_with_different_request` alone (never more time, never a
+    swapped handoff).
     """
     goal = goal or GoalHosts()
     lane = goal.lanes.get(request.lane)
     phase = current_phase(lane)
     handoff_sha = _ok_handoff_sha(request.handoff)
+    handoff_reasons = _handoff_reasons(request.handoff)
+    unused = phase is not None and phase.basis == "initial" and not phase.attempts
     if (
-        phase is not None
-        and phase.basis == "initial"
-        and not phase.attempts
-        and not _handoff_reasons(request.handoff)
+        unused
+        and phase is not None
+        and not handoff_reasons
         and phase.deadline_us == request.deadline_us
         and phase.session == request.session
         and phase.profile == request.profile
         and phase.handoff_sha256 == handoff_sha
     ):
         return Decision(ok=True, idempotent=True, phase=phase)
+    if unused and phase is not None and at_us < phase.deadline_us:
+        # The current phase is still open and nothing ran in it: another request
+        # would replace its deadline or its handoff before any attempt saw them. A
+        # replay can never extend time and a phase's input is immutable (seed 002);
+        # a further phase comes after a completed attempt (or once this one expired).
+        # The handoff was read first: a file failing its checks is not compared.
+        refusal = handoff_reasons or ["phase_exists_with_different_request"]
+        return Decision(ok=False, reasons=refusal, phase=phase)
     reasons: list[str] = []
     last = last_attempt(goal, lane)
     if last is not None and last.returned and last.failure_kind is not None:
@@ -559,7 +570,7 @@ def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> D
     if in_flight(last):
         reasons.append("attempt_in_flight")
     reasons += _deadline_reasons(request.deadline_us, at_us, request.max_phase_us)
-    reasons += _handoff_reasons(request.handoff)
+    reasons += handoff_reasons
     return Decision(ok=not reasons, reasons=reasons, number=_next_phase_number(lane))
 
 
@@ -721,7 +732,10 @@ def _continue_checks(
             reasons.append("bound_event_not_found")
         attempt = None
     elif attempt.failure_kind is None:
+        # A completed return: there is no failed attempt to compare the session,
+        # profile or cursor with (as for any other event that is not a failure).
         reasons.append("bound_event_not_a_failure")
+        attempt = None
     lane = goal.lanes.get(request.lane)
     if attempt is not None:
         last = last_attempt(goal, lane)
