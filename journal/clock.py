@@ -59,9 +59,21 @@ def _parse_second(text: str) -> int:
     return _parse_any(text + "Z") // US_PER_S
 
 
+# RFC 3339 §5.6 date-time (T/Z may be lower case, a space may separate date and time);
+# the zone is optional here only so that its absence gets its own message below.
+# fromisoformat alone also takes ISO 8601 forms RFC 3339 does not (20260101T000001Z,
+# +0000, no seconds), which SPEC §8 makes exit 2.
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ][0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-][0-9]{2}:[0-9]{2})?"
+)
+
+
 def _parse_any(text: str) -> int:
     try:
-        parsed = datetime.fromisoformat(text.strip())
+        if _RFC3339.fullmatch(text.strip()) is None:
+            raise ValueError(text)
+        parsed = datetime.fromisoformat(text.strip().upper())
     except ValueError as exc:
         raise InvalidInput(f"not an RFC 3339 timestamp: {text!r}", code="invalid_time") from exc
     if parsed.tzinfo is None:
