@@ -29,7 +29,14 @@ from sortedcontainers import SortedSet
 from journal import InvalidInput, Record
 from journal.clock import US_PER_S, format_us, parse_at
 from projections import reasons as R
-from projections.types import FreeText, Identifier, Payload, StateStruct, TokenCount
+from projections.types import (
+    CanonicalAt,
+    FreeText,
+    Identifier,
+    Payload,
+    StateStruct,
+    TokenCount,
+)
 
 VERSION = "2"
 
@@ -66,7 +73,6 @@ ARM_GROUP: dict[str, Group] = {
     "explore": "test",
 }
 
-CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z\Z")]
 CaseCount = Annotated[int, msgspec.Meta(ge=0, le=CASES_MAX)]
 Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
 Number = int | float

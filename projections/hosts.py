@@ -23,11 +23,17 @@ import msgspec
 from journal import Record
 from journal.clock import parse_at
 from journal.limits import HANDOFF_BYTES_MAX
-from projections.types import FreeText, Identifier, Payload, Sha256Hex, StateStruct
+from projections.types import (
+    CanonicalAt,
+    FreeText,
+    Identifier,
+    Payload,
+    Sha256Hex,
+    StateStruct,
+)
 
 VERSION = "1"
 
-CanonicalAt = Annotated[str, msgspec.Meta(pattern=r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z$")]
 PhaseNumber = Annotated[int, msgspec.Meta(ge=1)]
 AttemptNumber = Annotated[int, msgspec.Meta(ge=1)]
 Pid = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]

@@ -56,7 +56,7 @@ US_PER_HOUR = 3600 * 1_000_000
 WINDOW_HOURS_MAX = 24 * 366 * 10
 """The longest budget window accepted: ten years."""
 
-EffectHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}$")]
+EffectHex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{32}\Z")]
 WindowHours = Annotated[float, msgspec.Meta(gt=0, le=WINDOW_HOURS_MAX)]
 SpentUnits = Annotated[int, msgspec.Meta(ge=0)]
 """The goal's cumulative spent units (a sum of amounts: may exceed one amount's cap)."""

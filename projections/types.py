@@ -16,9 +16,10 @@ IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}\Z"  # \Z: "$" would accept a tr
 Identifier = Annotated[str, msgspec.Meta(pattern=IDENTIFIER_PATTERN)]
 TokenCount = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
 FreeText = Annotated[str, msgspec.Meta(max_length=4096)]
-Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$")]
-Timestamp = str
-"""A canonical `at` string (RFC 3339 UTC, microseconds, Z)."""
+Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
+CANONICAL_AT_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"
+CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN)]
+"""A canonical `at` string inside a payload (RFC 3339 UTC, microseconds, Z)."""
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
