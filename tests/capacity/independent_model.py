@@ -461,8 +461,9 @@ class Model:
     def admit(
         self, goal: str, at_us: int, request: dict[str, Any], dry_run: bool
     ) -> dict[str, Any]:
-        if not dry_run:
-            self.check_time(goal, at_us)
+        # A dry run is refused a backwards time like the admit it previews (a poll
+        # answers what the real command would answer; §2.2 does not single it out).
+        self.check_time(goal, at_us)
         state = self.fold(goal, at_us)
         verdict, reasons = decide(state, request)
         figures = state.figures(request["forecast_tpm"], request["class"])

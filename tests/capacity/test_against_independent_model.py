@@ -312,9 +312,7 @@ class Scenario:
         dry_run = self.draw(st.booleans(), "dry run", dry_run) and self.draw(
             st.booleans(), "dry", dry_run
         )
-        at_us = self.pick_time(goal, writes=not dry_run, at_s=at)
-        if dry_run and self.model.last_at(goal) is not None:
-            at_us = max(at_us, self.model.last_at(goal))  # a backwards dry run: not specified
+        at_us = self.pick_time(goal, writes=True, at_s=at)
         args = ["admit", "--goal", goal, *self.at_args(at_us), "--run", request["run"]]
         for name in ("case", "arm", "class", "forecast_tpm", "lease_s"):
             args += opt("--" + name.replace("_", "-"), request[name])
@@ -746,6 +744,7 @@ BAD_TIMES = st.sampled_from(
     ]
 )
 VALID = {
+    "inspect": [],
     "configure": ["--max-active-cases", "3", "--quota-tpm", "1000"],
     "observe": ["--uncached-input", "1", "--cached-input", "2", "--output", "3"],
     "admit": ["--run", "r9", "--arm", "baseline", "--forecast-tpm", "1"],
@@ -771,8 +770,10 @@ INT_FLAGS = {
     "admit": ["--forecast-tpm", "--lease-s"],
     "reject": ["--retry-after-s"],
     "release": [],
+    "inspect": ["--seq"],
 }
 ID_FLAGS = {
+    "inspect": ["--goal"],
     "configure": ["--goal"],
     "observe": ["--goal", "--run"],
     "admit": ["--goal", "--run", "--case"],
@@ -788,6 +789,7 @@ ENUM_FLAGS = {
     ],
     "reject": [],
     "release": [],
+    "inspect": [],
 }
 
 
