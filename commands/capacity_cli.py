@@ -135,13 +135,13 @@ def register(app: typer.Typer) -> None:
     def observe(
         ctx: Ctx,
         goal: GoalOpt,
+        # Required, as in SPEC §3.5: a runner states all three counters, zero included
+        # (a zero-token measured observation is a heartbeat, never a forgotten flag).
         uncached_input: Annotated[
             int, typer.Option("--uncached-input", help="Uncached input tokens.")
-        ] = 0,
-        cached_input: Annotated[
-            int, typer.Option("--cached-input", help="Cached input tokens.")
-        ] = 0,
-        output: Annotated[int, typer.Option("--output", help="Output tokens.")] = 0,
+        ],
+        cached_input: Annotated[int, typer.Option("--cached-input", help="Cached input tokens.")],
+        output: Annotated[int, typer.Option("--output", help="Output tokens.")],
         run: OptionalRunOpt = None,
         requests: Annotated[
             int | None, _int_opt("--requests", "Provider requests these tokens came from.")

@@ -41,6 +41,8 @@ class Goal:
 
     def __call__(self, command: str, t: float | None = None, **options: Any) -> Any:
         when = [] if t is None else ["--at", at(t)]
+        if command == "observe":  # the three counters are required; tests name the ones they use
+            options = {"uncached_input": 0, "cached_input": 0, "output": 0, **options}
         return self.cli(command, "--goal", self.name, *when, *flags(**options))
 
     def ok(self, command: str, t: float | None = None, **options: Any) -> dict[str, Any]:

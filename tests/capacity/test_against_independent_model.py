@@ -146,6 +146,9 @@ reject_args = st.fixed_dictionaries(
         "detail": maybe() | st.just("HTTP 429"),
     }
 )
+ZERO_REST = ["--cached-input", "0", "--output", "0"]
+ZERO_USAGE = ["--uncached-input", "0", *ZERO_REST]
+
 OPS = ["observe"] * 5 + ["admit"] * 6 + ["replay", "reject", "release", "release"]
 OPS += ["inspect"] * 3 + ["configure"]
 
@@ -252,10 +255,14 @@ class Scenario:
 
     def observe(self, goal: str, at: float | None = None, **given: Any) -> None:
         if given:
-            sample = {"cached_input": 0, "output": 0, "coverage": None, "run": None}
+            sample = {"uncached_input": 0, "cached_input": 0, "output": 0}
+            sample |= {"coverage": None, "run": None}
             sample |= {"requests": None, **given}
         else:
             sample = self.draw(observe_args, "observe")
+            for counter in ("uncached_input", "cached_input", "output"):
+                # SPEC §3.5: all three counters are required options.
+                sample[counter] = 0 if sample[counter] is None else sample[counter]
             if sample["run"] is not None:
                 sample["run"] = self.some_run(goal)
         at_us = self.pick_time(goal, writes=True, at_s=at)
@@ -492,7 +499,7 @@ def test_cli_agrees_with_the_independent_model(data: st.DataObject) -> None:
         scenario = Scenario(os.path.join(tmp, "j.jsonl"), data)
         # Create the journal with a heartbeat on a bystander goal (it shows in inspect).
         sample = {"uncached_input": 0, "cached_input": 0, "output": 0}
-        start = ["--goal", "g0", "--at", fmt(BASE_US), "--uncached-input", "0"]
+        start = ["--goal", "g0", "--at", fmt(BASE_US), *ZERO_USAGE]
         assert scenario.cli("observe", *start).code == 0
         scenario.model.observe("g0", BASE_US, sample)
         for goal in ("g1", "g2"):
@@ -630,7 +637,7 @@ def test_scripted_scenarios_agree_with_the_model(name: str, tmp_path: Any) -> No
     """Hand-written boundary scripts (every §3.3 reason, 60 s / 1 µs edges, leases ending
     exactly at t, cooldown horizons) through the same comparisons as the generated ones."""
     scenario = Scenario(str(tmp_path / "j.jsonl"), None)
-    scenario.cli("observe", "--goal", "g0", "--at", fmt(BASE_US), "--uncached-input", "0")
+    scenario.cli("observe", "--goal", "g0", "--at", fmt(BASE_US), *ZERO_USAGE)
     scenario.model.observe("g0", BASE_US, {"uncached_input": 0, "cached_input": 0, "output": 0})
     for op, seconds, options in SCRIPTS[name]:
         getattr(scenario, op)("g", at=seconds, **options)
@@ -660,7 +667,17 @@ def test_racing_processes_leave_a_journal_the_model_reproduces(journal_path: str
             "--evaluator-reserve-tpm",
             "5000",
         ],
-        ["observe", "--goal", "g", "--uncached-input", "9000", "--cached-input", "2000"],
+        [
+            "observe",
+            "--goal",
+            "g",
+            "--uncached-input",
+            "9000",
+            "--cached-input",
+            "2000",
+            "--output",
+            "0",
+        ],
         ["admit", "--goal", "g", "--run", "r0", "--arm", "baseline", "--forecast-tpm", "8000"],
     ]
     for args in setup:
@@ -694,7 +711,7 @@ def test_racing_processes_leave_a_journal_the_model_reproduces(journal_path: str
             "--forecast-tpm",
             "4000",
         ],
-        ["observe", "--goal", "g", "--run", "r0", "--uncached-input", "3000"],
+        ["observe", "--goal", "g", "--run", "r0", "--uncached-input", "3000", *ZERO_REST],
         ["release", "--goal", "g", "--run", "r0"],
         ["admit", "--goal", "g", "--run", "h", "--arm", "control", "--forecast-tpm", "1"],
     ]
@@ -826,7 +843,7 @@ def busy_journal(tmp_path_factory: pytest.TempPathFactory) -> str:
     at = "2026-12-01T00:00:00Z"
     for args in (
         ["configure", "--goal", "g", "--max-active-cases", "3", "--quota-tpm", "1000"],
-        ["observe", "--goal", "g", "--run", "r1", "--uncached-input", "5"],
+        ["observe", "--goal", "g", "--run", "r1", "--uncached-input", "5", *ZERO_REST],
         ["admit", "--goal", "g", "--run", "r1", "--arm", "control", "--forecast-tpm", "10"],
     ):
         result = run_cli(*args, "--at", at, "--journal", path, "--json")

@@ -448,7 +448,7 @@ def test_human_text_is_concise(journal_path):
     base = ["--goal", "g"]
     code, out = text("configure", *base, *flags(max_active_cases=4, quota_tpm=100_000))
     assert code == 0 and out.startswith("configured g: cases target 4/max 4")
-    text("observe", *base, *flags(uncached_input=12_000, output=0, at=at(0)))
+    text("observe", *base, *flags(uncached_input=12_000, cached_input=0, output=0, at=at(0)))
     code, out = text("admit", *base, *flags(run="r1", arm="baseline", forecast_tpm=5_000))
     assert (code, out.strip()) == (0, "admitted r1 (slot 1/4, load 12000/90000 TPM, forecast 5000)")
     code, out = text("admit", *base, *flags(run="r2", arm="baseline", forecast_tpm=90_000))
