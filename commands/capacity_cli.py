@@ -5,7 +5,9 @@ from typing import Annotated, Any
 import typer
 
 from commands.common import AtOpt, Ctx, GoalOpt, command
+from commands.config_options import config_options
 from commands.output import Output, table
+from projections.capacity import ConfigFields
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
@@ -23,107 +25,15 @@ def register(app: typer.Typer) -> None:
         example="runledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
         "--target-tpm 90000 --evaluator-reserve-tpm 10000",
     )
-    def configure(
-        ctx: Ctx,
-        goal: GoalOpt,
-        max_active_cases: Annotated[
-            int | None, _int_opt("--max-active-cases", "Case gate: runs active at most (1-1024).")
-        ] = None,
-        target_active_cases: Annotated[
-            int | None,
-            _int_opt("--target-active-cases", "Case gate: runs to keep active [default: max]."),
-        ] = None,
-        max_baseline_cases: Annotated[
-            int | None,
-            _int_opt(
-                "--max-baseline-cases",
-                "Case gate: baseline runs at most [default: max - reserved].",
-            ),
-        ] = None,
-        max_test_cases: Annotated[
-            int | None,
-            _int_opt(
-                "--max-test-cases",
-                "Case gate: control/treatment/explore runs at most [default: max].",
-            ),
-        ] = None,
-        reserved_test_cases: Annotated[
-            int | None,
-            _int_opt(
-                "--reserved-test-cases",
-                "Case gate: slots baselines leave to test arms [default: 0].",
-            ),
-        ] = None,
-        quota_tpm: Annotated[
-            int | None, _int_opt("--quota-tpm", "Token gate: the provider's TPM quota.")
-        ] = None,
-        target_tpm: Annotated[
-            int | None, _int_opt("--target-tpm", "Token gate: TPM to fill [default: 90% of quota].")
-        ] = None,
-        evaluator_reserve_tpm: Annotated[
-            int | None,
-            _int_opt(
-                "--evaluator-reserve-tpm",
-                "Token gate: TPM solvers leave to evaluators [default: 0].",
-            ),
-        ] = None,
-        cold_start_reserve_tpm: Annotated[
-            int | None,
-            _int_opt(
-                "--cold-start-reserve-tpm",
-                "Token gate: TPM kept free for start-up bursts [default: 0].",
-            ),
-        ] = None,
-        cached_input_weight: Annotated[
-            float | None,
-            typer.Option(
-                "--cached-input-weight",
-                help="Token gate: how much a cached input token counts, 0.0-1.0 [default: 1.0].",
-                show_default=False,
-            ),
-        ] = None,
-        max_observation_age_s: Annotated[
-            int | None,
-            _int_opt(
-                "--max-observation-age-s",
-                "Token gate: usage observations stay fresh this long [60].",
-            ),
-        ] = None,
-        cooldown_base_s: Annotated[
-            int | None,
-            _int_opt("--cooldown-base-s", "Token gate: first cooldown after a 429, doubling [15]."),
-        ] = None,
-        cooldown_max_s: Annotated[
-            int | None,
-            _int_opt(
-                "--cooldown-max-s", "Token gate: longest cooldown, Retry-After included [300]."
-            ),
-        ] = None,
-        at: AtOpt = None,
-    ) -> Output:
+    @config_options(show_defaults=True)
+    def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
         """Set a goal's case gate and/or token gate.
 
         The flags of one gate replace that gate's whole config (unset values take their
         defaults); a gate whose flags are absent keeps its current config.
         """
         with ctx.service(write=True) as ledger:
-            result = ledger.configure(
-                goal=goal,
-                max_active_cases=max_active_cases,
-                target_active_cases=target_active_cases,
-                max_baseline_cases=max_baseline_cases,
-                max_test_cases=max_test_cases,
-                reserved_test_cases=reserved_test_cases,
-                quota_tpm=quota_tpm,
-                target_tpm=target_tpm,
-                evaluator_reserve_tpm=evaluator_reserve_tpm,
-                cold_start_reserve_tpm=cold_start_reserve_tpm,
-                cached_input_weight=cached_input_weight,
-                max_observation_age_s=max_observation_age_s,
-                cooldown_base_s=cooldown_base_s,
-                cooldown_max_s=cooldown_max_s,
-                at=at,
-            )
+            result = ledger.configure(goal=goal, at=at, **config)
         return Output(result, text=configure_text(result))
 
     @command(

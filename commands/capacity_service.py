@@ -7,7 +7,7 @@ fdatasync. The results are the JSON objects the CLI prints with `--json`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -24,6 +24,9 @@ from journal.store import PendingRecord
 from projections import capacity as cap
 from projections import reasons as R
 from projections.ledger import Ledger
+
+if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
+    from typing_extensions import Unpack
 
 
 def _builtins(value: Any) -> Any:
@@ -56,43 +59,11 @@ class CapacityService(ServiceBase):
     # -- configure ---------------------------------------------------------------------
 
     def configure(
-        self,
-        *,
-        goal: str,
-        max_active_cases: int | None = None,
-        target_active_cases: int | None = None,
-        max_baseline_cases: int | None = None,
-        max_test_cases: int | None = None,
-        reserved_test_cases: int | None = None,
-        quota_tpm: int | None = None,
-        target_tpm: int | None = None,
-        evaluator_reserve_tpm: int | None = None,
-        cold_start_reserve_tpm: int | None = None,
-        cached_input_weight: float | None = None,
-        max_observation_age_s: int | None = None,
-        cooldown_base_s: int | None = None,
-        cooldown_max_s: int | None = None,
-        at: str | None = None,
+        self, *, goal: str, at: str | None = None, **fields: Unpack[cap.ConfigFields]
     ) -> dict[str, Any]:
         """Set a goal's case gate and/or token gate; a gate whose flags are absent is kept."""
         check_identifier("--goal", goal)
-        case_flags = {
-            "max_active_cases": max_active_cases,
-            "target_active_cases": target_active_cases,
-            "max_baseline_cases": max_baseline_cases,
-            "max_test_cases": max_test_cases,
-            "reserved_test_cases": reserved_test_cases,
-        }
-        token_flags = {
-            "quota_tpm": quota_tpm,
-            "target_tpm": target_tpm,
-            "evaluator_reserve_tpm": evaluator_reserve_tpm,
-            "cold_start_reserve_tpm": cold_start_reserve_tpm,
-            "cached_input_weight": cached_input_weight,
-            "max_observation_age_s": max_observation_age_s,
-            "cooldown_base_s": cooldown_base_s,
-            "cooldown_max_s": cooldown_max_s,
-        }
+        case_flags, token_flags = cap.split_config_fields(fields)
         new_cases = _case_config(case_flags)
         new_tokens = _token_config(token_flags)
         if new_cases is None and new_tokens is None:

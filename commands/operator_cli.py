@@ -5,8 +5,10 @@ from typing import Annotated, Any
 import typer
 
 from commands.common import AtOpt, Ctx, GoalOpt, command
+from commands.config_options import config_options
 from commands.output import EXIT_OK, EXIT_REFUSED, Output, table
 from commands.progress import progress_bar
+from projections.capacity import ConfigFields
 
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Start of the range (RFC 3339).", show_default=False)
@@ -54,44 +56,11 @@ def register(app: typer.Typer) -> None:
         example="runledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
         "--since 2026-11-29T14:00:00Z",
     )
+    @config_options(show_defaults=False)
     def whatif(
         ctx: Ctx,
         goal: GoalOpt,
-        quota_tpm: Annotated[int | None, _opt("--quota-tpm", "Token gate: quota.")] = None,
-        target_tpm: Annotated[int | None, _opt("--target-tpm", "Token gate: target.")] = None,
-        evaluator_reserve_tpm: Annotated[
-            int | None, _opt("--evaluator-reserve-tpm", "Token gate: evaluator reserve.")
-        ] = None,
-        cold_start_reserve_tpm: Annotated[
-            int | None, _opt("--cold-start-reserve-tpm", "Token gate: cold-start reserve.")
-        ] = None,
-        cached_input_weight: Annotated[
-            float | None, _opt("--cached-input-weight", "Token gate: cached input weight.")
-        ] = None,
-        max_observation_age_s: Annotated[
-            int | None, _opt("--max-observation-age-s", "Token gate: observation freshness.")
-        ] = None,
-        cooldown_base_s: Annotated[
-            int | None, _opt("--cooldown-base-s", "Token gate: first cooldown.")
-        ] = None,
-        cooldown_max_s: Annotated[
-            int | None, _opt("--cooldown-max-s", "Token gate: longest cooldown.")
-        ] = None,
-        max_active_cases: Annotated[
-            int | None, _opt("--max-active-cases", "Case gate: max active.")
-        ] = None,
-        target_active_cases: Annotated[
-            int | None, _opt("--target-active-cases", "Case gate: target active.")
-        ] = None,
-        max_baseline_cases: Annotated[
-            int | None, _opt("--max-baseline-cases", "Case gate: baseline cap.")
-        ] = None,
-        max_test_cases: Annotated[
-            int | None, _opt("--max-test-cases", "Case gate: test cap.")
-        ] = None,
-        reserved_test_cases: Annotated[
-            int | None, _opt("--reserved-test-cases", "Case gate: reserved test slots.")
-        ] = None,
+        config: ConfigFields,
         since: SinceOpt = None,
         until: UntilOpt = None,
     ) -> Output:
@@ -105,25 +74,7 @@ def register(app: typer.Typer) -> None:
             ctx.service(write=False) as ledger,
             progress_bar("whatif", _size_hint(ledger)) as progress,
         ):
-            result = ledger.whatif(
-                goal=goal,
-                quota_tpm=quota_tpm,
-                target_tpm=target_tpm,
-                evaluator_reserve_tpm=evaluator_reserve_tpm,
-                cold_start_reserve_tpm=cold_start_reserve_tpm,
-                cached_input_weight=cached_input_weight,
-                max_observation_age_s=max_observation_age_s,
-                cooldown_base_s=cooldown_base_s,
-                cooldown_max_s=cooldown_max_s,
-                max_active_cases=max_active_cases,
-                target_active_cases=target_active_cases,
-                max_baseline_cases=max_baseline_cases,
-                max_test_cases=max_test_cases,
-                reserved_test_cases=reserved_test_cases,
-                since=since,
-                until=until,
-                progress=progress,
-            )
+            result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
         return Output(result, text=whatif_text(result))
 
     @command(app, "report", example="runledger report --goal g --out report.html")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -20,6 +20,9 @@ from journal.clock import canonical_at, format_us, parse_at, wall_us
 from projections import audit as au
 from projections import capacity as cap
 from projections.ledger import Ledger
+
+if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
+    from typing_extensions import Unpack
 
 Progress = Callable[[int], None]
 
@@ -143,43 +146,15 @@ class OperatorService(ServiceBase):
         self,
         *,
         goal: str,
-        quota_tpm: int | None = None,
-        target_tpm: int | None = None,
-        evaluator_reserve_tpm: int | None = None,
-        cold_start_reserve_tpm: int | None = None,
-        cached_input_weight: float | None = None,
-        max_observation_age_s: int | None = None,
-        cooldown_base_s: int | None = None,
-        cooldown_max_s: int | None = None,
-        max_active_cases: int | None = None,
-        target_active_cases: int | None = None,
-        max_baseline_cases: int | None = None,
-        max_test_cases: int | None = None,
-        reserved_test_cases: int | None = None,
         since: str | None = None,
         until: str | None = None,
         progress: Progress | None = None,
+        **fields: Unpack[cap.ConfigFields],
     ) -> dict[str, Any]:
         """Replay the goal's recorded admission requests under a changed config."""
         check_identifier("--goal", goal)
         since_us, until_us = _range(since, until)
-        overrides = au.Overrides.of(
-            {
-                "quota_tpm": quota_tpm,
-                "target_tpm": target_tpm,
-                "evaluator_reserve_tpm": evaluator_reserve_tpm,
-                "cold_start_reserve_tpm": cold_start_reserve_tpm,
-                "cached_input_weight": cached_input_weight,
-                "max_observation_age_s": max_observation_age_s,
-                "cooldown_base_s": cooldown_base_s,
-                "cooldown_max_s": cooldown_max_s,
-                "max_active_cases": max_active_cases,
-                "target_active_cases": target_active_cases,
-                "max_baseline_cases": max_baseline_cases,
-                "max_test_cases": max_test_cases,
-                "reserved_test_cases": reserved_test_cases,
-            }
-        )
+        overrides = au.Overrides.of(fields)
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
         for record, payload, _line in self.journal.records(progress=progress):
             replay.feed(record, payload)

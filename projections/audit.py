@@ -360,25 +360,6 @@ def audit_settlement(
 # -- what-if ---------------------------------------------------------------------------
 
 
-CASE_FIELDS = (
-    "max_active_cases",
-    "target_active_cases",
-    "max_baseline_cases",
-    "max_test_cases",
-    "reserved_test_cases",
-)
-TOKEN_FIELDS = (
-    "quota_tpm",
-    "target_tpm",
-    "evaluator_reserve_tpm",
-    "cold_start_reserve_tpm",
-    "cached_input_weight",
-    "max_observation_age_s",
-    "cooldown_base_s",
-    "cooldown_max_s",
-)
-
-
 @dataclass(frozen=True)
 class Overrides:
     """The config fields a what-if changes (only these; everything else is as recorded)."""
@@ -387,14 +368,11 @@ class Overrides:
     tokens: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, values: dict[str, Any]) -> Overrides:
-        unknown = sorted(set(values) - set(CASE_FIELDS) - set(TOKEN_FIELDS))
-        if unknown:
-            raise InvalidInput(f"unknown config fields: {unknown}", code="invalid_option")
-        given = {k: v for k, v in values.items() if v is not None}
+    def of(cls, fields: cap.ConfigFields) -> Overrides:
+        cases, tokens = cap.split_config_fields(fields)
         return cls(
-            cases={k: v for k, v in given.items() if k in CASE_FIELDS},
-            tokens={k: v for k, v in given.items() if k in TOKEN_FIELDS},
+            cases={k: v for k, v in cases.items() if v is not None},
+            tokens={k: v for k, v in tokens.items() if v is not None},
         )
 
     @property

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
 from sortedcontainers import SortedSet
@@ -112,6 +112,49 @@ class TokenConfig(Payload, frozen=True):
         problems = token_config_problems(self)
         if problems:
             raise ValueError("; ".join(problems))
+
+
+# The config fields `configure` and `whatif` take, by gate, in declaration order.
+CASE_FIELDS: tuple[str, ...] = CaseConfig.__struct_fields__
+TOKEN_FIELDS: tuple[str, ...] = TokenConfig.__struct_fields__
+
+
+class ConfigFields(TypedDict, total=False):
+    """The config flags of `configure` and `whatif`; None (or absent) means not given."""
+
+    max_active_cases: int | None
+    target_active_cases: int | None
+    max_baseline_cases: int | None
+    max_test_cases: int | None
+    reserved_test_cases: int | None
+    quota_tpm: int | None
+    target_tpm: int | None
+    evaluator_reserve_tpm: int | None
+    cold_start_reserve_tpm: int | None
+    cached_input_weight: float | None
+    max_observation_age_s: int | None
+    cooldown_base_s: int | None
+    cooldown_max_s: int | None
+
+
+# The typed keyword arguments must name exactly the configs' fields.
+assert tuple(ConfigFields.__annotations__) == CASE_FIELDS + TOKEN_FIELDS
+
+
+def split_config_fields(
+    fields: ConfigFields,
+) -> tuple[dict[str, int | None], dict[str, int | float | None]]:
+    """The given flags by gate, every field present (None where not given).
+
+    An unknown name is a caller's typo, refused like a wrong keyword argument.
+    """
+    unknown = sorted(set(fields) - set(CASE_FIELDS) - set(TOKEN_FIELDS))
+    if unknown:
+        raise TypeError(f"unknown config fields: {unknown}")
+    values: dict[str, Any] = dict(fields)
+    cases = {name: values.get(name) for name in CASE_FIELDS}
+    tokens = {name: values.get(name) for name in TOKEN_FIELDS}
+    return cases, tokens
 
 
 def _range_problem(name: str, value: Number, low: Number, high: Number) -> list[str]:

@@ -1,0 +1,76 @@
+"""The capacity config flags that `configure` and `whatif` both take (SPEC §3.5, §7).
+
+    @command(app, "configure", example=...)
+    @config_options(show_defaults=True)
+    def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
+        ... ledger.configure(goal=goal, at=at, **config) ...
+
+The decorator puts the thirteen options where the `config` parameter stands and hands
+them to the command gathered in that one dict, so both commands declare the same
+flags, with the same help, from this one table.
+"""
+
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Annotated, Any, get_type_hints
+
+import typer
+
+from projections.capacity import CASE_FIELDS, TOKEN_FIELDS, ConfigFields
+
+# field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
+# second part out: there an absent flag keeps the recorded value instead.
+_HELP: dict[str, tuple[str, str]] = {
+    "max_active_cases": ("Case gate: runs active at most (1-1024)", ""),
+    "target_active_cases": ("Case gate: runs to keep active", "[default: max]"),
+    "max_baseline_cases": ("Case gate: baseline runs at most", "[default: max - reserved]"),
+    "max_test_cases": ("Case gate: control/treatment/explore runs at most", "[default: max]"),
+    "reserved_test_cases": ("Case gate: slots baselines leave to test arms", "[default: 0]"),
+    "quota_tpm": ("Token gate: the provider's TPM quota", ""),
+    "target_tpm": ("Token gate: TPM to fill", "[default: 90% of quota]"),
+    "evaluator_reserve_tpm": ("Token gate: TPM solvers leave to evaluators", "[default: 0]"),
+    "cold_start_reserve_tpm": ("Token gate: TPM kept free for start-up bursts", "[default: 0]"),
+    "cached_input_weight": (
+        "Token gate: how much a cached input token counts, 0.0-1.0",
+        "[default: 1.0]",
+    ),
+    "max_observation_age_s": ("Token gate: usage observations stay fresh this long", "[60]"),
+    "cooldown_base_s": ("Token gate: first cooldown after a 429, doubling", "[15]"),
+    "cooldown_max_s": ("Token gate: longest cooldown, Retry-After included", "[300]"),
+}
+_FIELDS = CASE_FIELDS + TOKEN_FIELDS
+assert tuple(_HELP) == _FIELDS
+_TYPES = get_type_hints(ConfigFields)  # int | None, or float | None
+
+
+def _option(name: str, kind: Any, show_defaults: bool) -> inspect.Parameter:
+    text, default_text = _HELP[name]
+    help_text = f"{text} {default_text}." if show_defaults and default_text else f"{text}."
+    flag = "--" + name.replace("_", "-")
+    option = typer.Option(flag, help=help_text, show_default=False)
+    return inspect.Parameter(name, kind, default=None, annotation=Annotated[_TYPES[name], option])
+
+
+def config_options(*, show_defaults: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Replace the command's `config` parameter with the thirteen config options."""
+
+    def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(func)
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name == "config":
+                params += [_option(name, param.kind, show_defaults) for name in _FIELDS]
+            else:
+                params.append(param)
+
+        @functools.wraps(func)
+        def gathered(*args: Any, **kwargs: Any) -> Any:
+            config = {name: kwargs.pop(name) for name in _FIELDS}
+            return func(*args, config=config, **kwargs)
+
+        del gathered.__wrapped__  # `command` and typer must see the new signature
+        gathered.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        return gathered
+
+    return decorate
