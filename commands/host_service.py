@@ -97,6 +97,14 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
     return HandoffCheck(expected_sha256, len(data), content)
 
 
+def _sha256_hex(text: str) -> str | None:
+    """A SHA-256 hex digest as stored (trimmed, lower case), or None if it is not one."""
+    digest = text.strip().lower()
+    if len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+        return None
+    return digest
+
+
 def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
     if path is None and sha256 is None:
         return None
@@ -104,8 +112,8 @@ def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
         raise InvalidInput(
             "--handoff and --handoff-sha256 go together", code="handoff_digest_required"
         )
-    digest = sha256.strip().lower()
-    if len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+    digest = _sha256_hex(sha256)
+    if digest is None:
         raise InvalidInput(
             f"--handoff-sha256 {sha256!r} is not 64 hex digits", code="invalid_sha256"
         )
@@ -113,8 +121,8 @@ def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
 
 
 def _check_hash(option: str, value: str) -> str:
-    digest = value.strip().lower()
-    if len(digest) != 64 or not set(digest) <= _SHA256_HEX:
+    digest = _sha256_hex(value)
+    if digest is None:
         raise InvalidInput(f"{option} {value!r} is not an event hash", code="invalid_hash")
     return digest
 
@@ -306,12 +314,7 @@ class HostService(ServiceBase):
                 return _refusal(decision, lane=lane, attempt=attempt, at=event_at)
             if decision.idempotent:
                 assert decision.attempt is not None
-                return {
-                    "ok": True,
-                    "appended": False,
-                    "idempotent": True,
-                    "attempt": attempt_json(decision.attempt),
-                }
+                return _attempt_result(decision.attempt, appended=False)
             assert decision.phase is not None
             payload = hosts.AttemptStarted(
                 lane=lane,
@@ -324,13 +327,7 @@ class HostService(ServiceBase):
             )
             pending = txn.append("host.attempt_started", goal, payload, event_at)
         started = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {
-            "ok": True,
-            "appended": True,
-            "idempotent": False,
-            "attempt": attempt_json(started),
-            **_event(pending),
-        }
+        return {**_attempt_result(started, appended=True), **_event(pending)}
 
     def host_exit(
         self,
@@ -358,22 +355,11 @@ class HostService(ServiceBase):
                 return _refusal(decision, attempt=attempt, at=event_at)
             if decision.idempotent:
                 assert decision.attempt is not None
-                return {
-                    "ok": True,
-                    "appended": False,
-                    "idempotent": True,
-                    "attempt": attempt_json(decision.attempt),
-                }
+                return _attempt_result(decision.attempt, appended=False)
             payload = hosts.ProcessExited(attempt=attempt, exit_code=exit_code, signal=signal)
             pending = txn.append("host.process_exited", goal, payload, event_at)
         exited = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {
-            "ok": True,
-            "appended": True,
-            "idempotent": False,
-            "attempt": attempt_json(exited),
-            **_event(pending),
-        }
+        return {**_attempt_result(exited, appended=True), **_event(pending)}
 
     def host_return(
         self,
@@ -672,6 +658,16 @@ def _phase_result(phase: hosts.PhaseState, *, appended: bool, idempotent: bool) 
         "appended": appended,
         "idempotent": idempotent,
         "phase": phase_json(phase),
+    }
+
+
+def _attempt_result(attempt: hosts.AttemptState, *, appended: bool) -> dict[str, Any]:
+    """`host start` / `host exit`: an identical repeat is the one case nothing is appended."""
+    return {
+        "ok": True,
+        "appended": appended,
+        "idempotent": not appended,
+        "attempt": attempt_json(attempt),
     }
 
 
