@@ -460,7 +460,30 @@ class Flip:
         }
 
 
-class WhatIf:
+class _GoalFold:
+    """Folds one goal's capacity records, in journal order, up to the end of a range."""
+
+    def __init__(self, goal: str, since_us: int | None, until_us: int | None) -> None:
+        self.goal = goal
+        self.since_us = since_us
+        self.until_us = until_us
+        self.state = cap.CapacityState()
+
+    @property
+    def goal_state(self) -> cap.GoalCapacity:
+        return cap.goal_of(self.state, self.goal)
+
+    def _at_us(self, record: Record) -> int | None:
+        """The record's time, or None for a record this fold skips (other goal, past the end)."""
+        if record.goal != self.goal or record.kind not in cap.EVENTS:
+            return None
+        at_us = parse_at(record.at)
+        if self.until_us is not None and at_us > self.until_us:
+            return None
+        return at_us
+
+
+class WhatIf(_GoalFold):
     """Replays one goal's records under `overrides`; feed every record in journal order.
 
     Before `since_us` the records fold as recorded; from then on the config is the
@@ -479,11 +502,8 @@ class WhatIf:
         since_us: int | None = None,
         until_us: int | None = None,
     ) -> None:
-        self.goal = goal
+        super().__init__(goal, since_us, until_us)
         self.overrides = overrides
-        self.since_us = since_us
-        self.until_us = until_us
-        self.state = cap.CapacityState()
         self.decisions = 0
         self.flips: list[Flip] = []
         self.first_at: str | None = None
@@ -491,15 +511,9 @@ class WhatIf:
         self._replaying = False
         self._configures = 0
 
-    @property
-    def goal_state(self) -> cap.GoalCapacity:
-        return cap.goal_of(self.state, self.goal)
-
     def feed(self, record: Record, payload: Any) -> None:
-        if record.goal != self.goal or record.kind not in cap.EVENTS:
-            return
-        at_us = parse_at(record.at)
-        if self.until_us is not None and at_us > self.until_us:
+        at_us = self._at_us(record)
+        if at_us is None:
             return
         if not self._replaying and (self.since_us is None or at_us >= self.since_us):
             self._start_replay()
@@ -628,7 +642,7 @@ class Cooldown:
     cooldown_s: int
 
 
-class Timeline:
+class Timeline(_GoalFold):
     """Samples a goal at every time its figures can change; feed every record in order.
 
     Usage is a step function of time: it changes only at an observation's time and 60 s
@@ -640,10 +654,7 @@ class Timeline:
     def __init__(
         self, goal: str, *, since_us: int | None = None, until_us: int | None = None
     ) -> None:
-        self.goal = goal
-        self.since_us = since_us
-        self.until_us = until_us
-        self.state = cap.CapacityState()
+        super().__init__(goal, since_us, until_us)
         self.points: list[Point] = []
         self.decisions: list[RecordedDecision] = []
         self.cooldowns: list[Cooldown] = []
@@ -656,15 +667,9 @@ class Timeline:
         self._last_us: int | None = None
         self._started = since_us is None
 
-    @property
-    def goal_state(self) -> cap.GoalCapacity:
-        return cap.goal_of(self.state, self.goal)
-
     def feed(self, record: Record, payload: Any) -> None:
-        if record.goal != self.goal or record.kind not in cap.EVENTS:
-            return
-        at_us = parse_at(record.at)
-        if self.until_us is not None and at_us > self.until_us:
+        at_us = self._at_us(record)
+        if at_us is None:
             return
         if self._group_us is not None and at_us != self._group_us:
             self._close_group()
