@@ -96,36 +96,29 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
     """The admission decision a record holds, or None for any other event."""
     if record.goal is None:
         return None
+    receipt: cap.Receipt | None = None
     if isinstance(payload, cap.CapacityAdmitted):
-        figures = cap.Figures(
-            **{f: getattr(payload.receipt, f) for f in cap.Figures.__struct_fields__}
-        )
-        return RecordedDecision(
-            record.seq,
-            record.hash,
-            record.kind,
-            record.at,
-            record.goal,
-            payload.request,
-            True,
-            (),
-            figures,
-            payload.receipt,
-        )
-    if isinstance(payload, cap.CapacityRefused):
-        return RecordedDecision(
-            record.seq,
-            record.hash,
-            record.kind,
-            record.at,
-            record.goal,
-            payload.request,
-            False,
-            tuple(payload.reasons),
-            payload.figures,
-            None,
-        )
-    return None
+        receipt = payload.receipt
+        # A receipt is the figures plus what the admission took; keep just the figures,
+        # which is what a refusal records.
+        figures = cap.Figures(**{f: getattr(receipt, f) for f in cap.Figures.__struct_fields__})
+        reasons: tuple[str, ...] = ()
+    elif isinstance(payload, cap.CapacityRefused):
+        figures, reasons = payload.figures, tuple(payload.reasons)
+    else:
+        return None
+    return RecordedDecision(
+        record.seq,
+        record.hash,
+        record.kind,
+        record.at,
+        record.goal,
+        payload.request,
+        receipt is not None,
+        reasons,
+        figures,
+        receipt,
+    )
 
 
 # -- audit ---------------------------------------------------------------------------
