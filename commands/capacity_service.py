@@ -18,7 +18,7 @@ from commands.service_base import (
     check_tokens,
     event_json,
 )
-from journal import InvalidInput, TimeRegression
+from journal import InvalidInput
 from journal.clock import canonical_at, format_us, parse_at, wall_us
 from journal.store import PendingRecord
 from projections import capacity as cap
@@ -174,7 +174,7 @@ class CapacityService(ServiceBase):
         if dry_run and not self.journal.store.writable:
             # A read-only handle polls without the lock: whatever is durable now.
             ledger: Ledger = self.journal.refresh()
-            at_text = self._time_unlocked(goal, at)
+            at_text = self.time_without_lock(goal, at)
             state = cap.goal_of(ledger.capacity, goal)
             decision = cap.decide_admission(state, request, parse_at(at_text))
             return admit_json(goal, decision, None, at_text, dry_run=True)
@@ -194,21 +194,6 @@ class CapacityService(ServiceBase):
                     )
                     pending = txn.append(cap.REFUSED, goal, refused, at_text)
         return admit_json(goal, decision, pending, at_text, dry_run=dry_run)
-
-    def _time_unlocked(self, goal: str, at: str | None) -> str:
-        """Event time for a decision taken without the lock (same rules as a writer)."""
-        last = self.journal.head.goal_last_at.get(goal)
-        if at is None:
-            now = format_us(wall_us())
-            return now if last is None or now >= last else last
-        at_text = canonical_at(at)
-        if last is not None and at_text < last:
-            raise TimeRegression(
-                f"--at {at_text} is earlier than goal {goal!r}'s last event at {last}",
-                at=at_text,
-                last_at=last,
-            )
-        return at_text
 
     # -- reject ------------------------------------------------------------------------
 
