@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from journal import InvalidInput, Journal, TimeRegression
-from journal.clock import canonical_at, format_us, wall_us
+from journal import InvalidInput, Journal
+from journal.clock import canonical_at, event_time, wall_us
 from journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
 from journal.store import PendingRecord
 from projections.ledger import Ledger
@@ -32,17 +32,7 @@ class ServiceBase:
         The journal's last durable time for the goal stands in for the locked one.
         """
         last = self.journal.head.goal_last_at.get(goal)
-        if at is None:
-            now = format_us(wall_us())
-            return now if last is None or now >= last else last
-        at_text = canonical_at(at)
-        if last is not None and at_text < last:
-            raise TimeRegression(
-                f"--at {at_text} is earlier than goal {goal!r}'s last event at {last}",
-                at=at_text,
-                last_at=last,
-            )
-        return at_text
+        return event_time(goal, last, wall_us(), at)
 
     # -- reading state ------------------------------------------------------------
 

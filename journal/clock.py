@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from journal.errors import InvalidInput
+from journal.errors import InvalidInput, TimeRegression
 
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -109,3 +109,20 @@ def parse_deadline_us(text: str, now_us: int) -> int:
     if text.strip().startswith("+"):
         return now_us + parse_duration_us(text)
     return parse_at(text)
+
+
+def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: str | None) -> str:
+    """A goal's event time by SPEC §2.2: implicit time is max(now, the goal's last event)
+    and never refused; an explicit time earlier than the goal's last event is
+    `time_regression`."""
+    if explicit_at is None:
+        now = format_us(now_us)
+        return now if last_at is None or now >= last_at else last_at
+    at = canonical_at(explicit_at)
+    if last_at is not None and at < last_at:
+        raise TimeRegression(
+            f"--at {at} is earlier than goal {goal!r}'s last event at {last_at}",
+            at=at,
+            last_at=last_at,
+        )
+    return at

@@ -25,7 +25,7 @@ import msgspec
 
 from journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
 from journal.checkpoint import Checkpoint, JournalHeadState, warn
-from journal.clock import canonical_at, format_us, is_canonical_at, wall_us
+from journal.clock import event_time, format_us, is_canonical_at, wall_us
 from journal.errors import (
     InvalidInput,
     JournalCorrupt,
@@ -626,18 +626,7 @@ class Transaction(Generic[S]):
 
     def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
         """The event time for `goal`: implicit never goes back; explicit must not."""
-        last = self.last_at(goal)
-        if explicit_at is None:
-            now = format_us(self.wall_us)
-            return now if last is None or now >= last else last
-        at = canonical_at(explicit_at)
-        if last is not None and at < last:
-            raise TimeRegression(
-                f"--at {at} is earlier than goal {goal!r}'s last event at {last}",
-                at=at,
-                last_at=last,
-            )
-        return at
+        return event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits."""
