@@ -17,7 +17,8 @@ from typing import Any, Literal
 
 import msgspec
 
-from journal.clock import CANONICAL_AT_PATTERN
+from journal.clock import is_canonical_at
+from journal.errors import RunledgerError
 from journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
 from journal.record import (
     GENESIS_KIND,
@@ -34,7 +35,6 @@ Visitor = Callable[[Record, Any, bytes], None]
 """Called with each verified record, its decoded payload and its line (no newline)."""
 
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
-_CANONICAL_AT = CANONICAL_AT_PATTERN.fullmatch
 
 
 @dataclass
@@ -87,7 +87,7 @@ def scan(
     goal_last_at = head.goal_last_at
     decoder_of: dict[str, PayloadDecoder | None] = {}
     decode_line = decode_record
-    canonical_at = _CANONICAL_AT
+    canonical_at = is_canonical_at
     stop = -1 if stop_after_seq is None else stop_after_seq
     while pos < end:
         if stop >= 0 and head.next_seq > stop:
@@ -125,7 +125,7 @@ def scan(
             and record.prev == head.prev_hash
             and record.seq != 0
             and kind != GENESIS_KIND
-            and canonical_at(at) is not None
+            and canonical_at(at)
             and (last is None or at >= last)
         ):
             reason = None  # chains: the common case, checked without a call
@@ -150,6 +150,13 @@ def scan(
                 reason = f"payload of {kind} does not decode: {exc}"
         if reason is not None:
             return Failure(head.next_seq, head.offset, reason, True)
+        if visit is not None:
+            try:
+                visit(record, payload, line)
+            except (ValueError, OverflowError, RunledgerError) as exc:
+                # A record that verifies but cannot be folded (an impossible time inside
+                # its payload, say) is corruption at this record, not a reader's error.
+                return Failure(head.next_seq, head.offset, f"{kind} does not fold: {exc}", True)
         if record.seq == 0:
             head.journal_id = payload.journal_id
         goal_last_at[record.goal] = record.at
@@ -157,8 +164,6 @@ def scan(
         head.prev_hash = record.hash
         head.offset += nl + 1 - pos
         pos = nl + 1
-        if visit is not None:
-            visit(record, payload, line)
     return None
 
 
@@ -174,7 +179,7 @@ def _chain_problem(record: Record, head: Head, goal_last_at: dict[str | None, st
         record.goal is None and record.prev == GENESIS_PREV
     ):
         return "only the first record is the genesis record"
-    if _CANONICAL_AT(record.at) is None:
+    if not is_canonical_at(record.at):
         return f"at {record.at!r} is not a canonical UTC timestamp"
     last = goal_last_at.get(record.goal)
     if last is not None and record.at < last:

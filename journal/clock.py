@@ -35,8 +35,23 @@ def wall_us() -> int:
     return time.time_ns() // 1000
 
 
+AT_US_MIN = 0
+AT_US_MAX = 253_402_300_799_999_999
+"""Event times run from 1970-01-01T00:00:00Z to 9999-12-31T23:59:59.999999Z: the
+canonical form has a four-digit year, and nothing a runner records predates 1970."""
+
+
+def _out_of_range(what: str) -> InvalidInput:
+    return InvalidInput(
+        f"{what} is outside the supported range 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59Z",
+        code="invalid_time",
+    )
+
+
 def format_us(at_us: int) -> str:
     """Canonical `at` string for a time in microseconds since the epoch."""
+    if not AT_US_MIN <= at_us <= AT_US_MAX:
+        raise _out_of_range(f"time {at_us} µs after the epoch")
     seconds, micros = divmod(at_us, US_PER_S)
     return f"{_format_second(seconds)}.{micros:06d}Z"
 
@@ -44,7 +59,11 @@ def format_us(at_us: int) -> str:
 @lru_cache(maxsize=1024)
 def _format_second(seconds: int) -> str:
     # Every append formats its time: the date part changes once a second, so cache it.
-    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    moment = _EPOCH + timedelta(seconds=seconds)
+    return (
+        f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T"
+        f"{moment.hour:02d}:{moment.minute:02d}:{moment.second:02d}"
+    )
 
 
 def parse_at(text: str) -> int:
@@ -82,16 +101,27 @@ def _parse_any(text: str) -> int:
             code="invalid_time",
         )
     delta = parsed - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
+    at_us = (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
+    if not AT_US_MIN <= at_us <= AT_US_MAX:
+        raise _out_of_range(f"timestamp {text!r}")
+    return at_us
 
 
 def canonical_at(text: str) -> str:
-    """Normalise any RFC 3339 timestamp to the canonical UTC form."""
-    return text if _CANONICAL.fullmatch(text) else format_us(parse_at(text))
+    """Normalise any RFC 3339 timestamp to the canonical UTC form (exit 2 if invalid)."""
+    at_us = parse_at(text)  # also validates a canonical-looking string (month 13, ...)
+    return text if _CANONICAL.fullmatch(text) else format_us(at_us)
 
 
 def is_canonical_at(text: str) -> bool:
-    return _CANONICAL.fullmatch(text) is not None
+    """Whether `text` is a canonical `at` string of a real time in the supported range."""
+    if _CANONICAL.fullmatch(text) is None:
+        return False
+    try:
+        _parse_second(text[:19])
+    except InvalidInput:
+        return False
+    return True
 
 
 def parse_duration_us(text: str) -> int:
