@@ -67,7 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     from click import exceptions as click_errors
 
     args = sys.argv[1:] if argv is None else argv
-    as_json = "--json" in args or env_json()
+    # Before parsing (a usage error must still answer in JSON); the last flag wins,
+    # and an explicit flag wins over RUNLEDGER_JSON.
+    flags = [a for a in args if a in ("--json", "--no-json")]
+    as_json = flags[-1] == "--json" if flags else env_json()
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
         app = build_app((module,) if module is not None else MODULE_ORDER)

@@ -22,7 +22,7 @@ import typer
 
 from commands.output import Output, emit, emit_error
 from journal.errors import InvalidInput, RunledgerError
-from journal.limits import LOCK_TIMEOUT_S_DEFAULT
+from journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
 
 DEFAULT_JOURNAL = "./runledger.jsonl"
 
@@ -37,7 +37,11 @@ JournalOpt = Annotated[
 ]
 JsonOpt = Annotated[
     bool,
-    typer.Option("--json", envvar="RUNLEDGER_JSON", help="Print exactly one JSON object."),
+    typer.Option(
+        "--json/--no-json",
+        envvar="RUNLEDGER_JSON",
+        help="Print exactly one JSON object (--no-json overrides RUNLEDGER_JSON).",
+    ),
 ]
 LockTimeoutOpt = Annotated[
     float | None,
@@ -123,8 +127,12 @@ def command(
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
-                if not ctx.lock_timeout_s >= 0:  # also refuses nan, which would wait forever
-                    raise InvalidInput("--lock-timeout-s must be >= 0", code="invalid_option")
+                # Also refuses nan and inf: a lock wait must be bounded (SPEC §2.3).
+                if not 0 <= ctx.lock_timeout_s <= LOCK_TIMEOUT_S_MAX:
+                    raise InvalidInput(
+                        f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
+                        code="invalid_option",
+                    )
                 result = func(ctx, **kwargs)
             except RunledgerError as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None
@@ -141,7 +149,15 @@ def command(
 
 
 def env_json() -> bool:
-    return os.environ.get("RUNLEDGER_JSON", "").lower() in ("1", "true", "yes", "on")
+    """RUNLEDGER_JSON read as click reads a boolean environment variable."""
+    return os.environ.get("RUNLEDGER_JSON", "").strip().lower() in (
+        "1",
+        "true",
+        "t",
+        "yes",
+        "y",
+        "on",
+    )
 
 
 __all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "command"]

@@ -19,6 +19,8 @@ BATCH_BYTES_MAX = 256 << 20
 """Bytes one transaction may append."""
 
 LOCK_TIMEOUT_S_DEFAULT = 30.0
+LOCK_TIMEOUT_S_MAX = 86_400.0
+"""A day: a bounded wait (PostgreSQL's lock_timeout tops out near 24.8 days)."""
 LOCK_POLL_S_MIN = 0.0005
 LOCK_POLL_S_MAX = 0.02
 
@@ -37,5 +39,5 @@ GENESIS_PREV = "0" * 64
 
 assert BATCH_BYTES_MAX >= LINE_BYTES_MAX
 assert READ_CHUNK_BYTES >= 2 * LINE_BYTES_MAX
-assert LOCK_POLL_S_MIN < LOCK_POLL_S_MAX < LOCK_TIMEOUT_S_DEFAULT
+assert LOCK_POLL_S_MIN < LOCK_POLL_S_MAX < LOCK_TIMEOUT_S_DEFAULT < LOCK_TIMEOUT_S_MAX
 assert HANDOFF_BYTES_MAX * 2 < LINE_BYTES_MAX, "a handoff must fit in one journal line"
