@@ -117,7 +117,7 @@ class OperatorService(ServiceBase):
                 if seq is not None
                 else f"hash {hash}"
                 if hash is not None
-                else f"a capacity decision for goal {goal!r} run {run!r}"
+                else f"capacity decision for goal {goal!r} run {run!r}"
             )
             raise InvalidInput(f"the journal holds no {what}", code="decision_not_found")
         record = found[0]

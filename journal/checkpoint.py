@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 
 import msgspec
 
@@ -59,7 +60,8 @@ def checkpoint_path(journal_path: str) -> str:
 
 
 def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
+    # Unique per writer: two handles (threads or processes) may refresh at once.
+    tmp = f"{path}.tmp.{os.getpid()}.{uuid.uuid4().hex}"
     fd = os.open(
         tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
     )
