@@ -400,6 +400,14 @@ class Journal(Generic[S]):
                 return RepairResult(truncate_after_seq, kept, 0, False)
             if not rest:
                 return RepairResult(truncate_after_seq, None, 0, False)
+            if _verifies(rest, head.copy(), self.decoder):
+                # Repair is the way out of corruption (SPEC §2.4), not a way to discard
+                # acknowledged records: a repeated command must not eat newer work.
+                raise InvalidInput(
+                    f"every record after seq {truncate_after_seq} verifies: nothing to repair "
+                    "(repair only quarantines corrupt or torn bytes and what follows them)",
+                    code="journal_not_corrupt",
+                )
             path = self.store.cut_tail(head.offset, head.next_seq, "quarantine")
             self._state_valid = False
             self._refresh(recover=True)
@@ -682,6 +690,12 @@ class RepairResult:
     quarantine: str | None
     quarantined_bytes: int
     appended: bool
+
+
+def _verifies(rest: bytes, head: Head, decoder: Callable[[str], PayloadDecoder | None]) -> bool:
+    """Whether `rest` (the bytes after `head`) is whole records that all verify."""
+    end = head.offset + len(rest)
+    return scan(rest, head, decoder, None) is None and head.offset == end
 
 
 def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | None:

@@ -20,7 +20,7 @@ from jhelpers import (
 )
 from toyprojector import TOY, Note
 
-from journal import Journal, JournalCorrupt
+from journal import InvalidInput, Journal, JournalCorrupt
 
 NOTES = [5, 6, 7, 8, 9]
 
@@ -175,7 +175,8 @@ def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path)
     path = str(tmp_path / "j.jsonl")
     holder = toy_journal(path, NOTES)
     try:
-        repairer = Journal.open(path, TOY)
+        _corrupt_record(path, 3)  # repair only ever quarantines corruption
+        repairer = Journal.open(path, TOY, allow_corrupt=True)
         try:
             repairer.repair(2)
         finally:
@@ -191,16 +192,28 @@ def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path)
 
 
 def test_repair_of_a_healthy_journal_and_of_nothing(tmp_path: Path) -> None:
+    """Repair is the way out of corruption: on a journal that verifies after SEQ it
+    refuses (a repeated command must never quarantine acknowledged records)."""
     path = str(tmp_path / "j.jsonl")
     toy_journal(path, NOTES).close()
+    before = Path(path).read_bytes()
     journal = Journal.open(path, TOY)
     try:
         nothing = journal.repair(len(NOTES))  # the last record: nothing after it
         assert nothing.appended is False and nothing.quarantine is None
-        moved = journal.repair(3)
-        assert moved.appended is True
-        assert journal.state == toy_fold(NOTES[:3])
-        assert journal.head.seq == 4  # records 0..3, then the journal.repaired record
+        with pytest.raises(InvalidInput) as refused:
+            journal.repair(3)
+        assert refused.value.code == "journal_not_corrupt"
     finally:
         journal.close()
-    assert notes_in(path) == NOTES[:3]
+    assert Path(path).read_bytes() == before
+    assert not list(tmp_path.glob("*.quarantine.*"))
+
+
+def _corrupt_record(path: str, seq: int) -> None:
+    """Flip one hex digit of record `seq`'s hash (it no longer self-verifies)."""
+    lines = Path(path).read_bytes().split(b"\n")
+    line = lines[seq]
+    digit = line[-3:-2]
+    lines[seq] = line[:-3] + (b"0" if digit != b"0" else b"1") + line[-2:]
+    Path(path).write_bytes(b"\n".join(lines))

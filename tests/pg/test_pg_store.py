@@ -300,8 +300,20 @@ def test_repair_cannot_cut_postgresql_rows(pg_journal: str) -> None:
         assert configure_budget(pg_journal, units).code == 0
     before = rows(pg_journal)
     refused = cli(pg_journal, "repair", "--truncate-after", "0", "--yes")
-    assert refused.code == 2 and refused.json["error"]["code"] == "repair_unsupported"
+    # A healthy journal has nothing to repair, whichever the store.
+    assert refused.code == 2 and refused.json["error"]["code"] == "journal_not_corrupt"
     assert rows(pg_journal) == before
+    # Rows whose lines no longer verify cannot be cut either: the table refuses DELETE.
+    with connect(pg_journal, autocommit=True) as admin:
+        admin.execute("SET session_replication_role = replica")
+        admin.execute(
+            f"UPDATE {events_table(pg_journal)} SET line = replace(line, "
+            "'\"allowed_units\":2', '\"allowed_units\":3') WHERE seq = 2"
+        )
+    tampered = rows(pg_journal)
+    refused = cli(pg_journal, "repair", "--truncate-after", "1", "--yes")
+    assert refused.code == 2 and refused.json["error"]["code"] == "repair_unsupported"
+    assert rows(pg_journal) == tampered
 
 
 def test_a_connection_lost_mid_command_acknowledges_nothing(pg_journal: str) -> None:
