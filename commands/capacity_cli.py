@@ -204,8 +204,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
     ) -> Output:
-        """Show each goal's config, usage, reservations, active runs and what to do next."""
-        with ctx.service(write=False) as ledger:
+        """Show each goal's config, usage, reservations, active runs and what to do next.
+
+        On a corrupt journal, --seq N before the corrupt record still answers.
+        """
+        with ctx.service(write=False, allow_corrupt=seq is not None) as ledger:
             result = ledger.inspect(goal=goal, at=at, seq=seq)
         return Output(result, text=inspect_text(result))
 

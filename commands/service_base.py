@@ -37,9 +37,17 @@ class ServiceBase:
     # -- reading state ------------------------------------------------------------
 
     def state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
-        """The ledger now, as of time `at` (every event with at <= T) or record `seq`."""
+        """The ledger now, as of time `at` (every event with at <= T) or record `seq`.
+
+        On a handle opened with allow_corrupt, only `seq` inside the verified prefix
+        answers; anything else reports the corruption (SPEC §2.4).
+        """
         if at is not None and seq is not None:
             raise InvalidInput("give --at or --seq, not both", code="invalid_option")
+        corruption = self.journal.corruption
+        if corruption is not None and (seq is None or seq >= corruption.seq):
+            # A handle opened on a corrupt journal shows only its verified prefix.
+            raise self.journal.corrupt_error(corruption)
         if seq is not None:
             if seq < 0 or seq > self.journal.head.seq:
                 raise InvalidInput(

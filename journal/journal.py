@@ -246,13 +246,20 @@ class Journal(Generic[S]):
             return
         self.corruption = failure
         if not tolerate_corrupt:
-            raise JournalCorrupt(
-                f"journal {self.store.target} is corrupt at seq {failure.seq} "
-                f"(byte {failure.offset}): {failure.reason}",
-                seq=failure.seq,
-                offset=failure.offset,
-                reason=failure.reason,
-            )
+            raise self.corrupt_error(failure)
+
+    def corrupt_error(self, failure: Failure, verified: Head | None = None) -> JournalCorrupt:
+        """The error that reports mid-log corruption at `failure` (SPEC §2.4)."""
+        # Readers report the corruption and can still show the verified prefix.
+        prefix: dict[str, Any] = {} if verified is None else {"verified_head": _head_json(verified)}
+        return JournalCorrupt(
+            f"journal {self.store.target} is corrupt at seq {failure.seq} "
+            f"(byte {failure.offset}): {failure.reason}",
+            seq=failure.seq,
+            offset=failure.offset,
+            reason=failure.reason,
+            **prefix,
+        )
 
     def _load_checkpoint(self) -> None:
         checkpoint = self.store.load_checkpoint()
@@ -552,16 +559,7 @@ class Journal(Generic[S]):
         if self.store.torn_tails and classify_tail(rest, failure) == "torn":
             self.torn_tail = failure
             return
-        # SPEC §2.4: readers report the corruption and can still show the verified prefix.
-        prefix: dict[str, Any] = {} if verified is None else {"verified_head": _head_json(verified)}
-        raise JournalCorrupt(
-            f"journal {self.store.target} is corrupt at seq {failure.seq} "
-            f"(byte {failure.offset}): {failure.reason}",
-            seq=failure.seq,
-            offset=failure.offset,
-            reason=failure.reason,
-            **prefix,
-        )
+        raise self.corrupt_error(failure, verified)
 
     def refresh(self) -> S:
         """Fold what other processes appended since this handle last looked, without
