@@ -56,6 +56,7 @@ from journal.store import PendingRecord, Store
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
+_Raw = msgspec.Raw
 Progress = Callable[[int], None]
 """Called with the number of bytes just processed (for progress bars)."""
 
@@ -117,6 +118,8 @@ class Journal(Generic[S]):
         self.decoder: Callable[[str], PayloadDecoder | None] = lambda kind: (
             _decode_repaired if kind == REPAIRED_KIND else project_decoder(kind)
         )
+        self._decoders: dict[str, PayloadDecoder] = {}
+        """Known kinds' decoders, so an append finds its decoder with one dict lookup."""
         self._in_transaction = False
         self._state_valid = False
 
@@ -173,8 +176,9 @@ class Journal(Generic[S]):
         the verified prefix and `self.corruption` says where it ends. Transactions
         never tolerate it.
         """
+        head = self.head
         if self._state_valid and not self.store.tail_matches(
-            self.head.offset, self.head.seq, self.head.prev_hash
+            head.offset, head.next_seq - 1, head.prev_hash
         ):
             # Someone cut records we had folded (repair in another process): start over.
             self._state_valid = False
@@ -322,8 +326,10 @@ class Journal(Generic[S]):
     def _begin(self) -> None:
         if self._in_transaction:
             raise RuntimeError("transactions on one journal handle do not nest")
-        self._check_poisoned()
-        self.store.lock(self.lock_timeout_s)
+        store = self.store
+        if store.poisoned:
+            self._check_poisoned()
+        store.lock(self.lock_timeout_s)
         self._in_transaction = True
         try:
             self._refresh(recover=True)
@@ -350,17 +356,19 @@ class Journal(Generic[S]):
         appends). A failed write or sync leaves the state to be rebuilt from the log.
         """
         self._state_valid = False
-        offset = self.head.offset
         head, apply, state = self.head, self.projector.apply, self.state
-        for item in pending:
-            record = item.record
+        offset = end = head.offset
+        goal_last_at = head.goal_last_at
+        for record, payload, line in pending:
             if record.seq == 0:
-                head.journal_id = item.payload.journal_id
-            apply(state, record, item.payload)
-            head.next_seq = record.seq + 1
-            head.prev_hash = record.hash
-            head.offset += len(item.line)
-            head.goal_last_at[record.goal] = record.at
+                head.journal_id = payload.journal_id
+            apply(state, record, payload)
+            end += len(line)
+            goal_last_at[record.goal] = record.at
+        last = pending[-1].record
+        head.next_seq = last.seq + 1
+        head.prev_hash = last.hash
+        head.offset = end
         self.store.append(pending, offset)
         if pending[0].record.seq == 0:
             # A new journal: its directory entry must be durable before anything is
@@ -373,7 +381,7 @@ class Journal(Generic[S]):
         self.store.unlock()
 
     def _maybe_checkpoint(self) -> None:
-        if self.head.seq - self.checkpoint_seq >= self.checkpoint_every:
+        if self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every:
             try:
                 self.write_checkpoint()
             except Exception as exc:  # the commit is durable: a checkpoint is only a cache
@@ -581,6 +589,16 @@ class Journal(Generic[S]):
 class Transaction(Generic[S]):
     """One locked read-decide-append cycle; commits on a clean exit."""
 
+    __slots__ = (
+        "_canonical_at",
+        "_goal_last_at",
+        "_journal",
+        "_pending",
+        "_pending_bytes",
+        "appended",
+        "wall_us",
+    )
+
     def __init__(self, journal: Journal[S]) -> None:
         self._journal = journal
         self._pending: list[PendingRecord] = []
@@ -603,15 +621,17 @@ class Transaction(Generic[S]):
         tb: TracebackType | None,
     ) -> None:
         journal = self._journal
+        pending = self._pending
         try:
-            if exc_type is None and self._pending:
-                journal._commit(self._pending)
-                self.appended = self._pending
-            elif exc_type is not None and self._pending:
-                self._pending = []
+            if pending:
+                if exc_type is None:
+                    journal._commit(pending)
+                    self.appended = pending
+                else:
+                    self._pending = []
         finally:
             journal._end()
-        if exc_type is None and self._pending:
+        if exc_type is None and pending:
             journal._maybe_checkpoint()
 
     @property
@@ -632,27 +652,38 @@ class Transaction(Generic[S]):
 
     def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
         """The event time for `goal`: implicit never goes back; explicit must not."""
-        return event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
+        at = event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
+        self._canonical_at = at  # canonical by construction: append need not check it again
+        return at
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits."""
-        if at is not self._canonical_at and not is_canonical_at(at):
-            raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
-        self._canonical_at = at  # a batch usually shares one time: check it once
+        if at is not self._canonical_at:  # the time time_for gave, or a batch's shared time
+            if not is_canonical_at(at):
+                raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
+            self._canonical_at = at
         last = self.last_at(goal)
         if last is not None and at < last:
             raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
-        decode = self._journal.decoder(kind)
+        journal = self._journal
+        decode = journal._decoders.get(kind)
         if decode is None:
-            raise InvalidInput(f"unknown event kind {kind!r}", code="unknown_kind")
-        head = self._journal.head
+            found = journal.decoder(kind)
+            if found is None:
+                raise InvalidInput(f"unknown event kind {kind!r}", code="unknown_kind")
+            decode = journal._decoders[kind] = found
         staged = self._pending
-        if head.next_seq == 0 and not staged:
+        genesis = None
+        if staged:
+            previous = staged[-1].record
+            seq, prev = previous.seq + 1, previous.hash
+        elif journal.head.next_seq == 0:
             # A new journal: staged together with the first event (see Journal._genesis),
             # and only once that event is accepted.
-            staged = [Journal._genesis(format_us(self.wall_us))]
-        seq = head.next_seq + len(staged)
-        prev = staged[-1].record.hash if staged else head.prev_hash
+            genesis = Journal._genesis(format_us(self.wall_us))
+            seq, prev = 1, genesis.record.hash
+        else:
+            seq, prev = journal.head.next_seq, journal.head.prev_hash
         data = payload if isinstance(payload, bytes) else encode_payload(payload)
         # Check the payload against its schema right before it is written: a payload
         # that did not decode would make the journal corrupt for every later reader.
@@ -663,21 +694,22 @@ class Transaction(Generic[S]):
                 f"payload of {kind} is invalid: {exc}", code="invalid_payload"
             ) from exc
         line, digest = encode_line(seq, at, kind, goal, data, prev)
-        if len(line) > LINE_BYTES_MAX:
+        size = len(line)
+        if size > LINE_BYTES_MAX:
             raise InvalidInput(
-                f"event of {len(line)} bytes exceeds the 1 MiB line limit", code="line_too_large"
+                f"event of {size} bytes exceeds the 1 MiB line limit", code="line_too_large"
             )
-        if len(staged) >= BATCH_EVENTS_MAX or self._pending_bytes + len(line) > (BATCH_BYTES_MAX):
+        pending_bytes = self._pending_bytes + size
+        if len(staged) >= BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
             raise InvalidInput("too many events in one transaction", code="batch_too_large")
-        record = Record(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev, digest)
+        record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), prev, digest)
         pending = PendingRecord(record, decoded, line)
-        if staged is not self._pending:
-            genesis = staged[0]
-            self._pending.append(genesis)
-            self._pending_bytes += len(genesis.line)
+        if genesis is not None:
+            staged.append(genesis)
+            pending_bytes += len(genesis.line)
             self._goal_last_at[None] = genesis.record.at
-        self._pending.append(pending)
-        self._pending_bytes += len(line)
+        staged.append(pending)
+        self._pending_bytes = pending_bytes
         self._goal_last_at[goal] = at
         return pending
 
