@@ -10,6 +10,7 @@ decides whether the bytes from there on are a torn tail or mid-log corruption
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import sha256
@@ -89,91 +90,114 @@ def scan(
     decode_line = decode_record
     canonical_at = is_canonical_at
     stop = -1 if stop_after_seq is None else stop_after_seq
-    while pos < end:
-        if stop >= 0 and head.next_seq > stop:
-            return None
-        nl = find(b"\n", pos, pos + LINE_BYTES_MAX)
-        if nl < 0:
-            if end - pos >= LINE_BYTES_MAX:
-                return Failure(head.next_seq, head.offset, "line exceeds 1 MiB", False)
-            return None  # a partial line: the caller decides what it means
-        line = data[pos:nl]
-        # Fast path (inlined self_verify; the hot loop of every fold and verify).
-        record = None
-        if line[-2:] == b'"}' and line[-SUFFIX_BYTES:-66] == HASH_MEMBER:
-            try:
-                record = decode_line(line)
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                record = None
-            if record is not None:
-                digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
-                digest.update(b"}")
-                hex_digest = digest.hexdigest()
-                if (
-                    record.hash != hex_digest
-                    or line[-66:-2] != hex_digest.encode()
-                    or record.v != FORMAT_VERSION
-                ):
+    # The last `at` found canonical, and its second ("2026-11-29T09:41:12."): a batch
+    # shares one time, and an `at` in the same second is canonical iff its last seven
+    # characters are six digits and Z (the range check depends on the second only).
+    checked_at: str | None = None
+    checked_second = "-"  # no canonical `at` starts with "-"
+    micros_z = _MICROS_Z
+    # The head's position lives in locals while the loop runs (three attribute writes
+    # per record cost as much as the chain check); `finally` writes it back however
+    # the loop ends, so callers see the head after the last verified record.
+    next_seq, prev_hash, offset = head.next_seq, head.prev_hash, head.offset
+    try:
+        while pos < end:
+            if stop >= 0 and next_seq > stop:
+                return None
+            nl = find(b"\n", pos, pos + LINE_BYTES_MAX)
+            if nl < 0:
+                if end - pos >= LINE_BYTES_MAX:
+                    return Failure(next_seq, offset, "line exceeds 1 MiB", False)
+                return None  # a partial line: the caller decides what it means
+            line = data[pos:nl]
+            # Fast path (inlined self_verify; the hot loop of every fold and verify).
+            record = None
+            if line[-2:] == b'"}' and line[-SUFFIX_BYTES:-66] == HASH_MEMBER:
+                try:
+                    record = decode_line(line)
+                except (msgspec.DecodeError, msgspec.ValidationError):
                     record = None
-        if record is None:
-            return Failure(head.next_seq, head.offset, _why_not_self_verifying(line), False)
-        kind = record.kind
-        at = record.at
-        last = goal_last_at.get(record.goal)
-        if (
-            record.seq == head.next_seq
-            and record.prev == head.prev_hash
-            and record.seq != 0
-            and kind != GENESIS_KIND
-            and canonical_at(at)
-            and (last is None or at >= last)
-        ):
-            reason = None  # chains: the common case, checked without a call
-        else:
-            reason = _chain_problem(record, head, goal_last_at)
-        payload: Any = None
-        if reason is None:
-            try:
-                if kind == GENESIS_KIND:
-                    payload = _decode_genesis(record.data)
-                    if payload.format != FORMAT:
-                        reason = f"genesis declares format {payload.format!r}, not {FORMAT!r}"
-                else:
-                    decode = decoder_of.get(kind, _MISSING)
-                    if decode is _MISSING:
-                        decode = decoder_of[kind] = decoders(kind)
-                    if decode is None:
-                        reason = f"unknown event kind {kind!r}"
+                if record is not None:
+                    digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
+                    digest.update(b"}")
+                    hex_digest = digest.hexdigest()
+                    if (
+                        record.hash != hex_digest
+                        or line[-66:-2] != hex_digest.encode()
+                        or record.v != FORMAT_VERSION
+                    ):
+                        record = None
+            if record is None:
+                return Failure(next_seq, offset, _why_not_self_verifying(line), False)
+            kind = record.kind
+            at = record.at
+            goal = record.goal
+            last = goal_last_at.get(goal)
+            if (
+                record.seq == next_seq
+                and record.prev == prev_hash
+                and next_seq != 0
+                and kind != GENESIS_KIND
+                and (
+                    at == checked_at
+                    or (at.startswith(checked_second) and micros_z(at, 20) is not None)
+                    or canonical_at(at)
+                )
+                and (last is None or at >= last)
+            ):
+                reason = None  # chains: the common case, checked without a call
+                if at != checked_at:
+                    checked_at, checked_second = at, at[:20]
+            else:
+                reason = _chain_problem(record, next_seq, prev_hash, goal_last_at)
+            payload: Any = None
+            if reason is None:
+                try:
+                    if kind == GENESIS_KIND:
+                        payload = _decode_genesis(record.data)
+                        if payload.format != FORMAT:
+                            reason = f"genesis declares format {payload.format!r}, not {FORMAT!r}"
                     else:
-                        payload = decode(record.data)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                reason = f"payload of {kind} does not decode: {exc}"
-        if reason is not None:
-            return Failure(head.next_seq, head.offset, reason, True)
-        if visit is not None:
-            try:
-                visit(record, payload, line)
-            except (ValueError, OverflowError, RunledgerError) as exc:
-                # A record that verifies but cannot be folded (an impossible time inside
-                # its payload, say) is corruption at this record, not a reader's error.
-                return Failure(head.next_seq, head.offset, f"{kind} does not fold: {exc}", True)
-        if record.seq == 0:
-            head.journal_id = payload.journal_id
-        goal_last_at[record.goal] = record.at
-        head.next_seq += 1
-        head.prev_hash = record.hash
-        head.offset += nl + 1 - pos
-        pos = nl + 1
-    return None
+                        decode = decoder_of.get(kind, _MISSING)
+                        if decode is _MISSING:
+                            decode = decoder_of[kind] = decoders(kind)
+                        if decode is None:
+                            reason = f"unknown event kind {kind!r}"
+                        else:
+                            payload = decode(record.data)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    reason = f"payload of {kind} does not decode: {exc}"
+            if reason is not None:
+                return Failure(next_seq, offset, reason, True)
+            if visit is not None:
+                try:
+                    visit(record, payload, line)
+                except (ValueError, OverflowError, RunledgerError) as exc:
+                    # A record that verifies but cannot be folded (an impossible time inside
+                    # its payload, say) is corruption at this record, not a reader's error.
+                    return Failure(next_seq, offset, f"{kind} does not fold: {exc}", True)
+            if next_seq == 0:
+                head.journal_id = payload.journal_id
+            goal_last_at[goal] = at
+            next_seq += 1
+            prev_hash = record.hash
+            offset += nl + 1 - pos
+            pos = nl + 1
+        return None
+    finally:
+        head.next_seq, head.prev_hash, head.offset = next_seq, prev_hash, offset
 
 
 _MISSING: Any = object()
+_MICROS_Z = re.compile(r"[0-9]{6}Z").fullmatch
 
 
-def _chain_problem(record: Record, head: Head, goal_last_at: dict[str | None, str]) -> str | None:
-    if record.seq != head.next_seq:
-        return f"seq {record.seq} where {head.next_seq} was expected"
-    if record.prev != head.prev_hash:
+def _chain_problem(
+    record: Record, next_seq: int, prev_hash: str, goal_last_at: dict[str | None, str]
+) -> str | None:
+    if record.seq != next_seq:
+        return f"seq {record.seq} where {next_seq} was expected"
+    if record.prev != prev_hash:
         return "prev does not match the previous record's hash"
     if (record.seq == 0) != (record.kind == GENESIS_KIND) or (record.seq == 0) != (
         record.goal is None and record.prev == GENESIS_PREV
