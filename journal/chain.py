@@ -94,7 +94,7 @@ def scan(
     # shares one time, and an `at` in the same second is canonical iff its last seven
     # characters are six digits and Z (the range check depends on the second only).
     checked_at: str | None = None
-    checked_second = "-"  # no canonical `at` starts with "-"
+    checked_second = _EPOCH_SECOND  # a real canonical second, so the rule holds from the start
     micros_z = _MICROS_Z
     # The head's position lives in locals while the loop runs (three attribute writes
     # per record cost as much as the chain check); `finally` writes it back however
@@ -190,6 +190,7 @@ def scan(
 
 _MISSING: Any = object()
 _MICROS_Z = re.compile(r"[0-9]{6}Z").fullmatch
+_EPOCH_SECOND = "1970-01-01T00:00:00."
 
 
 def _chain_problem(

@@ -1,0 +1,64 @@
+"""The verifier's shortcuts (journal/chain.py `scan`) accept exactly what the full
+checks accept: an `at` in the same second as the last canonical one skips the full
+regex and range check, so malformed times around a valid one must still fail."""
+
+from __future__ import annotations
+
+import pytest
+
+from journal.chain import Head, scan
+from journal.record import encode_line, genesis_line
+from projections.ledger import PROJECTOR
+
+PAYLOAD = (
+    b'{"run":"r","uncached_input":1,"cached_input":0,"output":1,"requests":1,'
+    b'"coverage":"measured","source":"t"}'
+)
+SECOND = "2026-11-29T11:08:22."
+
+
+def _scan_times(*times: str, genesis_at: str = SECOND + "000000Z") -> tuple[Head, str | None]:
+    line, prev = genesis_line("a" * 32, genesis_at)
+    buf = line
+    for seq, at in enumerate(times, start=1):
+        line, prev = encode_line(seq, at, "capacity.observed", "g", PAYLOAD, prev)
+        buf += line
+    head = Head()
+    failure = scan(buf, head, PROJECTOR.decoder, None)
+    return head, None if failure is None else failure.reason
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        SECOND + "12345Z",
+        SECOND + "1234567Z",
+        SECOND + "123456z",
+        SECOND + "12345\u0661Z",  # a non-ASCII digit
+        SECOND + "123456Z\n",
+        SECOND + "123456ZZ",
+        "-" + "a" * 19 + "123456Z",  # no valid second before it: must not pass either
+        "1970-01-01T00:00:00.12345xZ",
+    ],
+)
+def test_malformed_time_in_a_known_second_is_corrupt(bad: str) -> None:
+    head, reason = _scan_times(SECOND + "000001Z", bad)
+    assert reason is not None and "not a canonical UTC timestamp" in reason
+    assert head.next_seq == 2  # genesis and the first event verified, not the bad one
+
+
+def test_malformed_time_as_the_first_event_is_corrupt() -> None:
+    head, reason = _scan_times("-" + "a" * 19 + "123456Z")
+    assert reason is not None and "not a canonical UTC timestamp" in reason
+    assert head.next_seq == 1
+
+
+def test_times_in_one_second_and_shared_times_verify() -> None:
+    times = [
+        SECOND + "000001Z",
+        SECOND + "000001Z",
+        SECOND + "999999Z",
+        "2026-11-29T11:08:23.000000Z",
+    ]
+    head, reason = _scan_times(*times)
+    assert reason is None and head.next_seq == 5
