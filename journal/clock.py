@@ -66,10 +66,21 @@ def _format_second(seconds: int) -> str:
     )
 
 
+_last_parsed: tuple[str, int] = ("1970-01-01T00:00:00.000000Z", 0)
+"""The last canonical time parse_at parsed: a batch's events share one time, and a
+fold parses each event's. One tuple, replaced whole, so it is safe across threads."""
+
+
 def parse_at(text: str) -> int:
     """Microseconds since the epoch for an RFC 3339 timestamp with a zone."""
+    global _last_parsed
+    last_text, last_us = _last_parsed
+    if text == last_text:
+        return last_us
     if _CANONICAL.fullmatch(text) is not None:  # the fast path every fold takes
-        return _parse_second(text[:19]) * US_PER_S + int(text[20:26])
+        at_us = _parse_second(text[:19]) * US_PER_S + int(text[20:26])
+        _last_parsed = (text, at_us)
+        return at_us
     return _parse_any(text)
 
 
