@@ -18,7 +18,6 @@ from commands import demo_capacity, demo_host, demo_settlement
 from commands.api import Runledger
 
 Say = Callable[[str], None]
-DEFAULT_PATH = "./runledger-demo.jsonl"
 
 
 def fresh_path(path: str) -> str | None:

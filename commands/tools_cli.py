@@ -9,6 +9,7 @@ from commands.common import Ctx, command
 from commands.output import Output, table
 from journal import InvalidInput
 
+DEMO_JOURNAL = "./runledger-demo.jsonl"
 DemoJournalOpt = Annotated[
     str | None,
     typer.Option(
@@ -26,7 +27,7 @@ def register(app: typer.Typer) -> None:
         "demo",
         example="runledger demo --journal /tmp/demo.jsonl",
         journal_option=DemoJournalOpt,
-        journal_default="./runledger-demo.jsonl",
+        journal_default=DEMO_JOURNAL,
     )
     def demo(ctx: Ctx) -> Output:
         """Run a scripted, realistic session on a fresh embedded journal.

@@ -99,9 +99,5 @@ def read_checkpoint(path: str) -> Checkpoint | None:
         return None
 
 
-def encode_state(state: object) -> bytes:
-    return _encode(state)
-
-
 def warn(message: str) -> None:
     print(f"runledger: warning: {message}", file=sys.stderr)

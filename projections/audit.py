@@ -35,9 +35,6 @@ TOP_CONTRIBUTORS = 5
 SAMPLES_PER_CONTRIBUTOR = 20
 """Samples shown per contributing run (the count of all of them is given too)."""
 
-UNATTRIBUTED = None
-"""The `run` of usage observed without `--run`."""
-
 SETTLEMENT_DECISION_KINDS = (
     settlement.BUDGET_CONFIGURED,
     settlement.TURN_OPENED,
@@ -368,10 +365,6 @@ class Overrides:
             tokens={k: v for k, v in tokens.items() if v is not None},
         )
 
-    @property
-    def empty(self) -> bool:
-        return not self.cases and not self.tokens
-
     def apply(
         self, cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None
     ) -> tuple[cap.CaseConfig | None, cap.TokenConfig | None]:
@@ -502,7 +495,6 @@ class WhatIf(_GoalFold):
         self.first_at: str | None = None
         self.last_at: str | None = None
         self._replaying = False
-        self._configures = 0
 
     def feed(self, record: Record, payload: Any) -> None:
         at_us = self._at_us(record)
@@ -529,7 +521,6 @@ class WhatIf(_GoalFold):
         """The payload this record would have had in the replayed world."""
         goal = self.goal_state
         if isinstance(payload, cap.CapacityConfigured):
-            self._configures += 1
             cases, tokens = self.overrides.apply(payload.cases, payload.tokens)
             return cap.CapacityConfigured(cases=cases, tokens=tokens)
         if isinstance(payload, cap.CapacityRejected):

@@ -59,9 +59,4 @@ ADMISSION_REASONS = (
 )
 """Every reason `decide_admission` can give, in the order it reports them."""
 
-TOKEN_REASONS = frozenset(
-    {FORECAST_EXCEEDS_TARGET, TOKEN_HEADROOM_EXHAUSTED, EVALUATOR_RESERVE_PROTECTED}
-)
-"""Reasons about the quantity of tokens (an audit reports a shortfall for these)."""
-
 CAPACITY_REASONS = (*ADMISSION_REASONS, CONFIG_BELOW_OCCUPANCY, RUN_NOT_ACTIVE)
