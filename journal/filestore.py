@@ -332,7 +332,43 @@ class FileStore:
         if self.write_fd < 0:
             raise StorageFailure(f"{self.path} was opened read-only", code="read_only")
 
+    def ensure_linked(self, timeout_s: float) -> bool:
+        """For an empty journal, under the lock: if the file this handle holds was
+        removed (another handle's refused first command, see close), open the path
+        again, creating it if need be, and lock that. True if it reopened."""
+        reopened = False
+        while self.write_fd >= 0 and os.fstat(self.write_fd).st_nlink == 0:
+            self.unlock()
+            for fd in (self.read_fd, self.write_fd):
+                if fd >= 0:
+                    os.close(fd)
+            self.read_fd = self.write_fd = -1
+            self.created = False
+            self.lock(timeout_s)  # reopens the path
+            reopened = True
+        return reopened
+
+    def _remove_if_never_written(self) -> None:
+        """Remove a file this handle created but never wrote (its first command was
+        refused or invalid), so such a command leaves nothing behind. Only under the
+        lock, only while the file is empty and the path still names it; a writer that
+        opened it meanwhile finds it unlinked after locking and creates it again."""
+        try:
+            if not self._locked:
+                fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                self._locked = True
+            held = os.fstat(self.write_fd)
+            named = os.stat(self.path, follow_symlinks=False)
+            if held.st_size == 0 and (held.st_dev, held.st_ino) == (named.st_dev, named.st_ino):
+                os.unlink(self.path)
+        except OSError:
+            pass  # best effort: someone else holds the lock, or the path changed
+        finally:
+            self.unlock()
+
     def close(self) -> None:
+        if self.created and self.write_fd >= 0 and not self.poisoned and not self.closed:
+            self._remove_if_never_written()
         self.closed = True
         self.unlock()
         for fd in (self.read_fd, self.write_fd):

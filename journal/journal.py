@@ -333,6 +333,9 @@ class Journal(Generic[S]):
         self._in_transaction = True
         try:
             self._refresh(recover=True)
+            if self.head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
+                self._state_valid = False  # another file now: fold it from the start
+                self._refresh(recover=True)
         except BaseException:
             self._end()
             raise

@@ -520,6 +520,9 @@ class PgStore:
             seq=next_seq,
         )
 
+    def ensure_linked(self, timeout_s: float) -> bool:
+        return False  # a table is never unlinked from under a writer
+
     def created_durably(self) -> None:
         """Nothing to do: COMMIT made the genesis record and the tables durable."""
 

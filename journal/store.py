@@ -65,6 +65,10 @@ class Store(Protocol):
         """Preserve the bytes after `offset` beside the journal and truncate; the path."""
         ...
 
+    def ensure_linked(self, timeout_s: float) -> bool:
+        """Under the lock, for an empty journal: reopen if the file held was removed."""
+        ...
+
     def created_durably(self) -> None:
         """Called once the genesis record is durable (the file store fsyncs the directory)."""
         ...
