@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import line_count, run_cli
+from conftest import REPO, CliResult, line_count, run_cli
 
 T0 = "2026-11-29T10:00:00.000000Z"
 
@@ -56,3 +61,103 @@ def run_printed(command: str, journal: str) -> Any:
     argv = shlex.split(command)
     assert argv[0] == "runledger"
     return run_cli(*argv[1:], "--journal", journal, "--json")
+
+
+def minutes_after(t0: str, minutes: float) -> str:
+    """`t0` + minutes, as an explicit --at."""
+    from journal.clock import format_us, parse_at
+
+    return format_us(parse_at(t0) + round(minutes * 60_000_000))
+
+
+# Argument lists of the settlement commands (without --journal/--json); `extra` goes last.
+def budget_args(goal: str, units: int | str, hours: int | str, *extra: str) -> tuple[str, ...]:
+    return (
+        "budget",
+        "configure",
+        "--goal",
+        goal,
+        "--allowed-units",
+        str(units),
+        "--window-hours",
+        str(hours),
+        *extra,
+    )
+
+
+def turn_args(verb: str, goal: str, agent: str, turn: str, *rest: str) -> tuple[str, ...]:
+    """`turn <verb>` for one agent's turn; `rest` are the verb's own options."""
+    return ("turn", verb, "--goal", goal, "--agent", agent, "--turn", turn, *rest)
+
+
+def open_args(goal: str, agent: str, turn: str, task: str, *extra: str) -> tuple[str, ...]:
+    return turn_args("open", goal, agent, turn, "--task", task, *extra)
+
+
+def writeback_args(
+    goal: str, agent: str, turn: str, amount: int | str, *extra: str
+) -> tuple[str, ...]:
+    return turn_args("writeback", goal, agent, turn, "--amount", str(amount), *extra)
+
+
+def spend_args(
+    goal: str, agent: str, turn: str, effect_hex: str, amount: int | str, *extra: str
+) -> tuple[str, ...]:
+    rest = ("--effect", effect_hex, "--amount", str(amount), *extra)
+    return turn_args("spend", goal, agent, turn, *rest)
+
+
+def assert_refused(
+    run: Callable[..., CliResult], journal: str, reasons: list[str], *args: str
+) -> dict[str, Any]:
+    """`run(*args)` must be refused (exit 1) with exactly `reasons`; nothing appended."""
+    snap = Snapshot(journal)
+    result = run(*args)
+    assert result.code == 1, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    body = result.json
+    assert body["ok"] is False and body["reasons"] == reasons and body["appended"] is False
+    snap.assert_unchanged()
+    return dict(body)
+
+
+# The runtime: writes back through the CLI's own entry point, announces it, and would
+# spend next — the parent kills it with SIGKILL before that.
+RUNTIME = """
+import sys, time
+from commands.cli import main
+journal, goal, agent, turn, amount = sys.argv[1:6]
+code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
+             "--agent", agent, "--turn", turn, "--amount", amount])
+print("writeback durable" if code == 0 else f"writeback failed {code}", flush=True)
+time.sleep(120)
+main(["turn", "spend", "--journal", journal, "--goal", goal, "--agent", agent,
+      "--turn", turn, "--effect", "0" * 32, "--amount", amount])
+"""
+
+
+def kill_runtime_after_writeback(
+    journal: str, goal: str, agent: str, turn: str, amount: int
+) -> int:
+    """Run the runtime as a real process, SIGKILL it once its writeback is durable;
+    its exit status."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", RUNTIME, journal, goal, agent, turn, str(amount)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        seen = []
+        while not (line := child.stdout.readline()).startswith("writeback"):
+            assert line, f"runtime exited early: {seen} {child.stderr.read()}"
+            seen.append(line)  # the writeback's own JSON answer
+        assert line.startswith("writeback durable"), [*seen, line]
+        os.kill(child.pid, signal.SIGKILL)
+        return child.wait(timeout=30)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -17,10 +17,8 @@ The reviewer's counterexamples, restated in runledger's terms:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shlex
 import signal
 import subprocess
 import sys
@@ -28,7 +26,19 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, CliResult, line_count, run_cli, run_process
+from conftest import CliResult, line_count, run_cli, run_process
+from settlement_helpers import (
+    assert_refused,
+    budget_args,
+    effect,
+    events,
+    kill_runtime_after_writeback,
+    minutes_after,
+    open_args,
+    spend_args,
+    spend_line,
+    writeback_args,
+)
 
 G, A = "goal-004", "agent-7"
 T0 = "2100-03-01T00:00:00Z"
@@ -37,21 +47,7 @@ the explicit ones, so the window arithmetic below is exact."""
 
 
 def at(minutes: float) -> str:
-    from journal.clock import format_us, parse_at
-
-    return format_us(parse_at(T0) + int(minutes * 60 * 1_000_000))
-
-
-def effect_of(goal: str, agent: str, task: str, turn: str) -> str:
-    """SPEC §5.1, written out independently of the implementation."""
-    return hashlib.sha256(f"{goal}\0{agent}\0{task}\0{turn}".encode()).hexdigest()[:32]
-
-
-def spend_line(turn: str, effect: str, amount: int, goal: str = G, agent: str = A) -> str:
-    return (
-        f"runledger turn spend --goal {goal} --agent {agent} --turn {turn} "
-        f"--effect {effect} --amount {amount}"
-    )
+    return minutes_after(T0, minutes)
 
 
 class Runner:
@@ -70,15 +66,11 @@ class Runner:
         return dict(body)
 
     def refused(self, *args: str, reasons: list[str]) -> dict[str, Any]:
+        """Refused with exactly `reasons`: nothing appended, the digest unchanged too."""
         before = self.snapshot()
-        result = self.run(*args)
-        assert result.code == 1, result.stdout + result.stderr
-        assert "Traceback" not in result.stderr
-        body = result.json
-        assert body["ok"] is False and body["reasons"] == reasons
-        assert body.get("appended", False) is False
+        body = assert_refused(self.run, self.journal, reasons, *args)
         assert self.snapshot() == before
-        return dict(body)
+        return body
 
     def snapshot(self) -> tuple[int, str, bytes]:
         digest = run_cli("digest", "--journal", self.journal, "--json")
@@ -90,25 +82,8 @@ class Runner:
         return body
 
     def spends(self) -> list[dict[str, Any]]:
-        lines = Path(self.journal).read_bytes().splitlines()
-        return [r for r in map(json.loads, lines) if r["kind"] == "quota.spent"]
+        return events(self.journal, "quota.spent")
 
-
-def spend_args(turn: str, effect: str, amount: int, goal: str = G, agent: str = A) -> list[str]:
-    return shlex.split(spend_line(turn, effect, amount, goal, agent))[1:]
-
-
-# The runtime: writes back through the CLI's own entry point, announces it, and would
-# spend next; the test kills it with SIGKILL before it gets there.
-RUNTIME = """
-import sys, time
-from commands.cli import main
-journal, goal, agent, turn, amount = sys.argv[1:6]
-code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
-             "--agent", agent, "--turn", turn, "--amount", amount])
-print(f"WRITEBACK {code}", flush=True)
-time.sleep(120)
-"""
 
 HOLD_LOCK = """
 import fcntl, sys, time
@@ -119,29 +94,6 @@ time.sleep(120)
 """
 
 
-def writeback_then_sigkill(journal: str, turn: str, amount: int) -> None:
-    child = subprocess.Popen(
-        [sys.executable, "-c", RUNTIME, journal, G, A, turn, str(amount)],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert child.stdout is not None
-        lines = []
-        while not (line := child.stdout.readline()).startswith("WRITEBACK"):
-            assert line, f"the runtime exited early: {lines} {child.stderr.read()}"
-            lines.append(line)
-        assert line.strip() == "WRITEBACK 0", lines
-        child.send_signal(signal.SIGKILL)
-        assert child.wait(timeout=30) == -signal.SIGKILL
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-
-
 @pytest.fixture
 def runner(journal_path) -> Runner:
     return Runner(journal_path)
@@ -149,36 +101,23 @@ def runner(journal_path) -> Runner:
 
 def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner, tmp_path):
     r = runner
-    r.ok(
-        "budget",
-        "configure",
-        "--goal",
-        G,
-        "--allowed-units",
-        "100",
-        "--window-hours",
-        "1",
-        "--at",
-        at(0),
-    )
+    r.ok(*budget_args(G, 100, 1, "--at", at(0)))
     assert r.resume("--at", at(0)) == {"ok": True, "goal": G, "agent": A, "phase": "idle"}
-    opened = r.ok(
-        "turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1", "--at", at(1)
-    )
-    e1 = effect_of(G, A, "k1", "t1")
+    opened = r.ok(*open_args(G, A, "t1", "k1", "--at", at(1)))
+    e1 = effect(G, A, "k1", "t1")
     assert opened["appended"] is True and opened["effect"] == e1
     body = r.resume()
     assert {"phase": "open", "next_step": "writeback"}.items() <= body.items()
 
     # Before the writeback, nothing can be spent (recovery still validates the source).
-    r.refused(*spend_args("t1", e1, 100), reasons=["writeback_not_verified"])
+    r.refused(*spend_args(G, A, "t1", e1, 100), reasons=["writeback_not_verified"])
 
     # The runtime writes back and dies before its spend (real process, SIGKILL).
-    writeback_then_sigkill(r.journal, "t1", 100)
+    assert kill_runtime_after_writeback(r.journal, G, A, "t1", 100) == -signal.SIGKILL
     assert r.spends() == []
     owed = {
         "phase": "spend_owed",
-        "command": spend_line("t1", e1, 100),
+        "command": spend_line(G, A, "t1", e1, 100),
         "effect": e1,
         "amount": 100,
     }
@@ -195,7 +134,7 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
         assert owed.items() <= resumed.items()
         # A writer cannot get in meanwhile: exit 4, nothing acknowledged or written.
         before = r.snapshot()
-        blocked = r.run(*spend_args("t1", e1, 100), "--lock-timeout-s", "0.3", real=True)
+        blocked = r.run(*spend_args(G, A, "t1", e1, 100, "--lock-timeout-s", "0.3"), real=True)
         assert blocked.code == 4, blocked.stdout + blocked.stderr
         assert blocked.json["ok"] is False and "error" in blocked.json
         assert r.snapshot() == before
@@ -205,31 +144,19 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
     os.unlink(r.journal + ".checkpoint")
 
     # A newly queued task is never selected while the spend is owed.
-    refusal = r.refused(
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-        reasons=["settlement_owed"],
-    )
+    refusal = r.refused(*open_args(G, A, "t2", "k2"), reasons=["settlement_owed"])
     assert refusal["command"] == owed["command"]
     assert owed.items() <= r.resume().items()
 
     # Foreign identities are refused and append nothing.
-    e2 = effect_of(G, A, "k2", "t2")
+    e2 = effect(G, A, "k2", "t2")
     for args in (
-        spend_args("t2", e2, 100),  # a turn never opened
-        spend_args("t2", e1, 100),  # the owed effect under a foreign turn
-        spend_args("t1", e2, 100),  # a foreign effect
-        spend_args("t1", e1, 99),  # another amount
-        spend_args("t1", e1, 100, agent="agent-8"),  # a foreign agent
-        spend_args("t1", e1, 100, goal="goal-other"),  # a foreign goal
+        spend_args(G, A, "t2", e2, 100),  # a turn never opened
+        spend_args(G, A, "t2", e1, 100),  # the owed effect under a foreign turn
+        spend_args(G, A, "t1", e2, 100),  # a foreign effect
+        spend_args(G, A, "t1", e1, 99),  # another amount
+        spend_args(G, "agent-8", "t1", e1, 100),  # a foreign agent
+        spend_args("goal-other", A, "t1", e1, 100),  # a foreign goal
     ):
         r.refused(*args, reasons=["spend_identity_mismatch"])
 
@@ -266,32 +193,15 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
 
     # Its replay adds no debit: ok, appended false, the journal unchanged.
     before = r.snapshot()
-    replay = r.ok(*spend_args("t1", e1, 100))
+    replay = r.ok(*spend_args(G, A, "t1", e1, 100))
     assert replay["appended"] is False
     assert r.snapshot() == before
     assert len(r.spends()) == 1
     settled = r.resume()
     assert {"phase": "settled", "effective_action": "settled_skip"}.items() <= settled.items()
     # A writeback repeated with the same amount is idempotent, another amount refused.
-    assert (
-        r.ok("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "100")[
-            "appended"
-        ]
-        is False
-    )
-    r.refused(
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--amount",
-        "5",
-        reasons=["writeback_amount_conflict"],
-    )
+    assert r.ok(*writeback_args(G, A, "t1", 100))["appended"] is False
+    r.refused(*writeback_args(G, A, "t1", 5), reasons=["writeback_amount_conflict"])
 
     # Throttling: 100 units spent in the 1 h window; the allowance is 100.
     spent_at = debit["at"]
@@ -302,93 +212,33 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
     reopens = format_us(parse_at(spent_at) + 3600 * 1_000_000)
     assert status["reopens_at"] == reopens
     late = format_us(parse_at(spent_at) + 30 * 60 * 1_000_000)
-    r.refused(
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-        "--at",
-        late,
-        reasons=["quota_throttled"],
-    )
-    # At the very end of the window the spend is still in it (t - window < s).
-    r.refused(
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-        "--at",
-        format_us(parse_at(reopens) - 1),
-        reasons=["quota_throttled"],
-    )
-    reopened = r.ok(
-        "turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k2", "--at", reopens
-    )
+    # Half-way through the window, and at its very end: the spend is still in it
+    # (t - window < s).
+    for when in (late, format_us(parse_at(reopens) - 1)):
+        r.refused(*open_args(G, A, "t2", "k2", "--at", when), reasons=["quota_throttled"])
+    reopened = r.ok(*open_args(G, A, "t2", "k2", "--at", reopens))
     assert reopened["appended"] is True and reopened["effect"] == e2
     assert r.run("verify").code == 0
 
 
 def test_resume_shapes_of_spec_5_2(runner):
     r = runner
-    r.ok("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1", "--at", at(1))
+    r.ok(*open_args(G, A, "t1", "k1", "--at", at(1)))
     idle = r.ok("turn", "resume", "--goal", G, "--agent", "agent-never-seen")
     assert idle == {"ok": True, "goal": G, "agent": "agent-never-seen", "phase": "idle"}
-    e1 = effect_of(G, A, "k1", "t1")
+    e1 = effect(G, A, "k1", "t1")
     spec_open = {"phase": "open", "next_step": "writeback"}
     spec_owed = {
         "phase": "spend_owed",
-        "command": spend_line("t1", e1, 7),
+        "command": spend_line(G, A, "t1", e1, 7),
         "effect": e1,
         "amount": 7,
     }
     spec_settled = {"phase": "settled", "effective_action": "settled_skip"}
     assert spec_open.items() <= r.resume().items()
-    r.ok(
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--amount",
-        "7",
-        "--at",
-        at(2),
-    )
+    r.ok(*writeback_args(G, A, "t1", 7, "--at", at(2)))
     assert spec_owed.items() <= r.resume().items()
-    assert (
-        r.ok(
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t1",
-            "--effect",
-            e1,
-            "--amount",
-            "7",
-            "--at",
-            at(3),
-        )["appended"]
-        is True
-    )
+    assert r.ok(*spend_args(G, A, "t1", e1, 7, "--at", at(3)))["appended"] is True
     assert spec_settled.items() <= r.resume().items()
     # As of an earlier time the fold answers what it was then (readers accept --at).
     for when, expected in ((at(0), {"phase": "idle"}), (at(1), spec_open), (at(2), spec_owed)):
@@ -399,60 +249,12 @@ def test_resume_shapes_of_spec_5_2(runner):
 
 def test_open_refuses_turn_in_progress_and_writeback_needs_an_open_turn(runner):
     r = runner
-    r.ok("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
-    r.refused(
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-        reasons=["turn_in_progress"],
-    )
-    r.refused(
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t9",
-        "--amount",
-        "1",
-        reasons=["turn_not_open"],
-    )
-    r.refused(
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        "agent-8",
-        "--turn",
-        "t1",
-        "--amount",
-        "1",
-        reasons=["turn_not_open"],
-    )
+    r.ok(*open_args(G, A, "t1", "k1"))
+    r.refused(*open_args(G, A, "t2", "k2"), reasons=["turn_in_progress"])
+    r.refused(*writeback_args(G, A, "t9", 1), reasons=["turn_not_open"])
+    r.refused(*writeback_args(G, "agent-8", "t1", 1), reasons=["turn_not_open"])
     # Throttled and owed at once: every reason, the owed command with them.
-    r.ok("budget", "configure", "--goal", G, "--allowed-units", "0", "--window-hours", "1")
-    r.ok("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "3")
-    body = r.refused(
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-        reasons=["settlement_owed", "quota_throttled"],
-    )
-    assert body["command"] == spend_line("t1", effect_of(G, A, "k1", "t1"), 3)
+    r.ok(*budget_args(G, 0, 1))
+    r.ok(*writeback_args(G, A, "t1", 3))
+    body = r.refused(*open_args(G, A, "t2", "k2"), reasons=["settlement_owed", "quota_throttled"])
+    assert body["command"] == spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 3)

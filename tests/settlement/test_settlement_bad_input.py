@@ -4,7 +4,6 @@ is the only thing that can stop the command."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -13,9 +12,10 @@ import pytest
 from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from settlement_helpers import budget_args, effect, open_args, spend_args, writeback_args
 
 G, A = "g", "a1"
-EFFECT = hashlib.sha256(b"g\0a1\0k1\0t1").hexdigest()[:32]
+EFFECT = effect(G, A, "k1", "t1")
 
 
 @pytest.fixture(scope="module")
@@ -23,9 +23,9 @@ def template(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("settlement-bad-input")
     journal = str(root / "template.jsonl")
     for args in (
-        ["budget", "configure", "--goal", G, "--allowed-units", "100", "--window-hours", "1"],
-        ["turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1"],
-        ["turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40"],
+        budget_args(G, 100, 1),
+        open_args(G, A, "t1", "k1"),
+        writeback_args(G, A, "t1", 40),
     ):
         result = run_cli(*args, "--journal", journal, "--json")
         assert result.code == 0, result.stdout + result.stderr
@@ -88,20 +88,7 @@ CASES = {
     "effect uppercase": ([*SPEND, "--effect", EFFECT.upper(), "--amount", "40"], "invalid_effect"),
     "spend without effect": ([*SPEND, "--amount", "40"], "usage"),
     "spend agent": (
-        [
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            "a 1",
-            "--turn",
-            "t1",
-            "--effect",
-            EFFECT,
-            "--amount",
-            "40",
-        ],
+        spend_args(G, "a 1", "t1", EFFECT, 40),
         "invalid_identifier",
     ),
     "spend at without zone": (
@@ -113,7 +100,7 @@ CASES = {
         "time_regression",
     ),
     "open task": (
-        ["turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k/é"],
+        open_args(G, A, "t2", "k/é"),
         "invalid_identifier",
     ),
     "open without task": (["turn", "open", "--goal", G, "--agent", A, "--turn", "t2"], "usage"),

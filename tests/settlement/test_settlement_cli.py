@@ -5,7 +5,20 @@ from __future__ import annotations
 
 import pytest
 from conftest import run_cli
-from settlement_helpers import T0, Snapshot, effect, events, run_printed, spend_line
+from settlement_helpers import (
+    T0,
+    Snapshot,
+    assert_refused,
+    budget_args,
+    effect,
+    events,
+    minutes_after,
+    open_args,
+    run_printed,
+    spend_args,
+    spend_line,
+    writeback_args,
+)
 
 from commands.api import Runledger
 from commands.cli import app
@@ -15,34 +28,14 @@ G, A = "goal-1", "agent-1"
 
 def at(minutes: float) -> str:
     """T0 + minutes, as an explicit --at."""
-    from journal.clock import format_us, parse_at
-
-    return format_us(parse_at(T0) + round(minutes * 60_000_000))
+    return minutes_after(T0, minutes)
 
 
 @pytest.fixture
 def owed(cli, journal_path):
     """Agent A's turn t1 (task k1) written back for 40 units, spend not yet made."""
-    assert (
-        cli(
-            "turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1", "--at", at(0)
-        ).code
-        == 0
-    )
-    result = cli(
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--amount",
-        "40",
-        "--at",
-        at(1),
-    )
+    assert cli(*open_args(G, A, "t1", "k1", "--at", at(0))).code == 0
+    result = cli(*writeback_args(G, A, "t1", 40, "--at", at(1)))
     assert result.code == 0, result.stdout
     return effect(G, A, "k1", "t1")
 
@@ -51,25 +44,20 @@ def test_full_lifecycle_resume_spend_once_and_replay(cli, journal_path) -> None:
     """open -> writeback -> resume hands back the exact spend line -> it spends once ->
     its replay is ok with appended false -> resume says settled_skip."""
     # Readers need an existing journal (a missing one is journal_not_found, exit 3).
-    assert (
-        cli(
-            "budget", "configure", "--goal", G, "--allowed-units", "1000", "--window-hours", "24"
-        ).code
-        == 0
-    )
+    assert cli(*budget_args(G, 1000, 24)).code == 0
     assert cli("turn", "resume", "--goal", G, "--agent", A).json == {
         "ok": True,
         "goal": G,
         "agent": A,
         "phase": "idle",
     }
-    opened = cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    opened = cli(*open_args(G, A, "t1", "k1"))
     assert opened.code == 0 and opened.json["appended"] is True
     assert opened.json["event"]["kind"] == "turn.opened"
     resumed = cli("turn", "resume", "--goal", G, "--agent", A).json
     assert (resumed["phase"], resumed["next_step"]) == ("open", "writeback")
 
-    wb = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    wb = cli(*writeback_args(G, A, "t1", 40))
     eff = effect(G, A, "k1", "t1")
     assert wb.code == 0 and wb.json["appended"] is True and wb.json["effect"] == eff
     resumed = cli("turn", "resume", "--goal", G, "--agent", A).json
@@ -103,30 +91,19 @@ def test_full_lifecycle_resume_spend_once_and_replay(cli, journal_path) -> None:
 
 def test_writeback_replay_same_amount_is_idempotent(cli, journal_path, owed) -> None:
     snap = Snapshot(journal_path)
-    again = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    again = cli(*writeback_args(G, A, "t1", 40))
     assert again.code == 0 and again.json["appended"] is False and again.json["idempotent"]
     assert again.json["command"] == spend_line(G, A, "t1", owed, 40)
     snap.assert_unchanged()
 
 
 def test_turn_open_replay_of_the_open_turn_is_idempotent(cli, journal_path) -> None:
-    args = ("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
+    args = open_args(G, A, "t1", "k1")
     assert cli(*args).json["appended"] is True
     snap = Snapshot(journal_path)
     again = cli(*args)
     assert again.code == 0 and again.json["appended"] is False and again.json["idempotent"]
     snap.assert_unchanged()
-
-
-def _refused(cli, journal_path, reasons: list[str], *args: str) -> dict:
-    """Run a command that must be refused with exactly `reasons`; nothing appended."""
-    snap = Snapshot(journal_path)
-    result = cli(*args)
-    assert result.code == 1, result.stdout + result.stderr
-    body = result.json
-    assert body["ok"] is False and body["reasons"] == reasons and body["appended"] is False
-    snap.assert_unchanged()
-    return body
 
 
 def test_spend_refusals_append_nothing(cli, journal_path, owed) -> None:
@@ -141,46 +118,18 @@ def test_spend_refusals_append_nothing(cli, journal_path, owed) -> None:
     }
     for option, value in foreign.items():
         args = [x for k, v in {**base, option: value}.items() for x in (k, v)]
-        _refused(cli, journal_path, ["spend_identity_mismatch"], "turn", "spend", *args)
+        assert_refused(cli, journal_path, ["spend_identity_mismatch"], "turn", "spend", *args)
     # A turn the agent opened but did not write back yet.
-    assert (
-        cli("turn", "open", "--goal", G, "--agent", "agent-2", "--turn", "t2", "--task", "k2").code
-        == 0
-    )
+    assert cli(*open_args(G, "agent-2", "t2", "k2")).code == 0
     e2 = effect(G, "agent-2", "k2", "t2")
-    _refused(
-        cli,
-        journal_path,
-        ["writeback_not_verified"],
-        "turn",
-        "spend",
-        "--goal",
-        G,
-        "--agent",
-        "agent-2",
-        "--turn",
-        "t2",
-        "--effect",
-        e2,
-        "--amount",
-        "40",
+    assert_refused(
+        cli, journal_path, ["writeback_not_verified"], *spend_args(G, "agent-2", "t2", e2, 40)
     )
-    _refused(
+    assert_refused(
         cli,
         journal_path,
         ["writeback_not_verified", "spend_identity_mismatch"],
-        "turn",
-        "spend",
-        "--goal",
-        G,
-        "--agent",
-        "agent-2",
-        "--turn",
-        "t2",
-        "--effect",
-        owed,
-        "--amount",
-        "40",
+        *spend_args(G, "agent-2", "t2", owed, 40),
     )
     # None of that touched the owed spend.
     assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == spend_line(
@@ -190,147 +139,26 @@ def test_spend_refusals_append_nothing(cli, journal_path, owed) -> None:
 
 def test_open_and_writeback_refusals_append_nothing(cli, journal_path, owed) -> None:
     owed_line = spend_line(G, A, "t1", owed, 40)
-    body = _refused(
-        cli,
-        journal_path,
-        ["settlement_owed"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
+    for turn, task in (("t2", "k2"), ("t1", "k1")):
+        body = assert_refused(cli, journal_path, ["settlement_owed"], *open_args(G, A, turn, task))
+        assert body["command"] == owed_line
+    assert_refused(
+        cli, journal_path, ["turn_exists_with_different_task"], *open_args(G, A, "t1", "k2")
     )
-    assert body["command"] == owed_line
-    body = _refused(
-        cli,
-        journal_path,
-        ["settlement_owed"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--task",
-        "k1",
-    )
-    assert body["command"] == owed_line
-    _refused(
-        cli,
-        journal_path,
-        ["turn_exists_with_different_task"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--task",
-        "k2",
-    )
-    _refused(
-        cli,
-        journal_path,
-        ["writeback_amount_conflict"],
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--amount",
-        "41",
+    assert_refused(
+        cli, journal_path, ["writeback_amount_conflict"], *writeback_args(G, A, "t1", 41)
     )
     for goal, agent, turn in ((G, A, "t9"), (G, "agent-2", "t1"), ("goal-2", A, "t1")):
-        _refused(
-            cli,
-            journal_path,
-            ["turn_not_open"],
-            "turn",
-            "writeback",
-            "--goal",
-            goal,
-            "--agent",
-            agent,
-            "--turn",
-            turn,
-            "--amount",
-            "40",
-        )
+        assert_refused(cli, journal_path, ["turn_not_open"], *writeback_args(goal, agent, turn, 40))
     assert run_printed(owed_line, journal_path).code == 0
-    _refused(
-        cli,
-        journal_path,
-        ["turn_already_settled"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--task",
-        "k1",
-    )
-    assert (
-        cli(
-            "turn",
-            "open",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t2",
-            "--task",
-            "k2",
-        ).json["appended"]
-        is True
-    )
-    _refused(
-        cli,
-        journal_path,
-        ["turn_in_progress"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t3",
-        "--task",
-        "k3",
-    )
+    assert_refused(cli, journal_path, ["turn_already_settled"], *open_args(G, A, "t1", "k1"))
+    assert cli(*open_args(G, A, "t2", "k2")).json["appended"] is True
+    assert_refused(cli, journal_path, ["turn_in_progress"], *open_args(G, A, "t3", "k3"))
     # A settled turn's writeback replay stays idempotent; a different amount does not.
-    again = cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "40")
+    again = cli(*writeback_args(G, A, "t1", 40))
     assert again.code == 0 and again.json["appended"] is False
-    _refused(
-        cli,
-        journal_path,
-        ["writeback_amount_conflict"],
-        "turn",
-        "writeback",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--amount",
-        "39",
+    assert_refused(
+        cli, journal_path, ["writeback_amount_conflict"], *writeback_args(G, A, "t1", 39)
     )
 
 
@@ -340,14 +168,9 @@ def test_new_turn_for_another_task_is_never_selected_while_spend_owed(
     """Other agents go on; this agent's resume keeps returning the original spend."""
     line = spend_line(G, A, "t1", owed, 40)
     for turn, task in (("t2", "k2"), ("t3", "k3")):
-        cli("turn", "open", "--goal", G, "--agent", A, "--turn", turn, "--task", task)
+        cli(*open_args(G, A, turn, task))
         assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == line
-    assert (
-        cli("turn", "open", "--goal", G, "--agent", "agent-2", "--turn", "t2", "--task", "k2").json[
-            "appended"
-        ]
-        is True
-    )
+    assert cli(*open_args(G, "agent-2", "t2", "k2")).json["appended"] is True
     assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == line
     assert [e["data"]["agent"] for e in events(journal_path, "turn.opened")] == [A, "agent-2"]
 
@@ -355,122 +178,49 @@ def test_new_turn_for_another_task_is_never_selected_while_spend_owed(
 def test_rolling_window_spends_leaving_it_reopen_turns(cli, journal_path) -> None:
     """Throttled while the window's spent units reach the allowance; spends leaving the
     window (explicit --at times) re-open turn open."""
-    assert (
-        cli(
-            "budget",
-            "configure",
-            "--goal",
-            G,
-            "--allowed-units",
-            "100",
-            "--window-hours",
-            "1",
-            "--at",
-            at(0),
-        ).code
-        == 0
-    )
+    assert cli(*budget_args(G, 100, 1, "--at", at(0))).code == 0
 
     def settle(turn: str, units: int, minute: float) -> None:
         e = effect(G, A, "k", turn)
         for args in (
-            ("open", "--task", "k"),
-            ("writeback", "--amount", str(units)),
-            ("spend", "--effect", e, "--amount", str(units)),
+            open_args(G, A, turn, "k"),
+            writeback_args(G, A, turn, units),
+            spend_args(G, A, turn, e, units),
         ):
-            result = cli(
-                "turn",
-                args[0],
-                "--goal",
-                G,
-                "--agent",
-                A,
-                "--turn",
-                turn,
-                *args[1:],
-                "--at",
-                at(minute),
-            )
+            result = cli(*args, "--at", at(minute))
             assert result.code == 0 and result.json["appended"], result.stdout
 
     settle("t1", 60, 1)
     settle("t2", 50, 2)  # 60 < 100 when t2 opened
-    body = _refused(
-        cli,
-        journal_path,
-        ["quota_throttled"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t3",
-        "--task",
-        "k",
-        "--at",
-        at(10),
-    )
+    throttled = ["quota_throttled"]
+    body = assert_refused(cli, journal_path, throttled, *open_args(G, A, "t3", "k", "--at", at(10)))
     figures = body["figures"]
     assert figures["window_spent_units"] == 110 and figures["throttled"] is True
     assert figures["reopens_at"] == at(61)
     # One microsecond before t1's spend leaves: still throttled.
-    _refused(
-        cli,
-        journal_path,
-        ["quota_throttled"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t3",
-        "--task",
-        "k",
-        "--at",
-        at(61 - 1 / 60_000_000),
-    )
+    just_before = at(61 - 1 / 60_000_000)
+    assert_refused(cli, journal_path, throttled, *open_args(G, A, "t3", "k", "--at", just_before))
     # Readers evaluate as of T.
     status = cli("turn", "status", "--goal", G, "--at", at(30)).json
     assert (status["window_spent_units"], status["throttled"]) == (110, True)
     assert cli("turn", "status", "--goal", G, "--at", at(61)).json["throttled"] is False
     assert cli("turn", "status", "--goal", G, "--at", at(1.5)).json["window_spent_units"] == 60
-    opened = cli(
-        "turn", "open", "--goal", G, "--agent", A, "--turn", "t3", "--task", "k", "--at", at(61)
-    )
+    opened = cli(*open_args(G, A, "t3", "k", "--at", at(61)))
     assert opened.code == 0 and opened.json["appended"] is True
     assert opened.json["figures"]["window_spent_units"] == 50
 
 
 def test_budget_reconfigure_and_zero_allowance(cli, journal_path, owed) -> None:
     run_printed(spend_line(G, A, "t1", owed, 40), journal_path)
-    args = ("budget", "configure", "--goal", G, "--window-hours", "2")
-    assert cli(*args, "--allowed-units", "0").json["appended"] is True
+    assert cli(*budget_args(G, 0, 2)).json["appended"] is True
     snap = Snapshot(journal_path)
-    again = cli(*args, "--allowed-units", "0")
+    again = cli(*budget_args(G, 0, 2))
     assert again.code == 0 and again.json["appended"] is False
     snap.assert_unchanged()
-    body = _refused(
-        cli,
-        journal_path,
-        ["quota_throttled"],
-        "turn",
-        "open",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t2",
-        "--task",
-        "k2",
-    )
+    body = assert_refused(cli, journal_path, ["quota_throttled"], *open_args(G, A, "t2", "k2"))
     assert body["figures"]["reopens_at"] is None
-    assert cli(*args, "--allowed-units", "41").json["appended"] is True
-    assert cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k2").code == 0
+    assert cli(*budget_args(G, 41, 2)).json["appended"] is True
+    assert cli(*open_args(G, A, "t2", "k2")).code == 0
 
 
 def test_readers_as_of_time_show_each_phase(cli, journal_path, owed) -> None:
@@ -491,97 +241,23 @@ def test_readers_as_of_time_show_each_phase(cli, journal_path, owed) -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("budget", "configure", "--goal", G, "--allowed-units", "-1", "--window-hours", "1"),
-        (
-            "budget",
-            "configure",
-            "--goal",
-            G,
-            "--allowed-units",
-            str(10**12 + 1),
-            "--window-hours",
-            "1",
-        ),
-        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "0"),
-        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "-2"),
-        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "nan"),
-        ("budget", "configure", "--goal", G, "--allowed-units", "1", "--window-hours", "inf"),
-        ("budget", "configure", "--goal", G, "--allowed-units", "x", "--window-hours", "1"),
-        ("turn", "open", "--goal", "bad goal", "--agent", A, "--turn", "t", "--task", "k"),
-        ("turn", "open", "--goal", G, "--agent", "a;rm", "--turn", "t", "--task", "k"),
-        ("turn", "open", "--goal", G, "--agent", A, "--turn", "t" * 129, "--task", "k"),
-        ("turn", "open", "--goal", G, "--agent", A, "--turn", "t", "--task", ""),
-        ("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "-1"),
-        (
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t1",
-            "--effect",
-            "F" * 32,
-            "--amount",
-            "40",
-        ),
-        (
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t1",
-            "--effect",
-            "abc",
-            "--amount",
-            "40",
-        ),
-        (
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t1",
-            "--effect",
-            "0" * 32,
-            "--amount",
-            "1e3",
-        ),
-        (
-            "turn",
-            "open",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t9",
-            "--task",
-            "k",
-            "--at",
-            "yesterday",
-        ),
-        (
-            "turn",
-            "open",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t9",
-            "--task",
-            "k",
-            "--at",
-            "2026-11-29T10:00:00",
-        ),
+        budget_args(G, -1, 1),
+        budget_args(G, 10**12 + 1, 1),
+        budget_args(G, 1, 0),
+        budget_args(G, 1, -2),
+        budget_args(G, 1, "nan"),
+        budget_args(G, 1, "inf"),
+        budget_args(G, "x", 1),
+        open_args("bad goal", A, "t", "k"),
+        open_args(G, "a;rm", "t", "k"),
+        open_args(G, A, "t" * 129, "k"),
+        open_args(G, A, "t", ""),
+        writeback_args(G, A, "t1", -1),
+        spend_args(G, A, "t1", "F" * 32, 40),
+        spend_args(G, A, "t1", "abc", 40),
+        spend_args(G, A, "t1", "0" * 32, "1e3"),
+        open_args(G, A, "t9", "k", "--at", "yesterday"),
+        open_args(G, A, "t9", "k", "--at", "2026-11-29T10:00:00"),
         ("turn", "resume", "--goal", G, "--agent", "a b"),
         ("turn", "status", "--goal", G, "--at", "soon"),
     ],
@@ -599,22 +275,7 @@ def test_explicit_time_before_the_goals_last_event_is_time_regression(
     cli, journal_path, owed
 ) -> None:
     snap = Snapshot(journal_path)
-    result = cli(
-        "turn",
-        "spend",
-        "--goal",
-        G,
-        "--agent",
-        A,
-        "--turn",
-        "t1",
-        "--effect",
-        owed,
-        "--amount",
-        "40",
-        "--at",
-        at(0),
-    )
+    result = cli(*spend_args(G, A, "t1", owed, 40, "--at", at(0)))
     assert result.code == 2 and result.json["error"]["code"] == "time_regression"
     snap.assert_unchanged()
 
@@ -624,8 +285,8 @@ def test_identifiers_with_leading_dash_round_trip_through_the_printed_line(
 ) -> None:
     """The charset lets an identifier start with '-': the printed line still parses."""
     agent, turn = "-agent:x@y/z", "-t.1_"
-    cli("turn", "open", "--goal", G, "--agent", agent, "--turn", turn, "--task", "k")
-    cli("turn", "writeback", "--goal", G, "--agent", agent, "--turn", turn, "--amount", "3")
+    cli(*open_args(G, agent, turn, "k"))
+    cli(*writeback_args(G, agent, turn, 3))
     line = cli("turn", "resume", "--goal", G, "--agent", agent).json["command"]
     assert line == spend_line(G, agent, turn, effect(G, agent, "k", turn), 3)
     spent = run_printed(line, journal_path)

@@ -6,7 +6,6 @@ exactly once."""
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import signal
 import subprocess
@@ -15,71 +14,39 @@ from pathlib import Path
 
 import pytest
 from conftest import REPO, run_cli, run_process
-from settlement_helpers import Snapshot, effect, events, run_printed, spend_line
+from settlement_helpers import (
+    Snapshot,
+    budget_args,
+    effect,
+    events,
+    kill_runtime_after_writeback,
+    open_args,
+    run_printed,
+    spend_args,
+    spend_line,
+    writeback_args,
+)
 
 from commands.api import Runledger
 
 G, A = "goal-1", "agent-1"
-
-# The runtime: writes back through the CLI's own entry point, announces it, and would
-# spend next — the parent kills it with SIGKILL before that.
-RUNTIME = """
-import sys, time
-from commands.cli import main
-journal, goal, agent, turn, amount = sys.argv[1:6]
-code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
-             "--agent", agent, "--turn", turn, "--amount", amount])
-print("writeback durable" if code == 0 else f"writeback failed {code}", flush=True)
-time.sleep(120)
-main(["turn", "spend", "--journal", journal, "--goal", goal, "--agent", agent,
-      "--turn", turn, "--effect", "0" * 32, "--amount", amount])
-"""
-
-
-def kill_runtime_after_writeback(journal: str, turn: str, amount: int) -> int:
-    child = subprocess.Popen(
-        [sys.executable, "-c", RUNTIME, journal, G, A, turn, str(amount)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
-    try:
-        assert child.stdout is not None
-        seen = []
-        while not (line := child.stdout.readline()).startswith("writeback"):
-            assert line, f"runtime exited early: {seen}"
-            seen.append(line)  # the writeback's own JSON answer
-        assert line.startswith("writeback durable"), [*seen, line]
-        os.kill(child.pid, signal.SIGKILL)
-        return child.wait(timeout=30)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
+RESUME = ("turn", "resume", "--goal", G, "--agent", A)
 
 
 def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, journal_path) -> None:
-    assert (
-        cli(
-            "budget", "configure", "--goal", G, "--allowed-units", "500", "--window-hours", "24"
-        ).code
-        == 0
-    )
-    assert cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1").code == 0
+    assert cli(*budget_args(G, 500, 24)).code == 0
+    assert cli(*open_args(G, A, "t1", "k1")).code == 0
     # A runner holding the API in-process across the crash (a long-lived handle).
     with Runledger.open(journal_path) as held:
         assert held.turn_resume(G, A)["phase"] == "open"
 
-        assert kill_runtime_after_writeback(journal_path, "t1", 70) == -signal.SIGKILL
+        assert kill_runtime_after_writeback(journal_path, G, A, "t1", 70) == -signal.SIGKILL
         eff = effect(G, A, "k1", "t1")
         expected = spend_line(G, A, "t1", eff, 70)
         assert events(journal_path, "quota.spent") == []
 
         # Re-entry, as a real process, from the journal alone.
-        resumed = run_process(
-            "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
-        )
+        resumed = run_process(*RESUME, "--journal", journal_path, "--json")
         assert resumed.code == 0, resumed.stderr
         assert resumed.json["phase"] == "spend_owed"
         assert resumed.json["command"] == expected
@@ -88,29 +55,14 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
 
         # A new turn for another task is refused and never displaces the owed spend.
         snap = Snapshot(journal_path)
-        blocked = cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t2", "--task", "k2")
+        blocked = cli(*open_args(G, A, "t2", "k2"))
         assert blocked.code == 1 and blocked.json["reasons"] == ["settlement_owed"]
         assert blocked.json["command"] == expected
         # A spend naming a foreign turn (with the owed effect and amount) is refused.
-        foreign = cli(
-            "turn",
-            "spend",
-            "--goal",
-            G,
-            "--agent",
-            A,
-            "--turn",
-            "t2",
-            "--effect",
-            eff,
-            "--amount",
-            "70",
-        )
+        foreign = cli(*spend_args(G, A, "t2", eff, 70))
         assert foreign.code == 1 and foreign.json["reasons"] == ["spend_identity_mismatch"]
         snap.assert_unchanged()
-        again = run_process(
-            "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
-        )
+        again = run_process(*RESUME, "--journal", journal_path, "--json")
         assert again.json["command"] == expected
 
         # The printed line, unchanged, as a real process: one debit.
@@ -131,9 +83,9 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
 def _settled_journal(cli, journal_path: str) -> tuple[bytes, int]:
     """A journal whose last record is the `quota.spent` of t1; its bytes and where
     that last line starts."""
-    cli("budget", "configure", "--goal", G, "--allowed-units", "500", "--window-hours", "24")
-    cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
-    cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "70")
+    cli(*budget_args(G, 500, 24))
+    cli(*open_args(G, A, "t1", "k1"))
+    cli(*writeback_args(G, A, "t1", 70))
     eff = effect(G, A, "k1", "t1")
     assert run_printed(spend_line(G, A, "t1", eff, 70), journal_path).json["appended"]
     data = Path(journal_path).read_bytes()
@@ -160,9 +112,7 @@ def test_cut_inside_the_quota_spent_record_recovers_to_spend_owed(cli, journal_p
     expected = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70)
 
     # A reader shows the owed spend and leaves the torn file as it is.
-    resumed = run_cli(
-        "turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path, "--json"
-    )
+    resumed = run_cli(*RESUME, "--journal", journal_path, "--json")
     assert resumed.json["phase"] == "spend_owed" and resumed.json["command"] == expected
     assert Path(journal_path).read_bytes() == data[:offset]
 
@@ -197,32 +147,15 @@ def test_cut_spend_recovered_by_the_spend_itself(cli, journal_path) -> None:
 def test_racing_processes_spend_once_and_open_one_turn(cli, journal_path) -> None:
     """Real processes racing the same owed spend append one debit; racing `turn open`
     for different tasks of one agent open exactly one turn."""
-    cli("turn", "open", "--goal", G, "--agent", A, "--turn", "t1", "--task", "k1")
-    cli("turn", "writeback", "--goal", G, "--agent", A, "--turn", "t1", "--amount", "9")
+    cli(*open_args(G, A, "t1", "k1"))
+    cli(*writeback_args(G, A, "t1", 9))
     line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 9)
     common = ["--journal", journal_path, "--json"]
     spenders = [_spawn([*shlex.split(line)[1:], *common]) for _ in range(4)]
     answers = [_finish(p) for p in spenders]
     assert sorted(a["appended"] for a in answers) == [False, False, False, True]
     assert len(events(journal_path, "quota.spent")) == 1
-    openers = [
-        _spawn(
-            [
-                "turn",
-                "open",
-                "--goal",
-                G,
-                "--agent",
-                A,
-                "--turn",
-                f"t{i}",
-                "--task",
-                f"k{i}",
-                *common,
-            ]
-        )
-        for i in range(2, 6)
-    ]
+    openers = [_spawn([*open_args(G, A, f"t{i}", f"k{i}"), *common]) for i in range(2, 6)]
     answers = [_finish(p, ok_codes=(0, 1)) for p in openers]
     assert sum(a["ok"] for a in answers) == 1
     assert {r for a in answers if not a["ok"] for r in a["reasons"]} == {"turn_in_progress"}
@@ -257,7 +190,7 @@ def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
     try:
         with Runledger.open(url) as ledger:
             assert ledger.turn_open(G, A, "t1", "k1")["appended"] is True
-        assert kill_runtime_after_writeback(url, "t1", 11) == -signal.SIGKILL
+        assert kill_runtime_after_writeback(url, G, A, "t1", 11) == -signal.SIGKILL
         line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11)
         with Runledger.open(url, write=False) as reader:
             assert reader.turn_resume(G, A)["command"] == line
