@@ -14,21 +14,9 @@ from pathlib import Path
 
 import pytest
 from conftest import run_cli, run_process
+from probe_spec import OBSERVATION_KEYS
 
 PY = sys.executable
-OBSERVATION_KEYS = {
-    "command",
-    "candidates",
-    "input_revision",
-    "exit_code",
-    "timed_out",
-    "duration_s",
-    "memory",
-    "reference_bytes",
-    "attribution",
-    "sidecar",
-}
-MEMORY_KEYS = {"method", "atomic", "peak_estimate_bytes", "samples", "unavailable_samples"}
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="process groups + /proc")
 

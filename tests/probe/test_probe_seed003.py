@@ -34,23 +34,11 @@ from typing import Any
 
 import pytest
 from conftest import REPO, line_count, run_cli, run_process
+from probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
 
 from commands import probe_runner
 
 MIB = 1 << 20
-OBSERVED_KEYS = {
-    "command",
-    "candidates",
-    "input_revision",
-    "exit_code",
-    "timed_out",
-    "duration_s",
-    "memory",
-    "reference_bytes",
-    "attribution",
-    "sidecar",
-}
-MEMORY_KEYS = {"method", "atomic", "peak_estimate_bytes", "samples", "unavailable_samples"}
 VERDICT_WORDS = ("limit", "exceed", "verdict", "action", "recommend", "challenge", "select")
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="Linux process groups")
@@ -104,7 +92,7 @@ def journaled(journal: str) -> list[dict[str, Any]]:
 
 
 def assert_observation_shape(obs: dict[str, Any]) -> None:
-    assert set(obs) == OBSERVED_KEYS
+    assert set(obs) == OBSERVATION_KEYS
     if obs["memory"] is not None:
         assert set(obs["memory"]) == MEMORY_KEYS
         assert obs["memory"]["method"] == "sequential_pss_sum"
