@@ -24,7 +24,7 @@ from journal.errors import (
 )
 from journal.fsutil import FILE_MODE, fsync_dir, write_all
 from journal.limits import LINE_BYTES_MAX, LOCK_POLL_S_MAX, LOCK_POLL_S_MIN, READ_CHUNK_BYTES
-from journal.store import PendingRecord
+from journal.store import PendingRecord, Tail
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 _WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
@@ -70,7 +70,6 @@ class FileStore:
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
-        self._grown_after: tuple[int, bool] | None = None
         self._tail: tuple[str, bytes] = ("", b"")
         """The last hash this handle wrote or checked, and the bytes its line ends with."""
         self.writable = create
@@ -186,18 +185,12 @@ class FileStore:
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return max(0, self.size() - offset)
 
-    def has_new_records(self, offset: int, next_seq: int) -> bool:
-        known, self._grown_after = self._grown_after, None
-        if known is not None and known[0] == offset:
-            return known[1]  # tail_matches just read past `offset` under the same lock
-        return self.size() != offset
-
     def rest_from(self, offset: int, next_seq: int) -> bytes:
         return self.read(offset, max(0, self.size() - offset))
 
-    def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
+    def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
         if offset == 0:
-            return True  # nothing folded yet: nothing that could have changed
+            return "grew" if self.size() > 0 else "same"
         # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
         known_hash, expected = self._tail
         if known_hash != hash_hex:
@@ -205,15 +198,16 @@ class FileStore:
             self._tail = (hash_hex, expected)
         size = len(expected)
         if offset < size:
-            return False
-        # One read answers two questions: is the folded prefix intact, and does
-        # anything follow it (saves has_new_records an fstat on every transaction).
+            return "changed"
+        # One read answers both questions: is the folded prefix intact (its last line
+        # still ends with its hash), and does a byte follow it.
         try:
             found = os.pread(self.read_fd, size + 1, offset - size) if self.read_fd >= 0 else b""
         except OSError as exc:
             raise StorageFailure(f"cannot read {self.path}: {exc.strerror}") from exc
-        self._grown_after = (offset, len(found) > size)
-        return found[:size] == expected
+        if found[:size] != expected:
+            return "changed"
+        return "grew" if len(found) > size else "same"
 
     def line_ending_at(self, offset: int, seq: int = -1) -> bytes | None:
         """The complete line (without newline) whose newline is the byte before `offset`."""
@@ -231,32 +225,38 @@ class FileStore:
     # -- writing -----------------------------------------------------------------
 
     def append(self, records: Sequence[PendingRecord], offset: int) -> None:
-        """One write of whole lines, then fdatasync. Rolls back a short write."""
+        """One write of whole lines at `offset` (the file's size), then fdatasync.
+
+        A failed or short write is rolled back and nothing is acknowledged. This is
+        the path of every durable append, so the checks stay inline and only
+        failures call out.
+        """
+        if self.poisoned or self.write_fd < 0:
+            self._check_usable()
         last = records[-1]
         data = last.line if len(records) == 1 else b"".join([r.line for r in records])
-        self.write_durably(data, offset)
-        # The next transaction's tail check expects this line's end: slice it, once.
-        self._tail = (last.record.hash, last.line[-67:])
-
-    def write_durably(self, data: bytes, size_before: int) -> None:
-        self._check_usable()
         try:
             written = os.write(self.write_fd, data)
         except OSError as exc:
-            self._roll_back(size_before)
-            self.poisoned = True
-            raise StorageFailure(
+            raise self._write_failed(
+                offset,
                 f"write to {self.path} failed: {exc.strerror}; nothing was acknowledged",
-                code="no_space" if exc.errno == errno.ENOSPC else "io_error",
+                "no_space" if exc.errno == errno.ENOSPC else "io_error",
             ) from exc
         if written != len(data):
-            self._roll_back(size_before)
-            self.poisoned = True
-            raise StorageFailure(
+            raise self._write_failed(
+                offset,
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
-                code="short_write",
+                "short_write",
             )
         self.sync()
+        # The next transaction's tail check expects this line's end: slice it, once.
+        self._tail = (last.record.hash, last.line[-67:])
+
+    def _write_failed(self, size_before: int, message: str, code: str) -> StorageFailure:
+        self._roll_back(size_before)
+        self.poisoned = True
+        return StorageFailure(message, code=code)
 
     def sync(self) -> None:
         try:

@@ -38,6 +38,7 @@ from journal.limits import (
     BATCH_EVENTS_MAX,
     CHECKPOINT_EVERY_EVENTS,
     FORMAT_VERSION,
+    GENESIS_PREV,
     LINE_BYTES_MAX,
     LOCK_TIMEOUT_S_DEFAULT,
 )
@@ -51,12 +52,15 @@ from journal.record import (
     genesis_line,
     self_verify,
 )
-from journal.store import PendingRecord, Store
+from journal.store import PendingRecord, Store, Tail
 
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
 _Raw = msgspec.Raw
+_new_pending = tuple.__new__
+"""Builds a PendingRecord without the NamedTuple's Python-level __new__ (every append)."""
+_NOTHING_CHECKED: tuple[str | None, object] = (None, object())  # no string is this time
 Progress = Callable[[int], None]
 """Called with the number of bytes just processed (for progress bars)."""
 
@@ -147,7 +151,7 @@ class Journal(Generic[S]):
         try:
             # An empty (or not yet created) store has nothing to recover; its first
             # transaction takes the lock, and only then is a journal file created.
-            if write and store.has_new_records(0, 0):
+            if write and store.tail_after(0, -1, GENESIS_PREV) != "same":
                 store.lock(lock_timeout_s)
                 try:
                     journal._refresh(
@@ -176,21 +180,25 @@ class Journal(Generic[S]):
         the verified prefix and `self.corruption` says where it ends. Transactions
         never tolerate it.
         """
-        head = self.head
-        if self._state_valid and not self.store.tail_matches(
-            head.offset, head.next_seq - 1, head.prev_hash
-        ):
-            # Someone cut records we had folded (repair in another process): start over.
-            self._state_valid = False
-        if not self._state_valid:
-            self.head = Head()
+        head, store = self.head, self.store
+        tail: Tail = (
+            store.tail_after(head.offset, head.next_seq - 1, head.prev_hash)
+            if self._state_valid
+            else "changed"
+        )
+        if tail == "same":
+            return  # what every transaction of a lone writer finds: one read, nothing to do
+        if tail == "changed":
+            # First use, or someone cut records we had folded (a repair): start over.
+            self.head = head = Head()
             self.state = self.projector.initial()
             self.checkpoint_seq = -1
             if use_checkpoint:
                 self._load_checkpoint()
+                head = self.head
             self._state_valid = True
-        if not self.store.has_new_records(self.head.offset, self.head.next_seq):
-            return
+            if store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) == "same":
+                return
         # `scan` advances the head before the visitor folds a record: if the fold raises
         # midway, head and state disagree, so the state counts as valid only once the
         # fold (and the handling of its failure) has finished.
@@ -592,24 +600,16 @@ class Journal(Generic[S]):
 class Transaction(Generic[S]):
     """One locked read-decide-append cycle; commits on a clean exit."""
 
-    __slots__ = (
-        "_canonical_at",
-        "_goal_last_at",
-        "_journal",
-        "_pending",
-        "_pending_bytes",
-        "appended",
-        "wall_us",
-    )
+    __slots__ = ("_checked", "_goal_last_at", "_journal", "_pending", "_pending_bytes", "wall_us")
 
     def __init__(self, journal: Journal[S]) -> None:
         self._journal = journal
         self._pending: list[PendingRecord] = []
         self._pending_bytes = 0
         self._goal_last_at: dict[str | None, str] = {}
-        self._canonical_at: str | None = None
+        self._checked: tuple[str | None, object] = _NOTHING_CHECKED
+        """A goal and a time known canonical and not before the goal's last event."""
         self.wall_us = 0
-        self.appended: list[PendingRecord] = []
 
     def __enter__(self) -> Transaction[S]:
         self._journal._begin()
@@ -629,11 +629,11 @@ class Transaction(Generic[S]):
             if pending:
                 if exc_type is None:
                     journal._commit(pending)
-                    self.appended = pending
                 else:
                     self._pending = []
         finally:
-            journal._end()
+            journal._in_transaction = False
+            journal.store.unlock()
         if exc_type is None and pending:
             journal._maybe_checkpoint()
 
@@ -656,18 +656,21 @@ class Transaction(Generic[S]):
     def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
         """The event time for `goal`: implicit never goes back; explicit must not."""
         at = event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
-        self._canonical_at = at  # canonical by construction: append need not check it again
+        self._checked = (goal, at)  # so append need not check this time again
         return at
 
-    def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
-        """Stage one event; it becomes durable when the transaction commits."""
-        if at is not self._canonical_at:  # the time time_for gave, or a batch's shared time
-            if not is_canonical_at(at):
-                raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
-            self._canonical_at = at
+    def _check_time(self, goal: str | None, at: str) -> None:
+        if not is_canonical_at(at):
+            raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
         last = self.last_at(goal)
         if last is not None and at < last:
             raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
+
+    def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
+        """Stage one event; it becomes durable when the transaction commits."""
+        checked_goal, checked_at = self._checked
+        if at is not checked_at or goal != checked_goal:
+            self._check_time(goal, at)  # not the time time_for gave, nor a batch's shared one
         journal = self._journal
         decode = journal._decoders.get(kind)
         if decode is None:
@@ -706,7 +709,7 @@ class Transaction(Generic[S]):
         if len(staged) >= BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
             raise InvalidInput("too many events in one transaction", code="batch_too_large")
         record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), prev, digest)
-        pending = PendingRecord(record, decoded, line)
+        pending = _new_pending(PendingRecord, (record, decoded, line))
         if genesis is not None:
             staged.append(genesis)
             pending_bytes += len(genesis.line)
@@ -714,6 +717,7 @@ class Transaction(Generic[S]):
         staged.append(pending)
         self._pending_bytes = pending_bytes
         self._goal_last_at[goal] = at
+        self._checked = (goal, at)  # the goal's last time now: the next event may share it
         return pending
 
 

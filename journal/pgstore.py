@@ -50,7 +50,7 @@ from journal.errors import (
     LockTimeout,
     StorageFailure,
 )
-from journal.store import PendingRecord
+from journal.store import PendingRecord, Tail
 
 EVENTS_TABLE = "runledger_events"
 CHECKPOINTS_TABLE = "runledger_checkpoints"
@@ -384,7 +384,14 @@ class PgStore:
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return None  # summing octet_length over the table is not cheap
 
-    def has_new_records(self, offset: int, next_seq: int) -> bool:
+    def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
+        if seq >= 0:
+            line = self.line_ending_at(offset, seq)
+            if line is None or not line.endswith(f'"hash":"{hash_hex}"}}'.encode()):
+                return "changed"  # the line is truth: a repair cut or replaced it
+        return "grew" if self._has_rows_from(seq + 1) else "same"
+
+    def _has_rows_from(self, next_seq: int) -> bool:
         if not self._ready:
             return False
         with self._db("read"):
@@ -396,13 +403,6 @@ class PgStore:
 
     def rest_from(self, offset: int, next_seq: int) -> bytes:
         return b"".join(self.chunks(offset, next_seq))
-
-    def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
-        """Whether the line stored at `seq` still ends with `hash_hex` (the line is truth)."""
-        if seq < 0:
-            return True
-        line = self.line_ending_at(offset, seq)
-        return line is not None and line.endswith(f'"hash":"{hash_hex}"}}'.encode())
 
     def line_ending_at(self, offset: int, seq: int) -> bytes | None:
         """The line stored at `seq` (without newline); the journal checks seq and hash."""

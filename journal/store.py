@@ -8,7 +8,7 @@ stream (meaningful for both stores: it is where the record ends in an export), a
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from journal.checkpoint import Checkpoint
 from journal.record import Record
@@ -24,6 +24,14 @@ class PendingRecord(NamedTuple):
     record: Record
     payload: Any
     line: bytes  # with its newline
+
+
+Tail = Literal["same", "grew", "changed"]
+"""What follows the last record a handle folded, as the store sees it now: "same" (that
+record is still last, nothing to fold), "grew" (it is intact and records follow it) or
+"changed" (it is gone or different, e.g. after a repair: fold from scratch). Plain
+strings, not an Enum: every transaction compares one, and an Enum member lookup costs
+several times more."""
 
 
 class Store(Protocol):
@@ -45,10 +53,10 @@ class Store(Protocol):
         """Bytes after `offset` if cheaply known (for progress), else None."""
         ...
 
-    def has_new_records(self, offset: int, next_seq: int) -> bool: ...
-
-    def tail_matches(self, offset: int, seq: int, hash_hex: str) -> bool:
-        """Whether the record ending at `offset` is still `seq` with `hash_hex`."""
+    def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
+        """Whether the record ending at `offset` is still `seq` with `hash_hex`, and
+        whether records follow it (`seq` -1, `offset` 0: an empty prefix). Every
+        transaction asks this first, so a store answers it with one read."""
         ...
 
     def line_ending_at(self, offset: int, seq: int) -> bytes | None: ...

@@ -519,7 +519,8 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
             goal.releases_total += 1
     elif isinstance(payload, CapacityConfigured):
         goal.cases, goal.tokens = payload.cases, payload.tokens
-    goal.last_at_us = max(goal.last_at_us, at_us)
+    if at_us > goal.last_at_us:
+        goal.last_at_us = at_us
     _prune(goal)
 
 

@@ -8,6 +8,7 @@ composes them; it is the only place that knows the list of domains.
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -27,22 +28,23 @@ class Ledger(StateStruct):
     probes: probes.ProbesState = msgspec.field(default_factory=probes.ProbesState)
 
 
-Apply = Callable[[Ledger, Record, Any], None]
+DomainApply = Callable[[Any, Record, Any], None]
+"""A domain's fold step: (its part of the Ledger, record, decoded payload)."""
 
 
-def _domain_table() -> dict[str, tuple[PayloadDecoder, Apply]]:
-    table: dict[str, tuple[PayloadDecoder, Apply]] = {}
+def _domain_table() -> dict[str, tuple[PayloadDecoder, Callable[[Ledger], Any], DomainApply]]:
+    table: dict[str, tuple[PayloadDecoder, Callable[[Ledger], Any], DomainApply]] = {}
 
-    def add(events: dict[str, type[Any]], apply: Apply) -> None:
+    def add(events: dict[str, type[Any]], part: str, apply: DomainApply) -> None:
         for kind, payload_type in events.items():
             if kind in table:
                 raise RuntimeError(f"event kind {kind} registered twice")
-            table[kind] = (msgspec.json.Decoder(payload_type).decode, apply)
+            table[kind] = (msgspec.json.Decoder(payload_type).decode, attrgetter(part), apply)
 
-    add(capacity.EVENTS, lambda s, r, p: capacity.apply(s.capacity, r, p))
-    add(hosts.EVENTS, lambda s, r, p: hosts.apply(s.hosts, r, p))
-    add(settlement.EVENTS, lambda s, r, p: settlement.apply(s.settlement, r, p))
-    add(probes.EVENTS, lambda s, r, p: probes.apply(s.probes, r, p))
+    add(capacity.EVENTS, "capacity", capacity.apply)
+    add(hosts.EVENTS, "hosts", hosts.apply)
+    add(settlement.EVENTS, "settlement", settlement.apply)
+    add(probes.EVENTS, "probes", probes.apply)
     return table
 
 
@@ -56,7 +58,7 @@ class LedgerProjector:
     def __init__(self) -> None:
         self._table = _domain_table()
         self._decoders = {kind: entry[0] for kind, entry in self._table.items()}
-        self._appliers = {kind: entry[1] for kind, entry in self._table.items()}
+        self._appliers = {kind: entry[1:] for kind, entry in self._table.items()}
         self._encode = msgspec.msgpack.Encoder().encode
         self._decode = msgspec.msgpack.Decoder(Ledger).decode
 
@@ -67,9 +69,10 @@ class LedgerProjector:
         return Ledger()
 
     def apply(self, state: Ledger, record: Record, payload: Any) -> None:
-        apply = self._appliers.get(record.kind)
-        if apply is not None:  # journal.* records carry no domain state
-            apply(state, record, payload)
+        found = self._appliers.get(record.kind)
+        if found is not None:  # journal.* records carry no domain state
+            part, apply = found
+            apply(part(state), record, payload)
 
     def dump(self, state: Ledger) -> bytes:
         return self._encode(state)
