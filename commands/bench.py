@@ -40,7 +40,9 @@ Step = Callable[[str], None]
 OBSERVED = "capacity.observed"
 SMALL_JOURNAL_EVENTS = 1_000
 BATCH_EVENTS = 1_000
-ADMIT_RUNS = 7
+ADMIT_RUNS = 9
+DURABLE_ROUNDS = 9
+READ_ROUNDS = 5
 
 
 def payloads(count: int, seed: int = 0) -> Iterator[bytes]:
@@ -100,7 +102,9 @@ def measure_batch(path: str, count: int, goal: str = "bench") -> float:
                 for payload in batch[: min(BATCH_EVENTS, count - done)]:
                     txn.append(OBSERVED, goal, payload, at)
             done += min(BATCH_EVENTS, count - done)
-        return count / (time.perf_counter() - start)
+        eps = count / (time.perf_counter() - start)
+        journal.write_checkpoint()  # so each verify round opens without folding it all
+        return eps
 
 
 def measure_raw_batch(path: str, lines: list[bytes]) -> float:
@@ -202,31 +206,28 @@ def build_journal(path: str, events: int, step: Step) -> None:
         journal.write_checkpoint()
 
 
-def measure_admit_ms(path: str, runs: int) -> float:
-    """Median wall time of `runledger admit` as a whole process."""
-    times = []
-    for i in range(runs):
-        args = [
-            sys.executable,
-            "-m",
-            "commands",
-            "admit",
-            "--journal",
-            path,
-            "--json",
-            "--goal",
-            "bench",
-            "--run",
-            f"probe-{i}-{os.getpid()}",
-            "--arm",
-            "baseline",
-            "--forecast-tpm",
-            "1",
-        ]
-        start = time.perf_counter()
-        subprocess.run(args, capture_output=True, check=False)
-        times.append((time.perf_counter() - start) * 1000)
-    return statistics.median(times)
+def run_admit(path: str, i: int = 0) -> float:
+    """Wall time in ms of one `runledger admit` as a whole process."""
+    args = [
+        sys.executable,
+        "-m",
+        "commands",
+        "admit",
+        "--journal",
+        path,
+        "--json",
+        "--goal",
+        "bench",
+        "--run",
+        f"probe-{i}-{os.getpid()}",
+        "--arm",
+        "baseline",
+        "--forecast-tpm",
+        "1",
+    ]
+    start = time.perf_counter()
+    subprocess.run(args, capture_output=True, check=False)
+    return (time.perf_counter() - start) * 1000
 
 
 def figure(value: float, unit: str, baseline: float) -> dict[str, Any]:
@@ -249,40 +250,44 @@ def run_bench(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+Measure = Callable[[int], float]
+"""One measurement for round `r` (it names its scratch files by the round)."""
+
+
+def interleaved(rounds: int, measures: list[Measure]) -> list[float]:
+    """The median of each measure over `rounds` rounds, its order rotating per round.
+
+    This machine's speed drifts (the disk's fdatasync latency, a neighbour's load):
+    short rounds that alternate what they measure expose ours and the baseline to the
+    same drift, so their ratio holds where two long back-to-back runs would not.
+    """
+    results: list[list[float]] = [[] for _ in measures]
+    for r in range(rounds):
+        for i in range(len(measures)):
+            k = (r + i) % len(measures)
+            results[k].append(measures[k](r))
+    return [statistics.median(values) for values in results]
+
+
 def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[str, Any]:
     figures: dict[str, Any] = {}
-    # Durable appends are dominated by the disk's fdatasync latency, which drifts
-    # while the bench runs: many short rounds, each running the three loops in a
-    # rotating order, expose all of them to the same drift.
     durable_count = max(100, min(400, events // 50))
-    rounds = 9
     sample_lines = _sample_lines(workdir, durable_count)
 
-    step(f"durable appends: {rounds} interleaved rounds of {durable_count} (ours, raw, sqlite)")
-    ours: list[float] = []
-    raw: list[float] = []
-    lite: list[float] = []
-    loops: list[tuple[list[float], Callable[[str], float], str]] = [
-        (raw, lambda path: measure_raw_durable(path, sample_lines), "bin"),
-        (ours, lambda path: measure_durable(path, durable_count), "jsonl"),
+    step(
+        f"durable appends: {DURABLE_ROUNDS} interleaved rounds of {durable_count} "
+        f"(ours, raw{', sqlite' if compare_sqlite else ''})"
+    )
+    durable: list[Measure] = [
+        lambda r: measure_raw_durable(f"{workdir}/durable-{r}.bin", sample_lines),
+        lambda r: measure_durable(f"{workdir}/durable-{r}.jsonl", durable_count),
     ]
     if compare_sqlite:
-        loops.append((lite, lambda path: measure_sqlite(path, durable_count), "db"))
-    for r in range(rounds):
-        for i in range(len(loops)):
-            results, measure, suffix = loops[(r + i) % len(loops)]
-            results.append(measure(f"{workdir}/durable-{r}-{i}.{suffix}"))
-    figures["append_durable_eps"] = figure(
-        statistics.median(ours), "events/s", statistics.median(raw)
-    )
-    if compare_sqlite:
-        sqlite_eps = statistics.median(lite)
-        figures["sqlite_append_durable_eps"] = {
-            "value": round(statistics.median(ours), 3),
-            "unit": "events/s",
-            "baseline": round(sqlite_eps, 3),
-            "ratio": round(statistics.median(ours) / sqlite_eps, 3),
-        }
+        durable.append(lambda r: measure_sqlite(f"{workdir}/durable-{r}.db", durable_count))
+    raw_eps, ours_eps, *sqlite_eps = interleaved(DURABLE_ROUNDS, durable)
+    figures["append_durable_eps"] = figure(ours_eps, "events/s", raw_eps)
+    if sqlite_eps:
+        figures["sqlite_append_durable_eps"] = figure(ours_eps, "events/s", sqlite_eps[0])
 
     step(f"batch appends: {events:,} events, {BATCH_EVENTS} per transaction")
     big = f"{workdir}/big.jsonl"
@@ -291,20 +296,28 @@ def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[st
     raw_batch = measure_raw_batch(f"{workdir}/raw-batch.bin", batch_lines)
     figures["append_batch_eps"] = figure(batch_eps, "events/s", raw_batch)
 
-    step("verify and fold")
-    verify_eps, _ = measure_verify(big)
-    figures["verify_eps"] = figure(verify_eps, "events/s", measure_raw_verify(big, hash_lines=True))
-    figures["fold_eps"] = figure(
-        measure_fold(big), "events/s", measure_raw_verify(big, hash_lines=False)
+    rounds = READ_ROUNDS if events <= 200_000 else 3
+    step(f"verify and fold: {rounds} interleaved rounds over {events:,} events")
+    verify_eps, raw_verify_eps, fold_eps, raw_decode_eps = interleaved(
+        rounds,
+        [
+            lambda r: measure_verify(big)[0],
+            lambda r: measure_raw_verify(big, hash_lines=True),
+            lambda r: measure_fold(big),
+            lambda r: measure_raw_verify(big, hash_lines=False),
+        ],
     )
+    figures["verify_eps"] = figure(verify_eps, "events/s", raw_verify_eps)
+    figures["fold_eps"] = figure(fold_eps, "events/s", raw_decode_eps)
 
     step(f"admit as a process: {SMALL_JOURNAL_EVENTS:,}-event vs {events:,}-event journal")
     small, large = f"{workdir}/small.jsonl", f"{workdir}/large.jsonl"
     build_journal(small, SMALL_JOURNAL_EVENTS, step)
     build_journal(large, events, step)
-    measure_admit_ms(small, 2)  # warm the interpreter's file cache
-    small_ms = measure_admit_ms(small, ADMIT_RUNS)
-    large_ms = measure_admit_ms(large, ADMIT_RUNS)
+    run_admit(small, -1)  # warm the interpreter's file cache
+    small_ms, large_ms = interleaved(
+        ADMIT_RUNS, [lambda r: run_admit(small, r), lambda r: run_admit(large, r)]
+    )
     figures["admit_ms"] = figure(large_ms, "ms", small_ms)
     return {"ok": True, "events": events, "at": format_us(wall_us()), "figures": figures}
 

@@ -84,7 +84,8 @@ def scan(
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos, end = 0, len(data)
-    find = data.find
+    find, starts_at = data.find, data.startswith
+    view = memoryview(data)  # hashed in place: no copy of each line's body
     goal_last_at = head.goal_last_at
     decoder_of: dict[str, PayloadDecoder | None] = {}
     decode_line = decode_record
@@ -111,19 +112,21 @@ def scan(
                 return None  # a partial line: the caller decides what it means
             line = data[pos:nl]
             # Fast path (inlined self_verify; the hot loop of every fold and verify).
+            # The suffix checks read `data` in place: `,"hash":"` then 64 bytes then `"}`.
             record = None
-            if line[-2:] == b'"}' and line[-SUFFIX_BYTES:-66] == HASH_MEMBER:
+            body_end = nl - SUFFIX_BYTES
+            if body_end > pos and starts_at(HASH_MEMBER, body_end) and starts_at(b'"}', nl - 2):
                 try:
                     record = decode_line(line)
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     record = None
                 if record is not None:
-                    digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
+                    digest = sha256(view[pos:body_end])
                     digest.update(b"}")
                     hex_digest = digest.hexdigest()
                     if (
                         record.hash != hex_digest
-                        or line[-66:-2] != hex_digest.encode()
+                        or not starts_at(hex_digest.encode(), nl - 66)
                         or record.v != FORMAT_VERSION
                     ):
                         record = None
