@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from hashlib import sha256
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import msgspec
 
@@ -59,6 +59,15 @@ class Head:
         )
 
 
+class FirstAt(NamedTuple):
+    """A goal's first record in a segment of the journal: its time and position."""
+
+    at: str
+    seq: int
+    offset: int
+    prev_hash: str
+
+
 @dataclass(frozen=True)
 class Failure:
     """The first record that does not verify."""
@@ -76,11 +85,14 @@ def scan(
     visit: Visitor | None,
     *,
     stop_after_seq: int | None = None,
+    first_at: dict[str | None, FirstAt] | None = None,
 ) -> Failure | None:
     """Verify the complete lines of `buf` (which starts at `head.offset`) in order.
 
     `head` advances past every record that verifies; a trailing partial line is left
-    for the caller. Returns the first failure, or None.
+    for the caller. Returns the first failure, or None. With `first_at`, a goal's
+    first record that chains is noted there when `head` knows no time for the goal
+    (a parallel verify checks those against the segment before; see journal.fanout).
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos, end = 0, len(data)
@@ -131,7 +143,7 @@ def scan(
                     ):
                         record = None
             if record is None:
-                return Failure(next_seq, offset, _why_not_self_verifying(line), False)
+                return Failure(next_seq, offset, why_not_self_verifying(line), False)
             kind = record.kind
             at = record.at
             goal = record.goal
@@ -151,8 +163,10 @@ def scan(
                 reason = None  # chains: the common case, checked without a call
                 if at != checked_at:
                     checked_at, checked_second = at, at[:20]
+                if last is None and first_at is not None:
+                    first_at[goal] = FirstAt(at, next_seq, offset, prev_hash)
             else:
-                reason = _chain_problem(record, next_seq, prev_hash, goal_last_at)
+                reason = chain_problem(record, next_seq, prev_hash, goal_last_at)
             payload: Any = None
             if reason is None:
                 try:
@@ -196,7 +210,7 @@ _MICROS_Z = re.compile(r"[0-9]{6}Z").fullmatch
 _EPOCH_SECOND = "1970-01-01T00:00:00."
 
 
-def _chain_problem(
+def chain_problem(
     record: Record, next_seq: int, prev_hash: str, goal_last_at: dict[str | None, str]
 ) -> str | None:
     if record.seq != next_seq:
@@ -215,7 +229,7 @@ def _chain_problem(
     return None
 
 
-def _why_not_self_verifying(line: bytes) -> str:
+def why_not_self_verifying(line: bytes) -> str:
     if not line.strip(b"\x00"):
         return "NUL bytes"
     try:

@@ -70,6 +70,7 @@ class FileStore:
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
+        self.local_path: str | None = path
         self._tail: tuple[str, bytes] = ("", b"")
         """The last hash this handle wrote or checked, and the bytes its line ends with."""
         self.writable = create

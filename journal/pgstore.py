@@ -141,6 +141,7 @@ class PgStore:
     def __init__(self, url: str, *, create: bool) -> None:
         self.url = url
         self.target = redact(url)
+        self.local_path: str | None = None
         self.writable = create
         self.poisoned = False
         self.created = False

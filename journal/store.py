@@ -36,6 +36,8 @@ several times more."""
 
 class Store(Protocol):
     target: str
+    local_path: str | None
+    """The journal's file, for readers that can use it directly (None for PostgreSQL)."""
     poisoned: bool
     writable: bool
     torn_tails: bool

@@ -1,0 +1,171 @@
+"""Full verification of a large journal file on every core.
+
+Verification is the one read that needs no state: each record is checked against
+its own bytes, its neighbour and its goal's previous time. So the file is cut at
+line boundaries into segments; worker processes `scan` them independently, each
+trusting its segment's first record for seq and prev; then the parent walks the
+segments in order and checks what a worker could not see: that each segment's
+first record chains to the end of the one before, and that each goal's first time
+in a segment is not before its last time in the segments before. The first failure
+found that way is exactly the one a sequential scan would report.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+
+from journal.chain import (
+    Failure,
+    FirstAt,
+    Head,
+    PayloadDecoder,
+    chain_problem,
+    scan,
+    why_not_self_verifying,
+)
+from journal.limits import LINE_BYTES_MAX
+from journal.record import self_verify
+
+Decoders = Callable[[str], PayloadDecoder | None]
+Progress = Callable[[int], None]
+
+PARALLEL_VERIFY_BYTES_MIN = 32 << 20
+"""Below this, starting worker processes costs more than it saves."""
+SEGMENTS_PER_WORKER = 4
+"""More segments than workers, so progress moves and an uneven segment evens out."""
+SEGMENT_BYTES_MAX = 64 << 20
+"""A worker holds its segment in memory: more segments for a larger file."""
+
+
+@dataclass
+class Segment:
+    """What a worker found in bytes [start, end) of the journal."""
+
+    start: int
+    first_line: bytes  # the segment's first line (no newline), checked by the parent
+    head: Head  # after the last record of the segment that verified
+    first_at: dict[str | None, FirstAt]
+    failure: Failure | None
+
+
+_decoders: Decoders | None = None
+"""The payload decoders, inherited by forked workers (they are not picklable)."""
+
+
+def verify_file(
+    path: str, size_bytes: int, decoders: Decoders, progress: Progress | None = None
+) -> tuple[Head, Failure | None] | None:
+    """Verify [0, size_bytes) of `path` in parallel: the head of the verified prefix
+    and the first failure, or None when a sequential scan is the better tool."""
+    workers = min(len(os.sched_getaffinity(0)), 8)
+    if workers < 2 or size_bytes < PARALLEL_VERIFY_BYTES_MIN:
+        return None
+    if "fork" not in multiprocessing.get_all_start_methods():
+        return None
+    count = max(workers * SEGMENTS_PER_WORKER, -(-size_bytes // SEGMENT_BYTES_MAX))
+    bounds = _segment_bounds(path, size_bytes, count)
+    if bounds is None:
+        return None
+    global _decoders
+    _decoders = decoders
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            starts, ends = bounds[:-1], bounds[1:]
+            head = Head()
+            for segment in pool.map(_verify_segment, [path] * len(starts), starts, ends):
+                if progress is not None:
+                    progress(segment.head.offset - segment.start)
+                failure = _join(head, segment)
+                if failure is not None:
+                    pool.shutdown(wait=False, cancel_futures=True)
+                    return head, failure
+            return head, None
+    finally:
+        _decoders = None
+
+
+def _segment_bounds(path: str, size_bytes: int, count: int) -> list[int] | None:
+    """Offsets that cut the file into `count` segments, each just after a newline."""
+    bounds = [0]
+    with open(path, "rb") as handle:
+        for i in range(1, count):
+            target = size_bytes * i // count
+            if target <= bounds[-1]:
+                continue
+            handle.seek(target - 1)
+            window = handle.read(LINE_BYTES_MAX + 1)
+            nl = window.find(b"\n")
+            if nl < 0:
+                return None  # no line ends near here: the sequential scan explains why
+            cut = target + nl
+            if cut >= size_bytes:
+                break
+            if cut > bounds[-1]:
+                bounds.append(cut)
+    bounds.append(size_bytes)
+    return bounds
+
+
+def _verify_segment(path: str, start: int, end: int) -> Segment:
+    """Worker: scan [start, end), trusting the first record for seq and prev."""
+    assert _decoders is not None
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        data = handle.read(end - start)
+    head = Head(offset=start)
+    first_at: dict[str | None, FirstAt] = {}
+    nl = data.find(b"\n")
+    first_line = data[:nl] if nl >= 0 else data
+    if start > 0:
+        record = self_verify(first_line) if nl >= 0 else None
+        if record is None:
+            # The parent reports it at the seq the segment before ends with.
+            reason = why_not_self_verifying(first_line) if nl >= 0 else "unterminated last line"
+            return Segment(start, first_line, head, first_at, Failure(-1, start, reason, False))
+        head.next_seq, head.prev_hash = record.seq, record.prev
+    failure = scan(data, head, _decoders, None, first_at=first_at if start > 0 else None)
+    if failure is None and head.offset < end:
+        failure = Failure(head.next_seq, head.offset, "unterminated last line", False)
+    return Segment(start, first_line, head, first_at, failure)
+
+
+def _join(head: Head, segment: Segment) -> Failure | None:
+    """Extend `head` (the end of the segments before) by `segment`; the first failure."""
+    if segment.start == 0:
+        _take(head, segment.head)
+        return segment.failure
+    failure = segment.failure
+    if failure is not None and failure.seq < 0:
+        return Failure(head.next_seq, segment.start, failure.reason, False)
+    record = self_verify(segment.first_line)
+    assert record is not None  # the worker verified it
+    reason = chain_problem(record, head.next_seq, head.prev_hash, head.goal_last_at)
+    if reason is not None:
+        return Failure(head.next_seq, segment.start, reason, True)
+    # A goal's first time in this segment must not be before its last time so far; of
+    # those that are, and the worker's own failure, the earliest record is the answer
+    # (on a tie the time is checked first, as the sequential scan does).
+    earliest: tuple[FirstAt, str] | None = None
+    for goal, first in segment.first_at.items():
+        last = head.goal_last_at.get(goal)
+        if last is None or first.at >= last:
+            continue
+        if earliest is None or first.seq < earliest[0].seq:
+            earliest = first, f"at {first.at} is earlier than the goal's previous event ({last})"
+    if earliest is not None and (failure is None or earliest[0].seq <= failure.seq):
+        first, why = earliest
+        head.next_seq, head.prev_hash, head.offset = first.seq, first.prev_hash, first.offset
+        return Failure(first.seq, first.offset, why, True)
+    _take(head, segment.head)
+    return failure
+
+
+def _take(head: Head, after: Head) -> None:
+    head.next_seq, head.prev_hash, head.offset = after.next_seq, after.prev_hash, after.offset
+    head.goal_last_at.update(after.goal_last_at)
+    if after.journal_id is not None:
+        head.journal_id = after.journal_id
