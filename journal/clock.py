@@ -54,13 +54,18 @@ share one time, and the fold of an append parses the time its transaction format
 One tuple, replaced whole, so it is safe across threads."""
 
 
+_MILLIS = tuple(f".{n:03d}" for n in range(1000))
+_MICROS_Z = tuple(f"{n:03d}Z" for n in range(1000))
+"""Every append formats its time: two table lookups cost half of "%06d" formatting."""
+
+
 def format_us(at_us: int) -> str:
     """Canonical `at` string for a time in microseconds since the epoch."""
     if not AT_US_MIN <= at_us <= AT_US_MAX:
         raise _out_of_range(f"time {at_us} µs after the epoch")
     global _last_parsed
     seconds, micros = divmod(at_us, US_PER_S)
-    text = "%s.%06dZ" % (_format_second(seconds), micros)  # noqa: UP031 (twice an f-string's speed)
+    text = _format_second(seconds) + _MILLIS[micros // 1000] + _MICROS_Z[micros % 1000]
     # The time an append formats is the time its fold parses next: remember the pair.
     _last_parsed = (text, at_us)
     return text

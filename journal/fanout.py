@@ -12,10 +12,8 @@ found that way is exactly the one a sequential scan would report.
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 from journal.chain import (
@@ -64,6 +62,10 @@ def verify_file(
     workers = min(len(os.sched_getaffinity(0)), 8)
     if workers < 2 or size_bytes < PARALLEL_VERIFY_BYTES_MIN:
         return None
+    # Imported only here: every CLI command imports this module, few need a pool.
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     count = max(workers * SEGMENTS_PER_WORKER, -(-size_bytes // SEGMENT_BYTES_MAX))

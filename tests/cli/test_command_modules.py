@@ -23,3 +23,32 @@ def test_every_registered_command_is_mapped_to_the_module_that_registers_it() ->
 def test_a_mapped_command_runs_with_only_its_module(cli) -> None:
     result = cli("digest")
     assert result.code == 3 and result.json["error"]["code"] == "journal_not_found"
+
+
+def test_the_runner_hot_path_imports_nothing_heavy(tmp_path) -> None:
+    """`admit` (a runner calls it once per run) loads no worker pool, database driver,
+    terminal UI or other command's code: each would add milliseconds to every call."""
+    import subprocess
+    import sys
+
+    journal = str(tmp_path / "j.jsonl")
+    admit = ["admit", "--journal", journal, "--json", "--goal", "g", "--run", "r"]
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "commands", *admit, "--arm", "baseline"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]  # refused: the goal is not configured
+    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    assert "commands.api" in loaded  # the check sees what the command imported
+    heavy = {
+        "multiprocessing",
+        "concurrent.futures",
+        "psycopg",
+        "rich",
+        "sqlite3",
+        "commands.host_cli",
+        "commands.bench",
+    }
+    assert not heavy & loaded
