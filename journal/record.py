@@ -31,8 +31,10 @@ class Envelope(msgspec.Struct, forbid_unknown_fields=True):
     prev: str
 
 
-class Record(msgspec.Struct, forbid_unknown_fields=True):
-    """One verified journal record; `data` stays raw until a projection decodes it."""
+class Record(msgspec.Struct, forbid_unknown_fields=True, gc=False):
+    """One verified journal record; `data` stays raw until a projection decodes it.
+
+    Untracked by the cycle collector: it holds only ints, strings and raw bytes."""
 
     v: int
     seq: int

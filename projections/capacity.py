@@ -424,8 +424,13 @@ DECISION_KINDS = (ADMITTED, REFUSED)
 # -- state -----------------------------------------------------------------------------
 
 
-class Sample(StateStruct):
-    """One `capacity.observed` event, as the window needs it."""
+class Sample(StateStruct, gc=False):
+    """One `capacity.observed` event, as the window needs it.
+
+    Untracked by the cycle collector (it holds only ints and strings, so it can never
+    be part of a cycle): a busy goal keeps a minute of samples, often hundreds of
+    thousands, and every full collection would otherwise walk them all.
+    """
 
     at_us: int
     uncached_input: int
@@ -500,8 +505,22 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
     if goal is None:
         goal = state.goals[record.goal] = GoalCapacity()
     at_us = parse_at(record.at)
-    if isinstance(payload, CapacityObserved):
-        _apply_observed(goal, payload, at_us, record.seq)
+    if isinstance(payload, CapacityObserved):  # most events: folded inline
+        goal.samples.append(
+            Sample(
+                at_us=at_us,
+                uncached_input=payload.uncached_input,
+                cached_input=payload.cached_input,
+                output=payload.output,
+                coverage=payload.coverage,
+                run=payload.run,
+                seq=record.seq,
+            )
+        )
+        if payload.coverage != "unmetered":
+            goal.last_metered_at_us = at_us
+        if payload.run is not None and goal.runs:
+            _renew_lease(goal, payload.run, at_us)
     elif isinstance(payload, CapacityAdmitted):
         _apply_admitted(goal, payload, record, at_us)
     elif isinstance(payload, CapacityRefused):
@@ -521,24 +540,19 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
         goal.cases, goal.tokens = payload.cases, payload.tokens
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us
-    _prune(goal)
+    # Drop what no question "as of t >= the goal's latest event" can need; the checks
+    # are inline because they run for every event and rarely find anything.
+    last_us = goal.last_at_us
+    samples = goal.samples
+    if samples and samples[0].at_us <= last_us - WINDOW_US:
+        del samples[: bisect.bisect_right(samples, last_us - WINDOW_US, key=_sample_at)]
+    if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
+        _expire_leases(goal)
 
 
-def _apply_observed(goal: GoalCapacity, p: CapacityObserved, at_us: int, seq: int) -> None:
-    goal.samples.append(
-        Sample(
-            at_us=at_us,
-            uncached_input=p.uncached_input,
-            cached_input=p.cached_input,
-            output=p.output,
-            coverage=p.coverage,
-            run=p.run,
-            seq=seq,
-        )
-    )
-    if p.coverage != "unmetered":
-        goal.last_metered_at_us = at_us
-    run = goal.runs.get(p.run) if p.run is not None else None
+def _renew_lease(goal: GoalCapacity, run_id: str, at_us: int) -> None:
+    """An observation of an active leased run extends its lease."""
+    run = goal.runs.get(run_id)
     if run is not None and run.lease_until_us is not None and run.active_at(at_us):
         assert run.request.lease_s is not None
         renewed_us = at_us + run.request.lease_s * US_PER_S
@@ -562,19 +576,12 @@ def _apply_admitted(goal: GoalCapacity, p: CapacityAdmitted, record: Record, at_
         goal.lease_check_us = end_us if check_us is None else min(check_us, end_us)
 
 
-def _prune(goal: GoalCapacity) -> None:
-    """Drop what no question "as of t >= the goal's latest event" can need."""
-    cutoff_us = goal.last_at_us - WINDOW_US
-    samples = goal.samples
-    if samples and samples[0].at_us <= cutoff_us:
-        del samples[: bisect.bisect_right(samples, cutoff_us, key=_sample_at)]
-    check_us = goal.lease_check_us
-    if check_us is not None and check_us <= goal.last_at_us:
-        # Only now can a lease have ended: drop those runs, find the next check time.
-        for run in [r for r, active in goal.runs.items() if not active.active_at(goal.last_at_us)]:
-            del goal.runs[run]
-        ends = [r.lease_until_us for r in goal.runs.values() if r.lease_until_us is not None]
-        goal.lease_check_us = min(ends) if ends else None
+def _expire_leases(goal: GoalCapacity) -> None:
+    """The goal's time reached a lease's end: drop ended runs, find the next check time."""
+    for run in [r for r, active in goal.runs.items() if not active.active_at(goal.last_at_us)]:
+        del goal.runs[run]
+    ends = [r.lease_until_us for r in goal.runs.values() if r.lease_until_us is not None]
+    goal.lease_check_us = min(ends) if ends else None
 
 
 def _sample_at(sample: Sample) -> int:

@@ -22,8 +22,13 @@ CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN)]
 """A canonical `at` string inside a payload (RFC 3339 UTC, microseconds, Z)."""
 
 
-class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """Base of every event payload: immutable, strict, tag named by the registry."""
+class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
+    """Base of every event payload: immutable, strict, tag named by the registry.
+
+    Untracked by the cycle collector: a payload is a tree decoded from JSON (or built
+    from values to be encoded as one), never part of a cycle, and a batch allocates a
+    thousand of them per transaction; tracking them made batched appends 20% slower.
+    """
 
 
 class StateStruct(msgspec.Struct, kw_only=True):
