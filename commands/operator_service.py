@@ -17,12 +17,15 @@ import msgspec
 from commands.service_base import ServiceBase, check_identifier
 from journal import InvalidInput, Record
 from journal.clock import canonical_at, format_us, parse_at, wall_us
-from projections import audit as au
 from projections import capacity as cap
 from projections.ledger import Ledger
 
 if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack
+
+    # At run time the methods import projections.audit themselves: every command loads
+    # this module (commands.api), and `admit`, once per run, never needs the replays.
+    from projections import audit as au
 
 Progress = Callable[[int], None]
 
@@ -67,6 +70,8 @@ class OperatorService(ServiceBase):
         `ok` (and `reproduced`) is false when the replay differs from the record: the
         code's rules changed or the log was edited.
         """
+        from projections import audit as au
+
         record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
         before: Ledger = self.journal.fold_as_of(seq=record.seq - 1)[0]
         if record.kind in cap.DECISION_KINDS:
@@ -79,6 +84,8 @@ class OperatorService(ServiceBase):
     def _find_decision(
         self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
     ) -> tuple[Record, Any]:
+        from projections import audit as au
+
         by_run = goal is not None or run is not None
         chosen = sum((seq is not None, hash is not None, by_run))
         if chosen != 1 or (by_run and (goal is None or run is None)):
@@ -152,6 +159,8 @@ class OperatorService(ServiceBase):
         **fields: Unpack[cap.ConfigFields],
     ) -> dict[str, Any]:
         """Replay the goal's recorded admission requests under a changed config."""
+        from projections import audit as au
+
         check_identifier("--goal", goal)
         since_us, until_us = _range(since, until)
         overrides = au.Overrides.of(fields)
@@ -181,6 +190,7 @@ class OperatorService(ServiceBase):
     ) -> dict[str, Any]:
         """Write the goal's self-contained offline HTML report to `out`."""
         from commands.report_html import render_report
+        from projections import audit as au
 
         check_identifier("--goal", goal)
         since_us, until_us = _range(since, until)
@@ -365,6 +375,8 @@ def metric_families() -> dict[str, dict[str, Any]]:
 def _goal_metrics(
     families: dict[str, dict[str, Any]], goal: str, state: cap.GoalCapacity, at_us: int
 ) -> None:
+    from projections import audit as au
+
     ev = cap.evaluate(state, at_us)
 
     def add(name: str, value: Any, **labels: str) -> None:
