@@ -250,7 +250,10 @@ class FileStore:
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
                 "short_write",
             )
-        self.sync()
+        try:
+            os.fdatasync(self.write_fd)
+        except OSError as exc:
+            raise self._sync_failed(exc) from exc
         # The next transaction's tail check expects this line's end: slice it, once.
         self._tail = (last.record.hash, last.line[-67:])
 
@@ -263,14 +266,17 @@ class FileStore:
         try:
             os.fdatasync(self.write_fd)
         except OSError as exc:
-            # Never retry: the kernel may already have marked the failed pages clean, so a
-            # second fdatasync could "succeed" without the data being on disk (fsyncgate).
-            self.poisoned = True
-            raise JournalPoisoned(
-                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
-                "and the next open runs recovery",
-                code="fsync_failed",
-            ) from exc
+            raise self._sync_failed(exc) from exc
+
+    def _sync_failed(self, exc: OSError) -> JournalPoisoned:
+        # Never retry: the kernel may already have marked the failed pages clean, so a
+        # second fdatasync could "succeed" without the data being on disk (fsyncgate).
+        self.poisoned = True
+        return JournalPoisoned(
+            f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
+            "and the next open runs recovery",
+            code="fsync_failed",
+        )
 
     def _roll_back(self, size_before: int) -> None:
         try:

@@ -341,7 +341,14 @@ class Journal(Generic[S]):
         store.lock(self.lock_timeout_s)
         self._in_transaction = True
         try:
-            self._refresh(recover=True)
+            head = self.head
+            # The common case, checked here without a call: nobody wrote since our
+            # last transaction (a lone writer's every transaction).
+            if (
+                not self._state_valid
+                or store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) != "same"
+            ):
+                self._refresh(recover=True)
             if self.head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
                 self._state_valid = False  # another file now: fold it from the start
                 self._refresh(recover=True)
@@ -392,12 +399,11 @@ class Journal(Generic[S]):
         self._in_transaction = False
         self.store.unlock()
 
-    def _maybe_checkpoint(self) -> None:
-        if self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every:
-            try:
-                self.write_checkpoint()
-            except Exception as exc:  # the commit is durable: a checkpoint is only a cache
-                warn(f"could not refresh the checkpoint: {exc}")
+    def _refresh_checkpoint(self) -> None:
+        try:
+            self.write_checkpoint()
+        except Exception as exc:  # the commit is durable: a checkpoint is only a cache
+            warn(f"could not refresh the checkpoint: {exc}")
 
     def repair(self, truncate_after_seq: int) -> RepairResult:
         """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
@@ -556,17 +562,24 @@ class Journal(Generic[S]):
         if carry:
             self.torn_tail = Failure(head.next_seq, head.offset, "unterminated last line", False)
 
-    def verify(self, progress: Progress | None = None, visit: Visitor | None = None) -> Head:
+    def verify(
+        self,
+        progress: Progress | None = None,
+        visit: Visitor | None = None,
+        *,
+        parallel: bool = True,
+    ) -> Head:
         """Check the whole chain from genesis; returns the head of the verified prefix.
 
         Without a visitor a large journal file is verified on every core (see
-        journal.fanout); the answer is the same as the sequential scan's.
+        journal.fanout) unless `parallel` is false; the answer is the same as the
+        sequential scan's.
         """
         self._check_poisoned()
         self.torn_tail = None
         path = self.store.local_path
         found = None
-        if visit is None and path is not None:
+        if parallel and visit is None and path is not None:
             found = verify_file(path, self.store.size_hint(0, 0) or 0, self.decoder, progress)
         if found is not None:
             head, failure = found
@@ -646,8 +659,12 @@ class Transaction(Generic[S]):
         finally:
             journal._in_transaction = False
             journal.store.unlock()
-        if exc_type is None and pending:
-            journal._maybe_checkpoint()
+        if (
+            exc_type is None
+            and pending
+            and journal.head.next_seq - 1 - journal.checkpoint_seq >= journal.checkpoint_every
+        ):
+            journal._refresh_checkpoint()
 
     @property
     def state(self) -> S:
