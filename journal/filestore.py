@@ -228,9 +228,7 @@ class FileStore:
     def append(self, records: Sequence[PendingRecord], offset: int) -> None:
         """One write of whole lines at `offset` (the file's size), then fdatasync.
 
-        A failed or short write is rolled back and nothing is acknowledged. This is
-        the path of every durable append, so the checks stay inline and only
-        failures call out.
+        A failed or short write is rolled back and nothing is acknowledged.
         """
         if self.poisoned or self.write_fd < 0:
             self._check_usable()
@@ -250,10 +248,7 @@ class FileStore:
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
                 "short_write",
             )
-        try:
-            os.fdatasync(self.write_fd)
-        except OSError as exc:
-            raise self._sync_failed(exc) from exc
+        self.sync()
         # The next transaction's tail check expects this line's end: slice it, once.
         self._tail = (last.record.hash, last.line[-67:])
 
@@ -266,17 +261,14 @@ class FileStore:
         try:
             os.fdatasync(self.write_fd)
         except OSError as exc:
-            raise self._sync_failed(exc) from exc
-
-    def _sync_failed(self, exc: OSError) -> JournalPoisoned:
-        # Never retry: the kernel may already have marked the failed pages clean, so a
-        # second fdatasync could "succeed" without the data being on disk (fsyncgate).
-        self.poisoned = True
-        return JournalPoisoned(
-            f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
-            "and the next open runs recovery",
-            code="fsync_failed",
-        )
+            # Never retry: the kernel may already have marked the failed pages clean, so a
+            # second fdatasync could "succeed" without the data being on disk (fsyncgate).
+            self.poisoned = True
+            raise JournalPoisoned(
+                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
+                "and the next open runs recovery",
+                code="fsync_failed",
+            ) from exc
 
     def _roll_back(self, size_before: int) -> None:
         try:

@@ -341,14 +341,7 @@ class Journal(Generic[S]):
         store.lock(self.lock_timeout_s)
         self._in_transaction = True
         try:
-            head = self.head
-            # The common case, checked here without a call: nobody wrote since our
-            # last transaction (a lone writer's every transaction).
-            if (
-                not self._state_valid
-                or store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) != "same"
-            ):
-                self._refresh(recover=True)
+            self._refresh(recover=True)
             if self.head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
                 self._state_valid = False  # another file now: fold it from the start
                 self._refresh(recover=True)
@@ -399,11 +392,12 @@ class Journal(Generic[S]):
         self._in_transaction = False
         self.store.unlock()
 
-    def _refresh_checkpoint(self) -> None:
-        try:
-            self.write_checkpoint()
-        except Exception as exc:  # the commit is durable: a checkpoint is only a cache
-            warn(f"could not refresh the checkpoint: {exc}")
+    def _maybe_checkpoint(self) -> None:
+        if self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every:
+            try:
+                self.write_checkpoint()
+            except Exception as exc:  # the commit is durable: a checkpoint is only a cache
+                warn(f"could not refresh the checkpoint: {exc}")
 
     def repair(self, truncate_after_seq: int) -> RepairResult:
         """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
@@ -657,14 +651,9 @@ class Transaction(Generic[S]):
                 else:
                     self._pending = []
         finally:
-            journal._in_transaction = False
-            journal.store.unlock()
-        if (
-            exc_type is None
-            and pending
-            and journal.head.next_seq - 1 - journal.checkpoint_seq >= journal.checkpoint_every
-        ):
-            journal._refresh_checkpoint()
+            journal._end()
+        if exc_type is None and pending:
+            journal._maybe_checkpoint()
 
     @property
     def state(self) -> S:
