@@ -24,6 +24,14 @@ def progress_bar(label: str, total_bytes: int | None) -> Iterator[Progress | Non
     )
 
     columns = (label, BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with RichProgress(*columns, console=Console(stderr=True), transient=True) as bar:
+    # Redrawn on each step, not by rich's refresh thread: `verify` forks worker
+    # processes, and forking while another thread runs can copy a lock it holds.
+    console = Console(stderr=True)
+    with RichProgress(*columns, console=console, transient=True, auto_refresh=False) as bar:
         task = bar.add_task(label, total=total_bytes)
-        yield lambda done: bar.advance(task, done)
+
+        def step(done: int) -> None:
+            bar.advance(task, done)
+            bar.refresh()
+
+        yield step
