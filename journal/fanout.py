@@ -13,6 +13,7 @@ found that way is exactly the one a sequential scan would report.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -62,6 +63,8 @@ def verify_file(
     workers = min(len(os.sched_getaffinity(0)), 8)
     if workers < 2 or size_bytes < PARALLEL_VERIFY_BYTES_MIN:
         return None
+    if threading.active_count() > 1:
+        return None  # a fork copies only this thread, and any lock another one holds
     # Imported only here: every CLI command imports this module, few need a pool.
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
@@ -83,7 +86,9 @@ def verify_file(
                     progress(segment.head.offset - segment.start)
                 failure = _join(head, segment)
                 if failure is not None:
-                    pool.shutdown(wait=False, cancel_futures=True)
+                    # Drop the segments not started; wait for the running ones (at
+                    # most one per worker), so no pool thread outlives this call.
+                    pool.shutdown(wait=True, cancel_futures=True)
                     return head, failure
             return head, None
     finally:

@@ -1,0 +1,49 @@
+"""Run by test_parallel_verify in a fresh process (one thread, so verify may fork):
+prints what `verify` answers for each journal path, sequential or parallel.
+
+usage: python fanout_outcomes.py sequential|parallel SEGMENTS_PER_WORKER PATH...
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Any
+
+import msgspec
+
+from journal import Journal, fanout
+from journal.errors import JournalCorrupt
+from projections.ledger import PROJECTOR
+
+
+def outcome(path: str, parallel: bool) -> dict[str, Any]:
+    journal = Journal.open(path, PROJECTOR, write=False, allow_corrupt=True)
+    try:
+        if parallel:  # the fan-out must really run here, not fall back to one core
+            size = os.path.getsize(path)
+            assert fanout.verify_file(path, size, journal.decoder) is not None, path
+        try:
+            head = journal.verify()
+        except JournalCorrupt as exc:
+            return {"corrupt": {"message": exc.message, **exc.context}}
+        torn = journal.torn_tail
+        return {
+            "head": [head.next_seq, head.prev_hash, head.offset, head.journal_id],
+            "goal_last_at": {str(goal): at for goal, at in head.goal_last_at.items()},
+            "torn": None if torn is None else [torn.seq, torn.offset, torn.reason],
+        }
+    finally:
+        journal.close()
+
+
+def main() -> None:
+    mode, segments, *paths = sys.argv[1:]
+    parallel = mode == "parallel"
+    fanout.PARALLEL_VERIFY_BYTES_MIN = 0 if parallel else 1 << 62
+    fanout.SEGMENTS_PER_WORKER = int(segments)
+    sys.stdout.buffer.write(msgspec.json.encode([outcome(p, parallel) for p in paths]))
+
+
+if __name__ == "__main__":
+    main()
