@@ -56,10 +56,12 @@ _decoders: Decoders | None = None
 
 
 def verify_file(
-    path: str, size_bytes: int, decoders: Decoders, progress: Progress | None = None
+    fd: int, size_bytes: int, decoders: Decoders, progress: Progress | None = None
 ) -> tuple[Head, Failure | None] | None:
-    """Verify [0, size_bytes) of `path` in parallel: the head of the verified prefix
-    and the first failure, or None when a sequential scan is the better tool."""
+    """Verify bytes [0, size_bytes) of the journal file open as `fd` in parallel: the
+    head of the verified prefix and the first failure, or None when a sequential scan
+    is the better tool. Workers read through the same descriptor (inherited by the
+    fork), never by path, so they read the file the store checked when it opened it."""
     workers = min(len(os.sched_getaffinity(0)), 8)
     if workers < 2 or size_bytes < PARALLEL_VERIFY_BYTES_MIN:
         return None
@@ -72,7 +74,7 @@ def verify_file(
     if "fork" not in multiprocessing.get_all_start_methods():
         return None
     count = max(workers * SEGMENTS_PER_WORKER, -(-size_bytes // SEGMENT_BYTES_MAX))
-    bounds = _segment_bounds(path, size_bytes, count)
+    bounds = _segment_bounds(fd, size_bytes, count)
     if bounds is None:
         return None
     global _decoders
@@ -81,7 +83,7 @@ def verify_file(
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             starts, ends = bounds[:-1], bounds[1:]
             head = Head()
-            for segment in pool.map(_verify_segment, [path] * len(starts), starts, ends):
+            for segment in pool.map(_verify_segment, [fd] * len(starts), starts, ends):
                 if progress is not None:
                     progress(segment.head.offset - segment.start)
                 failure = _join(head, segment)
@@ -95,34 +97,41 @@ def verify_file(
         _decoders = None
 
 
-def _segment_bounds(path: str, size_bytes: int, count: int) -> list[int] | None:
+def _segment_bounds(fd: int, size_bytes: int, count: int) -> list[int] | None:
     """Offsets that cut the file into `count` segments, each just after a newline."""
     bounds = [0]
-    with open(path, "rb") as handle:
-        for i in range(1, count):
-            target = size_bytes * i // count
-            if target <= bounds[-1]:
-                continue
-            handle.seek(target - 1)
-            window = handle.read(LINE_BYTES_MAX + 1)
-            nl = window.find(b"\n")
-            if nl < 0:
-                return None  # no line ends near here: the sequential scan explains why
-            cut = target + nl
-            if cut >= size_bytes:
-                break
-            if cut > bounds[-1]:
-                bounds.append(cut)
+    for i in range(1, count):
+        target = size_bytes * i // count
+        if target <= bounds[-1]:
+            continue
+        window = os.pread(fd, LINE_BYTES_MAX + 1, target - 1)
+        nl = window.find(b"\n")
+        if nl < 0:
+            return None  # no line ends near here: the sequential scan explains why
+        cut = target + nl
+        if cut >= size_bytes:
+            break
+        if cut > bounds[-1]:
+            bounds.append(cut)
     bounds.append(size_bytes)
     return bounds
 
 
-def _verify_segment(path: str, start: int, end: int) -> Segment:
+def _read(fd: int, start: int, end: int) -> bytes:
+    parts = []
+    while start < end:
+        part = os.pread(fd, end - start, start)
+        if not part:
+            break  # the file is shorter than it was: the scan reports where it ends
+        parts.append(part)
+        start += len(part)
+    return b"".join(parts)
+
+
+def _verify_segment(fd: int, start: int, end: int) -> Segment:
     """Worker: scan [start, end), trusting the first record for seq and prev."""
     assert _decoders is not None
-    with open(path, "rb") as handle:
-        handle.seek(start)
-        data = handle.read(end - start)
+    data = _read(fd, start, end)
     head = Head(offset=start)
     first_at: dict[str | None, FirstAt] = {}
     nl = data.find(b"\n")

@@ -70,7 +70,6 @@ class FileStore:
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
-        self.local_path: str | None = path
         self._tail: tuple[str, bytes] = ("", b"")
         """The last hash this handle wrote or checked, and the bytes its line ends with."""
         self.writable = create
@@ -160,6 +159,9 @@ class FileStore:
             fcntl.flock(self.write_fd, fcntl.LOCK_UN)
 
     # -- reading -----------------------------------------------------------------
+
+    def local_fd(self) -> int | None:
+        return self.read_fd if self.read_fd >= 0 else None
 
     def size(self) -> int:
         if self.read_fd < 0:  # a writer's file that does not exist yet

@@ -571,10 +571,10 @@ class Journal(Generic[S]):
         """
         self._check_poisoned()
         self.torn_tail = None
-        path = self.store.local_path
+        fd = self.store.local_fd()
         found = None
-        if parallel and visit is None and path is not None:
-            found = verify_file(path, self.store.size_hint(0, 0) or 0, self.decoder, progress)
+        if parallel and visit is None and fd is not None:
+            found = verify_file(fd, self.store.size_hint(0, 0) or 0, self.decoder, progress)
         if found is not None:
             head, failure = found
         else:

@@ -141,7 +141,6 @@ class PgStore:
     def __init__(self, url: str, *, create: bool) -> None:
         self.url = url
         self.target = redact(url)
-        self.local_path: str | None = None
         self.writable = create
         self.poisoned = False
         self.created = False
@@ -381,6 +380,9 @@ class PgStore:
             self._page_rows = min(PAGE_ROWS_MAX, max(PAGE_ROWS_MIN, PAGE_BYTES // per_row))
             seq = last_seq + 1
             yield data
+
+    def local_fd(self) -> int | None:
+        return None
 
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return None  # summing octet_length over the table is not cheap

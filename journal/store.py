@@ -36,14 +36,17 @@ several times more."""
 
 class Store(Protocol):
     target: str
-    local_path: str | None
-    """The journal's file, for readers that can use it directly (None for PostgreSQL)."""
     poisoned: bool
     writable: bool
     torn_tails: bool
     """Whether a crash can leave a torn tail (a file can; committed rows cannot)."""
 
     def lock(self, timeout_s: float) -> None: ...
+
+    def local_fd(self) -> int | None:
+        """A descriptor of the journal's file opened for reading, for readers that can
+        use it directly (a parallel verify); None for PostgreSQL."""
+        ...
 
     def unlock(self) -> None: ...
 

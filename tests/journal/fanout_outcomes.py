@@ -21,8 +21,9 @@ def outcome(path: str, parallel: bool) -> dict[str, Any]:
     journal = Journal.open(path, PROJECTOR, write=False, allow_corrupt=True)
     try:
         if parallel:  # the fan-out must really run here, not fall back to one core
-            size = os.path.getsize(path)
-            assert fanout.verify_file(path, size, journal.decoder) is not None, path
+            fd = journal.store.local_fd()
+            assert fd is not None
+            assert fanout.verify_file(fd, os.path.getsize(path), journal.decoder), path
         try:
             head = journal.verify()
         except JournalCorrupt as exc:

@@ -110,7 +110,11 @@ def boundary_events(tmp_path: Path, count: int) -> list[int]:
     base = tmp_path / "base.jsonl"
     lines = write_journal(base, regular_events(count))
     workers = min(len(os.sched_getaffinity(0)), 8)
-    bounds = fanout._segment_bounds(str(base), base.stat().st_size, workers * SEGMENTS_PER_WORKER)
+    fd = os.open(base, os.O_RDONLY)
+    try:
+        bounds = fanout._segment_bounds(fd, base.stat().st_size, workers * SEGMENTS_PER_WORKER)
+    finally:
+        os.close(fd)
     assert bounds is not None and len(bounds) > 20
     starts = {0}
     offset = 0
@@ -255,7 +259,9 @@ def test_a_process_with_other_threads_verifies_on_one_core(
     other = threading.Thread(target=stop.wait)
     other.start()
     try:
-        assert fanout.verify_file(str(path), path.stat().st_size, journal.decoder) is None
+        fd = journal.store.local_fd()
+        assert fd is not None
+        assert fanout.verify_file(fd, path.stat().st_size, journal.decoder) is None
         assert journal.verify().next_seq == 301  # sequential, same answer
     finally:
         stop.set()
