@@ -543,9 +543,10 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
     # Drop what no question "as of t >= the goal's latest event" can need; the checks
     # are inline because they run for every event and rarely find anything.
     last_us = goal.last_at_us
+    cutoff_us = last_us - WINDOW_US
     samples = goal.samples
-    if samples and samples[0].at_us <= last_us - WINDOW_US:
-        del samples[: bisect.bisect_right(samples, last_us - WINDOW_US, key=_sample_at)]
+    if samples and samples[0].at_us <= cutoff_us:
+        del samples[: bisect.bisect_right(samples, cutoff_us, key=_sample_at)]
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
 
