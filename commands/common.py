@@ -6,7 +6,8 @@
             return ledger.admit(...)
 
 The decorator adds `--journal`, `--json` and `--lock-timeout-s` to the command's
-options, turns the docstring and the example into help, and routes the result or
+options (and `--at`, which SPEC §2.2 has every command accept, to one that does not
+take a time of its own), turns the docstring and the example into help, and routes the result or
 the expected error through `commands.output` (the one exit-code map).
 """
 
@@ -57,6 +58,14 @@ AtOpt = Annotated[
     typer.Option("--at", help="Event time (RFC 3339); writers refuse one before the goal's last."),
 ]
 GoalOpt = Annotated[str, typer.Option("--goal", help="Goal (campaign) identifier.")]
+CheckedAtOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--at",
+        help="Accepted by every command (RFC 3339); this one does not depend on time, "
+        "so it only checks T.",
+    ),
+]
 
 
 @dataclass
@@ -93,6 +102,9 @@ _COMMON = [
         "lock_timeout_s", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LockTimeoutOpt
     ),
 ]
+_CHECKED_AT = inspect.Parameter(
+    "at", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=CheckedAtOpt
+)
 
 
 def command(
@@ -116,10 +128,15 @@ def command(
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(func).parameters.values() if p.name != "ctx"]
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
+        # A script may pass --at to every command (SPEC §2.2): one that takes no time
+        # of its own still accepts it, and refuses a malformed one like the others.
+        takes_at = any(p.name == "at" for p in own)
+        added = common if takes_at else [*common, _CHECKED_AT]
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> None:
             as_json = bool(kwargs.pop("json_"))
+            checked_at = None if takes_at else kwargs.pop("at")
             timeout = kwargs.pop("lock_timeout_s")
             ctx = Ctx(
                 journal_target=kwargs.pop("journal") or journal_default,
@@ -133,13 +150,17 @@ def command(
                         f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
                         code="invalid_option",
                     )
+                if checked_at is not None:
+                    from journal.clock import canonical_at
+
+                    canonical_at(checked_at)
                 result = func(ctx, **kwargs)
             except RunledgerError as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None
             raise typer.Exit(emit(result, as_json=as_json))
 
         del wrapper.__wrapped__  # typer must see the new signature, not the original
-        wrapper.__signature__ = inspect.Signature(own + common)  # type: ignore[attr-defined]
+        wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]
         doc = inspect.cleandoc(func.__doc__ or name)
         help_text = f"{doc}\n\nExample:\n\n    {example}"
         app.command(name, help=help_text, **options)(wrapper)

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from commands.api import Runledger
-from commands.common import Ctx, command
+from commands.common import AtOpt, Ctx, command
 from commands.output import Output, table
 from commands.progress import progress_bar
 from journal import InvalidInput
@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
             int, typer.Option("--truncate-after", help="Keep records up to this seq.")
         ],
         yes: Annotated[bool, typer.Option("--yes", help="Confirm moving later records.")] = False,
+        at: AtOpt = None,
     ) -> dict:
         """Move every record after SEQ to a quarantine file beside the journal."""
         if not yes:
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         if truncate_after < 0:
             raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
         with ctx.service(write=True, allow_corrupt=True) as ledger:
-            return ledger.repair(truncate_after)
+            return ledger.repair(truncate_after, at)
 
     @command(app, "checkpoint", example="runledger checkpoint --journal runs.jsonl")
     def checkpoint(ctx: Ctx) -> dict:

@@ -78,8 +78,8 @@ class JournalService(ServiceBase):
             raise InvalidInput("the journal is empty", code="empty_journal")
         return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
 
-    def repair(self, truncate_after_seq: int) -> dict[str, Any]:
-        result = self.journal.repair(truncate_after_seq)
+    def repair(self, truncate_after_seq: int, at: str | None = None) -> dict[str, Any]:
+        result = self.journal.repair(truncate_after_seq, at)
         return {
             "ok": True,
             "appended": result.appended,

@@ -399,12 +399,13 @@ class Journal(Generic[S]):
             except Exception as exc:  # the commit is durable: a checkpoint is only a cache
                 warn(f"could not refresh the checkpoint: {exc}")
 
-    def repair(self, truncate_after_seq: int) -> RepairResult:
+    def repair(self, truncate_after_seq: int, explicit_at: str | None = None) -> RepairResult:
         """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
 
         The prefix up to that record must verify. The repair is itself journaled as a
-        `journal.repaired` record; running the same repair again finds that record and
-        changes nothing.
+        `journal.repaired` record (at `explicit_at` if given, which must not be before
+        the prefix's last journal-level record); running the same repair again finds
+        that record and changes nothing.
         """
         self.store.lock(self.lock_timeout_s)
         try:
@@ -435,6 +436,10 @@ class Journal(Generic[S]):
                     "(repair only quarantines corrupt or torn bytes and what follows them)",
                     code="journal_not_corrupt",
                 )
+            # The record's time is checked before anything moves: a refused --at must
+            # leave the journal as it was.
+            now_us = wall_us()
+            at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
             path = self.store.cut_tail(head.offset, head.next_seq, "quarantine")
             self._state_valid = False
             self._refresh(recover=True)
@@ -445,8 +450,8 @@ class Journal(Generic[S]):
                 quarantined_sha256=hashlib.sha256(rest).hexdigest(),
             )
             txn = Transaction(self)
-            txn.wall_us = wall_us()
-            txn.append(REPAIRED_KIND, None, payload, txn.time_for(None))
+            txn.wall_us = now_us
+            txn.append(REPAIRED_KIND, None, payload, at)
             self._commit(txn._pending)
             return RepairResult(truncate_after_seq, path, len(rest), True)
         finally:

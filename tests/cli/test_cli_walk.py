@@ -63,7 +63,8 @@ def test_help_has_a_description_and_an_example(path: tuple[str, ...]) -> None:
     assert f"runledger {' '.join(path)}" in " ".join(example.split()), example
     description = text.split("Example", 1)[0].split("\n", 1)[1].strip()
     assert description, f"{path} has no description"
-    for option in ("--journal", "--json", "--lock-timeout-s"):
+    # SPEC §2.2: --at is "accepted by every command", as are §8's common options.
+    for option in ("--journal", "--json", "--lock-timeout-s", "--at"):
         assert option in text, f"{path} lacks the common option {option}"
 
 
@@ -90,6 +91,22 @@ def test_json_output_is_one_object(path: tuple[str, ...], tmp_path: Path) -> Non
     else:
         assert result.code in (0, 1, 2, 3, 4), result.code
         _one_json_object(result.stdout)
+
+
+@pytest.mark.parametrize(
+    "path", [path for path in COMMANDS if not _required(COMMANDS[path])], ids=" ".join
+)
+def test_every_command_refuses_a_malformed_at_and_changes_nothing(
+    path: tuple[str, ...], tmp_path: Path
+) -> None:
+    journal = tmp_path / "j.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", journal)
+    before = sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()
+    args = [*path, "--journal", str(journal), "--json", *CHEAP_ARGS.get(path, [])]
+    refused = run_cli(*args, "--at", "2026-02-30T12:00:00Z")
+    assert refused.code == 2, (path, refused.stdout, refused.stderr)
+    assert _one_json_object(refused.stdout)["error"]["code"] == "invalid_time"
+    assert (sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()) == before
 
 
 @pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)

@@ -169,6 +169,34 @@ def test_repair_quarantines_the_rest_and_is_idempotent(tmp_path: Path) -> None:
     assert side_files(path, "quarantine") == [quarantine]
 
 
+def test_repair_records_an_explicit_time_and_refuses_one_before_the_journal(
+    tmp_path: Path,
+) -> None:
+    """SPEC §2.2: repair writes, so its --at must not go back; a refused time moves
+    nothing aside."""
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 5)
+    seq, _ = _corrupt_middle(path)
+    before = Path(path).read_bytes()
+    genesis_at = json.loads(before.split(b"\n", 1)[0])["at"]
+    repair = ["repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"]
+
+    early = run_cli(*repair, "--at", "2000-01-01T00:00:00Z")
+    assert early.code == 2 and early.json["error"]["code"] == "time_regression", early.stdout
+    malformed = run_cli(*repair, "--at", "2026-02-30T00:00:00Z")
+    assert malformed.code == 2 and malformed.json["error"]["code"] == "invalid_time"
+    assert Path(path).read_bytes() == before and not side_files(path, "quarantine")
+
+    later = "2100-01-01T00:00:00+02:00"
+    assert genesis_at < "2100"
+    done = run_cli(*repair, "--at", later)
+    assert done.code == 0, done.stdout + done.stderr
+    logged = verify_strict(Path(path).read_bytes()).records[-1]
+    assert logged["kind"] == "journal.repaired"
+    assert logged["at"] == "2099-12-31T22:00:00.000000Z"
+    assert done.json["head"]["seq"] == logged["seq"]
+
+
 def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path) -> None:
     """Its folded state covers records the repair moved away: it must refold, not append
     after a prefix that no longer exists."""
