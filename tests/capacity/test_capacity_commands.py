@@ -446,15 +446,22 @@ def test_human_text_is_concise(journal_path):
         return result.code, result.stdout
 
     base = ["--goal", "g"]
-    code, out = text("configure", *base, *flags(max_active_cases=4, quota_tpm=100_000))
+    # Explicit times throughout: an observation at a fixed time is only fresh for a
+    # decision taken at a fixed time after it, whatever the wall clock says.
+    code, out = text("configure", *base, *flags(max_active_cases=4, quota_tpm=100_000, at=at(0)))
     assert code == 0 and out.startswith("configured g: cases target 4/max 4")
-    text("observe", *base, *flags(uncached_input=12_000, cached_input=0, output=0, at=at(0)))
-    code, out = text("admit", *base, *flags(run="r1", arm="baseline", forecast_tpm=5_000))
+    code, _ = text(
+        "observe", *base, *flags(uncached_input=12_000, cached_input=0, output=0, at=at(1))
+    )
+    assert code == 0
+    code, out = text("admit", *base, *flags(run="r1", arm="baseline", forecast_tpm=5_000, at=at(2)))
     assert (code, out.strip()) == (0, "admitted r1 (slot 1/4, load 12000/90000 TPM, forecast 5000)")
-    code, out = text("admit", *base, *flags(run="r2", arm="baseline", forecast_tpm=90_000))
+    code, out = text(
+        "admit", *base, *flags(run="r2", arm="baseline", forecast_tpm=90_000, at=at(3))
+    )
     assert code == 1 and out.startswith("REFUSED r2: token_headroom_exhausted\n")
     assert "headroom" in out and "Traceback" not in out
-    code, out = text("inspect")
+    code, out = text("inspect", "--at", at(4))
     assert code == 0 and "next action" in out and "r1" in out
 
 
