@@ -12,6 +12,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
+from journal.clock import is_canonical_at
 from journal.errors import InvalidInput
 from journal.limits import IDENTIFIER_CHARS_MAX
 
@@ -37,7 +38,15 @@ TokenCount = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
 FreeText = Annotated[str, msgspec.Meta(max_length=4096)]
 Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
 CANONICAL_AT_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"
-CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN)]
+
+
+class _RealTime:
+    """Marks a time field whose date Payload.__post_init__ checks (msgspec ignores it):
+    the pattern accepts 2026-02-30, and a payload that folds to an error must not
+    verify (SPEC §2.4: a record verifies when its payload decodes)."""
+
+
+CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN), _RealTime()]
 """A canonical `at` string inside a payload (RFC 3339 UTC, microseconds, Z)."""
 
 
@@ -46,6 +55,13 @@ class InvalidIdentifier(InvalidInput, ValueError):
     payload is built with it; msgspec reports it as a ValidationError when decoding)."""
 
     code = "invalid_identifier"
+
+
+class InvalidPayloadTime(InvalidInput, ValueError):
+    """A time field naming no real moment, e.g. 2026-02-30 (reported as
+    InvalidIdentifier is)."""
+
+    code = "invalid_time"
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):
@@ -57,27 +73,37 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     """
 
     def __post_init__(self) -> None:
-        # msgspec checks an identifier's length; its characters are checked here.
-        names = _IDENTIFIER_FIELDS.get(type(self))
-        if names is None:
-            names = _IDENTIFIER_FIELDS[type(self)] = _identifier_fields(type(self))
-        for name in names:
+        # msgspec checks an identifier's length and a time's shape; an identifier's
+        # characters and a time's date are checked here.
+        checked = _CHECKED_FIELDS.get(type(self))
+        if checked is None:
+            checked = _CHECKED_FIELDS[type(self)] = _checked_fields(type(self))
+        identifiers, times = checked
+        for name in identifiers:
             value = getattr(self, name)
             if value is not None and value.strip(IDENTIFIER_CHARS):
                 raise InvalidIdentifier(
                     f"{name} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} "
                     "characters of A-Za-z0-9._:@/-)"
                 )
+        for name in times:
+            value = getattr(self, name)
+            if value is not None and not is_canonical_at(value):
+                raise InvalidPayloadTime(f"{name} {value!r} is not a real time from 1970 to 9999")
 
 
-_IDENTIFIER_FIELDS: dict[type[Payload], tuple[str, ...]] = {}
-"""Each payload type's Identifier fields, found on its first use."""
+_CHECKED_FIELDS: dict[type[Payload], tuple[tuple[str, ...], tuple[str, ...]]] = {}
+"""Each payload type's Identifier fields and CanonicalAt fields, found on first use."""
 
 
-def _identifier_fields(cls: type[Payload]) -> tuple[str, ...]:
-    def marked(annotation: Any) -> bool:  # Identifier or Identifier | None
+def _checked_fields(cls: type[Payload]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    return _marked_fields(cls, _IdentifierChars), _marked_fields(cls, _RealTime)
+
+
+def _marked_fields(cls: type[Payload], marker: type) -> tuple[str, ...]:
+    def marked(annotation: Any) -> bool:  # e.g. Identifier or Identifier | None
         if get_origin(annotation) is Annotated:
-            return any(isinstance(extra, _IdentifierChars) for extra in get_args(annotation)[1:])
+            return any(isinstance(extra, marker) for extra in get_args(annotation)[1:])
         if get_origin(annotation) in (Union, UnionType):
             return any(marked(arg) for arg in get_args(annotation))
         return False

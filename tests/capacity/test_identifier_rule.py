@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from journal.errors import InvalidInput
 from projections import capacity, hosts, probes, settlement
-from projections.types import IDENTIFIER_PATTERN, _identifier_fields
+from projections.types import IDENTIFIER_PATTERN, _checked_fields
 
 RULE = re.compile(IDENTIFIER_PATTERN)
 ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.EVENTS}
@@ -40,10 +40,10 @@ EXPECTED = {
 
 
 def test_every_identifier_field_is_found() -> None:
-    found = {kind: _identifier_fields(t) for kind, t in ALL_EVENTS.items()}
+    found = {kind: _checked_fields(t)[0] for kind, t in ALL_EVENTS.items()}
     assert {kind: names for kind, names in found.items() if names} == EXPECTED
-    assert _identifier_fields(capacity.AdmitRequest) == ("run", "case")
-    assert _identifier_fields(capacity.Receipt) == ("run",)
+    assert _checked_fields(capacity.AdmitRequest)[0] == ("run", "case")
+    assert _checked_fields(capacity.Receipt)[0] == ("run",)
 
 
 def observed(run: Any) -> bytes:

@@ -84,10 +84,10 @@ def test_a_payload_time_that_cannot_be_folded_is_corruption(journal_path: str) -
         "detail": None,
     }
     _append_raw(journal_path, at, "capacity.rejected", rejected)
-    # The schema checks the time's shape (verify passes); folding it finds no such day,
-    # and every command that folds reports corruption at that seq instead of exit 2.
-    for command in (["inspect"], OBSERVE):
+    # The payload's schema checks the date, not only the shape: verify and every
+    # command that reads the record report corruption at that seq instead of exit 2.
+    for command in (["verify"], ["inspect"], OBSERVE):
         result = run_cli(*command, "--journal", journal_path, "--json")
         assert result.code == 3, (command, result.stdout)
         assert result.json["error"]["seq"] == 2
-        assert "does not fold" in result.json["error"]["reason"]
+        assert "cooldown_until" in result.json["error"]["reason"]
