@@ -62,8 +62,8 @@ CheckedAtOpt = Annotated[
     str | None,
     typer.Option(
         "--at",
-        help="Accepted by every command (RFC 3339); this one does not depend on time, "
-        "so it only checks T.",
+        help="Accepted by every command (RFC 3339); this one records no time of its "
+        "own, so it only checks T.",
     ),
 ]
 
@@ -128,15 +128,16 @@ def command(
     def register(func: Callable[..., Any]) -> Callable[..., Any]:
         own = [p for p in inspect.signature(func).parameters.values() if p.name != "ctx"]
         own = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own]
-        # A script may pass --at to every command (SPEC §2.2): one that takes no time
-        # of its own still accepts it, and refuses a malformed one like the others.
+        # A script may pass --at to every command (SPEC §2.2): one that records no time
+        # of its own still accepts it. Every command refuses a malformed one before it
+        # opens the journal (whose recovery could otherwise move a torn tail first).
         takes_at = any(p.name == "at" for p in own)
         added = common if takes_at else [*common, _CHECKED_AT]
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> None:
             as_json = bool(kwargs.pop("json_"))
-            checked_at = None if takes_at else kwargs.pop("at")
+            at = kwargs["at"] if takes_at else kwargs.pop("at")
             timeout = kwargs.pop("lock_timeout_s")
             ctx = Ctx(
                 journal_target=kwargs.pop("journal") or journal_default,
@@ -150,10 +151,10 @@ def command(
                         f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
                         code="invalid_option",
                     )
-                if checked_at is not None:
+                if at is not None:  # checked before the command opens anything
                     from journal.clock import canonical_at
 
-                    canonical_at(checked_at)
+                    canonical_at(at)
                 result = func(ctx, **kwargs)
             except RunledgerError as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None

@@ -171,8 +171,9 @@ def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: 
         return now if last_at is None or now >= last_at else last_at
     at = canonical_at(explicit_at)
     if last_at is not None and at < last_at:
+        last = "the last journal-level event" if goal is None else f"goal {goal!r}'s last event"
         raise TimeRegression(
-            f"--at {at} is earlier than goal {goal!r}'s last event at {last_at}",
+            f"--at {at} is earlier than {last} at {last_at}",
             at=at,
             last_at=last_at,
         )

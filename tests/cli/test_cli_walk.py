@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 import typer
 from conftest import REPO, run_cli
@@ -93,19 +94,39 @@ def test_json_output_is_one_object(path: tuple[str, ...], tmp_path: Path) -> Non
         _one_json_object(result.stdout)
 
 
-@pytest.mark.parametrize(
-    "path", [path for path in COMMANDS if not _required(COMMANDS[path])], ids=" ".join
-)
-def test_every_command_refuses_a_malformed_at_and_changes_nothing(
+def _minimal_args(command: Any, existing_file: Path) -> list[str]:
+    """Values for a command's required parameters that its parser accepts."""
+    args: list[str] = []
+    for param in command.params:
+        if not param.required:
+            continue
+        if isinstance(param.type, click.Choice):
+            value = str(param.type.choices[0])
+        elif isinstance(param.type, click.types.IntParamType | click.types.FloatParamType):
+            value = "1"
+        elif isinstance(param.type, click.Path | click.File):
+            value = str(existing_file)
+        else:
+            value = "x"
+        if isinstance(param, click.Option):
+            args += [param.opts[0]] if param.is_flag else [param.opts[0], value]
+        else:
+            args.append(value)
+    return args
+
+
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_every_command_refuses_a_malformed_at_before_touching_the_journal(
     path: tuple[str, ...], tmp_path: Path
 ) -> None:
+    # A torn tail: a writer that opened the journal first would move it aside.
     journal = tmp_path / "j.jsonl"
-    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", journal)
+    shutil.copyfile(REPO / "fixtures" / "torn_garbage.jsonl", journal)
     before = sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()
-    args = [*path, "--journal", str(journal), "--json", *CHEAP_ARGS.get(path, [])]
-    refused = run_cli(*args, "--at", "2026-02-30T12:00:00Z")
+    args = [*path, *_minimal_args(COMMANDS[path], journal), *CHEAP_ARGS.get(path, [])]
+    refused = run_cli(*args, "--journal", str(journal), "--json", "--at", "2026-02-30T12:00:00Z")
     assert refused.code == 2, (path, refused.stdout, refused.stderr)
-    assert _one_json_object(refused.stdout)["error"]["code"] == "invalid_time"
+    assert _one_json_object(refused.stdout)["error"]["code"] == "invalid_time", refused.stdout
     assert (sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()) == before
 
 

@@ -21,6 +21,7 @@ from jhelpers import (
 from toyprojector import TOY, Note
 
 from journal import InvalidInput, Journal, JournalCorrupt
+from journal.clock import format_us, parse_at
 
 NOTES = [5, 6, 7, 8, 9]
 
@@ -169,7 +170,7 @@ def test_repair_quarantines_the_rest_and_is_idempotent(tmp_path: Path) -> None:
     assert side_files(path, "quarantine") == [quarantine]
 
 
-def test_repair_records_an_explicit_time_and_refuses_one_before_the_journal(
+def test_repair_records_an_explicit_time_and_refuses_one_before_what_it_keeps(
     tmp_path: Path,
 ) -> None:
     """SPEC §2.2: repair writes, so its --at must not go back; a refused time moves
@@ -178,23 +179,28 @@ def test_repair_records_an_explicit_time_and_refuses_one_before_the_journal(
     engine_journal(path, 5)
     seq, _ = _corrupt_middle(path)
     before = Path(path).read_bytes()
-    genesis_at = json.loads(before.split(b"\n", 1)[0])["at"]
     repair = ["repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"]
 
-    early = run_cli(*repair, "--at", "2000-01-01T00:00:00Z")
+    # journal.repaired is a journal-level record: its time must not be before the last
+    # journal-level record kept; the records moved aside (later ones) do not count.
+    last_kept_at = json.loads(before.splitlines()[seq - 1])["at"]
+    first_moved_at = json.loads(before.splitlines()[seq + 1])["at"]
+    assert first_moved_at > last_kept_at
+    early = run_cli(*repair, "--at", format_us(parse_at(last_kept_at) - 1))
     assert early.code == 2 and early.json["error"]["code"] == "time_regression", early.stdout
+    assert "journal-level" in early.json["error"]["message"]
     malformed = run_cli(*repair, "--at", "2026-02-30T00:00:00Z")
     assert malformed.code == 2 and malformed.json["error"]["code"] == "invalid_time"
     assert Path(path).read_bytes() == before and not side_files(path, "quarantine")
 
-    later = "2100-01-01T00:00:00+02:00"
-    assert genesis_at < "2100"
-    done = run_cli(*repair, "--at", later)
+    offset_form = last_kept_at.replace("Z", "+00:00")  # before the moved records: fine
+    done = run_cli(*repair, "--at", offset_form)
     assert done.code == 0, done.stdout + done.stderr
     logged = verify_strict(Path(path).read_bytes()).records[-1]
-    assert logged["kind"] == "journal.repaired"
-    assert logged["at"] == "2099-12-31T22:00:00.000000Z"
+    assert logged["kind"] == "journal.repaired" and logged["at"] == last_kept_at
     assert done.json["head"]["seq"] == logged["seq"]
+    again = run_cli(*repair, "--at", "2026-02-30T00:00:00Z")
+    assert again.code == 2 and again.json["error"]["code"] == "invalid_time"
 
 
 def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path) -> None:
