@@ -32,7 +32,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack, closing, contextmanager
+from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
 from typing import Any
 
 import msgspec
@@ -168,20 +168,26 @@ def measure_durable(appenders: list[tuple[Appender, int]]) -> list[float]:
     The disk's fdatasync latency drifts by 2-3x within seconds on a shared machine:
     blocks of DURABLE_BLOCK events, the appenders taking turns in a rotating order,
     put every appender on the same disk at the same time. An appender with fewer
-    events drops out of the rotation once it has made them.
+    events takes its turn only every few blocks, so its blocks too are spread over
+    the whole run.
     """
+    blocks = [max(1, -(-count // DURABLE_BLOCK)) for _, count in appenders]
+    strides = [max(blocks) // n for n in blocks]
+    done = [0] * len(appenders)
     spent_s = [0.0] * len(appenders)
     clock = time.perf_counter
-    most = max(count for _, count in appenders)
-    for block, first in enumerate(range(0, most, DURABLE_BLOCK)):
+    for block in range(max(blocks)):
         for k in range(len(appenders)):
             which = (block + k) % len(appenders)
             append, count = appenders[which]
-            events = range(first, min(first + DURABLE_BLOCK, count))
+            if block % strides[which] or done[which] >= count:
+                continue
+            events = range(done[which], min(done[which] + DURABLE_BLOCK, count))
             start = clock()
             for i in events:
                 append(i)
             spent_s[which] += clock() - start
+            done[which] = events.stop
     return [count / s for (_, count), s in zip(appenders, spent_s, strict=True)]
 
 
@@ -344,28 +350,30 @@ def interleaved(rounds: int, measures: list[Measure]) -> list[float]:
 def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[str, Any]:
     figures: dict[str, Any] = {}
     durable_count = max(200, min(DURABLE_EVENTS, events // 50))
+    fresh_count = min(durable_count, sqlite_fresh_commits_max())
     step(
         f"durable appends: {durable_count:,} each (ours, raw"
-        f"{', sqlite in use, a new sqlite database' if compare_sqlite else ''}), "
-        f"in turns of {DURABLE_BLOCK}"
+        f"{f', sqlite in use; {fresh_count:,} on a new sqlite database' if compare_sqlite else ''}"
+        f"), in turns of {DURABLE_BLOCK}"
     )
     data = list(payloads(durable_count + 1))
     lines = _sample_lines(workdir, data)
     with ExitStack() as files:
+
+        def taking_turns(
+            appender: AbstractContextManager[Appender], count: int = durable_count
+        ) -> tuple[Appender, int]:
+            return files.enter_context(appender), count
+
         appenders = [
-            (files.enter_context(raw_appender(f"{workdir}/durable.bin", lines)), durable_count),
-            (
-                files.enter_context(runledger_appender(f"{workdir}/durable.jsonl", data)),
-                durable_count,
-            ),
+            taking_turns(raw_appender(f"{workdir}/durable.bin", lines)),
+            taking_turns(runledger_appender(f"{workdir}/durable.jsonl", data)),
         ]
         if compare_sqlite:
-            in_use, fresh = f"{workdir}/durable.db", f"{workdir}/fresh.db"
             appenders += [
-                (files.enter_context(sqlite_appender(in_use, data, wrapped=True)), durable_count),
-                (
-                    files.enter_context(sqlite_appender(fresh, data, wrapped=False)),
-                    min(durable_count, sqlite_fresh_commits_max()),
+                taking_turns(sqlite_appender(f"{workdir}/durable.db", data, wrapped=True)),
+                taking_turns(
+                    sqlite_appender(f"{workdir}/fresh.db", data, wrapped=False), fresh_count
                 ),
             ]
         raw_eps, ours_eps, *sqlite_eps = measure_durable(appenders)

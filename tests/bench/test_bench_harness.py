@@ -49,17 +49,19 @@ def test_a_new_database_grows_its_wal_with_every_commit(tmp_path: Path) -> None:
     assert all(later > earlier for earlier, later in pairwise(sizes))
 
 
-def test_each_appender_makes_its_own_events_in_turns() -> None:
+def test_each_appender_makes_its_own_events_in_turns_spread_over_the_run() -> None:
     calls: list[tuple[str, int]] = []
 
     def recorder(name: str) -> Callable[[int], None]:
         return lambda i: calls.append((name, i))
 
-    eps = measure_durable([(recorder("a"), 45), (recorder("b"), 45), (recorder("c"), 10)])
-    for name, count in (("a", 45), ("b", 45), ("c", 10)):
+    eps = measure_durable([(recorder("a"), 100), (recorder("b"), 100), (recorder("c"), 30)])
+    for name, count in (("a", 100), ("b", 100), ("c", 30)):
         assert [i for who, i in calls if who == name] == list(range(count))
-    # Blocks of 20 in a rotating order: a, b, c make events 0-19 (c all of its 10),
-    # then b opens the second block, and c, with none left, drops out.
-    assert calls[20] == ("b", 0) and calls[40] == ("c", 0)
-    assert calls[50:52] == [("b", 20), ("b", 21)] and calls[70] == ("a", 20)
-    assert len(eps) == 3 and all(value > 0 for value in eps)
+    # Five blocks of 20, the order rotating (a b c, b c a, c a b, ...). c has two
+    # blocks' worth, so it takes every second turn: blocks 0 and 2, not 0 and 1.
+    blocks = [calls[0:60], calls[60:100], calls[100:150], calls[150:190], calls[190:230]]
+    assert [who for who, _ in blocks[1][::20]] == ["b", "a"]
+    assert blocks[2][0] == ("c", 20) and len(blocks[2]) == 50
+    assert not [c for c in blocks[3] + blocks[4] if c[0] == "c"]
+    assert len(calls) == 230 and len(eps) == 3 and all(value > 0 for value in eps)
