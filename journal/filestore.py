@@ -27,6 +27,8 @@ from journal.limits import LINE_BYTES_MAX, LOCK_POLL_S_MAX, LOCK_POLL_S_MIN, REA
 from journal.store import PendingRecord, Tail
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_TAIL_BYTES = 64 + len('"}\n')
+"""A line's last bytes: its hash, the closing quote and brace, the newline."""
 _WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 
 
@@ -192,25 +194,26 @@ class FileStore:
         return self.read(offset, max(0, self.size() - offset))
 
     def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
-        if offset == 0:
-            return "grew" if self.size() > 0 else "same"
         # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
         known_hash, expected = self._tail
         if known_hash != hash_hex:
             expected = f'{hash_hex}"}}\n'.encode()
             self._tail = (hash_hex, expected)
-        size = len(expected)
-        if offset < size:
+        if offset < _TAIL_BYTES:
+            if offset == 0:
+                return "grew" if self.size() > 0 else "same"
             return "changed"
         # One read answers both questions: is the folded prefix intact (its last line
         # still ends with its hash), and does a byte follow it.
         try:
-            found = os.pread(self.read_fd, size + 1, offset - size) if self.read_fd >= 0 else b""
+            found = os.pread(self.read_fd, _TAIL_BYTES + 1, offset - _TAIL_BYTES)
         except OSError as exc:
+            if self.read_fd < 0:  # no file (yet, or any more): nothing is ours
+                return "changed"
             raise StorageFailure(f"cannot read {self.path}: {exc.strerror}") from exc
-        if found[:size] != expected:
-            return "changed"
-        return "grew" if len(found) > size else "same"
+        if found == expected:
+            return "same"
+        return "grew" if found[:_TAIL_BYTES] == expected else "changed"
 
     def line_ending_at(self, offset: int, seq: int = -1) -> bytes | None:
         """The complete line (without newline) whose newline is the byte before `offset`."""
@@ -252,7 +255,7 @@ class FileStore:
             )
         self.sync()
         # The next transaction's tail check expects this line's end: slice it, once.
-        self._tail = (last.record.hash, last.line[-67:])
+        self._tail = (last.record.hash, last.line[-_TAIL_BYTES:])
 
     def _write_failed(self, size_before: int, message: str, code: str) -> StorageFailure:
         self._roll_back(size_before)
