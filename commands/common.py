@@ -102,6 +102,13 @@ _COMMON = [
         "lock_timeout_s", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LockTimeoutOpt
     ),
 ]
+IDENTIFIER_OPTIONS = {
+    **{name: f"--{name}" for name in ("goal", "run", "case", "lane", "attempt", "session")},
+    **{name: f"--{name}" for name in ("profile", "agent", "turn", "task", "replan")},
+    "turn_id": "--turn",
+}
+"""Parameters whose values are identifiers (SPEC §8), by name, with their option: the
+command wrapper checks them before a command runs."""
 _CHECKED_AT = inspect.Parameter(
     "at", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=CheckedAtOpt
 )
@@ -133,6 +140,7 @@ def command(
         # opens the journal (whose recovery could otherwise move a torn tail first).
         takes_at = any(p.name == "at" for p in own)
         added = common if takes_at else [*common, _CHECKED_AT]
+        identifiers = [p.name for p in own if p.name in IDENTIFIER_OPTIONS]
 
         @functools.wraps(func)
         def wrapper(**kwargs: Any) -> None:
@@ -151,10 +159,17 @@ def command(
                         f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
                         code="invalid_option",
                     )
-                if at is not None:  # checked before the command opens anything
+                # Input errors first (exit 2), before the command opens anything: a bad
+                # time or identifier is the user's to fix whatever state the journal is in.
+                if at is not None:
                     from journal.clock import canonical_at
 
                     canonical_at(at)
+                for name in identifiers:
+                    if kwargs[name] is not None:
+                        from commands.service_base import check_identifier
+
+                        check_identifier(IDENTIFIER_OPTIONS[name], kwargs[name])
                 result = func(ctx, **kwargs)
             except RunledgerError as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None

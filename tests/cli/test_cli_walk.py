@@ -14,6 +14,7 @@ import typer
 from conftest import REPO, run_cli
 
 from commands.cli import app
+from commands.common import IDENTIFIER_OPTIONS
 
 ROOT = typer.main.get_command(app)
 JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event per line
@@ -94,10 +95,17 @@ def test_json_output_is_one_object(path: tuple[str, ...], tmp_path: Path) -> Non
         _one_json_object(result.stdout)
 
 
-def _minimal_args(command: Any, existing_file: Path) -> list[str]:
-    """Values for a command's required parameters that its parser accepts."""
+def _minimal_args(
+    command: Any, existing_file: Path, given: dict[str, str] | None = None
+) -> list[str]:
+    """Values for a command's required parameters (and the `given` ones, by parameter
+    name) that its parser accepts."""
+    given = given or {}
     args: list[str] = []
     for param in command.params:
+        if param.name in given:
+            args += [param.opts[0], given[param.name]]
+            continue
         if not param.required:
             continue
         if isinstance(param.type, click.Choice):
@@ -127,6 +135,42 @@ def test_every_command_refuses_a_malformed_at_before_touching_the_journal(
     refused = run_cli(*args, "--journal", str(journal), "--json", "--at", "2026-02-30T12:00:00Z")
     assert refused.code == 2, (path, refused.stdout, refused.stderr)
     assert _one_json_object(refused.stdout)["error"]["code"] == "invalid_time", refused.stdout
+    assert (sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()) == before
+
+
+IDENTIFIER_PARAMS = {
+    (path, param.name, param.opts[0])
+    for path, command in COMMANDS.items()
+    for param in command.params
+    if param.name in IDENTIFIER_OPTIONS
+}
+
+
+def test_every_identifier_option_of_the_spec_is_checked_by_the_wrapper() -> None:
+    # SPEC §8's identifiers, as options; a renamed parameter would drop out of the map.
+    spec = {"goal", "run", "case", "lane", "attempt", "session", "profile", "agent"}
+    spec |= {"turn", "task", "replan"}
+    assert {option.removeprefix("--") for _, _, option in IDENTIFIER_PARAMS} == spec
+    assert all(IDENTIFIER_OPTIONS[name] == option for _, name, option in IDENTIFIER_PARAMS)
+
+
+@pytest.mark.parametrize(
+    ("path", "name", "option"),
+    sorted(IDENTIFIER_PARAMS),
+    ids=[f"{' '.join(p)} {o}" for p, _, o in sorted(IDENTIFIER_PARAMS)],
+)
+def test_a_malformed_identifier_is_refused_before_the_journal_is_opened(
+    path: tuple[str, ...], name: str, option: str, tmp_path: Path
+) -> None:
+    # A corrupt journal: a command that opened it first would answer exit 3.
+    journal = tmp_path / "j.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "corrupt_flipped_byte.jsonl", journal)
+    before = sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()
+    args = _minimal_args(COMMANDS[path], journal, {name: "not an id"})
+    refused = run_cli(*path, *args, "--journal", str(journal), "--json")
+    assert refused.code == 2, (path, refused.stdout, refused.stderr)
+    error = _one_json_object(refused.stdout)["error"]
+    assert error["code"] == "invalid_identifier", error
     assert (sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()) == before
 
 
