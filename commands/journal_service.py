@@ -12,7 +12,7 @@ from commands.service_base import ServiceBase
 from journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
 from journal.clock import canonical_at
 from journal.fsutil import FILE_MODE, fsync_dir, write_all
-from projections.ledger import PROJECTOR
+from projections.ledger import EVENT_KINDS, PROJECTOR
 
 Progress = Callable[[int], None]
 
@@ -110,6 +110,15 @@ class JournalService(ServiceBase):
         limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
         """Events in journal order, filtered (`kind` matches exactly or as a prefix)."""
+        if kind is not None and not any(
+            known == kind.rstrip(".") or known.startswith(kind.rstrip(".") + ".")
+            for known in EVENT_KINDS
+        ):
+            raise InvalidInput(
+                f"--kind {kind!r} names no event kind or domain "
+                "(e.g. capacity, capacity.observed, journal)",
+                code="unknown_kind",
+            )
         since_at = canonical_at(since) if since else None
         until_at = canonical_at(until) if until else None
         if limit is not None and limit < 0:

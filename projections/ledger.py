@@ -15,6 +15,7 @@ import msgspec
 
 from journal import Record
 from journal.chain import PayloadDecoder
+from journal.record import GENESIS_KIND, REPAIRED_KIND
 from projections import capacity, hosts, probes, settlement
 from projections.types import StateStruct
 
@@ -46,6 +47,17 @@ def _domain_table() -> dict[str, tuple[PayloadDecoder, Callable[[Ledger], Any], 
     add(settlement.EVENTS, "settlement", settlement.apply)
     add(probes.EVENTS, "probes", probes.apply)
     return table
+
+
+EVENT_KINDS: tuple[str, ...] = (
+    GENESIS_KIND,
+    REPAIRED_KIND,
+    *capacity.EVENTS,
+    *hosts.EVENTS,
+    *settlement.EVENTS,
+    *probes.EVENTS,
+)
+"""Every kind a journal can hold: the journal's own two, then each domain's."""
 
 
 class LedgerProjector:

@@ -448,6 +448,8 @@ def test_log_filters_match_the_records(tmp_path: Path) -> None:
         ([], records),
         (["--goal", "alt/goal"], [r for r in records if r["goal"] == "alt/goal"]),
         (["--kind", "capacity.refused"], [r for r in records if r["kind"] == "capacity.refused"]),
+        (["--kind", "capacity"], [r for r in records if r["kind"].startswith("capacity.")]),
+        (["--kind", "journal."], [r for r in records if r["kind"].startswith("journal.")]),
         (["--since", since, "--until", until], [r for r in records if since <= r["at"] <= until]),
         (["--goal", "g", "--limit", "3"], [r for r in records if r["goal"] == "g"]),
     ]
@@ -461,6 +463,15 @@ def test_log_filters_match_the_records(tmp_path: Path) -> None:
             assert len(seqs) == 3 and set(seqs) <= set(want)
         else:
             assert seqs == want, flags
+
+
+def test_log_refuses_a_kind_no_record_can_have(tmp_path: Path) -> None:
+    # A typo must not read as "no such events": kinds and domains are a closed set.
+    path = _write(tmp_path, random_history(3))
+    for kind in ("capacity.refuse", "capac", "host attempt", ""):
+        result = _cli(path, "log", "--kind", kind)
+        assert result.code == 2, (kind, result.stdout)
+        assert result.json["error"]["code"] == "unknown_kind"
 
 
 class _Rows(HTMLParser):
