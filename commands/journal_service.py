@@ -8,7 +8,7 @@ from typing import Any
 
 import msgspec
 
-from commands.service_base import ServiceBase
+from commands.service_base import ServiceBase, event_json
 from journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
 from journal.clock import canonical_at
 from journal.fsutil import FILE_MODE, fsync_dir, write_all
@@ -80,14 +80,17 @@ class JournalService(ServiceBase):
 
     def repair(self, truncate_after_seq: int, at: str | None = None) -> dict[str, Any]:
         result = self.journal.repair(truncate_after_seq, at)
-        return {
+        body = {
             "ok": True,
-            "appended": result.appended,
+            "appended": result.appended is not None,
             "truncated_after_seq": result.truncated_after_seq,
             "quarantine": result.quarantine,
             "quarantined_bytes": result.quarantined_bytes,
             "head": self.head_json(),
         }
+        if result.appended is not None:
+            body["event"] = event_json(result.appended)
+        return body
 
     def checkpoint(self) -> dict[str, Any]:
         with self.journal.transaction():
@@ -190,14 +193,15 @@ class JournalService(ServiceBase):
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
         source = Journal.open(source_path, PROJECTOR, write=False, use_checkpoint=False)
         try:
-            head = self.journal.import_records(source, progress=progress)
+            last = self.journal.import_records(source, progress=progress)
         finally:
             source.close()
         return {
             "ok": True,
             "appended": True,
-            "records": head.next_seq,
-            "head": {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id},
+            "records": self.journal.head.next_seq,
+            "head": self.head_json(),
+            "event": event_json(last),  # the last record loaded
         }
 
 

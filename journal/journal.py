@@ -425,9 +425,9 @@ class Journal(Generic[S]):
             previous = _previous_repair(rest, truncate_after_seq)
             if previous is not None:  # the same repair already ran: report its file
                 kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
-                return RepairResult(truncate_after_seq, kept, 0, False)
+                return RepairResult(truncate_after_seq, kept, 0, None)
             if not rest:
-                return RepairResult(truncate_after_seq, None, 0, False)
+                return RepairResult(truncate_after_seq, None, 0, None)
             if _verifies(rest, head.copy(), self.decoder):
                 # Repair is the way out of corruption (SPEC §2.4), not a way to discard
                 # acknowledged records: a repeated command must not eat newer work.
@@ -451,14 +451,17 @@ class Journal(Generic[S]):
             )
             txn = Transaction(self)
             txn.wall_us = now_us
-            txn.append(REPAIRED_KIND, None, payload, at)
+            appended = txn.append(REPAIRED_KIND, None, payload, at)
             self._commit(txn._pending)
-            return RepairResult(truncate_after_seq, path, len(rest), True)
+            return RepairResult(truncate_after_seq, path, len(rest), appended)
         finally:
             self.store.unlock()
 
-    def import_records(self, source: Journal[Any], progress: Progress | None = None) -> Head:
-        """Load every record of a verified journal into this empty store, hashes intact."""
+    def import_records(
+        self, source: Journal[Any], progress: Progress | None = None
+    ) -> PendingRecord:
+        """Load every record of a verified journal into this empty store, hashes intact;
+        the last record loaded."""
         self.store.lock(self.lock_timeout_s)
         try:
             self._refresh(recover=True)
@@ -484,7 +487,7 @@ class Journal(Generic[S]):
             self.store.append(pending, 0)
             self.store.created_durably()
             self._refresh(recover=True)
-            return self.head
+            return pending[-1]
         finally:
             self.store.unlock()
 
@@ -749,7 +752,8 @@ class RepairResult:
     truncated_after_seq: int
     quarantine: str | None
     quarantined_bytes: int
-    appended: bool
+    appended: PendingRecord | None
+    """The journal.repaired record this repair appended (None if it changed nothing)."""
 
 
 def _verifies(rest: bytes, head: Head, decoder: Callable[[str], PayloadDecoder | None]) -> bool:

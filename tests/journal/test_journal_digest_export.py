@@ -83,6 +83,9 @@ def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
     assert loaded.code == 0, loaded.stdout
     assert loaded.json["records"] == 8
     assert imported.read_bytes() == source.read_bytes()
+    last = json.loads(source.read_bytes().splitlines()[-1])
+    assert loaded.json["event"] == {k: last[k] for k in ("seq", "hash", "kind", "at")}
+    assert loaded.json["head"]["seq"] == last["seq"] == 7
     assert oct(imported.stat().st_mode & 0o777) == oct(0o600)
 
     again = run_cli("export", "--journal", source, "--to", exported, "--json")

@@ -160,11 +160,13 @@ def test_repair_quarantines_the_rest_and_is_idempotent(tmp_path: Path) -> None:
     }
     assert run_cli("verify", "--journal", path, "--json").code == 0
 
+    assert body["event"] == {k: logged[k] for k in ("seq", "hash", "kind", "at")}
+
     again = run_cli(
         "repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"
     )
     assert again.code == 0
-    assert again.json["appended"] is False
+    assert again.json["appended"] is False and "event" not in again.json
     assert again.json["quarantine"] == str(quarantine)
     assert Path(path).read_bytes() == after
     assert side_files(path, "quarantine") == [quarantine]
@@ -199,6 +201,8 @@ def test_repair_records_an_explicit_time_and_refuses_one_before_what_it_keeps(
     logged = verify_strict(Path(path).read_bytes()).records[-1]
     assert logged["kind"] == "journal.repaired" and logged["at"] == last_kept_at
     assert done.json["head"]["seq"] == logged["seq"]
+    # SPEC §8: a writing command that appended names its event.
+    assert done.json["event"] == {k: logged[k] for k in ("seq", "hash", "kind", "at")}
     again = run_cli(*repair, "--at", "2026-02-30T00:00:00Z")
     assert again.code == 2 and again.json["error"]["code"] == "invalid_time"
 
@@ -234,7 +238,7 @@ def test_repair_of_a_healthy_journal_and_of_nothing(tmp_path: Path) -> None:
     journal = Journal.open(path, TOY)
     try:
         nothing = journal.repair(len(NOTES))  # the last record: nothing after it
-        assert nothing.appended is False and nothing.quarantine is None
+        assert nothing.appended is None and nothing.quarantine is None
         with pytest.raises(InvalidInput) as refused:
             journal.repair(3)
         assert refused.value.code == "journal_not_corrupt"
