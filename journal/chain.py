@@ -28,7 +28,7 @@ from journal.record import (
     JournalCreated,
     Record,
     decode_record,
-    self_verify,
+    self_verify_any_size,
 )
 
 PayloadDecoder = Callable[[bytes], Any]
@@ -246,15 +246,13 @@ def classify_tail(rest: bytes, failure: Failure) -> TailKind:
     """Torn tail or mid-log corruption, for the bytes from the failing record on.
 
     Acknowledged bytes are never torn: a self-verifying line that fails to chain or
-    decode is corruption. Otherwise it is corruption only if some self-verifying line
+    decode is corruption, and so is a complete line over 1 MiB that would self-verify
+    but for its size. Otherwise it is corruption only if some self-verifying line
     follows the failing one.
     """
     if failure.self_verifying:
         return "corrupt"
-    nl = rest.find(b"\n")
-    if nl < 0:
-        return "torn"
-    for line in rest[nl + 1 :].split(b"\n")[:-1]:
-        if self_verify(line) is not None:
-            return "corrupt"
+    complete = rest.split(b"\n")[:-1]  # the failing line first, if it is complete
+    if any(self_verify_any_size(line) is not None for line in complete):
+        return "corrupt"
     return "torn"

@@ -6,6 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 from conftest import run_cli, run_process
 from independent_verifier import TOY_SCHEMAS, verify_strict
@@ -22,6 +23,7 @@ from toyprojector import TOY, Note
 
 from journal import InvalidInput, Journal, JournalCorrupt
 from journal.clock import format_us, parse_at
+from journal.record import encode_line
 
 NOTES = [5, 6, 7, 8, 9]
 
@@ -122,6 +124,37 @@ def test_api_readers_can_still_show_the_verified_prefix(tmp_path: Path) -> None:
             txn.append("toy.note", "g", Note(n=1), txn.time_for("g"))
     finally:
         writer.close()
+
+
+def test_a_complete_line_over_1_mib_that_verifies_is_corruption_not_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """No writer makes such a line, so one that chains and hashes was written on
+    purpose: acknowledged bytes, never "torn" (SPEC §2.4). Without its newline it is
+    an unacknowledged torn tail like any other."""
+    path = tmp_path / "j.jsonl"
+    engine_journal(str(path), 3)
+    prefix = path.read_bytes()
+    last = json.loads(prefix.splitlines()[-1])
+    payload = msgspec.json.encode({"note": "x" * (1 << 20)})
+    line, _ = encode_line(
+        last["seq"] + 1, last["at"], "journal.repaired", None, payload, last["hash"]
+    )
+    assert len(line) > 1 << 20
+    path.write_bytes(prefix + line)
+    for command in ("verify", "checkpoint"):
+        result = run_cli(command, "--journal", str(path), "--json")
+        assert result.code == 3, (command, result.stdout)
+        error = result.json["error"]
+        assert error["code"] == "journal_corrupt" and error["seq"] == last["seq"] + 1
+        assert "1 MiB" in error["reason"]
+    assert path.read_bytes() == prefix + line and not side_files(str(path), "torn")
+
+    path.write_bytes(prefix + line[:-1])  # the same bytes, never acknowledged
+    assert run_cli("checkpoint", "--journal", str(path), "--json").code == 0
+    assert path.read_bytes() == prefix
+    (torn,) = side_files(str(path), "torn")
+    assert torn.read_bytes() == line[:-1]
 
 
 def test_repair_quarantines_the_rest_and_is_idempotent(tmp_path: Path) -> None:
