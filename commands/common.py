@@ -147,12 +147,15 @@ def command(
             as_json = bool(kwargs.pop("json_"))
             at = kwargs["at"] if takes_at else kwargs.pop("at")
             timeout = kwargs.pop("lock_timeout_s")
+            journal = kwargs.pop("journal")  # None when neither the option nor the env
             ctx = Ctx(
-                journal_target=kwargs.pop("journal") or journal_default,
+                journal_target=journal_default if journal is None else journal,
                 as_json=as_json,
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
+                if not ctx.journal_target:  # `--journal ""`: never the default by accident
+                    raise InvalidInput("--journal is empty", code="invalid_option")
                 # Also refuses nan and inf: a lock wait must be bounded (SPEC §2.3).
                 if not 0 <= ctx.lock_timeout_s <= LOCK_TIMEOUT_S_MAX:
                     raise InvalidInput(

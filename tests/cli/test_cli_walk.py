@@ -138,6 +138,21 @@ def test_every_command_refuses_a_malformed_at_before_touching_the_journal(
     assert (sorted(p.name for p in tmp_path.iterdir()), journal.read_bytes()) == before
 
 
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_an_empty_journal_option_is_refused_not_taken_for_the_default(
+    path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where ./runledger.jsonl (or the demo's) would appear
+    source = tmp_path / "source.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", source)
+    args = [*path, *_minimal_args(COMMANDS[path], source), *CHEAP_ARGS.get(path, [])]
+    refused = run_cli(*args, "--journal", "", "--json")
+    assert refused.code == 2, (path, refused.stdout, refused.stderr)
+    error = _one_json_object(refused.stdout)["error"]
+    assert error["code"] == "invalid_option", error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["source.jsonl"]
+
+
 IDENTIFIER_PARAMS = {
     (path, param.name, param.opts[0])
     for path, command in COMMANDS.items()
