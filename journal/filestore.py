@@ -305,6 +305,16 @@ class FileStore:
         self.sync()
         return keep_path
 
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        prefix = f"{os.path.basename(self.path)}.{label}.{next_seq}."
+        directory = os.path.dirname(self.path)
+        found = []
+        for name in os.listdir(directory or "."):
+            stamp = name[len(prefix) :]  # cut_tail names the file by its unix_ns
+            if name.startswith(prefix) and stamp.isdigit():
+                found.append((int(stamp) // 1000, os.path.join(directory, name)))
+        return sorted(found)
+
     def created_durably(self) -> None:
         """The genesis record is durable: make the file's directory entry durable too."""
         fsync_dir(self.path)

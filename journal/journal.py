@@ -25,7 +25,7 @@ import msgspec
 
 from journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
 from journal.checkpoint import Checkpoint, JournalHeadState, warn
-from journal.clock import event_time, format_us, is_canonical_at, wall_us
+from journal.clock import event_time, format_us, is_canonical_at, parse_at, wall_us
 from journal.errors import (
     InvalidInput,
     JournalCorrupt,
@@ -426,9 +426,10 @@ class Journal(Generic[S]):
             if previous is not None:  # the same repair already ran: report its file
                 kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
                 return RepairResult(truncate_after_seq, kept, 0, None)
-            if not rest:
+            unlogged = None if rest else self._unlogged_cut(head)
+            if not rest and unlogged is None:
                 return RepairResult(truncate_after_seq, None, 0, None)
-            if _verifies(rest, head.copy(), self.decoder):
+            if rest and _verifies(rest, head.copy(), self.decoder):
                 # Repair is the way out of corruption (SPEC §2.4), not a way to discard
                 # acknowledged records: a repeated command must not eat newer work.
                 raise InvalidInput(
@@ -440,22 +441,40 @@ class Journal(Generic[S]):
             # leave the journal as it was.
             now_us = wall_us()
             at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
-            path = self.store.cut_tail(head.offset, head.next_seq, "quarantine")
+            if unlogged is None:
+                path, moved = self.store.cut_tail(head.offset, head.next_seq, "quarantine"), rest
+            else:
+                path, moved = unlogged
             self._state_valid = False
             self._refresh(recover=True)
             payload = JournalRepaired(
                 truncated_after_seq=truncate_after_seq,
                 quarantine=os.path.basename(path),
-                quarantined_bytes=len(rest),
-                quarantined_sha256=hashlib.sha256(rest).hexdigest(),
+                quarantined_bytes=len(moved),
+                quarantined_sha256=hashlib.sha256(moved).hexdigest(),
             )
             txn = Transaction(self)
             txn.wall_us = now_us
             appended = txn.append(REPAIRED_KIND, None, payload, at)
             self._commit(txn._pending)
-            return RepairResult(truncate_after_seq, path, len(rest), appended)
+            return RepairResult(truncate_after_seq, path, len(moved), appended)
         finally:
             self.store.unlock()
+
+    def _unlogged_cut(self, head: Head) -> tuple[str, bytes] | None:
+        """The quarantine file of a repair that crashed after cutting the journal at
+        `head` and before its record was durable: the journal ends there, so no record
+        names the file. Only a file cut after the last journal-level record kept (the
+        genesis at least) counts: an older one belongs to an earlier journal that lived
+        at this path."""
+        last_at = head.goal_last_at.get(None)
+        if last_at is None:
+            return None
+        for cut_us, path in reversed(self.store.cut_files(head.next_seq, "quarantine")):
+            if cut_us >= parse_at(last_at):
+                with open(path, "rb") as quarantined:
+                    return path, quarantined.read()
+        return None
 
     def import_records(
         self, source: Journal[Any], progress: Progress | None = None

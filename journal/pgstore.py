@@ -523,6 +523,9 @@ class PgStore:
             seq=next_seq,
         )
 
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        return []  # cut_tail never cuts PostgreSQL rows
+
     def ensure_linked(self, timeout_s: float) -> bool:
         return False  # a table is never unlinked from under a writer
 

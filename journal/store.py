@@ -78,6 +78,11 @@ class Store(Protocol):
         """Preserve the bytes after `offset` beside the journal and truncate; the path."""
         ...
 
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        """The files cut_tail wrote for `next_seq`: (when, in µs since the epoch, path),
+        oldest first."""
+        ...
+
     def ensure_linked(self, timeout_s: float) -> bool:
         """Under the lock, for an empty journal: reopen if the file held was removed."""
         ...

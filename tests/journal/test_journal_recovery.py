@@ -240,6 +240,61 @@ def test_repair_records_an_explicit_time_and_refuses_one_before_what_it_keeps(
     assert again.code == 2 and again.json["error"]["code"] == "invalid_time"
 
 
+def test_a_repair_that_crashed_before_its_record_is_logged_when_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes were moved aside and the journal cut, then the process died before
+    journal.repaired was durable: the same command completes the log."""
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 5)
+    seq, offset = _corrupt_middle(path)
+    before = Path(path).read_bytes()
+    from journal.filestore import FileStore
+
+    def crash(self: FileStore, records: object, offset: int) -> None:
+        raise OSError("simulated crash before the repair's record was written")
+
+    journal = Journal.open(path, TOY, allow_corrupt=True)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(FileStore, "append", crash)
+            with pytest.raises(OSError, match="simulated crash"):
+                journal.repair(seq - 1)
+    finally:
+        journal.close()
+    (quarantine,) = side_files(path, "quarantine")
+    assert Path(path).read_bytes() == before[:offset], "cut, but no record"
+
+    repair = ["repair", "--truncate-after", str(seq - 1), "--yes", "--journal", path, "--json"]
+    done = run_cli(*repair)
+    assert done.code == 0, done.stdout
+    assert done.json["appended"] is True and done.json["quarantine"] == str(quarantine)
+    logged = verify_strict(Path(path).read_bytes()).records[-1]
+    assert logged["seq"] == seq and logged["data"] == {
+        "truncated_after_seq": seq - 1,
+        "quarantine": quarantine.name,
+        "quarantined_bytes": len(before) - offset,
+        "quarantined_sha256": hashlib.sha256(before[offset:]).hexdigest(),
+    }
+    again = run_cli(*repair)
+    assert again.code == 0 and again.json["appended"] is False
+    assert side_files(path, "quarantine") == [quarantine]
+
+
+def test_a_quarantine_file_older_than_the_journal_is_not_logged(tmp_path: Path) -> None:
+    """A file left by an earlier journal at the same path is no crashed repair of this
+    one: a repair with nothing to cut changes nothing."""
+    path = str(tmp_path / "j.jsonl")
+    engine_journal(path, 3)
+    stale = Path(f"{path}.quarantine.4.{10**18}")  # cut in 2001, before this journal
+    stale.write_bytes(b"bytes of another journal\n")
+    before = Path(path).read_bytes()
+    result = run_cli("repair", "--truncate-after", "3", "--yes", "--journal", path, "--json")
+    assert result.code == 0 and result.json["appended"] is False
+    assert result.json["quarantine"] is None
+    assert Path(path).read_bytes() == before and stale.exists()
+
+
 def test_a_long_lived_writer_notices_a_repair_by_another_process(tmp_path: Path) -> None:
     """Its folded state covers records the repair moved away: it must refold, not append
     after a prefix that no longer exists."""
