@@ -9,9 +9,10 @@ import typer
 
 from commands.api import Runledger
 from commands.common import AtOpt, Ctx, command
+from commands.journal_service import LogFilter
 from commands.output import Output, table
 from commands.progress import progress_bar
-from journal import InvalidInput
+from journal import InvalidInput, JournalCorrupt
 
 
 def _size_hint(ledger: Runledger) -> int | None:
@@ -79,18 +80,29 @@ def register(app: typer.Typer) -> None:
         until: Annotated[str | None, typer.Option("--until", help="Only at <= T.")] = None,
         limit: Annotated[int | None, typer.Option("--limit", help="At most N events.")] = None,
     ) -> Output:
-        """List events (a table; --json prints JSON Lines, one event per line)."""
-        with ctx.service(write=False) as ledger:
+        """List events (a table; --json prints JSON Lines, one event per line).
+
+        On a corrupt journal it lists the verified prefix, then reports the corruption
+        (exit 3): what an operator reads to choose `repair --truncate-after`.
+        """
+        LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)  # exit 2 first
+        with ctx.service(write=False, allow_corrupt=True) as ledger:
             events = ledger.log(goal=goal, kind=kind, since=since, until=until, limit=limit)
             if ctx.as_json:
                 for event in events:
                     sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
                 raise typer.Exit(0)
-            rows = [
-                [str(e["seq"]), e["at"], e["goal"] or "-", e["kind"], _summary(e["data"])]
-                for e in events
-            ]
-        return Output({"ok": True}, text=table(rows, ["SEQ", "AT", "GOAL", "KIND", "DATA"]))
+            rows: list[list[str]] = []
+            header = ["SEQ", "AT", "GOAL", "KIND", "DATA"]
+            try:
+                for e in events:
+                    rows.append(
+                        [str(e["seq"]), e["at"], e["goal"] or "-", e["kind"], _summary(e["data"])]
+                    )
+            except JournalCorrupt:
+                sys.stdout.write(table(rows, header) + "\n")
+                raise
+        return Output({"ok": True}, text=table(rows, header))
 
     @command(app, "export", example="runledger export --journal postgresql://... --to copy.jsonl")
     def export(

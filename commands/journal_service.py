@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from commands.service_base import ServiceBase, event_json
+from commands.service_base import ServiceBase, check_identifier, event_json
 from journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
 from journal.clock import canonical_at
 from journal.fsutil import FILE_MODE, fsync_dir, write_all
@@ -82,14 +83,14 @@ class JournalService(ServiceBase):
         result = self.journal.repair(truncate_after_seq, at)
         body = {
             "ok": True,
-            "appended": result.appended is not None,
+            "appended": result.appended,
             "truncated_after_seq": result.truncated_after_seq,
             "quarantine": result.quarantine,
             "quarantined_bytes": result.quarantined_bytes,
             "head": self.head_json(),
         }
-        if result.appended is not None:
-            body["event"] = event_json(result.appended)
+        if result.event is not None:
+            body["event"] = event_json(result.event)
         return body
 
     def checkpoint(self) -> dict[str, Any]:
@@ -112,36 +113,21 @@ class JournalService(ServiceBase):
         until: str | None = None,
         limit: int | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Events in journal order, filtered (`kind` matches exactly or as a prefix)."""
-        if kind is not None and not any(
-            known == kind.rstrip(".") or known.startswith(kind.rstrip(".") + ".")
-            for known in EVENT_KINDS
-        ):
-            raise InvalidInput(
-                f"--kind {kind!r} names no event kind or domain "
-                "(e.g. capacity, capacity.observed, journal)",
-                code="unknown_kind",
-            )
-        since_at = canonical_at(since) if since else None
-        until_at = canonical_at(until) if until else None
-        if limit is not None and limit < 0:
-            raise InvalidInput("--limit must be >= 0", code="invalid_option")
+        """Events in journal order, filtered (`kind` matches exactly or as a prefix).
+
+        The filters are checked now (InvalidInput), the journal read as it is iterated;
+        on a corrupt journal the verified prefix comes first, then JournalCorrupt."""
+        keep = LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)
+        return self._log(keep, limit)
+
+    def _log(self, keep: LogFilter, limit: int | None) -> Iterator[dict[str, Any]]:
         count = 0
         for record, _payload, _line in self.journal.records():
             if limit is not None and count >= limit:
                 return
-            if goal is not None and record.goal != goal:
-                continue
-            if kind is not None and not (
-                record.kind == kind or record.kind.startswith(kind.rstrip(".") + ".")
-            ):
-                continue
-            if since_at is not None and record.at < since_at:
-                continue
-            if until_at is not None and record.at > until_at:
-                continue
-            count += 1
-            yield record_json(record)
+            if keep.matches(record):
+                count += 1
+                yield record_json(record)
 
     def export(self, to_path: str, progress: Progress | None = None) -> dict[str, Any]:
         """Write every verified record, byte for byte, to a new file."""
@@ -203,6 +189,57 @@ class JournalService(ServiceBase):
             "head": self.head_json(),
             "event": event_json(last),  # the last record loaded
         }
+
+
+@dataclass(frozen=True)
+class LogFilter:
+    """`log`'s filters, checked when built: input errors are exit 2 before any journal
+    is read (the CLI builds one before it opens the journal)."""
+
+    goal: str | None
+    kind: str | None  # without trailing dots: `capacity.` and `capacity` are one domain
+    since_at: str | None
+    until_at: str | None
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        goal: str | None = None,
+        kind: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> LogFilter:
+        if goal is not None:
+            check_identifier("--goal", goal)
+        if limit is not None and limit < 0:
+            raise InvalidInput("--limit must be >= 0", code="invalid_option")
+        wanted = None if kind is None else kind.rstrip(".")
+        if wanted is not None and not any(_kind_matches(known, wanted) for known in EVENT_KINDS):
+            raise InvalidInput(
+                f"--kind {kind!r} names no event kind or domain "
+                "(e.g. capacity, capacity.observed, journal)",
+                code="unknown_kind",
+            )
+        return cls(
+            goal,
+            wanted,
+            canonical_at(since) if since else None,
+            canonical_at(until) if until else None,
+        )
+
+    def matches(self, record: Record) -> bool:
+        return (
+            (self.goal is None or record.goal == self.goal)
+            and (self.kind is None or _kind_matches(record.kind, self.kind))
+            and (self.since_at is None or record.at >= self.since_at)
+            and (self.until_at is None or record.at <= self.until_at)
+        )
+
+
+def _kind_matches(kind: str, wanted: str) -> bool:
+    return kind == wanted or kind.startswith(wanted + ".")
 
 
 _to_builtins = msgspec.to_builtins

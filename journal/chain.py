@@ -252,6 +252,8 @@ def classify_tail(rest: bytes, failure: Failure) -> TailKind:
     """
     if failure.self_verifying:
         return "corrupt"
+    if b"\n" not in rest:
+        return "torn"
     complete = rest.split(b"\n")[:-1]  # the failing line first, if it is complete
     if any(self_verify_any_size(line) is not None for line in complete):
         return "corrupt"

@@ -134,15 +134,19 @@ def canonical_at(text: str) -> str:
     return text if _CANONICAL.fullmatch(text) else format_us(at_us)
 
 
-def is_canonical_at(text: str) -> bool:
-    """Whether `text` is a canonical `at` string of a real time in the supported range."""
-    if _CANONICAL.fullmatch(text) is None:
-        return False
+def names_a_real_second(text: str) -> bool:
+    """Whether a canonical-looking `at` (its shape checked elsewhere, e.g. by a
+    schema's pattern) names a real second in the supported range: no 2026-02-30."""
     try:
         _parse_second(text[:19])
     except InvalidInput:
         return False
     return True
+
+
+def is_canonical_at(text: str) -> bool:
+    """Whether `text` is a canonical `at` string of a real time in the supported range."""
+    return _CANONICAL.fullmatch(text) is not None and names_a_real_second(text)
 
 
 def parse_duration_us(text: str) -> int:

@@ -425,10 +425,10 @@ class Journal(Generic[S]):
             previous = _previous_repair(rest, truncate_after_seq)
             if previous is not None:  # the same repair already ran: report its file
                 kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
-                return RepairResult(truncate_after_seq, kept, 0, None)
+                return RepairResult(truncate_after_seq, kept, 0, False)
             unlogged = None if rest else self._unlogged_cut(head)
             if not rest and unlogged is None:
-                return RepairResult(truncate_after_seq, None, 0, None)
+                return RepairResult(truncate_after_seq, None, 0, False)
             if rest and _verifies(rest, head.copy(), self.decoder):
                 # Repair is the way out of corruption (SPEC §2.4), not a way to discard
                 # acknowledged records: a repeated command must not eat newer work.
@@ -457,7 +457,7 @@ class Journal(Generic[S]):
             txn.wall_us = now_us
             appended = txn.append(REPAIRED_KIND, None, payload, at)
             self._commit(txn._pending)
-            return RepairResult(truncate_after_seq, path, len(moved), appended)
+            return RepairResult(truncate_after_seq, path, len(moved), True, appended)
         finally:
             self.store.unlock()
 
@@ -771,8 +771,9 @@ class RepairResult:
     truncated_after_seq: int
     quarantine: str | None
     quarantined_bytes: int
-    appended: PendingRecord | None
-    """The journal.repaired record this repair appended (None if it changed nothing)."""
+    appended: bool
+    event: PendingRecord | None = None
+    """The journal.repaired record this repair appended."""
 
 
 def _verifies(rest: bytes, head: Head, decoder: Callable[[str], PayloadDecoder | None]) -> bool:

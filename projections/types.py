@@ -12,7 +12,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
-from journal.clock import is_canonical_at
+from journal.clock import names_a_real_second
 from journal.errors import InvalidInput
 from journal.limits import IDENTIFIER_CHARS_MAX
 
@@ -88,7 +88,9 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
                 )
         for name in times:
             value = getattr(self, name)
-            if value is not None and not is_canonical_at(value):
+            # The shape is msgspec's `pattern` check (on decode, and so before any
+            # append); the date is checked here, from a cache of seconds.
+            if value is not None and not names_a_real_second(value):
                 raise InvalidPayloadTime(f"{name} {value!r} is not a real time from 1970 to 9999")
 
 

@@ -72,8 +72,14 @@ def test_flipped_byte_mid_log_is_refused_and_the_file_is_untouched(tmp_path: Pat
         extra = ["--to", str(tmp_path / "out.jsonl")] if command == "export" else []
         result = run_cli(command, "--journal", path, "--json", *extra)
         assert result.code == 3, (command, result.stdout)
-        error = result.json["error"]
-        assert result.json["ok"] is False
+        *listed, last = result.stdout.splitlines()
+        if command == "log":  # the verified prefix, then the corruption (SPEC §2.4)
+            assert [json.loads(line)["seq"] for line in listed] == list(range(seq))
+        else:
+            assert listed == []
+        body = json.loads(last)
+        error = body["error"]
+        assert body["ok"] is False
         assert error["code"] == "journal_corrupt"
         assert (error["seq"], error["offset"]) == (seq, offset)
         assert error["reason"] == "hash does not match the line's bytes"
@@ -150,6 +156,9 @@ def test_a_complete_line_over_1_mib_that_verifies_is_corruption_not_a_torn_tail(
         assert "1 MiB" in error["reason"]
     assert path.read_bytes() == prefix + line and not side_files(str(path), "torn")
 
+    garbage = b"x" * (1 << 20) + b"\n"  # complete, over 1 MiB, verifies as nothing
+    path.write_bytes(prefix + garbage)
+    assert run_cli("verify", "--journal", str(path), "--json").json["torn_tail"] is not None
     path.write_bytes(prefix + line[:-1])  # the same bytes, never acknowledged
     assert run_cli("checkpoint", "--journal", str(path), "--json").code == 0
     assert path.read_bytes() == prefix
@@ -326,7 +335,7 @@ def test_repair_of_a_healthy_journal_and_of_nothing(tmp_path: Path) -> None:
     journal = Journal.open(path, TOY)
     try:
         nothing = journal.repair(len(NOTES))  # the last record: nothing after it
-        assert nothing.appended is None and nothing.quarantine is None
+        assert nothing.appended is False and nothing.quarantine is None
         with pytest.raises(InvalidInput) as refused:
             journal.repair(3)
         assert refused.value.code == "journal_not_corrupt"

@@ -18,8 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, run_process
+from conftest import REPO, run_cli, run_process
 from elsewhere import WINDOW_US, Elsewhere, Goal, random_history, ts, us_of
+
+from commands.api import Runledger
+from journal import InvalidInput
 
 AUDIT_KEYS = {"ok", "event", "recorded", "replayed", "reproduced", "explanation"}
 EXPLANATION_KEYS = {
@@ -472,6 +475,35 @@ def test_log_refuses_a_kind_no_record_can_have(tmp_path: Path) -> None:
         result = _cli(path, "log", "--kind", kind)
         assert result.code == 2, (kind, result.stdout)
         assert result.json["error"]["code"] == "unknown_kind"
+    # Trailing dots name the same kind or domain, for the check and the filter alike.
+    exact = _cli(path, "log", "--kind", "capacity.observed").stdout
+    assert exact and _cli(path, "log", "--kind", "capacity.observed.").stdout == exact
+    # Input errors come before the journal is read: exit 2, not the journal's state.
+    for target in (
+        str(tmp_path / "missing.jsonl"),
+        str(REPO / "fixtures" / "corrupt_flipped_byte.jsonl"),
+    ):
+        result = _cli(target, "log", "--kind", "bogus")
+        assert result.code == 2 and result.json["error"]["code"] == "unknown_kind"
+
+
+def test_log_through_the_api_checks_its_filters_as_the_cli_does(tmp_path: Path) -> None:
+    path = _write(tmp_path, random_history(3))
+    with Runledger.open(path, write=False) as ledger:
+        for filters, code in (
+            ({"goal": "not an id"}, "invalid_identifier"),
+            ({"kind": "bogus"}, "unknown_kind"),
+            ({"limit": -1}, "invalid_option"),
+            ({"since": "yesterday"}, "invalid_time"),
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                ledger.log(**filters)  # refused when called, not when first iterated
+            assert refused.value.code == code
+            assert _cli(path, "log", *_flags(filters)).json["error"]["code"] == code
+
+
+def _flags(filters: dict[str, Any]) -> list[str]:
+    return [arg for name, value in filters.items() for arg in (f"--{name}", str(value))]
 
 
 class _Rows(HTMLParser):
