@@ -6,9 +6,10 @@
             return ledger.admit(...)
 
 The decorator adds `--journal`, `--json` and `--lock-timeout-s` to the command's
-options (and `--at`, which SPEC §2.2 has every command accept, to one that does not
-take a time of its own), turns the docstring and the example into help, and routes the result or
-the expected error through `commands.output` (the one exit-code map).
+options (and `--at`, which SPEC §2.2 has every command accept, to one that takes no
+time of its own), checks the input it can check alone (the time, identifiers), turns
+the docstring and the example into help, and routes the result or the expected error
+through `commands.output` (the one exit-code map).
 """
 
 import functools
