@@ -357,7 +357,7 @@ def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[st
         f"), in turns of {DURABLE_BLOCK}"
     )
     data = list(payloads(durable_count + 1))
-    lines = _sample_lines(workdir, data)
+    lines = sample_lines(workdir, data)
     with ExitStack() as files:
 
         def taking_turns(
@@ -418,7 +418,7 @@ def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[st
     return {"ok": True, "events": events, "at": format_us(wall_us()), "figures": figures}
 
 
-def _sample_lines(workdir: str, data: list[bytes]) -> list[bytes]:
+def sample_lines(workdir: str, data: list[bytes]) -> list[bytes]:
     """Journal lines of these payloads, for the raw loop to write."""
     path = f"{workdir}/sample.jsonl"
     with (
