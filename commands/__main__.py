@@ -1,5 +1,5 @@
-"""`python -m commands ...` runs the CLI (used by tests that spawn real processes)."""
+"""`python -m quotaledger ...` runs the CLI (tests that spawn real processes use it)."""
 
-from commands.cli import main
+from quotaledger.cli.main import main
 
 main()

@@ -1,30 +1,30 @@
 """The Python API a runner holds in-process; the CLI is a thin layer over it.
 
-    from commands.api import Runledger
+    from quotaledger.api import Ledger
 
-    with Runledger.open("runledger.jsonl") as ledger:
+    with Ledger.open("quotaledger.jsonl") as ledger:
         decision = ledger.admit(goal="g", run="r1", arm="baseline", forecast_tpm=2000)
 
 Every method returns the same JSON-ready dict the CLI prints with `--json`;
-expected failures raise `journal.RunledgerError` subclasses.
+expected failures raise `journal.Error` subclasses.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from commands.capacity_service import CapacityService
-from commands.host_service import HostService
-from commands.journal_service import JournalService
-from commands.operator_service import OperatorService
-from commands.probe_service import ProbeService
-from commands.settlement_service import SettlementService
-from journal import Journal
-from journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
-from projections.ledger import PROJECTOR
+from quotaledger.journal import Journal
+from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.projections.ledger import PROJECTOR
+from quotaledger.services.capacity import CapacityService
+from quotaledger.services.host import HostService
+from quotaledger.services.journal import JournalService
+from quotaledger.services.operator import OperatorService
+from quotaledger.services.probe import ProbeService
+from quotaledger.services.settlement import SettlementService
 
 
-class Runledger(
+class Ledger(
     JournalService, CapacityService, HostService, SettlementService, ProbeService, OperatorService
 ):
     """One open journal and every use case over it."""
@@ -38,7 +38,7 @@ class Runledger(
         lock_timeout_s: float = LOCK_TIMEOUT_S_DEFAULT,
         checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
         allow_corrupt: bool = False,
-    ) -> Runledger:
+    ) -> Ledger:
         journal = Journal.open(
             target,
             PROJECTOR,
@@ -52,7 +52,7 @@ class Runledger(
     def close(self) -> None:
         self.journal.close()
 
-    def __enter__(self) -> Runledger:
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(self, *exc: Any) -> None:

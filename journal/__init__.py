@@ -1,24 +1,25 @@
-"""runledger's storage engine: records, stores, recovery, checkpoints, transactions.
+"""quotaledger's storage engine: records, stores, recovery, checkpoints, transactions.
 
 The journal knows nothing of the domain; a `Projector` supplies payload schemas and
 the fold.
 """
 
-from journal.chain import Head
-from journal.errors import (
+from quotaledger.journal.chain import Head
+from quotaledger.journal.errors import (
+    Error,
     InvalidInput,
     JournalCorrupt,
     JournalPoisoned,
     LockTimeout,
     NotRegularFile,
-    RunledgerError,
     StorageFailure,
     TimeRegression,
 )
-from journal.journal import Journal, Projector, Transaction, open_store
-from journal.record import Record
+from quotaledger.journal.journal import Journal, Projector, Transaction, open_store
+from quotaledger.journal.record import Record
 
 __all__ = [
+    "Error",
     "Head",
     "InvalidInput",
     "Journal",
@@ -28,7 +29,6 @@ __all__ = [
     "NotRegularFile",
     "Projector",
     "Record",
-    "RunledgerError",
     "StorageFailure",
     "TimeRegression",
     "Transaction",

@@ -18,10 +18,10 @@ from typing import Any, Literal, NamedTuple
 
 import msgspec
 
-from journal.clock import is_canonical_at
-from journal.errors import RunledgerError
-from journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
-from journal.record import (
+from quotaledger.journal.clock import is_canonical_at
+from quotaledger.journal.errors import Error
+from quotaledger.journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
+from quotaledger.journal.record import (
     GENESIS_KIND,
     HASH_MEMBER,
     SUFFIX_BYTES,
@@ -189,7 +189,7 @@ def scan(
             if visit is not None:
                 try:
                     visit(record, payload, line)
-                except (ValueError, OverflowError, RunledgerError) as exc:
+                except (ValueError, OverflowError, Error) as exc:
                     # A record that verifies but cannot be folded (an impossible time inside
                     # its payload, say) is corruption at this record, not a reader's error.
                     return Failure(next_seq, offset, f"{kind} does not fold: {exc}", True)

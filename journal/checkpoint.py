@@ -14,7 +14,7 @@ import uuid
 
 import msgspec
 
-from journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 
 
 class JournalHeadState(msgspec.Struct, forbid_unknown_fields=True):
@@ -100,4 +100,4 @@ def read_checkpoint(path: str) -> Checkpoint | None:
 
 
 def warn(message: str) -> None:
-    print(f"runledger: warning: {message}", file=sys.stderr)
+    print(f"quotaledger: warning: {message}", file=sys.stderr)

@@ -12,7 +12,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from journal.errors import InvalidInput, TimeRegression
+from quotaledger.journal.errors import InvalidInput, TimeRegression
 
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

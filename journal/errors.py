@@ -1,6 +1,6 @@
 """The errors the engine raises, each carrying its public code and exit code.
 
-    RunledgerError                  exit 2 unless a subclass says otherwise
+    Error                  exit 2 unless a subclass says otherwise
     ├── InvalidInput                2  bad argument or payload; nothing written
     │   └── TimeRegression          2  explicit --at earlier than the goal's last event
     ├── JournalCorrupt              3  mid-log corruption, unreadable, wrong file type
@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 
-class RunledgerError(Exception):
+class Error(Exception):
     code = "error"
     exit_code = 2
 
@@ -33,7 +33,7 @@ class RunledgerError(Exception):
         return {"code": self.code, "message": self.message, **self.context}
 
 
-class InvalidInput(RunledgerError):
+class InvalidInput(Error):
     code = "invalid_input"
     exit_code = 2
 
@@ -42,7 +42,7 @@ class TimeRegression(InvalidInput):
     code = "time_regression"
 
 
-class JournalCorrupt(RunledgerError):
+class JournalCorrupt(Error):
     code = "journal_corrupt"
     exit_code = 3
 
@@ -51,7 +51,7 @@ class NotRegularFile(JournalCorrupt):
     code = "not_regular_file"
 
 
-class StorageFailure(RunledgerError):
+class StorageFailure(Error):
     code = "io_error"
     exit_code = 4
 

@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from journal.chain import (
+from quotaledger.journal.chain import (
     Failure,
     FirstAt,
     Head,
@@ -26,8 +26,8 @@ from journal.chain import (
     scan,
     why_not_self_verifying,
 )
-from journal.limits import LINE_BYTES_MAX
-from journal.record import self_verify
+from quotaledger.journal.limits import LINE_BYTES_MAX
+from quotaledger.journal.record import self_verify
 
 Decoders = Callable[[str], PayloadDecoder | None]
 Progress = Callable[[int], None]

@@ -14,17 +14,27 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 
-from journal.checkpoint import Checkpoint, checkpoint_path, read_checkpoint, write_checkpoint
-from journal.errors import (
+from quotaledger.journal.checkpoint import (
+    Checkpoint,
+    checkpoint_path,
+    read_checkpoint,
+    write_checkpoint,
+)
+from quotaledger.journal.errors import (
     JournalCorrupt,
     JournalPoisoned,
     LockTimeout,
     NotRegularFile,
     StorageFailure,
 )
-from journal.fsutil import FILE_MODE, fsync_dir, write_all
-from journal.limits import LINE_BYTES_MAX, LOCK_POLL_S_MAX, LOCK_POLL_S_MIN, READ_CHUNK_BYTES
-from journal.store import PendingRecord, Tail
+from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.limits import (
+    LINE_BYTES_MAX,
+    LOCK_POLL_S_MAX,
+    LOCK_POLL_S_MIN,
+    READ_CHUNK_BYTES,
+)
+from quotaledger.journal.store import PendingRecord, Tail
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 _TAIL_BYTES = 64 + len('"}\n')

@@ -1,6 +1,6 @@
 """The journal: a store, a projector folded over it, and transactions that append.
 
-    journal = Journal.open("runledger.jsonl", projector)
+    journal = Journal.open("quotaledger.jsonl", projector)
     with journal.transaction() as txn:           # lock, catch up, sample time
         at = txn.time_for("goal-a", explicit_at=None)
         decision = decide(txn.state, ...)        # pure
@@ -23,18 +23,18 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
-from journal.checkpoint import Checkpoint, JournalHeadState, warn
-from journal.clock import event_time, format_us, is_canonical_at, parse_at, wall_us
-from journal.errors import (
+from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
+from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
+from quotaledger.journal.clock import event_time, format_us, is_canonical_at, parse_at, wall_us
+from quotaledger.journal.errors import (
+    Error,
     InvalidInput,
     JournalCorrupt,
     JournalPoisoned,
-    RunledgerError,
     TimeRegression,
 )
-from journal.fanout import verify_file
-from journal.limits import (
+from quotaledger.journal.fanout import verify_file
+from quotaledger.journal.limits import (
     BATCH_BYTES_MAX,
     BATCH_EVENTS_MAX,
     CHECKPOINT_EVERY_EVENTS,
@@ -43,7 +43,7 @@ from journal.limits import (
     LINE_BYTES_MAX,
     LOCK_TIMEOUT_S_DEFAULT,
 )
-from journal.record import (
+from quotaledger.journal.record import (
     REPAIRED_KIND,
     JournalCreated,
     JournalRepaired,
@@ -53,7 +53,7 @@ from journal.record import (
     genesis_line,
     self_verify,
 )
-from journal.store import PendingRecord, Store, Tail
+from quotaledger.journal.store import PendingRecord, Store, Tail
 
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
@@ -85,11 +85,11 @@ class Projector(Protocol[S]):
 def open_store(target: str, *, write: bool) -> Store:
     """The store a `--journal` target names: a file path or a postgresql:// URL."""
     if target.startswith(("postgresql://", "postgres://")):
-        from journal.pgstore import PgStore
+        from quotaledger.journal.pgstore import PgStore
 
         pg_store: Store = PgStore(target, create=write)
         return pg_store
-    from journal.filestore import FileStore
+    from quotaledger.journal.filestore import FileStore
 
     return FileStore(target, create=write)
 
@@ -803,4 +803,4 @@ def _raw(blob: bytes) -> Any:
     return msgspec.Raw(blob)
 
 
-__all__ = ["Journal", "Projector", "RunledgerError", "Transaction", "open_store"]
+__all__ = ["Error", "Journal", "Projector", "Transaction", "open_store"]

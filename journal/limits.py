@@ -6,7 +6,7 @@ limit that breaks another fails loudly instead of corrupting a journal later.
 
 from __future__ import annotations
 
-FORMAT = "runledger/1"
+FORMAT = "quotaledger/1"
 FORMAT_VERSION = 1
 
 LINE_BYTES_MAX = 1 << 20

@@ -5,10 +5,10 @@
 Layout (in the URL's schema; `?schema=`, else `options=-csearch_path=...`, else
 `public`):
 
-    runledger_events(seq bigint primary key, hash char(64) unique not null,
+    quotaledger_events(seq bigint primary key, hash char(64) unique not null,
                      prev char(64) not null, kind text, goal text, at timestamptz,
                      line text not null)
-    runledger_checkpoints(id = 1, seq, hash, projection_version, blob bytea, written_at)
+    quotaledger_checkpoints(id = 1, seq, hash, projection_version, blob bytea, written_at)
 
 `line` holds the exact bytes of the JSON line (without its newline); the other
 columns are an index for humans and SQL. Verification always reads `line`, so a
@@ -42,21 +42,21 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
-from journal.checkpoint import Checkpoint
-from journal.errors import (
+from quotaledger.journal.checkpoint import Checkpoint
+from quotaledger.journal.errors import (
     InvalidInput,
     JournalCorrupt,
     JournalPoisoned,
     LockTimeout,
     StorageFailure,
 )
-from journal.store import PendingRecord, Tail
+from quotaledger.journal.store import PendingRecord, Tail
 
-EVENTS_TABLE = "runledger_events"
-CHECKPOINTS_TABLE = "runledger_checkpoints"
-TRIGGER_FUNCTION = "runledger_refuse_change"
-ROW_TRIGGER = "runledger_events_append_only"
-TRUNCATE_TRIGGER = "runledger_events_no_truncate"
+EVENTS_TABLE = "quotaledger_events"
+CHECKPOINTS_TABLE = "quotaledger_checkpoints"
+TRIGGER_FUNCTION = "quotaledger_refuse_change"
+ROW_TRIGGER = "quotaledger_events_append_only"
+TRUNCATE_TRIGGER = "quotaledger_events_no_truncate"
 DEFAULT_SCHEMA = "public"
 
 CONNECT_TIMEOUT_S = 5
@@ -119,7 +119,7 @@ def redact(url: str) -> str:
 
 def lock_key(schema: str, purpose: str = "journal") -> int:
     """The advisory lock key (signed 64-bit) of one journal, the same on every machine."""
-    digest = hashlib.sha256(f"runledger/{purpose}/{schema}.{EVENTS_TABLE}".encode()).digest()
+    digest = hashlib.sha256(f"quotaledger/{purpose}/{schema}.{EVENTS_TABLE}".encode()).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
@@ -166,7 +166,7 @@ class PgStore:
         # Defaults only: what the URL says (connect_timeout, application_name...) wins.
         defaults: dict[str, Any] = {
             "connect_timeout": CONNECT_TIMEOUT_S,
-            "application_name": "runledger",
+            "application_name": "quotaledger",
         }
         try:
             given = conninfo_to_dict(self._conninfo)
@@ -211,7 +211,7 @@ class PgStore:
         encoding, table, triggers = row
         if encoding not in ("UTF8", "SQL_ASCII"):
             raise StorageFailure(
-                f"database of {self.target} uses encoding {encoding}; runledger stores UTF-8 "
+                f"database of {self.target} uses encoding {encoding}; quotaledger stores UTF-8 "
                 "lines byte for byte and needs a UTF8 database",
                 code="pg_encoding",
             )
@@ -232,7 +232,7 @@ class PgStore:
             else:
                 _warn(
                     f"the append-only triggers of {self.schema}.{EVENTS_TABLE} are missing or "
-                    "disabled: rows can be edited; run `runledger verify`"
+                    "disabled: rows can be edited; run `quotaledger verify`"
                 )
 
     def _create_schema(self) -> None:
@@ -262,7 +262,7 @@ class PgStore:
             ).format(self._checkpoints),
             sql.SQL(
                 "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $f$ "
-                "BEGIN RAISE EXCEPTION 'runledger journal %.% is append-only: % refused', "
+                "BEGIN RAISE EXCEPTION 'quotaledger journal %.% is append-only: % refused', "
                 "TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege'; "
                 "END $f$"
             ).format(function),
@@ -517,7 +517,7 @@ class PgStore:
         raise InvalidInput(
             f"journal {self.target} is in PostgreSQL, where every row was committed whole "
             f"and a trigger refuses DELETE: records from seq {next_seq} on cannot be cut. "
-            "Export the verified prefix (`runledger export`) and import it into a new schema "
+            "Export the verified prefix (`quotaledger export`) and import it into a new schema "
             "(`?schema=`) instead.",
             code="repair_unsupported",
             seq=next_seq,
@@ -648,4 +648,4 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _warn(message: str) -> None:
-    print(f"runledger: warning: {message}", file=sys.stderr)
+    print(f"quotaledger: warning: {message}", file=sys.stderr)

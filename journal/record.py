@@ -1,4 +1,4 @@
-"""The record format "runledger/1": one canonical JSON line per event.
+"""The record format "quotaledger/1": one canonical JSON line per event.
 
 A line is ``body[:-1] + ',"hash":"' + sha256(body).hex + '"}' + "\\n"`` where body
 is the msgspec encoding of the envelope without its hash. Verification slices the
@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
+from quotaledger.journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
 
 HASH_MEMBER = b',"hash":"'
 # Without its newline a line ends with ,"hash":"<64 hex>"} — a fixed-size suffix.

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal, NamedTuple, Protocol
 
-from journal.checkpoint import Checkpoint
-from journal.record import Record
+from quotaledger.journal.checkpoint import Checkpoint
+from quotaledger.journal.record import Record
 
 
 class PendingRecord(NamedTuple):

@@ -24,11 +24,11 @@ from typing import Any
 import msgspec
 from sortedcontainers import SortedSet
 
-from journal import InvalidInput, Record
-from journal.clock import US_PER_S, format_us, parse_at
-from projections import capacity as cap
-from projections import reasons as R
-from projections import settlement
+from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
+from quotaledger.projections import settlement
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""

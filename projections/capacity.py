@@ -26,10 +26,10 @@ from typing import Annotated, Any, Literal, TypedDict
 import msgspec
 from sortedcontainers import SortedSet
 
-from journal import InvalidInput, Record
-from journal.clock import US_PER_S, format_us, parse_at
-from projections import reasons as R
-from projections.types import (
+from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.projections import reasons as R
+from quotaledger.projections.types import (
     CanonicalAt,
     FreeText,
     Identifier,
@@ -337,7 +337,7 @@ class Figures(Payload, frozen=True, kw_only=True):
     """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
     forecast_tpm: int | None
     coverage: Coverage
-    # Defaults only for members beyond SPEC §3.3's list: runledger always writes them
+    # Defaults only for members beyond SPEC §3.3's list: quotaledger always writes them
     # (in this order; the encoder writes defaults too), but figures written elsewhere
     # from the spec's list still decode.
     observation_stale: bool = False

@@ -20,10 +20,10 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from journal import Record
-from journal.clock import parse_at
-from journal.limits import HANDOFF_BYTES_MAX
-from projections.types import (
+from quotaledger.journal import Record
+from quotaledger.journal.clock import parse_at
+from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.projections.types import (
     CanonicalAt,
     FreeText,
     Identifier,

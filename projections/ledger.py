@@ -13,11 +13,11 @@ from typing import Any
 
 import msgspec
 
-from journal import Record
-from journal.chain import PayloadDecoder
-from journal.record import GENESIS_KIND, REPAIRED_KIND
-from projections import capacity, hosts, probes, settlement
-from projections.types import StateStruct
+from quotaledger.journal import Record
+from quotaledger.journal.chain import PayloadDecoder
+from quotaledger.journal.record import GENESIS_KIND, REPAIRED_KIND
+from quotaledger.projections import capacity, hosts, probes, settlement
+from quotaledger.projections.types import StateStruct
 
 
 class Ledger(StateStruct):
@@ -61,7 +61,7 @@ EVENT_KINDS: tuple[str, ...] = (
 
 
 class LedgerProjector:
-    """The `journal.Projector` for runledger's domain."""
+    """The `journal.Projector` for quotaledger's domain."""
 
     version = "ledger/1:" + ".".join(
         (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION)

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 
 import msgspec
 
-from journal import Record
-from projections.types import FreeText, Payload, Sha256Hex, StateStruct
+from quotaledger.journal import Record
+from quotaledger.projections.types import FreeText, Payload, Sha256Hex, StateStruct
 
 VERSION = "1"
 

@@ -45,9 +45,9 @@ from typing import Annotated, Any
 
 import msgspec
 
-from journal import Record
-from journal.clock import format_us, parse_at
-from projections.types import Identifier, Payload, StateStruct, TokenCount
+from quotaledger.journal import Record
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.projections.types import Identifier, Payload, StateStruct, TokenCount
 
 VERSION = "1"
 
@@ -240,7 +240,7 @@ def effect_of(goal: str, agent: str, task: str, turn: str) -> str:
 
 def spend_argv(goal: str, agent: str, turn: str, effect: str, amount: int) -> list[str]:
     return [
-        "runledger",
+        "quotaledger",
         "turn",
         "spend",
         "--goal",
@@ -257,7 +257,7 @@ def spend_argv(goal: str, agent: str, turn: str, effect: str, amount: int) -> li
 
 
 def spend_command(goal: str, agent: str, turn: str, effect: str, amount: int) -> str:
-    """The exact `runledger turn spend ...` line a resume hands back.
+    """The exact `quotaledger turn spend ...` line a resume hands back.
 
     Identifiers are restricted to `A-Za-z0-9._:@/-`, none of which a POSIX shell
     treats specially, so `shlex.quote` leaves them unchanged and the line reads
@@ -265,7 +265,7 @@ def spend_command(goal: str, agent: str, turn: str, effect: str, amount: int) ->
     `--journal`: it is a function of the fold alone, so it is the same whichever
     path, URL or environment variable reached the journal (and a PostgreSQL URL's
     password never lands in it). The runner re-enters with its journal configured
-    as before (`--journal` or `RUNLEDGER_JOURNAL`).
+    as before (`--journal` or `QUOTALEDGER_JOURNAL`).
     """
     return shlex.join(spend_argv(goal, agent, turn, effect, amount))
 

@@ -12,9 +12,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
-from journal.clock import names_a_real_second
-from journal.errors import InvalidInput
-from journal.limits import IDENTIFIER_CHARS_MAX
+from quotaledger.journal.clock import names_a_real_second
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import IDENTIFIER_CHARS_MAX
 
 IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}\Z"  # \Z: "$" would accept a trailing newline
 """The identifier rule as a regular expression (the CLI checks options with it)."""

@@ -15,9 +15,6 @@ from typing import Any
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))  # tests/toyprojector.py and friends
-# The repo root too, so the real `journal` package wins over the tests/journal/ directory
-# (a namespace-package candidate once pytest puts tests/ on sys.path).
-sys.path.insert(1, str(Path(__file__).resolve().parent.parent))
 
 PG_URL_DEFAULT = "postgresql://postgres@127.0.0.1:5432/test"
 REPO = Path(__file__).resolve().parent.parent
@@ -37,8 +34,8 @@ class CliResult:
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
-    """Run `runledger ARGS` in this process (fast); stdout and stderr captured."""
-    from commands.cli import main
+    """Run `quotaledger ARGS` in this process (fast); stdout and stderr captured."""
+    from quotaledger.cli.main import main
 
     out, err = io.StringIO(), io.StringIO()
     old_env = dict(os.environ)
@@ -54,9 +51,9 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
 
 
 def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> CliResult:
-    """Run `runledger ARGS` as a real process (`python -m commands`)."""
+    """Run `quotaledger ARGS` as a real process (`python -m commands`)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "commands", *map(str, args)],
+        [sys.executable, "-m", "quotaledger", *map(str, args)],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -68,7 +65,7 @@ def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 
 
 @pytest.fixture
 def journal_path(tmp_path: Path) -> str:
-    return str(tmp_path / "runledger.jsonl")
+    return str(tmp_path / "quotaledger.jsonl")
 
 
 @pytest.fixture
@@ -87,7 +84,7 @@ def line_count(path: str) -> int:
 
 
 def pg_url() -> str:
-    return os.environ.get("RUNLEDGER_TEST_PG_URL", PG_URL_DEFAULT)
+    return os.environ.get("QUOTALEDGER_TEST_PG_URL", PG_URL_DEFAULT)
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,4 @@
-"""A minimal domain for journal-engine tests: the journal knows nothing of runledger's."""
+"""A minimal domain for journal-engine tests: the journal knows nothing of quotaledger's."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import msgspec
 
-from journal import Record
+from quotaledger.journal import Record
 
 
 class Note(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):

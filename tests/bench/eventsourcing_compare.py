@@ -1,4 +1,4 @@
-"""Durable appends: runledger against the `eventsourcing` library on the same events.
+"""Durable appends: quotaledger against the `eventsourcing` library on the same events.
 
 Not part of the test suite, and not a dependency: run it by hand in an environment
 that has both (`pip install -e . eventsourcing==9.5.6`):
@@ -7,7 +7,7 @@ that has both (`pip install -e . eventsourcing==9.5.6`):
 
 eventsourcing stores events in SQLite (WAL, its default synchronous=FULL: one
 fdatasync per commit), one aggregate, one event per `save`, the same payloads as
-`runledger bench`'s durable appends, taking turns with runledger and the raw
+`quotaledger bench`'s durable appends, taking turns with quotaledger and the raw
 write+fdatasync loop as the bench's appenders do. Like the bench's SQLite figures it
 reports a database in use (past its first WAL cycle) and a new one.
 """
@@ -26,13 +26,13 @@ from typing import Any
 from eventsourcing.application import Application
 from eventsourcing.domain import Aggregate, event
 
-from commands.bench import (
+from quotaledger.tools.bench import (
     SQLITE_WRAP_MARGIN_COMMITS,
     Appender,
     measure_durable,
     payloads,
+    quotaledger_appender,
     raw_appender,
-    runledger_appender,
     sample_lines,
     sqlite_fresh_commits_max,
     sqlite_wal_cycle_pages,
@@ -51,7 +51,7 @@ class Goal(Aggregate):
         coverage: str,
         source: str | None,
     ) -> None:
-        """One capacity observation, as runledger's capacity.observed payload."""
+        """One capacity observation, as quotaledger's capacity.observed payload."""
 
 
 @contextmanager
@@ -77,7 +77,7 @@ def eventsourcing_appender(
 
 
 def main(events: int) -> None:
-    workdir = tempfile.mkdtemp(prefix="runledger-vs-eventsourcing-", dir=os.getcwd())
+    workdir = tempfile.mkdtemp(prefix="quotaledger-vs-eventsourcing-", dir=os.getcwd())
     data = list(payloads(events + 1))
     usages = [json.loads(p) for p in data]
     in_use_warm = sqlite_wal_cycle_pages() + SQLITE_WRAP_MARGIN_COMMITS
@@ -88,7 +88,7 @@ def main(events: int) -> None:
                     (files.enter_context(appender), count)
                     for appender, count in (
                         (raw_appender(f"{workdir}/raw.bin", sample_lines(workdir, data)), events),
-                        (runledger_appender(f"{workdir}/j.jsonl", data), events),
+                        (quotaledger_appender(f"{workdir}/j.jsonl", data), events),
                         (
                             eventsourcing_appender(f"{workdir}/in-use.db", usages, in_use_warm),
                             events,
@@ -103,9 +103,9 @@ def main(events: int) -> None:
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     print(f"raw write+fdatasync      {raw:8,.0f} events/s")
-    print(f"runledger                {ours:8,.0f} events/s  ({ours / raw:.2f} of raw)")
-    print(f"eventsourcing, in use    {in_use:8,.0f} events/s  (runledger {ours / in_use:.2f}x)")
-    print(f"eventsourcing, new db    {new:8,.0f} events/s  (runledger {ours / new:.2f}x)")
+    print(f"quotaledger                {ours:8,.0f} events/s  ({ours / raw:.2f} of raw)")
+    print(f"eventsourcing, in use    {in_use:8,.0f} events/s  (quotaledger {ours / in_use:.2f}x)")
+    print(f"eventsourcing, new db    {new:8,.0f} events/s  (quotaledger {ours / new:.2f}x)")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
-from commands.bench import (
+from quotaledger.tools.bench import (
     measure_durable,
     payloads,
     sqlite_appender,

@@ -1,8 +1,8 @@
 """SPEC §9's targets as ratios against raw baselines measured in the same run.
 
 Timing assertions are flaky on shared machines, so these run only when asked:
-`RUNLEDGER_BENCH=1 python -m pytest tests/bench -q` (about a minute;
-RUNLEDGER_BENCH_EVENTS sets the journal size, 10^6 for the full target)."""
+`QUOTALEDGER_BENCH=1 python -m pytest tests/bench -q` (about a minute;
+QUOTALEDGER_BENCH_EVENTS sets the journal size, 10^6 for the full target)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,16 @@ import os
 
 import pytest
 
-from commands.bench import run_bench
+from quotaledger.tools.bench import run_bench
 
 pytestmark = pytest.mark.skipif(
-    os.environ.get("RUNLEDGER_BENCH") != "1", reason="benchmarks run on request only"
+    os.environ.get("QUOTALEDGER_BENCH") != "1", reason="benchmarks run on request only"
 )
 
 
 @pytest.fixture(scope="module")
 def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    events = int(os.environ.get("RUNLEDGER_BENCH_EVENTS", "200000"))
+    events = int(os.environ.get("QUOTALEDGER_BENCH_EVENTS", "200000"))
     result = run_bench(
         events,
         compare_sqlite=True,

@@ -10,8 +10,8 @@ from typing import Any
 
 from conftest import REPO
 
-from commands.api import Runledger
-from journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
 
@@ -80,7 +80,7 @@ correctness condition: the assertions hold however the race goes)."""
 
 def spawn(journal: str, *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "commands", *args, "--journal", journal, "--json"],
+        [sys.executable, "-m", "quotaledger", *args, "--journal", journal, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -99,7 +99,7 @@ def finish(procs: list[subprocess.Popen[str]]) -> list[tuple[int, dict]]:
 
 def race(journal: str, commands: list[list[str]]) -> list[tuple[int, dict]]:
     """Start every command while holding the lock, then let them race."""
-    with Runledger.open(journal) as holder, holder.journal.transaction():
+    with Ledger.open(journal) as holder, holder.journal.transaction():
         procs = [spawn(journal, *command) for command in commands]
         time.sleep(STARTUP_S)
     return finish(procs)

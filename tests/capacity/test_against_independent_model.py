@@ -489,7 +489,7 @@ class Scenario:
 
 
 @settings(
-    max_examples=int(os.environ.get("RUNLEDGER_MODEL_EXAMPLES", "40")),
+    max_examples=int(os.environ.get("QUOTALEDGER_MODEL_EXAMPLES", "40")),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

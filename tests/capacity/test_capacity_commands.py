@@ -9,8 +9,8 @@ import pytest
 from capacity_helpers import Goal, at, flags
 from conftest import line_count, run_cli
 
-from commands.api import Runledger
-from projections import reasons as R
+from quotaledger.api import Ledger
+from quotaledger.projections import reasons as R
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 
@@ -432,7 +432,7 @@ def test_inspect_as_of_time_and_record(goal):
 
 def test_inspect_takes_no_lock(goal, journal_path):
     goal.ok("configure", 0, max_active_cases=1)
-    with Runledger.open(journal_path) as holder, holder.journal.transaction():
+    with Ledger.open(journal_path) as holder, holder.journal.transaction():
         result = run_cli("inspect", "--journal", journal_path, "--json", "--lock-timeout-s", "0")
         assert result.code == 0 and "g" in result.json["goals"]
 
@@ -469,7 +469,7 @@ def test_human_text_is_concise(journal_path):
 
 
 def test_python_api_round_trip(journal_path):
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=2, quota_tpm=10_000, at=at(0))
         ledger.observe(goal="g", uncached_input=1_000, at=at(1))
         admitted = ledger.admit(goal="g", run="r1", arm="control", forecast_tpm=4_000, at=at(2))
@@ -483,5 +483,5 @@ def test_python_api_round_trip(journal_path):
         view = ledger.inspect(goal="g", at=at(6))["goals"]["g"]
         assert view["active_runs"] == [] and view["usage_tpm"] == 1_000
     # A second handle (another runner) sees the same journal.
-    with Runledger.open(journal_path, write=False) as reader:
+    with Ledger.open(journal_path, write=False) as reader:
         assert reader.inspect(goal="g")["goals"]["g"]["config"]["tokens"]["quota_tpm"] == 10_000

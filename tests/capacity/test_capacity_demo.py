@@ -1,4 +1,4 @@
-"""The scripted capacity session of `runledger demo` runs on a fresh journal, reaches a
+"""The scripted capacity session of `quotaledger demo` runs on a fresh journal, reaches a
 token refusal, and what it returns names that very record."""
 
 from __future__ import annotations
@@ -7,14 +7,14 @@ import json
 
 from conftest import run_cli
 
-from commands import demo_capacity
-from commands.api import Runledger
-from projections import reasons as R
+from quotaledger.api import Ledger
+from quotaledger.projections import reasons as R
+from quotaledger.tools import demo_capacity
 
 
 def test_demo_session_reaches_a_token_refusal(journal_path):
     said: list[str] = []
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = demo_capacity.run(ledger, said.append, "2026-11-29T14:00:00Z")
     assert result["goal"] == demo_capacity.GOAL
     assert R.TOKEN_HEADROOM_EXHAUSTED in result["refusal_reasons"]
@@ -29,6 +29,6 @@ def test_demo_session_reaches_a_token_refusal(journal_path):
     assert any("429" in line for line in said) and any("REFUSED" in line for line in said)
     assert run_cli("verify", "--journal", journal_path).code == 0
     # Run again on the same journal (a later session): times move forward, no regression.
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         again = demo_capacity.run(ledger, said.append)
     assert again["refusal_seq"] > result["refusal_seq"]

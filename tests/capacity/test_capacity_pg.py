@@ -9,7 +9,7 @@ import psycopg
 import pytest
 from capacity_helpers import Goal, race
 
-from projections import reasons as R
+from quotaledger.projections import reasons as R
 
 pytestmark = pytest.mark.pg
 
@@ -42,9 +42,9 @@ def test_capacity_session_on_postgresql(pg_journal):
 
 
 def test_processes_race_for_case_slots_on_postgresql(pg_journal):
-    from commands.api import Runledger
+    from quotaledger.api import Ledger
 
-    with Runledger.open(pg_journal) as ledger:
+    with Ledger.open(pg_journal) as ledger:
         ledger.configure(goal="g", max_active_cases=2)
     commands = [["admit", "--goal", "g", "--run", f"r{i}", "--arm", "control"] for i in range(6)]
     results = [code for code, _ in race(pg_journal, commands)]

@@ -12,9 +12,9 @@ import time
 from capacity_helpers import STARTUP_S, finish, race, spawn
 from conftest import run_cli
 
-from commands.api import Runledger
-from journal.clock import US_PER_S, format_us, wall_us
-from projections import capacity as cap
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import US_PER_S, format_us, wall_us
+from quotaledger.projections import capacity as cap
 
 
 def kinds(journal: str) -> list[str]:
@@ -23,7 +23,7 @@ def kinds(journal: str) -> list[str]:
 
 
 def test_twelve_processes_race_for_three_free_case_slots(journal_path):
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=4)
         ledger.admit(goal="g", run="r0", arm="baseline")
     commands = [
@@ -42,7 +42,7 @@ def test_twelve_processes_race_for_three_free_case_slots(journal_path):
 
 
 def test_processes_racing_token_forecasts_never_reserve_beyond_target(journal_path):
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, target_tpm=90_000)
         ledger.observe(goal="g", uncached_input=10_000)
     forecasts = [30_000, 25_000, 20_000, 20_000, 15_000, 10_000]
@@ -67,7 +67,7 @@ def test_processes_racing_token_forecasts_never_reserve_beyond_target(journal_pa
 def test_a_writer_waiting_for_the_lock_samples_its_time_under_the_lock(journal_path):
     """Seed 000: writer A starts first, writer B takes the lock and commits a later time;
     A must then be admitted at a time >= B's, never refused with time_regression."""
-    with Runledger.open(journal_path) as holder:
+    with Ledger.open(journal_path) as holder:
         holder.configure(goal="g", max_active_cases=4)
         with holder.journal.transaction() as txn:
             waiter = spawn(journal_path, "admit", "--goal", "g", "--run", "a", "--arm", "baseline")

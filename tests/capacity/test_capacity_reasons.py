@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from capacity_helpers import Goal
 
-from projections import reasons as R
+from quotaledger.projections import reasons as R
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 

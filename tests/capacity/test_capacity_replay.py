@@ -14,11 +14,11 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from commands.api import Runledger
-from journal import Journal, RunledgerError
-from journal.clock import US_PER_S, format_us, parse_at
-from projections import capacity as cap
-from projections.ledger import PROJECTOR
+from quotaledger.api import Ledger
+from quotaledger.journal import Error, Journal
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.ledger import PROJECTOR
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
 RUNS = [f"r{i}" for i in range(6)]
@@ -52,7 +52,7 @@ step = st.one_of(
 script = st.lists(st.tuples(st.integers(0, 45), step), min_size=5, max_size=30)
 
 
-def play(ledger: Runledger, steps: list) -> None:
+def play(ledger: Ledger, steps: list) -> None:
     t_us = BASE_US
     ledger.configure(
         goal="g", max_active_cases=3, quota_tpm=100_000, evaluator_reserve_tpm=5_000,
@@ -84,7 +84,7 @@ def play(ledger: Runledger, steps: list) -> None:
                     goal="g", max_active_cases=cases, quota_tpm=quota,
                     cached_input_weight=weight if quota else None, at=at,
                 )  # fmt: skip
-        except RunledgerError as error:
+        except Error as error:
             # Only "nothing to configure" (both gates omitted) is expected here.
             assert error.code == "invalid_config", error
     ledger.admit(goal="g", run="last", arm="treatment", forecast_tpm=1, at=format_us(t_us))
@@ -97,7 +97,7 @@ def play(ledger: Runledger, steps: list) -> None:
 def test_every_recorded_decision_replays_identically(steps):
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "j.jsonl")
-        with Runledger.open(path) as ledger:
+        with Ledger.open(path) as ledger:
             play(ledger, steps)
             journal = ledger.journal
             decisions = [
@@ -130,7 +130,7 @@ def test_every_recorded_decision_replays_identically(steps):
 
 
 def test_helpers_answer_as_of_a_time_without_mutating(journal_path):
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=2, quota_tpm=100_000, at=format_us(BASE_US))
         ledger.observe(goal="g", uncached_input=30_000, at=format_us(BASE_US))
         ledger.admit(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from capacity_helpers import Goal, at
 
-from projections import reasons as R
+from quotaledger.projections import reasons as R
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from journal.errors import InvalidInput
-from projections import capacity, hosts, probes, settlement
-from projections.types import IDENTIFIER_PATTERN, _checked_fields
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.projections import capacity, hosts, probes, settlement
+from quotaledger.projections.types import IDENTIFIER_PATTERN, _checked_fields
 
 RULE = re.compile(IDENTIFIER_PATTERN)
 ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.EVENTS}

@@ -11,9 +11,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from journal.errors import InvalidInput
-from projections import capacity, hosts, probes, settlement
-from projections.types import _checked_fields
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.projections import capacity, hosts, probes, settlement
+from quotaledger.projections.types import _checked_fields
 
 ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.EVENTS}
 IMPOSSIBLE = [

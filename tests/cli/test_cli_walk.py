@@ -13,8 +13,8 @@ import pytest
 import typer
 from conftest import REPO, run_cli
 
-from commands.cli import app
-from commands.common import IDENTIFIER_OPTIONS
+from quotaledger.cli.common import IDENTIFIER_OPTIONS
+from quotaledger.cli.main import app
 
 ROOT = typer.main.get_command(app)
 JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event per line
@@ -62,7 +62,7 @@ def test_help_has_a_description_and_an_example(path: tuple[str, ...]) -> None:
     text = result.stdout
     assert "Example" in text, text
     example = text.split("Example", 1)[1].split("Options:")[0]
-    assert f"runledger {' '.join(path)}" in " ".join(example.split()), example
+    assert f"quotaledger {' '.join(path)}" in " ".join(example.split()), example
     description = text.split("Example", 1)[0].split("\n", 1)[1].strip()
     assert description, f"{path} has no description"
     # SPEC §2.2: --at is "accepted by every command", as are §8's common options.
@@ -83,8 +83,8 @@ def test_json_output_is_one_object(path: tuple[str, ...], tmp_path: Path) -> Non
         body = _one_json_object(result.stdout)
         assert body["ok"] is False and body["error"]["code"] == "usage", body
         assert body["error"]["message"], body
-        # RUNLEDGER_JSON=1 instead of --json: the same.
-        by_env = run_cli(*path, "--journal", str(journal), env={"RUNLEDGER_JSON": "1"})
+        # QUOTALEDGER_JSON=1 instead of --json: the same.
+        by_env = run_cli(*path, "--journal", str(journal), env={"QUOTALEDGER_JSON": "1"})
         assert by_env.code == 2 and _one_json_object(by_env.stdout)["ok"] is False
     elif path in JSON_LINES:
         assert result.code == 0, result.stdout
@@ -142,7 +142,7 @@ def test_every_command_refuses_a_malformed_at_before_touching_the_journal(
 def test_an_empty_journal_option_is_refused_not_taken_for_the_default(
     path: tuple[str, ...], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.chdir(tmp_path)  # where ./runledger.jsonl (or the demo's) would appear
+    monkeypatch.chdir(tmp_path)  # where ./quotaledger.jsonl (or the demo's) would appear
     source = tmp_path / "source.jsonl"
     shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", source)
     args = [*path, *_minimal_args(COMMANDS[path], source), *CHEAP_ARGS.get(path, [])]

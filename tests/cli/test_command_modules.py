@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from commands.cli import COMMAND_MODULES, MODULE_ORDER, build_app
+from quotaledger.cli.main import COMMAND_MODULES, MODULE_ORDER, build_app
 
 
 def _top_level_names(modules: tuple[str, ...]) -> set[str]:
@@ -34,21 +34,21 @@ def test_the_runner_hot_path_imports_nothing_heavy(tmp_path) -> None:
     journal = str(tmp_path / "j.jsonl")
     admit = ["admit", "--journal", journal, "--json", "--goal", "g", "--run", "r"]
     done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "commands", *admit, "--arm", "baseline"],
+        [sys.executable, "-X", "importtime", "-m", "quotaledger", *admit, "--arm", "baseline"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 1, done.stderr[-2000:]  # refused: the goal is not configured
     loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    assert "commands.api" in loaded  # the check sees what the command imported
+    assert "quotaledger.api" in loaded  # the check sees what the command imported
     heavy = {
         "multiprocessing",
         "concurrent.futures",
         "psycopg",
         "rich",
         "sqlite3",
-        "commands.host_cli",
-        "commands.bench",
+        "quotaledger.cli.host",
+        "quotaledger.tools.bench",
     }
     assert not heavy & loaded

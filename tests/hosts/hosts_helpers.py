@@ -16,7 +16,7 @@ T0 = "2100-01-01T00:00:00Z"
 
 def at(minutes: float) -> str:
     """T0 plus `minutes`, as an RFC 3339 string (explicit times keep tests exact)."""
-    from journal.clock import format_us, parse_at
+    from quotaledger.journal.clock import format_us, parse_at
 
     return format_us(parse_at(T0) + int(minutes * 60 * 1_000_000))
 

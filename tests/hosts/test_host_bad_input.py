@@ -67,7 +67,7 @@ def template(tmp_path_factory) -> tuple[Path, str]:
 @pytest.fixture
 def journal(template, tmp_path) -> str:
     root, _ = template
-    path = tmp_path / "runledger.jsonl"
+    path = tmp_path / "quotaledger.jsonl"
     shutil.copyfile(root / "template.jsonl", path)
     return str(path)
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import run_process
 from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 
-from journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.journal.limits import HANDOFF_BYTES_MAX
 
 
 @pytest.fixture

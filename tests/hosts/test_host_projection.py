@@ -9,10 +9,10 @@ import pytest
 from conftest import run_cli
 from hosts_helpers import Lane, lane_with_failure, ok
 
-from commands.api import Runledger
-from commands.demo_host import run as run_demo
-from projections import hosts
-from projections.ledger import PROJECTOR
+from quotaledger.api import Ledger
+from quotaledger.projections import hosts
+from quotaledger.projections.ledger import PROJECTOR
+from quotaledger.tools.demo_host import run as run_demo
 
 
 @pytest.fixture
@@ -57,7 +57,7 @@ def test_state_survives_a_checkpoint_and_reopening(lane):
     path, digest = lane.handoff("checkpointed handoff")
     ok(lane.cont(bind, "--handoff", path, "--handoff-sha256", digest))
     before = ok(lane.cli("host", "status", "--goal", "g"))["lanes"]
-    with Runledger.open(lane.journal) as ledger:
+    with Ledger.open(lane.journal) as ledger:
         state = ledger.journal.state
         assert PROJECTOR.load(PROJECTOR.dump(state)) == state
     assert run_cli("checkpoint", "--journal", lane.journal, "--json").code == 0
@@ -108,7 +108,7 @@ def test_decide_continue_replay_is_decided_before_any_hold():
 
 def test_demo_chapter_continues_a_quota_failure_on_its_session(journal_path):
     lines: list[str] = []
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         summary = run_demo(ledger, lines.append, goal="demo-hosts")
     assert summary["gate_before_continue"] == ["lane_failed"]
     assert summary["attempt_numbers"] == [1, 2]

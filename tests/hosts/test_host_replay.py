@@ -10,7 +10,7 @@ from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, ref
 
 
 def _days_from_now(days: int, offset_s: int = 0) -> str:
-    from journal.clock import US_PER_S, format_us, wall_us
+    from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 
     whole_s = wall_us() // US_PER_S + days * 86400 + offset_s
     return format_us(whole_s * US_PER_S)

@@ -1,11 +1,11 @@
 """The review counterexamples of seeds 001 and 002, replayed against the CLI.
 
 Each test is one counterexample a reviewer reproduced against the original pull
-request, restated in runledger's terms (SPEC §4) and replayed the way an operator
-would: `runledger host ...` with `--json`, in-process for speed, as real processes
+request, restated in quotaledger's terms (SPEC §4) and replayed the way an operator
+would: `quotaledger host ...` with `--json`, in-process for speed, as real processes
 (`python -m commands`) for the FIFO, crash and live-process cases. Every refusal is
 checked for its exit code, its exact reasons, the SPEC §8 JSON shape, and that the
-journal did not change (line count, `runledger digest`, and bytes).
+journal did not change (line count, `quotaledger digest`, and bytes).
 
 Seed 001 (explicit continuation of a quota failure on its original session):
   1. missing source: a well-formed `--bind` naming nothing must not produce a
@@ -52,7 +52,7 @@ LANE_KEYS = {"phases", "attempts", "stop", "replans", "last_failure", "dispatcha
 
 
 class Operator:
-    """Runs `runledger host ...` on one journal, in-process or as real processes."""
+    """Runs `quotaledger host ...` on one journal, in-process or as real processes."""
 
     def __init__(self, journal: str, tmp: Path, *, real: bool = False) -> None:
         self.journal = journal
@@ -223,7 +223,7 @@ def phase_result(body: dict[str, Any], *, appended: bool, idempotent: bool) -> d
 
 def absolute(hours: float) -> str:
     """An absolute RFC 3339 deadline `hours` from now (whole seconds)."""
-    from journal.clock import US_PER_S, format_us, wall_us
+    from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 
     return format_us((wall_us() // US_PER_S + int(hours * 3600)) * US_PER_S)
 
@@ -323,7 +323,7 @@ def bound(op) -> dict[str, Any]:
     ["later_deadline", "earlier_deadline", "relative", "profile", "cursor", "no_handoff"],
 )
 def test_partial_replay_is_refused_with_the_single_reason(op, bound, change):
-    from journal.clock import format_us, parse_at
+    from quotaledger.journal.clock import format_us, parse_at
 
     deadline, handoff = bound["deadline"], bound["handoff"]
     kwargs: dict[str, str] = {}
@@ -525,7 +525,7 @@ def test_stop_racing_a_continuation_never_lets_an_attempt_start(real):
     wins, no attempt starts afterwards and the chain verifies."""
     failure = quota_failure(real)
     deadline = absolute(1)
-    base = [sys.executable, "-m", "commands"]
+    base = [sys.executable, "-m", "quotaledger"]
     tail = ["--journal", real.journal, "--json"]
     procs = [
         subprocess.Popen(
@@ -772,12 +772,12 @@ def test_every_continue_reason_at_once_in_spec_order(op):
 def test_a_long_lived_api_handle_sees_a_confirmation_made_by_another_process(op):
     """A runner holding the Python API across other processes' appends: its heartbeat
     must not present a handoff another process's completed return already confirmed."""
-    from commands.api import Runledger
+    from quotaledger.api import Ledger
 
     path, digest = op.handoff(b"brief\n")
     op.ok(*op.phase_args("+2h", "--handoff", path, "--handoff-sha256", digest))
     op.ok(*op.start_args("a1"))
-    with Runledger.open(op.journal) as held:
+    with Ledger.open(op.journal) as held:
         beat = held.host_heartbeat(goal=G, lane=L, session=S)
         assert beat["handoff"] == {"sha256": digest, "content": "brief\n"}
         real = Operator(op.journal, op.tmp, real=True)

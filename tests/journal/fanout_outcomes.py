@@ -12,9 +12,9 @@ from typing import Any
 
 import msgspec
 
-from journal import Journal, fanout
-from journal.errors import JournalCorrupt
-from projections.ledger import PROJECTOR
+from quotaledger.journal import Journal, fanout
+from quotaledger.journal.errors import JournalCorrupt
+from quotaledger.projections.ledger import PROJECTOR
 
 
 def outcome(path: str, parallel: bool) -> dict[str, Any]:

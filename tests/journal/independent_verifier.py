@@ -1,10 +1,10 @@
-"""An independent implementation of SPEC §2.1 (record format "runledger/1").
+"""An independent implementation of SPEC §2.1 (record format "quotaledger/1").
 
 Written from the spec alone with `json` and `hashlib`: it imports nothing from
-runledger, so a bug shared by runledger's reader and writer cannot hide here. It
+quotaledger, so a bug shared by quotaledger's reader and writer cannot hide here. It
 verifies journals line by line, classifies what follows the verified prefix as
 §2.4 does (torn tail or mid-log corruption), and writes journals of its own that
-runledger must read and verify.
+quotaledger must read and verify.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ def _exact_keys(required: dict[str, type], optional: dict[str, type] | None = No
 
 def _genesis(data: dict[str, Any]) -> str | None:
     problem = _exact_keys({"journal_id": str, "format": str})(data)
-    if problem is None and data["format"] != "runledger/1":
+    if problem is None and data["format"] != "quotaledger/1":
         problem = f"format {data['format']!r}"
     return problem
 
@@ -214,13 +214,13 @@ def verify_strict(data: bytes, schemas: dict[str, Schema] | None = None) -> Resu
 
 
 class Writer:
-    """Writes runledger/1 records from the spec, with json.dumps instead of msgspec."""
+    """Writes quotaledger/1 records from the spec, with json.dumps instead of msgspec."""
 
     def __init__(self, journal_id: str, at: str, *, ensure_ascii: bool = True) -> None:
         self.ensure_ascii = ensure_ascii
         self.lines: list[bytes] = []
         self.prev = ZERO_HASH
-        genesis = {"journal_id": journal_id, "format": "runledger/1"}
+        genesis = {"journal_id": journal_id, "format": "quotaledger/1"}
         self.append("journal.created", None, genesis, at)
 
     def append(self, kind: str, goal: str | None, data: dict[str, Any], at: str) -> bytes:

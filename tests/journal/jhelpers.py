@@ -10,8 +10,8 @@ from typing import Any
 
 from toyprojector import TOY, Note, ToyState
 
-from journal import Journal
-from journal.record import REPAIRED_KIND, JournalRepaired
+from quotaledger.journal import Journal
+from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -58,7 +58,7 @@ def repaired_payload(i: int) -> JournalRepaired:
 def engine_journal(path: str, count: int) -> None:
     """A journal the real CLI verifies whatever domains exist: genesis + `count`
     `journal.repaired` records (the engine's own kind), one transaction each."""
-    from projections.ledger import PROJECTOR
+    from quotaledger.projections.ledger import PROJECTOR
 
     journal = Journal.open(path, PROJECTOR)
     try:

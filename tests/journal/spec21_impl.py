@@ -1,6 +1,6 @@
 """A second, deliberately naive implementation of SPEC §2.1, written from the spec text.
 
-It shares no code with runledger (nor with independent_verifier.py): only the Python
+It shares no code with quotaledger (nor with independent_verifier.py): only the Python
 standard library. `read_journal` checks every invariant §2.1 lists, line by line;
 `SpecWriter` writes journals the way another program following the spec would (the
 stdlib `json` encoder, its own key order inside `data`, optionally ASCII escapes).
@@ -81,7 +81,7 @@ SPEC_KINDS: dict[str, set[str]] = {
         "sidecar",
     },
 }
-# `journal.repaired` carries runledger's own bookkeeping; the spec names no members.
+# `journal.repaired` carries quotaledger's own bookkeeping; the spec names no members.
 OPEN_KINDS = {"journal.repaired"}
 
 
@@ -166,7 +166,7 @@ def _check_payload(seq: int, offset: int, top: dict[str, Any]) -> None:
     if seq == 0:
         if kind != "journal.created" or top["goal"] is not None or top["prev"] != ZERO_HASH:
             raise SpecViolation(seq, offset, "bad genesis")
-        if data.get("format") != "runledger/1" or not re.fullmatch(
+        if data.get("format") != "quotaledger/1" or not re.fullmatch(
             r"[0-9a-f]{32}", str(data.get("journal_id"))
         ):
             raise SpecViolation(seq, offset, "bad genesis data")
@@ -216,7 +216,7 @@ class SpecWriter:
 
     def genesis(self, at: str) -> str:
         return self.append(
-            at, "journal.created", None, {"journal_id": self.journal_id, "format": "runledger/1"}
+            at, "journal.created", None, {"journal_id": self.journal_id, "format": "quotaledger/1"}
         )
 
     def bytes(self) -> bytes:

@@ -1,4 +1,4 @@
-"""Issue 2's crash and corruption checks, run against real `runledger` processes.
+"""Issue 2's crash and corruption checks, run against real `quotaledger` processes.
 
 Every expectation comes from SPEC §2.3/§2.4/§8: torn tails are cut and kept, mid-log
 corruption is refused with `journal_corrupt` {seq, offset, reason} and leaves the file
@@ -227,7 +227,7 @@ def test_lock_timeout_is_exit_4_and_readers_do_not_wait(tmp_path: Path, base: by
         code, out = rl(path, *OBSERVE, "--lock-timeout-s", "0.5")
         assert code == 4 and out["error"]["code"] == "lock_timeout", out
         assert 0.5 <= time.monotonic() - start < 10
-        env = {"RUNLEDGER_LOCK_TIMEOUT_S": "0.3"}
+        env = {"QUOTALEDGER_LOCK_TIMEOUT_S": "0.3"}
         res = run_process(*OBSERVE, "--journal", str(path), env=env)
         assert res.code == 4 and "lock" in res.stderr and "Traceback" not in res.stderr
         code, out = rl(path, "verify", "--lock-timeout-s", "0.1")  # readers take no lock
@@ -272,7 +272,7 @@ def test_exit_codes_and_json_shapes(tmp_path: Path) -> None:
 
 WRITER_LOOP = """
 import sys
-from commands.cli import main
+from quotaledger.cli.main import main
 journal, goal, acks = sys.argv[1:4]
 i = 0
 while True:

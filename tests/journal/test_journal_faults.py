@@ -14,7 +14,7 @@ from independent_verifier import TOY_SCHEMAS, verify_strict
 from jhelpers import FIXTURES, notes_in, toy_fold, toy_journal
 from toyprojector import TOY, Note
 
-from journal import Journal, JournalPoisoned, StorageFailure
+from quotaledger.journal import Journal, JournalPoisoned, StorageFailure
 
 NOTES = [1, 2, 3]
 

@@ -16,7 +16,7 @@ from independent_verifier import TOY_SCHEMAS, verify_strict
 from jhelpers import FIXTURES, engine_journal, toy_journal
 from toyprojector import TOY, Note
 
-from journal import Journal, LockTimeout, NotRegularFile, StorageFailure
+from quotaledger.journal import Journal, LockTimeout, NotRegularFile, StorageFailure
 
 READERS = [("verify",), ("digest",), ("log",)]
 WRITERS = [("checkpoint",), ("repair", "--truncate-after", "0", "--yes")]
@@ -126,7 +126,7 @@ def test_lock_timeout_exits_4(tmp_path: Path) -> None:
         assert result.code == 4, result.stdout
         assert result.json["error"]["code"] == "lock_timeout"
         assert 0.3 <= waited < 10
-        env = {"RUNLEDGER_LOCK_TIMEOUT_S": "0.2"}
+        env = {"QUOTALEDGER_LOCK_TIMEOUT_S": "0.2"}
         by_env = run_cli("checkpoint", "--journal", path, "--json", env=env)
         assert by_env.code == 4 and by_env.json["error"]["code"] == "lock_timeout"
         # Readers take no lock.

@@ -1,4 +1,4 @@
-"""runledger and an independent implementation of SPEC §2.1 read each other's journals."""
+"""quotaledger and an independent implementation of SPEC §2.1 read each other's journals."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from independent_verifier import TOY_SCHEMAS, Writer, parse_self_verifying, veri
 from jhelpers import engine_journal, repaired_payload
 from toyprojector import TOY, Note
 
-from journal import Journal
-from journal.record import REPAIRED_KIND
+from quotaledger.journal import Journal
+from quotaledger.journal.record import REPAIRED_KIND
 
 
-def test_runledger_journals_verify_independently(tmp_path: Path) -> None:
+def test_quotaledger_journals_verify_independently(tmp_path: Path) -> None:
     """Genesis, batches, several goals, non-ASCII text, a repair record, checkpoints."""
     path = str(tmp_path / "j.jsonl")
     journal = Journal.open(path, TOY, checkpoint_every=4)
@@ -36,7 +36,7 @@ def test_runledger_journals_verify_independently(tmp_path: Path) -> None:
     assert len(result.records) == head.next_seq
     assert result.head_hash == head.prev_hash
     assert result.verified_bytes == len(data) == head.offset
-    assert result.records[0]["data"]["format"] == "runledger/1"
+    assert result.records[0]["data"]["format"] == "quotaledger/1"
     assert {r["goal"] for r in result.records} == {None, "goal-0", "goal-1", "goal-2"}
     texts = [r["data"].get("text") for r in result.records if r["kind"] == "toy.note"]
     assert 'naïve ✓ "quoted" \\ back\nslash\x01' in texts
@@ -70,7 +70,7 @@ def _independent_journal(path: Path, *, ensure_ascii: bool) -> Writer:
     return writer
 
 
-def test_independently_written_journals_verify_with_runledger(tmp_path: Path) -> None:
+def test_independently_written_journals_verify_with_quotaledger(tmp_path: Path) -> None:
     for ensure_ascii in (True, False):  # \u00e9 escapes or raw UTF-8: the bytes are the truth
         path = tmp_path / f"independent-{ensure_ascii}.jsonl"
         writer = _independent_journal(path, ensure_ascii=ensure_ascii)
@@ -87,8 +87,8 @@ def test_independently_written_journals_verify_with_runledger(tmp_path: Path) ->
         assert msgspec.json.decode(logged[3])["data"]["quarantine"] == "q-é-3"
 
 
-def test_runledger_appends_to_an_independent_journal(tmp_path: Path) -> None:
-    """A runledger writer continues the chain; the independent verifier checks the result."""
+def test_quotaledger_appends_to_an_independent_journal(tmp_path: Path) -> None:
+    """A quotaledger writer continues the chain; the independent verifier checks the result."""
     path = tmp_path / "independent.jsonl"
     writer = _independent_journal(path, ensure_ascii=True)
     original = path.read_bytes()
@@ -108,7 +108,7 @@ def test_runledger_appends_to_an_independent_journal(tmp_path: Path) -> None:
 
 
 def test_the_independent_verifier_is_strict(tmp_path: Path) -> None:
-    """It rejects what runledger rejects: a check that cannot fail proves nothing."""
+    """It rejects what quotaledger rejects: a check that cannot fail proves nothing."""
     path = tmp_path / "j.jsonl"
     writer = _independent_journal(path, ensure_ascii=True)
     line = writer.lines[2].rstrip(b"\n")

@@ -15,7 +15,7 @@ from independent_verifier import TOY_SCHEMAS, verify_strict
 from jhelpers import toy_fold
 from toyprojector import TOY
 
-from journal import Journal
+from quotaledger.journal import Journal
 
 TESTS = str(REPO / "tests")
 
@@ -24,8 +24,8 @@ TESTS = str(REPO / "tests")
 # is the append acknowledged, so every line there must survive anything.
 CHILD = f"""
 import sys
-sys.path[:0] = [{str(REPO)!r}, {TESTS!r}]
-from journal import Journal
+sys.path[:0] = [{TESTS!r}]
+from quotaledger.journal import Journal
 from toyprojector import TOY, Note
 child, count, path, acks = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 journal = Journal.open(path, TOY, checkpoint_every=25)

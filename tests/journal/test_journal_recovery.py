@@ -21,9 +21,9 @@ from jhelpers import (
 )
 from toyprojector import TOY, Note
 
-from journal import InvalidInput, Journal, JournalCorrupt
-from journal.clock import format_us, parse_at
-from journal.record import encode_line
+from quotaledger.journal import InvalidInput, Journal, JournalCorrupt
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.record import encode_line
 
 NOTES = [5, 6, 7, 8, 9]
 
@@ -258,7 +258,7 @@ def test_a_repair_that_crashed_before_its_record_is_logged_when_run_again(
     engine_journal(path, 5)
     seq, offset = _corrupt_middle(path)
     before = Path(path).read_bytes()
-    from journal.filestore import FileStore
+    from quotaledger.journal.filestore import FileStore
 
     def crash(self: FileStore, records: object, offset: int) -> None:
         raise OSError("simulated crash before the repair's record was written")

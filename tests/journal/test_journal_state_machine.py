@@ -19,8 +19,8 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from jhelpers import flip_byte, line_offsets, notes_in, toy_fold
 from toyprojector import TOY, Note
 
-from journal import Journal, JournalCorrupt
-from journal.checkpoint import checkpoint_path, read_checkpoint
+from quotaledger.journal import Journal, JournalCorrupt
+from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint
 
 
 class _Abort(Exception):
@@ -30,7 +30,7 @@ class _Abort(Exception):
 class JournalMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.directory = tempfile.mkdtemp(prefix="runledger-sm-")
+        self.directory = tempfile.mkdtemp(prefix="quotaledger-sm-")
         self.path = os.path.join(self.directory, "j.jsonl")
         self.journal = Journal.open(self.path, TOY, checkpoint_every=5)
         self.recovered: list[int] = []  # the model: notes in the journal, in order

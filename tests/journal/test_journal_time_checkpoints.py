@@ -15,10 +15,10 @@ import pytest
 from jhelpers import line_offsets, repaired_payload, toy_fold, toy_journal
 from toyprojector import TOY, Note, ToyProjector, ToyState
 
-from journal import Journal, TimeRegression
-from journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
-from journal.clock import format_us, parse_at
-from journal.record import REPAIRED_KIND
+from quotaledger.journal import Journal, TimeRegression
+from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.record import REPAIRED_KIND
 
 NOTES = [10, 20, 30, 40, 50, 60]
 

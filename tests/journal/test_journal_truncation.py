@@ -11,7 +11,7 @@ from independent_verifier import TOY_SCHEMAS, verify_strict
 from jhelpers import engine_journal, line_offsets, side_files, toy_fold, toy_journal
 from toyprojector import TOY
 
-from journal import Journal
+from quotaledger.journal import Journal
 
 NOTES = [3, 1, 4, 1, 5, 9, 2]
 

@@ -19,10 +19,10 @@ from typing import Any
 import msgspec
 import pytest
 
-from journal import Journal, fanout
-from journal.clock import format_us
-from journal.record import encode_line, genesis_line
-from projections.ledger import PROJECTOR
+from quotaledger.journal import Journal, fanout
+from quotaledger.journal.clock import format_us
+from quotaledger.journal.record import encode_line, genesis_line
+from quotaledger.projections.ledger import PROJECTOR
 
 START_US = 1_780_000_000_000_000
 GOALS = ["a", "b", "c"]
@@ -240,7 +240,7 @@ def test_cli_verifies_a_large_journal_on_every_core(tmp_path: Path) -> None:
     path = tmp_path / "big.jsonl"
     write_journal(path, events)
     assert path.stat().st_size > fanout.PARALLEL_VERIFY_BYTES_MIN
-    args = [sys.executable, "-m", "commands", "verify", "--journal", str(path), "--json"]
+    args = [sys.executable, "-m", "quotaledger", "verify", "--journal", str(path), "--json"]
     done = subprocess.run(args, capture_output=True, text=True, check=False)
     assert done.returncode == 3, done.stderr
     report = msgspec.json.decode(done.stdout)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import journal
+from quotaledger import journal
 
 
 def test_all_is_sorted_and_complete() -> None:

@@ -38,7 +38,7 @@ def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Pat
         commands = [OBSERVE, refusing] * 5
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "commands", *args, "--journal", path, "--json"],
+                [sys.executable, "-m", "quotaledger", *args, "--journal", path, "--json"],
                 cwd=REPO,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -58,7 +58,7 @@ def test_a_writer_holding_a_removed_empty_file_writes_to_the_path_again(tmp_path
     """The interleaving the race above can only hit by chance, made deterministic."""
     from toyprojector import TOY, Note
 
-    from journal import Journal
+    from quotaledger.journal import Journal
 
     path = str(tmp_path / "j.jsonl")
     first = Journal.open(path, TOY)

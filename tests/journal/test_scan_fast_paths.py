@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from journal.chain import Head, scan
-from journal.record import encode_line, genesis_line
-from projections.ledger import PROJECTOR
+from quotaledger.journal.chain import Head, scan
+from quotaledger.journal.record import encode_line, genesis_line
+from quotaledger.projections.ledger import PROJECTOR
 
 PAYLOAD = (
     b'{"run":"r","uncached_input":1,"cached_input":0,"output":1,"requests":1,'

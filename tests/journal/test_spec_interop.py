@@ -1,9 +1,9 @@
-"""Issue 2's check, against real `runledger` processes and a second §2.1 implementation.
+"""Issue 2's check, against real `quotaledger` processes and a second §2.1 implementation.
 
-runledger's journals (every event kind) verify line by line with spec21_impl; journals
+quotaledger's journals (every event kind) verify line by line with spec21_impl; journals
 spec21_impl writes — its own key order, nulls for absent optionals, integers where a
 float is allowed, non-ASCII text raw or escaped — are read, verified and appended to
-by runledger, and the result still verifies independently.
+by quotaledger, and the result still verifies independently.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ EFFECT = hashlib.sha256(b"s\0a1\0k1\0t1").hexdigest()[:32]
 
 
 def rl(*args: str, journal: Path) -> Any:
-    """`runledger ARGS --journal J --json` as a real process; (exit code, JSON)."""
+    """`quotaledger ARGS --journal J --json` as a real process; (exit code, JSON)."""
     cut = args.index("--") if "--" in args else len(args)  # options before a probe's CMD
     res = run_process(*args[:cut], "--journal", str(journal), "--json", *args[cut:])
     assert "Traceback" not in res.stderr, res.stderr
     return res.code, res.json
 
 
-def test_runledger_journal_with_every_kind_verifies_independently(tmp_path: Path) -> None:
+def test_quotaledger_journal_with_every_kind_verifies_independently(tmp_path: Path) -> None:
     journal = tmp_path / "demo.jsonl"
     res = run_process("demo", "--journal", str(journal))
     assert res.code == 0, res.stderr
@@ -60,7 +60,7 @@ def _spec_journal(writer: SpecWriter) -> dict[str, str]:
     """A journal written from the spec's tables alone; returns hashes by name."""
     base = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
 
-    def t(i: int) -> str:  # recent: the observation is fresh for runledger's admit
+    def t(i: int) -> str:  # recent: the observation is fresh for quotaledger's admit
         return (base + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
     hashes = {"genesis": writer.genesis(t(0)), "observed_at": t(2)}
@@ -161,7 +161,7 @@ def _spec_journal(writer: SpecWriter) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("ascii_escapes", [False, True], ids=["raw-utf8", "ascii-escapes"])
-def test_independently_written_journal_is_read_and_extended_by_runledger(
+def test_independently_written_journal_is_read_and_extended_by_quotaledger(
     tmp_path: Path, ascii_escapes: bool
 ) -> None:
     writer = SpecWriter(ascii_escapes=ascii_escapes)
@@ -194,7 +194,7 @@ def test_independently_written_journal_is_read_and_extended_by_runledger(
     code, out = rl("host", "status", "--goal", "h", journal=journal)
     assert code == 0 and out["lanes"]["l1"]["last_failure"]["hash"] == hashes["returned"], out
 
-    # runledger appends to it; the whole file still verifies independently.
+    # quotaledger appends to it; the whole file still verifies independently.
     admit = ("admit", "--goal", "g", "--run", "r1", "--arm", "baseline", "--forecast-tpm", "1000")
     code, out = rl(*admit, journal=journal)
     assert code == 0 and out["admitted"] is True and out["appended"] is True, out
@@ -206,7 +206,7 @@ def test_independently_written_journal_is_read_and_extended_by_runledger(
     # A retryable failure below the attempt limit may be retried by a plain start.
     assert code == 0 and out["appended"] is True, out
     parsed = read_journal(journal.read_bytes())
-    assert parsed.lines[:count] == writer.lines  # runledger never rewrote the old bytes
+    assert parsed.lines[:count] == writer.lines  # quotaledger never rewrote the old bytes
     assert [r["kind"] for r in parsed.records[count:]] == [
         "capacity.admitted",
         "quota.spent",
@@ -215,7 +215,7 @@ def test_independently_written_journal_is_read_and_extended_by_runledger(
     assert rl("verify", journal=journal)[0] == 0
 
 
-def test_runledger_reports_what_the_independent_reader_refuses(tmp_path: Path) -> None:
+def test_quotaledger_reports_what_the_independent_reader_refuses(tmp_path: Path) -> None:
     """Both implementations agree where an independently written journal breaks."""
     writer = SpecWriter()
     _spec_journal(writer)
@@ -269,7 +269,7 @@ def _spec_figures(active: int) -> dict[str, Any]:
 
 
 def test_admissions_written_from_the_spec_lists_are_read(tmp_path: Path) -> None:
-    """A receipt and figures with only §3.3's members (no runledger extras) decode."""
+    """A receipt and figures with only §3.3's members (no quotaledger extras) decode."""
     writer = SpecWriter()
     base = datetime.now(UTC).replace(microsecond=0) - timedelta(seconds=30)
 
@@ -305,7 +305,7 @@ def test_admissions_written_from_the_spec_lists_are_read(tmp_path: Path) -> None
     code, out = rl("inspect", "--goal", "c", journal=journal)
     assert code == 0 and [r["run"] for r in out["goals"]["c"]["active_runs"]] == ["r1"], out
     code, out = rl("audit", "--seq", "3", journal=journal)
-    # The decision replays; runledger-only figure members the writer left out may be
+    # The decision replays; quotaledger-only figure members the writer left out may be
     # reported as differences (audit compares figures too), never §3.3's members.
     assert out["replayed"] == out["recorded"], json.dumps(out)
     spec_members = set(_spec_figures(0))

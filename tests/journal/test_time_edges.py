@@ -9,8 +9,8 @@ import json
 import pytest
 from conftest import run_cli
 
-from journal.clock import AT_US_MAX, format_us, parse_at
-from journal.record import encode_line
+from quotaledger.journal.clock import AT_US_MAX, format_us, parse_at
+from quotaledger.journal.record import encode_line
 
 OBSERVE = [
     "observe",

@@ -1,10 +1,10 @@
 """A second implementation of SPEC §3 (capacity admission), written from the SPEC text.
 
-It imports nothing from runledger: journals it produces are written with the
+It imports nothing from quotaledger: journals it produces are written with the
 independent writer of tests/journal/independent_verifier.py, and its answers to the
-operators' questions (SPEC §7) are computed here, so runledger's `audit`, `whatif`,
+operators' questions (SPEC §7) are computed here, so quotaledger's `audit`, `whatif`,
 `inspect`, `metrics`, `log` and `report` can be compared with an independent
-computation on journals runledger never wrote.
+computation on journals quotaledger never wrote.
 """
 
 from __future__ import annotations

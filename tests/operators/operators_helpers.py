@@ -9,10 +9,10 @@ import random
 import re
 from typing import Any
 
-from commands.api import Runledger
-from journal import RunledgerError
-from journal.clock import US_PER_S, format_us, parse_at
-from journal.record import encode_line
+from quotaledger.api import Ledger
+from quotaledger.journal import Error
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.journal.record import encode_line
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
 RUNS = [f"r{i}" for i in range(6)]
@@ -68,7 +68,7 @@ def random_step(rng: random.Random) -> tuple[Any, ...]:
     )
 
 
-def play(ledger: Runledger, steps: list[tuple[int, tuple[Any, ...]]], goal: str = "g") -> int:
+def play(ledger: Ledger, steps: list[tuple[int, tuple[Any, ...]]], goal: str = "g") -> int:
     """Run `steps` ((dt_us, operation) pairs) at explicit increasing times; returns the
     last time (µs). Refusals are part of the history; config errors are skipped."""
     t_us = BASE_US
@@ -127,7 +127,7 @@ def play(ledger: Runledger, steps: list[tuple[int, tuple[Any, ...]]], goal: str 
                     max_observation_age_s=age_s if quota else None,
                     at=when,
                 )
-        except RunledgerError:
+        except Error:
             pass  # e.g. configure with no gate: exit 2, nothing written
     return t_us
 
@@ -135,12 +135,12 @@ def play(ledger: Runledger, steps: list[tuple[int, tuple[Any, ...]]], goal: str 
 def random_history(path: str, n_steps: int, seed: int, goal: str = "g") -> None:
     rng = random.Random(seed)
     steps = [(rng.choice(STEP_DT_US), random_step(rng)) for _ in range(n_steps)]
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         play(ledger, steps, goal)
 
 
 def decision_seqs(path: str, goal: str | None = None) -> list[int]:
-    with Runledger.open(path, write=False) as ledger:
+    with Ledger.open(path, write=False) as ledger:
         return [event["seq"] for event in ledger.log(goal=goal) if event["kind"] in DECISION_KINDS]
 
 

@@ -21,10 +21,10 @@ from operators_helpers import (
     rewrite,
 )
 
-from commands.api import Runledger
-from journal.clock import parse_at
-from projections import capacity as cap
-from projections import reasons as R
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import parse_at
+from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
 
 operation = st.randoms(use_true_random=False).map(random_step)
 history = st.lists(st.tuples(st.sampled_from(STEP_DT_US), operation), min_size=5, max_size=60)
@@ -32,7 +32,7 @@ history = st.lists(st.tuples(st.sampled_from(STEP_DT_US), operation), min_size=5
 
 def _scenario(path: str) -> dict[str, int]:
     """A small known history: r1 admitted, r2 and r3 refused for headroom, a 429."""
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(goal="g", max_active_cases=4, quota_tpm=10_000, target_tpm=9_000,
                          at=at(0))  # fmt: skip
         ledger.observe(goal="g", run="r1", uncached_input=3000, cached_input=1000, output=500,
@@ -57,10 +57,10 @@ def _scenario(path: str) -> dict[str, int]:
 def test_audit_reproduces_every_decision_of_a_generated_history(steps: list) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "j.jsonl")
-        with Runledger.open(path) as ledger:
+        with Ledger.open(path) as ledger:
             play(ledger, steps)
         seqs = decision_seqs(path)
-        with Runledger.open(path, write=False) as reader:
+        with Ledger.open(path, write=False) as reader:
             for seq in seqs:
                 result = reader.audit(seq=seq)
                 assert result["reproduced"] is True, result["differences"]
@@ -74,11 +74,11 @@ def test_audit_reproduces_every_decision_of_a_generated_history(steps: list) -> 
 def test_audit_reproduces_a_long_history_with_a_checkpoint(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
     random_history(path, 400, seed=11)
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.checkpoint()  # fold_as_of may start from it for later decisions
     seqs = decision_seqs(path)
     assert len(seqs) > 100
-    with Runledger.open(path, write=False) as reader:
+    with Ledger.open(path, write=False) as reader:
         outcomes = {reader.audit(seq=seq)["reproduced"] for seq in seqs}
     assert outcomes == {True}
 
@@ -109,7 +109,7 @@ def test_audit_json_has_the_spec_keys(journal_path: str) -> None:
 
 def test_audit_explains_a_headroom_refusal(journal_path: str) -> None:
     seqs = _scenario(journal_path)
-    with Runledger.open(journal_path, write=False) as reader:
+    with Ledger.open(journal_path, write=False) as reader:
         body = reader.audit(seq=seqs["refused"])
     ex = body["explanation"]
     assert body["recorded"] == {"admitted": False, "reasons": [R.TOKEN_HEADROOM_EXHAUSTED]}
@@ -131,7 +131,7 @@ def test_audit_explains_a_headroom_refusal(journal_path: str) -> None:
 
 def test_audit_explains_a_cooldown_refusal_and_an_admission(journal_path: str) -> None:
     seqs = _scenario(journal_path)
-    with Runledger.open(journal_path, write=False) as reader:
+    with Ledger.open(journal_path, write=False) as reader:
         cooled = reader.audit(seq=seqs["cooled"])
         admitted = reader.audit(seq=seqs["admitted"])
     ex = cooled["explanation"]
@@ -148,7 +148,7 @@ def test_audit_explains_a_cooldown_refusal_and_an_admission(journal_path: str) -
 
 def test_audit_by_hash_and_by_goal_and_run(journal_path: str) -> None:
     seqs = _scenario(journal_path)
-    with Runledger.open(journal_path, write=False) as reader:
+    with Ledger.open(journal_path, write=False) as reader:
         by_seq = reader.audit(seq=seqs["refused"])
         by_hash = reader.audit(hash=by_seq["event"]["hash"])
         latest_r2 = reader.audit(goal="g", run="r2")
@@ -179,13 +179,13 @@ def test_audit_bad_selectors_exit_2(journal_path: str, args: list[str], code: st
 
 
 def test_audit_of_settlement_decisions_reproduces(journal_path: str) -> None:
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.budget_configure(goal="g", allowed_units=100, window_hours=1, at=at(0))
         opened = ledger.turn_open(goal="g", agent="a", turn="t1", task="k", at=at(1))
         written = ledger.turn_writeback(goal="g", agent="a", turn="t1", amount=5, at=at(2))
         effect = opened["effect"]
         spent = ledger.turn_spend(goal="g", agent="a", turn="t1", effect=effect, amount=5, at=at(3))
-    with Runledger.open(journal_path, write=False) as reader:
+    with Ledger.open(journal_path, write=False) as reader:
         for answer in (opened, written, spent):
             body = reader.audit(seq=answer["event"]["seq"])
             assert body["reproduced"] is True, body["differences"]
@@ -273,9 +273,9 @@ def test_earliest_admissible_at_is_exact(steps: list) -> None:
     no later time passes (checked at every change point and far in the future)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "j.jsonl")
-        with Runledger.open(path) as ledger:
+        with Ledger.open(path) as ledger:
             play(ledger, steps)
-        with Runledger.open(path, write=False) as reader:
+        with Ledger.open(path, write=False) as reader:
             records = {r.seq: (r, p) for r, p, _ in reader.journal.records()}
             for seq in decision_seqs(path):
                 record, payload = records[seq]
@@ -296,7 +296,7 @@ def test_earliest_admissible_at_is_exact(steps: list) -> None:
 
 
 def test_earliest_admissible_at_when_a_lease_ends(journal_path: str) -> None:
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=1, at=at(0))
         ledger.admit(goal="g", run="r1", arm="baseline", lease_s=90, at=at(1))
         refused = ledger.admit(goal="g", run="r2", arm="baseline", at=at(2))
@@ -306,7 +306,7 @@ def test_earliest_admissible_at_when_a_lease_ends(journal_path: str) -> None:
 
 
 def test_earliest_admissible_at_is_null_when_never(journal_path: str) -> None:
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, at=at(0))
         ledger.observe(goal="g", uncached_input=0, at=at(0))
         refused = ledger.admit(goal="g", run="r1", forecast_tpm=9_500, at=at(1))

@@ -8,24 +8,24 @@ import pytest
 from conftest import run_cli
 from operators_helpers import at, parse_prometheus, sample_value
 
-from commands.api import Runledger
-from commands.operator_service import prometheus_text
+from quotaledger.api import Ledger
+from quotaledger.services.operator import prometheus_text
 
 REQUIRED = {
-    "runledger_usage_tpm",
-    "runledger_reserved_tpm",
-    "runledger_load_tpm",
-    "runledger_target_tpm",
-    "runledger_active_runs",
-    "runledger_cooldown_remaining_seconds",
-    "runledger_admissions_total",
-    "runledger_refusals_total",
-    "runledger_journal_head_seq",
+    "quotaledger_usage_tpm",
+    "quotaledger_reserved_tpm",
+    "quotaledger_load_tpm",
+    "quotaledger_target_tpm",
+    "quotaledger_active_runs",
+    "quotaledger_cooldown_remaining_seconds",
+    "quotaledger_admissions_total",
+    "quotaledger_refusals_total",
+    "quotaledger_journal_head_seq",
 }
 
 
 def _scenario(path: str) -> None:
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(goal="g", max_active_cases=3, reserved_test_cases=2, max_baseline_cases=3,
                          quota_tpm=10_000,
                          target_tpm=9_000, cached_input_weight=0.5, at=at(0))  # fmt: skip
@@ -50,39 +50,39 @@ def test_metrics_of_a_known_scenario(journal_path: str) -> None:
     m = _metrics(journal_path, "--at", at(10))
     assert set(m) >= REQUIRED
     assert all(m[name]["help"] and m[name]["type"] for name in m)
-    assert m["runledger_admissions_total"]["type"] == "counter"
-    assert m["runledger_usage_tpm"]["type"] == "gauge"
+    assert m["quotaledger_admissions_total"]["type"] == "counter"
+    assert m["quotaledger_usage_tpm"]["type"] == "gauge"
     v = lambda name, **labels: sample_value(m, name, **labels)  # noqa: E731
-    assert v("runledger_usage_tpm", goal="g", counter="uncached_input") == 1000
-    assert v("runledger_usage_tpm", goal="g", counter="cached_input") == 3000
-    assert v("runledger_usage_tpm", goal="g", counter="output") == 200
-    assert v("runledger_usage_weighted_tpm", goal="g") == 2700  # 1000 + 1500 + 200
-    assert v("runledger_reserved_tpm", goal="g") == 5000  # a + b
-    assert v("runledger_load_tpm", goal="g") == 5000
-    assert v("runledger_target_tpm", goal="g") == 9000
-    assert v("runledger_active_runs", goal="g", group="baseline") == 1
-    assert v("runledger_active_runs", goal="g", group="test") == 1
-    assert v("runledger_active_runs", goal="g", group="total") == 2
-    assert v("runledger_cooldown_remaining_seconds", goal="g") == 26  # until 36 s
-    assert v("runledger_admissions_total", goal="g") == 2
-    assert v("runledger_refusals_total", goal="g", reason="reserved_test_capacity") == 1
-    assert v("runledger_refusals_total", goal="g", reason="forecast_exceeds_target") == 1
-    assert v("runledger_refusals_total", goal="g", reason="token_headroom_exhausted") == 1
-    assert v("runledger_journal_head_seq") == 8
+    assert v("quotaledger_usage_tpm", goal="g", counter="uncached_input") == 1000
+    assert v("quotaledger_usage_tpm", goal="g", counter="cached_input") == 3000
+    assert v("quotaledger_usage_tpm", goal="g", counter="output") == 200
+    assert v("quotaledger_usage_weighted_tpm", goal="g") == 2700  # 1000 + 1500 + 200
+    assert v("quotaledger_reserved_tpm", goal="g") == 5000  # a + b
+    assert v("quotaledger_load_tpm", goal="g") == 5000
+    assert v("quotaledger_target_tpm", goal="g") == 9000
+    assert v("quotaledger_active_runs", goal="g", group="baseline") == 1
+    assert v("quotaledger_active_runs", goal="g", group="test") == 1
+    assert v("quotaledger_active_runs", goal="g", group="total") == 2
+    assert v("quotaledger_cooldown_remaining_seconds", goal="g") == 26  # until 36 s
+    assert v("quotaledger_admissions_total", goal="g") == 2
+    assert v("quotaledger_refusals_total", goal="g", reason="reserved_test_capacity") == 1
+    assert v("quotaledger_refusals_total", goal="g", reason="forecast_exceeds_target") == 1
+    assert v("quotaledger_refusals_total", goal="g", reason="token_headroom_exhausted") == 1
+    assert v("quotaledger_journal_head_seq") == 8
     # Goal h has usage but no config: no target sample for it.
-    assert v("runledger_usage_tpm", goal="h", counter="uncached_input") == 5
-    assert not [s for s in m["runledger_target_tpm"]["samples"] if s[0]["goal"] == "h"]
+    assert v("quotaledger_usage_tpm", goal="h", counter="uncached_input") == 5
+    assert not [s for s in m["quotaledger_target_tpm"]["samples"] if s[0]["goal"] == "h"]
 
 
 def test_metrics_as_of_earlier_times_and_one_goal(journal_path: str) -> None:
     _scenario(journal_path)
     m = _metrics(journal_path, "--at", at(2.5), "--goal", "g")
-    assert sample_value(m, "runledger_admissions_total", goal="g") == 1
-    assert sample_value(m, "runledger_cooldown_remaining_seconds", goal="g") == 0
-    assert {s[0]["goal"] for s in m["runledger_usage_tpm"]["samples"]} == {"g"}
+    assert sample_value(m, "quotaledger_admissions_total", goal="g") == 1
+    assert sample_value(m, "quotaledger_cooldown_remaining_seconds", goal="g") == 0
+    assert {s[0]["goal"] for s in m["quotaledger_usage_tpm"]["samples"]} == {"g"}
     later = _metrics(journal_path, "--at", at(61.5), "--goal", "g")  # the sample has left
-    assert sample_value(later, "runledger_usage_tpm", goal="g", counter="cached_input") == 0
-    assert sample_value(later, "runledger_observation_stale", goal="g") == 1
+    assert sample_value(later, "quotaledger_usage_tpm", goal="g", counter="cached_input") == 0
+    assert sample_value(later, "quotaledger_observation_stale", goal="g") == 1
 
 
 def test_metrics_json(journal_path: str) -> None:
@@ -91,7 +91,7 @@ def test_metrics_json(journal_path: str) -> None:
     assert result.code == 0
     body = result.json
     assert body["ok"] is True and set(body["metrics"]) >= REQUIRED
-    reserved = body["metrics"]["runledger_reserved_tpm"]["samples"]
+    reserved = body["metrics"]["quotaledger_reserved_tpm"]["samples"]
     assert {"labels": {"goal": "g"}, "value": 5000} in reserved
 
 

@@ -1,8 +1,8 @@
-"""Operators' questions (SPEC §7) asked of journals runledger never wrote.
+"""Operators' questions (SPEC §7) asked of journals quotaledger never wrote.
 
 `elsewhere.py` is a second implementation of SPEC §3 written from the SPEC text; it
 journals with the independent writer (json + hashlib) and answers the questions
-itself. runledger's CLI must give the same answers: why a run was refused (binding
+itself. quotaledger's CLI must give the same answers: why a run was refused (binding
 constraint, shortfall of SPEC §7's formula), what held the capacity, when it could
 have started (exactly), whether a wrongly recorded decision reproduces, what a
 different config would have flipped, and what `inspect`, `metrics`, `log` and
@@ -21,8 +21,8 @@ import pytest
 from conftest import REPO, run_cli, run_process
 from elsewhere import WINDOW_US, Elsewhere, Goal, random_history, ts, us_of
 
-from commands.api import Runledger
-from journal import InvalidInput
+from quotaledger.api import Ledger
+from quotaledger.journal import InvalidInput
 
 AUDIT_KEYS = {"ok", "event", "recorded", "replayed", "reproduced", "explanation"}
 EXPLANATION_KEYS = {
@@ -403,42 +403,44 @@ def test_metrics_match_an_independent_fold_and_the_text_format(tmp_path: Path) -
     series = parse_prometheus(result.stdout)
     names = {name for name, _ in series}
     assert {
-        "runledger_usage_tpm",
-        "runledger_reserved_tpm",
-        "runledger_load_tpm",
-        "runledger_active_runs",
-        "runledger_cooldown_remaining_seconds",
-        "runledger_admissions_total",
-        "runledger_journal_head_seq",
+        "quotaledger_usage_tpm",
+        "quotaledger_reserved_tpm",
+        "quotaledger_load_tpm",
+        "quotaledger_active_runs",
+        "quotaledger_cooldown_remaining_seconds",
+        "quotaledger_admissions_total",
+        "quotaledger_journal_head_seq",
     } <= names
-    assert series[("runledger_journal_head_seq", ())] == len(world.records) - 1
+    assert series[("quotaledger_journal_head_seq", ())] == len(world.records) - 1
     for name, g in state.goals.items():
         _, parts, _ = g.usage(t)
         for counter, value in parts.items():
-            assert series[("runledger_usage_tpm", (("goal", name), ("counter", counter)))] == value
-        assert series[("runledger_reserved_tpm", (("goal", name),))] == g.reserved(t)
-        assert series[("runledger_load_tpm", (("goal", name),))] == pytest.approx(g.load(t))
+            assert (
+                series[("quotaledger_usage_tpm", (("goal", name), ("counter", counter)))] == value
+            )
+        assert series[("quotaledger_reserved_tpm", (("goal", name),))] == g.reserved(t)
+        assert series[("quotaledger_load_tpm", (("goal", name),))] == pytest.approx(g.load(t))
         if g.tokens:
-            assert series[("runledger_target_tpm", (("goal", name),))] == g.tokens["target_tpm"]
+            assert series[("quotaledger_target_tpm", (("goal", name),))] == g.tokens["target_tpm"]
         counts = g.counts(t)
         for group in ("baseline", "test"):
             assert (
-                series[("runledger_active_runs", (("goal", name), ("group", group)))]
+                series[("quotaledger_active_runs", (("goal", name), ("group", group)))]
                 == (counts[group])
             )
         remaining = 0.0
         if g.cooldown_until_us is not None:
             remaining = max(0, g.cooldown_until_us - t) / 1e6
-        key = ("runledger_cooldown_remaining_seconds", (("goal", name),))
+        key = ("quotaledger_cooldown_remaining_seconds", (("goal", name),))
         assert series[key] == pytest.approx(remaining)
-        assert series[("runledger_admissions_total", (("goal", name),))] == g.admissions
+        assert series[("quotaledger_admissions_total", (("goal", name),))] == g.admissions
         for reason, count in g.refusals.items():
-            key = ("runledger_refusals_total", (("goal", name), ("reason", reason)))
+            key = ("quotaledger_refusals_total", (("goal", name), ("reason", reason)))
             assert series[key] == count
     every = run_cli("metrics", "--journal", path)
     parse_prometheus(every.stdout)
-    assert "runledger_refusals_total" in result.stdout
-    assert "runledger_target_tpm" in every.stdout
+    assert "quotaledger_refusals_total" in result.stdout
+    assert "quotaledger_target_tpm" in every.stdout
 
 
 def test_log_filters_match_the_records(tmp_path: Path) -> None:
@@ -489,7 +491,7 @@ def test_log_refuses_a_kind_no_record_can_have(tmp_path: Path) -> None:
 
 def test_log_through_the_api_checks_its_filters_as_the_cli_does(tmp_path: Path) -> None:
     path = _write(tmp_path, random_history(3))
-    with Runledger.open(path, write=False) as ledger:
+    with Ledger.open(path, write=False) as ledger:
         for filters, code in (
             ({"goal": "not an id"}, "invalid_identifier"),
             ({"kind": "bogus"}, "unknown_kind"),

@@ -9,9 +9,9 @@ from pathlib import Path
 from conftest import run_cli
 from operators_helpers import at, random_history
 
-from commands.api import Runledger
-from journal.clock import format_us
-from projections import audit as au
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import format_us
+from quotaledger.projections import audit as au
 
 
 class Page(HTMLParser):
@@ -48,7 +48,7 @@ class Page(HTMLParser):
 
 
 def _scenario(path: str) -> None:
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(goal="g", max_active_cases=3, quota_tpm=10_000, target_tpm=9_000,
                          cached_input_weight=0.5, at=at(0))  # fmt: skip
         ledger.observe(goal="g", run="a", uncached_input=2000, cached_input=2000, output=500,
@@ -130,7 +130,7 @@ def test_the_timeline_is_exact(tmp_path: Path) -> None:
     what `inspect --at` says: the step chart is the true step function."""
     path = str(tmp_path / "j.jsonl")
     random_history(path, 120, seed=5)
-    with Runledger.open(path, write=False) as ledger:
+    with Ledger.open(path, write=False) as ledger:
         timeline = au.Timeline("g")
         for record, payload, _ in ledger.journal.records():
             timeline.feed(record, payload)

@@ -9,14 +9,14 @@ import pytest
 from conftest import run_cli
 from operators_helpers import at, decision_seqs, random_history
 
-from commands.api import Runledger
+from quotaledger.api import Ledger
 
 
 def _scenario(path: str) -> dict[str, int]:
     """target 9000: a, b admitted (4000 each); c (4000) and d (3000) refused for
     headroom; a released; e (4000) admitted; a 429 then f refused for the cooldown."""
     seqs: dict[str, int] = {}
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, target_tpm=9_000, at=at(0))
         ledger.observe(goal="g", uncached_input=0, at=at(1))  # heartbeat: fresh, 0 usage
         for t, run, forecast in ((2, "a", 4000), (3, "b", 4000), (4, "c", 4000), (5, "d", 3000)):
@@ -114,7 +114,7 @@ def test_a_larger_quota_moves_a_default_target_and_flips_the_headroom_refusals(
 
 def test_a_larger_quota_keeps_an_explicit_target(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, target_tpm=5_000, at=at(0))
         ledger.observe(goal="g", uncached_input=0, at=at(1))
         ledger.admit(goal="g", run="a", forecast_tpm=4000, at=at(2))

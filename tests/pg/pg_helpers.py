@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
 
 from store_helpers import drop_schema, fresh_schema, with_schema
 
-from journal.pgstore import split_url
+from quotaledger.journal.pgstore import split_url
 
 
 def connect(journal_url: str, **options: Any) -> Any:
@@ -22,7 +22,7 @@ def connect(journal_url: str, **options: Any) -> Any:
 
 
 def events_table(journal_url: str) -> str:
-    return f'"{split_url(journal_url)[1]}".runledger_events'
+    return f'"{split_url(journal_url)[1]}".quotaledger_events'
 
 
 __all__ = ["connect", "drop_schema", "events_table", "fresh_schema", "with_schema"]

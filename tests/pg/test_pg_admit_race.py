@@ -44,7 +44,7 @@ def test_racing_admit_through_postgresql_admits_exactly_the_free_slots(pg_journa
 
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "commands", "admit", *admit_args(pg_journal, i)],
+            [sys.executable, "-m", "quotaledger", "admit", *admit_args(pg_journal, i)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

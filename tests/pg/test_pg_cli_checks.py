@@ -37,8 +37,8 @@ def pg_journal(pg_server: str) -> Iterator[str]:
         yield url
 
 
-def runledger(journal: str, *args: str) -> list[str]:
-    return [sys.executable, "-m", "commands", *args, "--journal", journal, "--json",
+def quotaledger(journal: str, *args: str) -> list[str]:
+    return [sys.executable, "-m", "quotaledger", *args, "--journal", journal, "--json",
             "--lock-timeout-s", "120"]  # fmt: skip
 
 
@@ -46,7 +46,7 @@ OBSERVER = """
 import subprocess, sys
 journal, n, count = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for i in range(count):
-    subprocess.run([sys.executable, "-m", "commands", "observe", "--goal", "g",
+    subprocess.run([sys.executable, "-m", "quotaledger", "observe", "--goal", "g",
                     "--run", f"obs-{n}", "--uncached-input", str(100 + i), "--cached-input",
                     "0", "--output", "0", "--source", "runner é", "--journal", journal,
                     "--json", "--lock-timeout-s", "120"], check=True, stdout=sys.stdout)
@@ -67,7 +67,7 @@ def test_processes_race_through_postgresql_and_the_export_verifies_independently
 
     procs = [
         subprocess.Popen(
-            runledger(
+            quotaledger(
                 pg_journal,
                 "admit",
                 "--goal",

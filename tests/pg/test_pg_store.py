@@ -19,11 +19,11 @@ from conftest import run_cli, run_process
 from pg_helpers import connect, events_table, fresh_schema
 from toyprojector import TOY, Note
 
-from commands.journal_service import JournalService
-from journal import Journal, JournalCorrupt, JournalPoisoned, StorageFailure, pgstore
-from journal.clock import format_us, parse_at
-from journal.pgstore import PgStore, lock_key, redact, split_url
-from projections.ledger import PROJECTOR
+from quotaledger.journal import Journal, JournalCorrupt, JournalPoisoned, StorageFailure, pgstore
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.pgstore import PgStore, lock_key, redact, split_url
+from quotaledger.projections.ledger import PROJECTOR
+from quotaledger.services.journal import JournalService
 
 TRICKY = 'tab\t back\\slash \\N nl\n quote" é 中 \\.'
 
@@ -209,7 +209,7 @@ def test_the_checkpoint_row_is_shared_and_checked(pg_journal: str) -> None:
     assert cli(pg_journal, "checkpoint").json["seq"] == 3
     with connect(pg_journal) as conn:
         (seq,) = conn.execute(
-            f'SELECT seq FROM "{split_url(pg_journal)[1]}".runledger_checkpoints'
+            f'SELECT seq FROM "{split_url(pg_journal)[1]}".quotaledger_checkpoints'
         ).fetchone()
     assert seq == 3
     # Another process (machine) folds from it.
@@ -248,7 +248,7 @@ def test_concurrent_first_users_create_the_schema_once(pg_server: str) -> None:
     with fresh_schema(pg_server) as url:
         procs = [
             subprocess.Popen(
-                [sys.executable, "-m", "commands", *budget_args(units), "--journal", url],
+                [sys.executable, "-m", "quotaledger", *budget_args(units), "--journal", url],
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,

@@ -1,4 +1,4 @@
-"""`runledger probe run` end to end, as real processes (SPEC §6, seed 003).
+"""`quotaledger probe run` end to end, as real processes (SPEC §6, seed 003).
 
 Every test here runs real commands in real process groups; the common options go
 before `--`, everything after it is CMD's.
@@ -154,7 +154,7 @@ def test_refusals_before_the_command_runs(journal_path, tmp_path):
 def test_journal_lock_is_not_held_while_the_command_runs(journal_path):
     """CMD appends to the same journal with a 1 s lock timeout; the outer event is later."""
     inner = [
-        PY, "-m", "commands", "probe", "run", "--journal", journal_path, "--json",
+        PY, "-m", "quotaledger", "probe", "run", "--journal", journal_path, "--json",
         "--lock-timeout-s", "1", "--goal", "inner", "--", "true",
     ]  # fmt: skip
     result = probe(journal_path, "--goal", "outer", "--lock-timeout-s", "1", cmd=inner)
@@ -165,12 +165,12 @@ def test_journal_lock_is_not_held_while_the_command_runs(journal_path):
 
 
 def test_latest_probe_per_goal_via_the_api(journal_path):
-    from commands.api import Runledger
+    from quotaledger.api import Ledger
 
     for goal, code in (("a", 0), ("b", 1), ("a", 5)):
         cmd = ["sh", "-c", f"exit {code}"]
         assert probe(journal_path, "--goal", goal, cmd=cmd).code == code
-    with Runledger.open(journal_path, write=False) as ledger:
+    with Ledger.open(journal_path, write=False) as ledger:
         a, b, none = ledger.latest_probe("a"), ledger.latest_probe("b"), ledger.latest_probe("c")
         state = ledger.journal.state.probes
     assert a["count"] == 2 and a["latest"]["observation"]["exit_code"] == 5
@@ -180,11 +180,11 @@ def test_latest_probe_per_goal_via_the_api(journal_path):
 
 
 def test_observation_survives_a_checkpoint_round_trip(journal_path):
-    from commands.api import Runledger
-    from projections.ledger import PROJECTOR
+    from quotaledger.api import Ledger
+    from quotaledger.projections.ledger import PROJECTOR
 
     assert probe(journal_path, "--goal", "g", "--reference-bytes", "5", cmd=["true"]).code == 0
-    with Runledger.open(journal_path, write=False) as ledger:
+    with Ledger.open(journal_path, write=False) as ledger:
         state = ledger.journal.state
     assert PROJECTOR.load(PROJECTOR.dump(state)) == state
 
@@ -212,4 +212,4 @@ def test_help_has_an_example():
 @pytest.fixture(autouse=True)
 def _repo_cwd(monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
-    monkeypatch.delenv("RUNLEDGER_JSON", raising=False)
+    monkeypatch.delenv("QUOTALEDGER_JSON", raising=False)

@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 from conftest import run_process
 
-from commands import probe_runner
-from commands.api import Runledger
+from quotaledger.api import Ledger
+from quotaledger.services import probe_runner
 
 WORKLOAD = str(Path(__file__).with_name("handoff_workload.py"))
 MIB = 1 << 20
@@ -93,7 +93,7 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
 
     monkeypatch.setattr(probe_runner, "read_pss_bytes", read_then_hand_off)
     reference = 100 * MIB
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
             goal="g",
             command=[sys.executable, WORKLOAD, str(tmp_path), "64", "1", "controlled"],

@@ -36,7 +36,7 @@ import pytest
 from conftest import REPO, line_count, run_cli, run_process
 from probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
 
-from commands import probe_runner
+from quotaledger.services import probe_runner
 
 MIB = 1 << 20
 VERDICT_WORDS = ("limit", "exceed", "verdict", "action", "recommend", "challenge", "select")
@@ -153,7 +153,7 @@ SHORT = ["sh", "-c", "echo cmd-out; sleep 0.8; exit 7"]  # > 1 KiB of samples
 
 
 def _probe_argv(journal: str, *args: str) -> list[str]:
-    return ["-m", "commands", "probe", "run", "--journal", journal, "--json", "--goal", "g",
+    return ["-m", "quotaledger", "probe", "run", "--journal", journal, "--json", "--goal", "g",
             "--interval-ms", "10", *args, "--", *SHORT]  # fmt: skip
 
 
@@ -210,7 +210,7 @@ def test_a_file_journal_that_cannot_grow_under_the_limit_is_refused_before_cmd(t
                 "--cached-input", "0", "--output", "0")  # fmt: skip
     size = journal.stat().st_size
     marker = tmp_path / "ran"
-    argv = ["-m", "commands", "probe", "run", "--journal", str(journal), "--json", "--goal",
+    argv = ["-m", "quotaledger", "probe", "run", "--journal", str(journal), "--json", "--goal",
             "g", "--", "sh", "-c", f"touch {shlex.quote(str(marker))}; exit 7"]  # fmt: skip
     result = _limited(size + 64, argv)
     assert result.returncode == 4, result.stderr

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import run_cli
 
-from commands import probe_runner
-from commands.api import Runledger
+from quotaledger.api import Ledger
+from quotaledger.services import probe_runner
 
 SHORT_CMD = ["sh", "-c", "echo cmd-out; sleep 0.4; exit 7"]
 
@@ -36,7 +36,7 @@ def run_shell(script: str) -> subprocess.CompletedProcess[str]:
 
 def probe_argv(journal: str, sidecar: Path) -> str:
     args = [
-        sys.executable, "-m", "commands", "probe", "run", "--journal", journal, "--json",
+        sys.executable, "-m", "quotaledger", "probe", "run", "--journal", journal, "--json",
         "--goal", "g", "--sidecar", str(sidecar), "--interval-ms", "10", "--", *SHORT_CMD,
     ]  # fmt: skip
     return " ".join(shlex.quote(a) for a in args)
@@ -73,7 +73,7 @@ def test_real_file_size_limit_keeps_exit_code_stdout_and_observation(journal_pat
 
 def test_a_written_sidecar_carries_its_digest(journal_path, tmp_path):
     sidecar = tmp_path / "samples.json"
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
             goal="g", command=["sleep", "0.2"], sidecar=str(sidecar), interval_ms=10
         )
@@ -118,7 +118,7 @@ def test_a_sidecar_that_cannot_be_created_is_unavailable_and_the_command_runs(
     journal_path, tmp_path
 ):
     marker = tmp_path / "marker"
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
             goal="g",
             command=["sh", "-c", f"touch {marker}; exit 3"],
@@ -133,7 +133,7 @@ def test_a_sidecar_path_replaced_during_the_run_gets_no_digest(journal_path, tmp
     """The path no longer names the file the probe created: unavailable, theirs kept."""
     sidecar = tmp_path / "samples.json"
     replace = f"rm {sidecar}; echo theirs > {sidecar}; exit 4"
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
             goal="g", command=["sh", "-c", replace], sidecar=str(sidecar), interval_ms=10
         )
@@ -181,7 +181,7 @@ def test_injected_sidecar_faults_leave_the_result_intact(
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "close", close)
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
             goal="g", command=["sh", "-c", "exit 7"], sidecar=str(sidecar), interval_ms=10
         )
@@ -197,9 +197,9 @@ def test_injected_sidecar_faults_leave_the_result_intact(
 
 def test_journal_failure_after_the_run_still_reports_what_ran(journal_path, monkeypatch):
     """If the append fails (exit 4), the error carries the command's exit code."""
-    from journal import StorageFailure
+    from quotaledger.journal import StorageFailure
 
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
 
         def broken() -> None:
             raise StorageFailure("disk gone")

@@ -26,7 +26,7 @@ def effect(goal: str, agent: str, task: str, turn: str) -> str:
 
 def spend_line(goal: str, agent: str, turn: str, effect_hex: str, amount: int) -> str:
     return (
-        f"runledger turn spend --goal {goal} --agent {agent} --turn {turn} "
+        f"quotaledger turn spend --goal {goal} --agent {agent} --turn {turn} "
         f"--effect {effect_hex} --amount {amount}"
     )
 
@@ -57,15 +57,15 @@ def events(path: str, kind: str | None = None) -> list[dict[str, Any]]:
 
 
 def run_printed(command: str, journal: str) -> Any:
-    """Run a printed `runledger ...` line unchanged (in-process) on `journal`."""
+    """Run a printed `quotaledger ...` line unchanged (in-process) on `journal`."""
     argv = shlex.split(command)
-    assert argv[0] == "runledger"
+    assert argv[0] == "quotaledger"
     return run_cli(*argv[1:], "--journal", journal, "--json")
 
 
 def minutes_after(t0: str, minutes: float) -> str:
     """`t0` + minutes, as an explicit --at."""
-    from journal.clock import format_us, parse_at
+    from quotaledger.journal.clock import format_us, parse_at
 
     return format_us(parse_at(t0) + round(minutes * 60_000_000))
 
@@ -125,7 +125,7 @@ def assert_refused(
 # spend next — the parent kills it with SIGKILL before that.
 RUNTIME = """
 import sys, time
-from commands.cli import main
+from quotaledger.cli.main import main
 journal, goal, agent, turn, amount = sys.argv[1:6]
 code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
              "--agent", agent, "--turn", turn, "--amount", amount])

@@ -1,7 +1,7 @@
 """Seed 004 replayed against the CLI: resume -> one debit -> replay adds none ->
 foreign turn refused -> throttling honoured (SPEC §5).
 
-The reviewer's counterexamples, restated in runledger's terms:
+The reviewer's counterexamples, restated in quotaledger's terms:
   1. (request changes) a turn's writeback is durable, the runtime dies before the
      spend, and re-entry cannot rebuild the old lifecycle source: the owed spend must
      still come back, from the fold alone. Here the writer lock is held by a hung
@@ -162,11 +162,11 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
 
     # The exact printed line, run unchanged by a shell (journal from the environment).
     before_lines = line_count(r.journal)
-    env = {**os.environ, "RUNLEDGER_JOURNAL": r.journal, "RUNLEDGER_JSON": "1"}
-    runledger = str(Path(sys.executable).with_name("runledger"))
-    if not os.path.exists(runledger):
-        pytest.skip("the runledger console script is not installed beside the interpreter")
-    env["PATH"] = os.path.dirname(runledger) + os.pathsep + env.get("PATH", "")
+    env = {**os.environ, "QUOTALEDGER_JOURNAL": r.journal, "QUOTALEDGER_JSON": "1"}
+    quotaledger = str(Path(sys.executable).with_name("quotaledger"))
+    if not os.path.exists(quotaledger):
+        pytest.skip("the quotaledger console script is not installed beside the interpreter")
+    env["PATH"] = os.path.dirname(quotaledger) + os.pathsep + env.get("PATH", "")
     shell = subprocess.run(
         resumed["command"],
         shell=True,
@@ -207,7 +207,7 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
     spent_at = debit["at"]
     status = r.ok("turn", "status", "--goal", G)
     assert status["throttled"] is True and status["window_spent_units"] == 100
-    from journal.clock import format_us, parse_at
+    from quotaledger.journal.clock import format_us, parse_at
 
     reopens = format_us(parse_at(spent_at) + 3600 * 1_000_000)
     assert status["reopens_at"] == reopens

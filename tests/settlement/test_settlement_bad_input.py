@@ -34,7 +34,7 @@ def template(tmp_path_factory) -> Path:
 
 @pytest.fixture
 def journal(template, tmp_path) -> str:
-    path = tmp_path / "runledger.jsonl"
+    path = tmp_path / "quotaledger.jsonl"
     shutil.copyfile(template, path)
     return str(path)
 

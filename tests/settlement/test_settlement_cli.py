@@ -20,8 +20,8 @@ from settlement_helpers import (
     writeback_args,
 )
 
-from commands.api import Runledger
-from commands.cli import app
+from quotaledger.api import Ledger
+from quotaledger.cli.main import app
 
 G, A = "goal-1", "agent-1"
 
@@ -300,7 +300,7 @@ def test_human_resume_prints_the_command_on_its_own_line(journal_path, owed) -> 
 
 
 def test_python_api_matches_the_cli(journal_path, owed) -> None:
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         resumed = ledger.turn_resume(G, A)
         assert resumed["command"] == spend_line(G, A, "t1", owed, 40)
         assert ledger.turn_spend(G, A, "t1", owed, 40)["appended"] is True
@@ -316,5 +316,5 @@ def test_every_settlement_command_has_help_with_an_example() -> None:
         for name in names:
             result = run_cli(group, name, "--help")
             assert result.code == 0 and "Example:" in result.stdout, (group, name)
-            assert f"runledger {group} {name}" in result.stdout
+            assert f"quotaledger {group} {name}" in result.stdout
     assert {g.name for g in app.registered_groups} >= {"budget", "turn"}

@@ -27,7 +27,7 @@ from settlement_helpers import (
     writeback_args,
 )
 
-from commands.api import Runledger
+from quotaledger.api import Ledger
 
 G, A = "goal-1", "agent-1"
 RESUME = ("turn", "resume", "--goal", G, "--agent", A)
@@ -37,7 +37,7 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
     assert cli(*budget_args(G, 500, 24)).code == 0
     assert cli(*open_args(G, A, "t1", "k1")).code == 0
     # A runner holding the API in-process across the crash (a long-lived handle).
-    with Runledger.open(journal_path) as held:
+    with Ledger.open(journal_path) as held:
         assert held.turn_resume(G, A)["phase"] == "open"
 
         assert kill_runtime_after_writeback(journal_path, G, A, "t1", 70) == -signal.SIGKILL
@@ -117,7 +117,7 @@ def test_cut_inside_the_quota_spent_record_recovers_to_spend_owed(cli, journal_p
     assert Path(journal_path).read_bytes() == data[:offset]
 
     # The next writer open recovers: torn bytes preserved beside it, journal cut at '\n'.
-    with Runledger.open(journal_path) as ledger:
+    with Ledger.open(journal_path) as ledger:
         assert ledger.turn_resume(G, A)["command"] == expected
         [torn] = ledger.journal.recovered
     assert Path(torn).read_bytes() == data[start:offset]
@@ -164,7 +164,7 @@ def test_racing_processes_spend_once_and_open_one_turn(cli, journal_path) -> Non
 
 def _spawn(args: list[str]) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "commands", *args],
+        [sys.executable, "-m", "quotaledger", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -188,15 +188,15 @@ def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
     schema = f"settle_{uuid.uuid4().hex[:12]}"
     url = f"{pg_server}?schema={schema}"
     try:
-        with Runledger.open(url) as ledger:
+        with Ledger.open(url) as ledger:
             assert ledger.turn_open(G, A, "t1", "k1")["appended"] is True
         assert kill_runtime_after_writeback(url, G, A, "t1", 11) == -signal.SIGKILL
         line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11)
-        with Runledger.open(url, write=False) as reader:
+        with Ledger.open(url, write=False) as reader:
             assert reader.turn_resume(G, A)["command"] == line
         assert run_printed(line, url).json["appended"] is True
         assert run_printed(line, url).json["appended"] is False
-        with Runledger.open(url, write=False) as reader:
+        with Ledger.open(url, write=False) as reader:
             assert reader.turn_status(G)["spent_total"] == 11
             assert reader.turn_resume(G, A)["phase"] == "settled"
     finally:
@@ -210,9 +210,9 @@ def test_every_cut_inside_the_quota_spent_line_spends_exactly_once(cli, journal_
     eff = effect(G, A, "k1", "t1")
     for offset in [*range(start + 1, len(data), 3), len(data) - 1]:
         Path(journal_path).write_bytes(data[:offset])
-        with Runledger.open(journal_path, write=False) as reader:
+        with Ledger.open(journal_path, write=False) as reader:
             assert reader.turn_resume(G, A)["phase"] == "spend_owed", offset
-        with Runledger.open(journal_path) as ledger:
+        with Ledger.open(journal_path) as ledger:
             assert ledger.turn_resume(G, A)["amount"] == 70
             assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is True, offset
             assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is False, offset

@@ -6,19 +6,19 @@ from __future__ import annotations
 from conftest import run_cli
 from settlement_helpers import events
 
-from commands import demo_settlement
-from commands.api import Runledger
+from quotaledger.api import Ledger
+from quotaledger.tools import demo_settlement
 
 
 def test_demo_resumes_a_settlement_after_a_sigkilled_runtime(journal_path) -> None:
     said: list[str] = []
     summary = demo_settlement.run(
-        lambda: Runledger.open(journal_path), said.append, "demo", journal_path
+        lambda: Ledger.open(journal_path), said.append, "demo", journal_path
     )
     assert summary["ok"] is True
     assert summary["crash"]["returncode"] == -9
     assert summary["resumed"]["phase"] == "spend_owed"
-    assert summary["resumed"]["command"].startswith("runledger turn spend --goal demo ")
+    assert summary["resumed"]["command"].startswith("quotaledger turn spend --goal demo ")
     assert summary["new_turn_refused"] == ["settlement_owed"]
     assert summary["foreign_spend_refused"] == ["spend_identity_mismatch"]
     assert summary["spend"]["appended"] is True and summary["replay"]["appended"] is False

@@ -11,11 +11,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ (toyprojector)
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent))  # the repo
 
 from toyprojector import TOY, Note
 
-from journal import Journal
+from quotaledger.journal import Journal
 
 
 def main(target: str, worker: int, count: int) -> None:

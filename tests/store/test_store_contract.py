@@ -20,8 +20,8 @@ from conftest import run_cli
 from store_helpers import fresh_schema
 from toyprojector import TOY, Note
 
-from journal import Journal, JournalCorrupt, LockTimeout, TimeRegression, open_store
-from journal.clock import format_us, parse_at
+from quotaledger.journal import Journal, JournalCorrupt, LockTimeout, TimeRegression, open_store
+from quotaledger.journal.clock import format_us, parse_at
 
 APPENDER = str(Path(__file__).with_name("appender.py"))
 TRICKY = 'tab\t back\\slash nl\n quote" é 中 \u2028 \\u0000'
@@ -53,14 +53,14 @@ def configure_budget(target: str, units: int, *extra: str):
 
 
 def tamper(target: str, seq: int, old: bytes, new: bytes) -> None:
-    """Edit record `seq` behind runledger's back (a superuser, for PostgreSQL)."""
+    """Edit record `seq` behind quotaledger's back (a superuser, for PostgreSQL)."""
     if target.startswith("postgresql://"):
         import psycopg
 
-        from journal.pgstore import split_url
+        from quotaledger.journal.pgstore import split_url
 
         conninfo, schema = split_url(target)
-        table = f'"{schema}".runledger_events'
+        table = f'"{schema}".quotaledger_events'
         with psycopg.connect(conninfo) as conn:  # one transaction
             conn.execute(f"ALTER TABLE {table} DISABLE TRIGGER USER")
             cur = conn.execute(
@@ -169,7 +169,7 @@ def test_verify_digest_log_through_the_cli(store_target: str) -> None:
 
 
 def read_lines_ledger(target: str) -> list[bytes]:
-    from projections.ledger import PROJECTOR
+    from quotaledger.projections.ledger import PROJECTOR
 
     with Journal.open(target, PROJECTOR, write=False) as reader:
         return [line for _record, _payload, line in reader.records()]

@@ -7,20 +7,20 @@ from typing import Annotated
 
 import typer
 
-from commands.api import Runledger
-from commands.common import AtOpt, Ctx, command
-from commands.journal_service import LogFilter
-from commands.output import Output, table
-from commands.progress import progress_bar
-from journal import InvalidInput, JournalCorrupt
+from quotaledger.api import Ledger
+from quotaledger.cli.common import AtOpt, Ctx, command
+from quotaledger.cli.output import Output, table
+from quotaledger.cli.progress import progress_bar
+from quotaledger.journal import InvalidInput, JournalCorrupt
+from quotaledger.services.journal import LogFilter
 
 
-def _size_hint(ledger: Runledger) -> int | None:
+def _size_hint(ledger: Ledger) -> int | None:
     return ledger.journal.store.size_hint(0, 0)
 
 
 def register(app: typer.Typer) -> None:
-    @command(app, "verify", example="runledger verify --journal runs.jsonl --digest 41:9f2c...")
+    @command(app, "verify", example="quotaledger verify --journal runs.jsonl --digest 41:9f2c...")
     def verify(
         ctx: Ctx,
         digest: Annotated[
@@ -35,13 +35,13 @@ def register(app: typer.Typer) -> None:
         ):
             return ledger.verify(digest, progress=progress)
 
-    @command(app, "digest", example="runledger digest --journal runs.jsonl")
+    @command(app, "digest", example="quotaledger digest --journal runs.jsonl")
     def digest(ctx: Ctx) -> dict:
         """Print the head (seq, hash, journal id) for anchoring elsewhere."""
         with ctx.service(write=False) as ledger:
             return ledger.digest()
 
-    @command(app, "repair", example="runledger repair --truncate-after 41 --yes")
+    @command(app, "repair", example="quotaledger repair --truncate-after 41 --yes")
     def repair(
         ctx: Ctx,
         truncate_after: Annotated[
@@ -61,14 +61,14 @@ def register(app: typer.Typer) -> None:
         with ctx.service(write=True, allow_corrupt=True) as ledger:
             return ledger.repair(truncate_after, at)
 
-    @command(app, "checkpoint", example="runledger checkpoint --journal runs.jsonl")
+    @command(app, "checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
     def checkpoint(ctx: Ctx) -> dict:
         """Write the projection state after the last record to <journal>.checkpoint."""
         with ctx.service(write=True) as ledger:
             return ledger.checkpoint()
 
     @command(
-        app, "log", example="runledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z"
+        app, "log", example="quotaledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z"
     )
     def log(
         ctx: Ctx,
@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
                 raise
         return Output({"ok": True}, text=table(rows, header))
 
-    @command(app, "export", example="runledger export --journal postgresql://... --to copy.jsonl")
+    @command(app, "export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
     def export(
         ctx: Ctx, to: Annotated[str, typer.Option("--to", help="New file to write.")]
     ) -> dict:
@@ -115,7 +115,7 @@ def register(app: typer.Typer) -> None:
         ):
             return ledger.export(to, progress=progress)
 
-    @command(app, "import", example="runledger import --journal postgresql://... runs.jsonl")
+    @command(app, "import", example="quotaledger import --journal postgresql://... runs.jsonl")
     def import_(
         ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
     ) -> dict:

@@ -17,7 +17,7 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 
-from projections.capacity import CASE_FIELDS, TOKEN_FIELDS, ConfigFields
+from quotaledger.projections.capacity import CASE_FIELDS, TOKEN_FIELDS, ConfigFields
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
 # second part out: there an absent flag keeps the recorded value instead.

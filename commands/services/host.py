@@ -19,17 +19,17 @@ import os
 import stat
 from typing import Any
 
-from commands.service_base import (
-    ServiceBase,
-    check_identifier,
-    check_text,
-    event_json,
+from quotaledger.journal import InvalidInput
+from quotaledger.journal.clock import (
+    format_us,
+    parse_at,
+    parse_deadline_us,
+    parse_duration_us,
+    wall_us,
 )
-from journal import InvalidInput
-from journal.clock import format_us, parse_at, parse_deadline_us, parse_duration_us, wall_us
-from journal.limits import HANDOFF_BYTES_MAX
-from projections import capacity, hosts
-from projections.hosts import (
+from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.projections import capacity, hosts
+from quotaledger.projections.hosts import (
     ContinueRequest,
     Decision,
     ExitRequest,
@@ -40,7 +40,13 @@ from projections.hosts import (
     ReturnRequest,
     StartRequest,
 )
-from projections.ledger import Ledger
+from quotaledger.projections.ledger import Ledger
+from quotaledger.services.base import (
+    ServiceBase,
+    check_identifier,
+    check_text,
+    event_json,
+)
 
 OUTCOMES = ("completed", "failed", "interrupted")
 _SHA256_HEX = frozenset("0123456789abcdef")

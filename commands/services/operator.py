@@ -14,18 +14,18 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from commands.service_base import ServiceBase, check_identifier
-from journal import InvalidInput, Record
-from journal.clock import canonical_at, format_us, parse_at, wall_us
-from projections import capacity as cap
-from projections.ledger import Ledger
+from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.ledger import Ledger
+from quotaledger.services.base import ServiceBase, check_identifier
 
 if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack
 
     # At run time the methods import projections.audit themselves: every command loads
-    # this module (commands.api), and `admit`, once per run, never needs the replays.
-    from projections import audit as au
+    # this module (quotaledger.api), and `admit`, once per run, never needs the replays.
+    from quotaledger.projections import audit as au
 
 Progress = Callable[[int], None]
 
@@ -70,7 +70,7 @@ class OperatorService(ServiceBase):
         `ok` (and `reproduced`) is false when the replay differs from the record: the
         code's rules changed or the log was edited.
         """
-        from projections import audit as au
+        from quotaledger.projections import audit as au
 
         record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
         before: Ledger = self.journal.fold_as_of(seq=record.seq - 1)[0]
@@ -84,7 +84,7 @@ class OperatorService(ServiceBase):
     def _find_decision(
         self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
     ) -> tuple[Record, Any]:
-        from projections import audit as au
+        from quotaledger.projections import audit as au
 
         by_run = goal is not None or run is not None
         chosen = sum((seq is not None, hash is not None, by_run))
@@ -134,7 +134,7 @@ class OperatorService(ServiceBase):
             raise InvalidInput(
                 f"record {record.seq} ({record.kind}) is a host decision whose inputs (handoff "
                 "file, --cursor, --max-attempts, --max-phase) are not all journaled: it cannot "
-                "be re-decided from the journal; see `runledger host status`",
+                "be re-decided from the journal; see `quotaledger host status`",
                 code="not_auditable_by_replay",
                 seq=record.seq,
                 kind=record.kind,
@@ -159,7 +159,7 @@ class OperatorService(ServiceBase):
         **fields: Unpack[cap.ConfigFields],
     ) -> dict[str, Any]:
         """Replay the goal's recorded admission requests under a changed config."""
-        from projections import audit as au
+        from quotaledger.projections import audit as au
 
         check_identifier("--goal", goal)
         since_us, until_us = _range(since, until)
@@ -189,8 +189,8 @@ class OperatorService(ServiceBase):
         progress: Progress | None = None,
     ) -> dict[str, Any]:
         """Write the goal's self-contained offline HTML report to `out`."""
-        from commands.report_html import render_report
-        from projections import audit as au
+        from quotaledger.projections import audit as au
+        from quotaledger.report.html import render_report
 
         check_identifier("--goal", goal)
         since_us, until_us = _range(since, until)
@@ -241,7 +241,7 @@ class OperatorService(ServiceBase):
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
             _goal_metrics(families, name, state, goal_at_us)
-        families["runledger_journal_head_seq"]["samples"].append(
+        families["quotaledger_journal_head_seq"]["samples"].append(
             {"labels": {}, "value": self.journal.head.seq}
         )
         return {
@@ -321,47 +321,47 @@ def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
 
 _FAMILIES: tuple[tuple[str, str, str], ...] = (
     (
-        "runledger_usage_tpm",
+        "quotaledger_usage_tpm",
         "gauge",
         "Raw tokens observed in the trailing 60 s window, by counter.",
     ),
     (
-        "runledger_usage_weighted_tpm",
+        "quotaledger_usage_weighted_tpm",
         "gauge",
         "Tokens in the window that count against the quota (cached input weighted).",
     ),
-    ("runledger_reserved_tpm", "gauge", "Sum of the forecasts of the active runs."),
-    ("runledger_load_tpm", "gauge", "max(weighted usage, reserved): what admission compares."),
-    ("runledger_target_tpm", "gauge", "The token gate's target (absent without a token gate)."),
-    ("runledger_quota_tpm", "gauge", "The provider quota (absent without a token gate)."),
+    ("quotaledger_reserved_tpm", "gauge", "Sum of the forecasts of the active runs."),
+    ("quotaledger_load_tpm", "gauge", "max(weighted usage, reserved): what admission compares."),
+    ("quotaledger_target_tpm", "gauge", "The token gate's target (absent without a token gate)."),
+    ("quotaledger_quota_tpm", "gauge", "The provider quota (absent without a token gate)."),
     (
-        "runledger_headroom_tpm",
+        "quotaledger_headroom_tpm",
         "gauge",
         "Largest forecast a run of this class could be admitted with now (may be negative).",
     ),
     (
-        "runledger_active_runs",
+        "quotaledger_active_runs",
         "gauge",
         "Active runs by group (baseline, test; total counts every active run).",
     ),
     (
-        "runledger_cooldown_remaining_seconds",
+        "quotaledger_cooldown_remaining_seconds",
         "gauge",
         "Seconds until the provider-rejection cooldown ends (0 when none is active).",
     ),
-    ("runledger_observation_stale", "gauge", "1 when the latest metered observation is stale."),
-    ("runledger_usage_unmetered", "gauge", "1 when an unmetered sample is in the window."),
-    ("runledger_admission_ready", "gauge", "1 when a 1 TPM solver run would be admitted now."),
-    ("runledger_admissions_total", "counter", "Admissions journaled (capacity.admitted)."),
+    ("quotaledger_observation_stale", "gauge", "1 when the latest metered observation is stale."),
+    ("quotaledger_usage_unmetered", "gauge", "1 when an unmetered sample is in the window."),
+    ("quotaledger_admission_ready", "gauge", "1 when a 1 TPM solver run would be admitted now."),
+    ("quotaledger_admissions_total", "counter", "Admissions journaled (capacity.admitted)."),
     (
-        "runledger_refusals_total",
+        "quotaledger_refusals_total",
         "counter",
         "Refusals journaled, by reason (a refusal with two reasons counts under both).",
     ),
-    ("runledger_refusal_events_total", "counter", "Refusal events journaled (capacity.refused)."),
-    ("runledger_rejections_total", "counter", "Provider rejections (429) recorded."),
-    ("runledger_releases_total", "counter", "Runs released."),
-    ("runledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
+    ("quotaledger_refusal_events_total", "counter", "Refusal events journaled (capacity.refused)."),
+    ("quotaledger_rejections_total", "counter", "Provider rejections (429) recorded."),
+    ("quotaledger_releases_total", "counter", "Runs released."),
+    ("quotaledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
 )
 
 
@@ -375,7 +375,7 @@ def metric_families() -> dict[str, dict[str, Any]]:
 def _goal_metrics(
     families: dict[str, dict[str, Any]], goal: str, state: cap.GoalCapacity, at_us: int
 ) -> None:
-    from projections import audit as au
+    from quotaledger.projections import audit as au
 
     ev = cap.evaluate(state, at_us)
 
@@ -383,34 +383,34 @@ def _goal_metrics(
         families[name]["samples"].append({"labels": {"goal": goal, **labels}, "value": value})
 
     parts = ev.usage.parts
-    add("runledger_usage_tpm", parts.uncached_input, counter="uncached_input")
-    add("runledger_usage_tpm", parts.cached_input, counter="cached_input")
-    add("runledger_usage_tpm", parts.output, counter="output")
-    add("runledger_usage_weighted_tpm", ev.usage.usage_tpm)
-    add("runledger_reserved_tpm", ev.reserved_tpm)
-    add("runledger_load_tpm", ev.load_tpm)
+    add("quotaledger_usage_tpm", parts.uncached_input, counter="uncached_input")
+    add("quotaledger_usage_tpm", parts.cached_input, counter="cached_input")
+    add("quotaledger_usage_tpm", parts.output, counter="output")
+    add("quotaledger_usage_weighted_tpm", ev.usage.usage_tpm)
+    add("quotaledger_reserved_tpm", ev.reserved_tpm)
+    add("quotaledger_load_tpm", ev.load_tpm)
     if ev.tokens is not None:
-        add("runledger_target_tpm", ev.tokens.target_tpm)
-        add("runledger_quota_tpm", ev.tokens.quota_tpm)
+        add("quotaledger_target_tpm", ev.tokens.target_tpm)
+        add("quotaledger_quota_tpm", ev.tokens.quota_tpm)
         for run_class in cap.RUN_CLASSES:
-            add("runledger_headroom_tpm", ev.headroom_tpm(run_class), **{"class": run_class})
+            add("quotaledger_headroom_tpm", ev.headroom_tpm(run_class), **{"class": run_class})
     counts = ev.active_cases
-    add("runledger_active_runs", counts.baseline, group="baseline")
-    add("runledger_active_runs", counts.test, group="test")
-    add("runledger_active_runs", counts.total, group="total")
+    add("quotaledger_active_runs", counts.baseline, group="baseline")
+    add("quotaledger_active_runs", counts.test, group="test")
+    add("quotaledger_active_runs", counts.total, group="total")
     remaining_us = 0
     if ev.cooldown_until_us is not None:
         remaining_us = max(0, ev.cooldown_until_us - at_us)
-    add("runledger_cooldown_remaining_seconds", au.seconds(remaining_us))
-    add("runledger_observation_stale", int(ev.tokens is not None and ev.observation_stale))
-    add("runledger_usage_unmetered", int(ev.usage.unmetered_in_window))
-    add("runledger_admission_ready", int(cap.admission_ready(ev)))
-    add("runledger_admissions_total", state.admissions_total)
+    add("quotaledger_cooldown_remaining_seconds", au.seconds(remaining_us))
+    add("quotaledger_observation_stale", int(ev.tokens is not None and ev.observation_stale))
+    add("quotaledger_usage_unmetered", int(ev.usage.unmetered_in_window))
+    add("quotaledger_admission_ready", int(cap.admission_ready(ev)))
+    add("quotaledger_admissions_total", state.admissions_total)
     for reason, count in sorted(state.refusals_total.items()):
-        add("runledger_refusals_total", count, reason=reason)
-    add("runledger_refusal_events_total", state.refusal_events_total)
-    add("runledger_rejections_total", state.rejections_total)
-    add("runledger_releases_total", state.releases_total)
+        add("quotaledger_refusals_total", count, reason=reason)
+    add("quotaledger_refusal_events_total", state.refusal_events_total)
+    add("quotaledger_rejections_total", state.rejections_total)
+    add("quotaledger_releases_total", state.releases_total)
 
 
 def prometheus_text(result: dict[str, Any]) -> str:

@@ -9,7 +9,7 @@ it. Nothing is erased: the failure stays the lane's last failure, now continued.
 
     summary = run(ledger, say, goal="demo-hosts")
 
-`ledger` is an open, writable `commands.api.Runledger`; `say(text)` narrates. The
+`ledger` is an open, writable `quotaledger.Ledger`; `say(text)` narrates. The
 continuation of a `quota_exhausted` failure needs the goal's capacity ready when the
 goal has a token gate (`capacity_not_ready` otherwise): give a goal whose capacity
 is ready, or one with no gate configured.
@@ -72,7 +72,7 @@ def run(ledger: Any, say: Callable[[str], None], goal: str) -> dict[str, Any]:
     )
     say(f"hosts: dispatch gate before continuing: refused {gate.get('reasons')}")
 
-    with tempfile.TemporaryDirectory(prefix="runledger-demo-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="quotaledger-demo-") as scratch:
         path = os.path.join(scratch, "handoff.txt")
         data = HANDOFF_TEXT.encode()
         with open(path, "wb") as handle:

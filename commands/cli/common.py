@@ -1,6 +1,6 @@
 """What every command shares: the common options, the context, the `command` decorator.
 
-    @command(app, "admit", example="runledger admit --goal g --run r1 --arm baseline")
+    @command(app, "admit", example="quotaledger admit --goal g --run r1 --arm baseline")
     def admit(ctx: Ctx, goal: GoalOpt, run: RunOpt, ...) -> dict:
         with ctx.service(write=True) as ledger:
             return ledger.admit(...)
@@ -9,7 +9,7 @@ The decorator adds `--journal`, `--json` and `--lock-timeout-s` to the command's
 options (and `--at`, which SPEC §2.2 has every command accept, to one that takes no
 time of its own), checks the input it can check alone (the time, identifiers), turns
 the docstring and the example into help, and routes the result or the expected error
-through `commands.output` (the one exit-code map).
+through `quotaledger.cli.output` (the one exit-code map).
 """
 
 import functools
@@ -22,18 +22,18 @@ from typing import Annotated, Any
 
 import typer
 
-from commands.output import Output, emit, emit_error
-from journal.errors import InvalidInput, RunledgerError
-from journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
+from quotaledger.cli.output import Output, emit, emit_error
+from quotaledger.journal.errors import Error, InvalidInput
+from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
 
-DEFAULT_JOURNAL = "./runledger.jsonl"
+DEFAULT_JOURNAL = "./quotaledger.jsonl"
 
 JournalOpt = Annotated[
     str | None,
     typer.Option(
         "--journal",
-        envvar="RUNLEDGER_JOURNAL",
-        help="Journal file path or postgresql:// URL [default: ./runledger.jsonl].",
+        envvar="QUOTALEDGER_JOURNAL",
+        help="Journal file path or postgresql:// URL [default: ./quotaledger.jsonl].",
         show_default=False,
     ),
 ]
@@ -41,15 +41,15 @@ JsonOpt = Annotated[
     bool,
     typer.Option(
         "--json/--no-json",
-        envvar="RUNLEDGER_JSON",
-        help="Print exactly one JSON object (--no-json overrides RUNLEDGER_JSON).",
+        envvar="QUOTALEDGER_JSON",
+        help="Print exactly one JSON object (--no-json overrides QUOTALEDGER_JSON).",
     ),
 ]
 LockTimeoutOpt = Annotated[
     float | None,
     typer.Option(
         "--lock-timeout-s",
-        envvar="RUNLEDGER_LOCK_TIMEOUT_S",
+        envvar="QUOTALEDGER_LOCK_TIMEOUT_S",
         help="Seconds to wait for the journal lock before exit 4 [default: 30].",
         show_default=False,
     ),
@@ -79,10 +79,10 @@ class Ctx:
 
     @contextmanager
     def service(self, *, write: bool, allow_corrupt: bool = False) -> Iterator[Any]:
-        """The in-process API (`commands.api.Runledger`) opened on this journal."""
-        from commands.api import Runledger
+        """The in-process API (`quotaledger.Ledger`) opened on this journal."""
+        from quotaledger.api import Ledger
 
-        ledger = Runledger.open(
+        ledger = Ledger.open(
             self.journal_target,
             write=write,
             lock_timeout_s=self.lock_timeout_s,
@@ -127,7 +127,7 @@ def command(
     """Register `func(ctx, **params)` as a command with the common options.
 
     `journal_option`/`journal_default` let a command (demo) take a different
-    `--journal` option, e.g. one that ignores RUNLEDGER_JOURNAL.
+    `--journal` option, e.g. one that ignores QUOTALEDGER_JOURNAL.
     """
     common = _COMMON
     if journal_option is not None:
@@ -166,16 +166,16 @@ def command(
                 # Input errors first (exit 2), before the command opens anything: a bad
                 # time or identifier is the user's to fix whatever state the journal is in.
                 if at is not None:
-                    from journal.clock import canonical_at
+                    from quotaledger.journal.clock import canonical_at
 
                     canonical_at(at)
                 for name in identifiers:
                     if kwargs[name] is not None:
-                        from commands.service_base import check_identifier
+                        from quotaledger.services.base import check_identifier
 
                         check_identifier(IDENTIFIER_OPTIONS[name], kwargs[name])
                 result = func(ctx, **kwargs)
-            except RunledgerError as error:
+            except Error as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None
             raise typer.Exit(emit(result, as_json=as_json))
 
@@ -190,8 +190,8 @@ def command(
 
 
 def env_json() -> bool:
-    """RUNLEDGER_JSON read as click reads a boolean environment variable."""
-    return os.environ.get("RUNLEDGER_JSON", "").strip().lower() in (
+    """QUOTALEDGER_JSON read as click reads a boolean environment variable."""
+    return os.environ.get("QUOTALEDGER_JSON", "").strip().lower() in (
         "1",
         "true",
         "t",

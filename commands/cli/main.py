@@ -1,4 +1,4 @@
-"""The `runledger` command line: a thin layer over `commands.api.Runledger`."""
+"""The `quotaledger` command line: a thin layer over `quotaledger.Ledger`."""
 
 import importlib
 import os
@@ -6,42 +6,40 @@ import sys
 
 import typer
 
-from commands.common import env_json
-from commands.output import EXIT_IO, EXIT_USAGE, emit_error
-from journal.errors import InvalidInput, StorageFailure
+from quotaledger.cli.common import env_json
+from quotaledger.cli.output import EXIT_IO, EXIT_USAGE, emit_error
+from quotaledger.journal.errors import InvalidInput, StorageFailure
 
 # Which module registers each top-level command. A runner calls the CLI once per
-# event, so `runledger admit` builds only the commands of its own module: typer turns
+# event, so `quotaledger admit` builds only the commands of its own module: typer turns
 # every registered function into a click command on every start.
 COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(
-        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal_cli"
+        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
     ),
-    **dict.fromkeys(
-        ("configure", "observe", "admit", "reject", "release", "inspect"), "capacity_cli"
-    ),
-    **dict.fromkeys(("audit", "whatif", "report", "metrics"), "operator_cli"),
-    "host": "host_cli",
-    "budget": "settlement_cli",
-    "turn": "settlement_cli",
-    "probe": "probe_cli",
-    **dict.fromkeys(("demo", "bench"), "tools_cli"),
+    **dict.fromkeys(("configure", "observe", "admit", "reject", "release", "inspect"), "capacity"),
+    **dict.fromkeys(("audit", "whatif", "report", "metrics"), "operator"),
+    "host": "host",
+    "budget": "settlement",
+    "turn": "settlement",
+    "probe": "probe",
+    **dict.fromkeys(("demo", "bench"), "tools"),
 }
 MODULE_ORDER = (
-    "journal_cli",
-    "capacity_cli",
-    "host_cli",
-    "settlement_cli",
-    "probe_cli",
-    "operator_cli",
-    "tools_cli",
+    "journal",
+    "capacity",
+    "host",
+    "settlement",
+    "probe",
+    "operator",
+    "tools",
 )
 
 
 def build_app(modules: tuple[str, ...] = MODULE_ORDER) -> typer.Typer:
     """The typer app with the commands of `modules` (all of them by default)."""
     app = typer.Typer(
-        name="runledger",
+        name="quotaledger",
         help="A hash-chained, fsynced journal that decides benchmark admission against a "
         "shared TPM quota, continues failed host lanes, and settles quota spends exactly "
         "once.",
@@ -51,12 +49,12 @@ def build_app(modules: tuple[str, ...] = MODULE_ORDER) -> typer.Typer:
         rich_markup_mode=None,
     )
     for name in modules:
-        importlib.import_module(f"commands.{name}").register(app)
+        importlib.import_module(f"quotaledger.cli.{name}").register(app)
     return app
 
 
 def __getattr__(name: str) -> typer.Typer:
-    # `commands.cli.app`: the full app, for tools and tests that walk every command.
+    # `quotaledger.cli.main.app`: the full app, for tools and tests that walk every command.
     if name == "app":
         return build_app()
     raise AttributeError(name)
@@ -68,13 +66,13 @@ def main(argv: list[str] | None = None) -> int:
 
     args = sys.argv[1:] if argv is None else argv
     # Before parsing (a usage error must still answer in JSON); the last flag wins,
-    # and an explicit flag wins over RUNLEDGER_JSON.
+    # and an explicit flag wins over QUOTALEDGER_JSON.
     flags = [a for a in args if a in ("--json", "--no-json")]
     as_json = flags[-1] == "--json" if flags else env_json()
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
         app = build_app((module,) if module is not None else MODULE_ORDER)
-        code = app(args=args, prog_name="runledger", standalone_mode=False)
+        code = app(args=args, prog_name="quotaledger", standalone_mode=False)
     except typer.Exit as done:
         code = done.exit_code
     except click_errors.UsageError as error:
@@ -84,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             error.show()
             code = EXIT_USAGE
     except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("runledger: aborted\n")
+        sys.stderr.write("quotaledger: aborted\n")
         code = EXIT_IO
     except BrokenPipeError:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -3,12 +3,12 @@
 A real child process (the "runtime") writes back a turn through the Python API,
 says so, and would spend next; the demo kills it with SIGKILL in between. The
 journal alone then tells the re-entering runner what it owes: `turn resume`
-returns the original spend command, which runs once as a real `runledger`
+returns the original spend command, which runs once as a real `quotaledger`
 process; its replay adds no debit, and a spend naming a foreign turn is refused.
 
-    summary = run(ledger_factory, say, goal="demo", journal_path="runledger-demo.jsonl")
+    summary = run(ledger_factory, say, goal="demo", journal_path="quotaledger-demo.jsonl")
 
-`ledger_factory()` returns an open, writable `commands.api.Runledger` on
+`ledger_factory()` returns an open, writable `quotaledger.Ledger` on
 `journal_path` (closed here after use); `say(text)` narrates.
 """
 
@@ -32,9 +32,9 @@ CHILD_READY_TIMEOUT_S = 60.0
 # The crashing runtime: write back, announce it, then (were it not killed) spend.
 _CHILD = """
 import sys, time
-from commands.api import Runledger
+from quotaledger.api import Ledger
 journal, goal, agent, turn, amount = sys.argv[1:6]
-with Runledger.open(journal) as ledger:
+with Ledger.open(journal) as ledger:
     wb = ledger.turn_writeback(goal, agent, turn, int(amount))
     assert wb["ok"], wb
     print("writeback durable", wb["effect"], flush=True)
@@ -141,12 +141,12 @@ def _read_line(child: subprocess.Popen[str]) -> str:
 
 
 def _run_command(command: str, journal_path: str) -> dict[str, Any]:
-    """Run a printed `runledger ...` line unchanged, as a real process, on the journal."""
+    """Run a printed `quotaledger ...` line unchanged, as a real process, on the journal."""
     argv = shlex.split(command)
-    if argv[:1] != ["runledger"]:
-        raise RuntimeError(f"not a runledger command: {command!r}")
+    if argv[:1] != ["quotaledger"]:
+        raise RuntimeError(f"not a quotaledger command: {command!r}")
     proc = subprocess.run(
-        [sys.executable, "-m", "commands", *argv[1:], "--journal", journal_path, "--json"],
+        [sys.executable, "-m", "quotaledger", *argv[1:], "--journal", journal_path, "--json"],
         capture_output=True,
         text=True,
         timeout=120,

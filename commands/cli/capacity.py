@@ -4,10 +4,10 @@ from typing import Annotated, Any
 
 import typer
 
-from commands.common import AtOpt, Ctx, GoalOpt, command
-from commands.config_options import config_options
-from commands.output import Output, table
-from projections.capacity import ConfigFields
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.config_options import config_options
+from quotaledger.cli.output import Output, table
+from quotaledger.projections.capacity import ConfigFields
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "configure",
-        example="runledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
+        example="quotaledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
         "--target-tpm 90000 --evaluator-reserve-tpm 10000",
     )
     @config_options(show_defaults=True)
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "observe",
-        example="runledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
+        example="quotaledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
         "--output 1500 --requests 12",
     )
     def observe(
@@ -93,7 +93,8 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "admit",
-        example="runledger admit --goal g --run r1 --case c7 --arm treatment --forecast-tpm 12000",
+        example="quotaledger admit --goal g --run r1 --case c7 --arm treatment "
+        "--forecast-tpm 12000",
     )
     def admit(
         ctx: Ctx,
@@ -141,7 +142,7 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "reject",
-        example="runledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
+        example="quotaledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
     )
     def reject(
         ctx: Ctx,
@@ -174,7 +175,7 @@ def register(app: typer.Typer) -> None:
         )
         return Output(result, text=text)
 
-    @command(app, "release", example="runledger release --goal g --run r1")
+    @command(app, "release", example="quotaledger release --goal g --run r1")
     def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
         """Release a run's case slot and token reservation.
 
@@ -189,7 +190,7 @@ def register(app: typer.Typer) -> None:
             text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
         return Output(result, text=text)
 
-    @command(app, "inspect", example="runledger inspect --goal g --at 2026-11-29T14:02:00Z")
+    @command(app, "inspect", example="quotaledger inspect --goal g --at 2026-11-29T14:02:00Z")
     def inspect(
         ctx: Ctx,
         goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,

@@ -1,21 +1,21 @@
-"""`runledger demo` and `runledger bench`."""
+"""`quotaledger demo` and `quotaledger bench`."""
 
 import sys
 from typing import Annotated, Any
 
 import typer
 
-from commands.common import Ctx, command
-from commands.output import Output, table
-from journal import InvalidInput
+from quotaledger.cli.common import Ctx, command
+from quotaledger.cli.output import Output, table
+from quotaledger.journal import InvalidInput
 
-DEMO_JOURNAL = "./runledger-demo.jsonl"
+DEMO_JOURNAL = "./quotaledger-demo.jsonl"
 DemoJournalOpt = Annotated[
     str | None,
     typer.Option(
         "--journal",
-        help="Demo journal file (RUNLEDGER_JOURNAL is ignored: the demo moves an existing "
-        "file aside) [default: ./runledger-demo.jsonl].",
+        help="Demo journal file (QUOTALEDGER_JOURNAL is ignored: the demo moves an existing "
+        "file aside) [default: ./quotaledger-demo.jsonl].",
         show_default=False,
     ),
 ]
@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "demo",
-        example="runledger demo --journal /tmp/demo.jsonl",
+        example="quotaledger demo --journal /tmp/demo.jsonl",
         journal_option=DemoJournalOpt,
         journal_default=DEMO_JOURNAL,
     )
@@ -36,7 +36,7 @@ def register(app: typer.Typer) -> None:
         a quota failure continued on its session, a settlement resumed after a
         simulated crash; then `inspect` and the `audit` of the refusal.
         """
-        from commands.demo import run_demo
+        from quotaledger.tools.demo import run_demo
 
         if "://" in ctx.journal_target:
             raise InvalidInput(
@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         result = run_demo(ctx.journal_target, say)
         return Output(result, text=demo_text(result))
 
-    @command(app, "bench", example="runledger bench --events 1000000 --compare sqlite --json")
+    @command(app, "bench", example="quotaledger bench --events 1000000 --compare sqlite --json")
     def bench(
         ctx: Ctx,
         events: Annotated[
@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> Output:
         """Measure this machine: each figure beside its raw baseline and the ratio."""
-        from commands.bench import run_bench
+        from quotaledger.tools.bench import run_bench
 
         if compare not in (None, "sqlite"):
             raise InvalidInput("--compare accepts only 'sqlite'", code="invalid_option")
@@ -89,16 +89,16 @@ def register(app: typer.Typer) -> None:
 
 def demo_text(result: dict[str, Any]) -> str:
     """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
-    from commands.capacity_cli import inspect_text
-    from commands.operator_cli import audit_text
+    from quotaledger.cli.capacity import inspect_text
+    from quotaledger.cli.operator import audit_text
 
     goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
     return "\n".join(
         [
-            f"$ runledger inspect --goal {goal}",
+            f"$ quotaledger inspect --goal {goal}",
             inspect_text(result["inspect"]),
             "",
-            f"$ runledger audit --seq {seq}",
+            f"$ quotaledger audit --seq {seq}",
             audit_text(result["audit"]),
             "",
             f"journal {result['journal']}: head seq {result['head']['seq']} "

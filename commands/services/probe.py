@@ -21,11 +21,11 @@ from typing import Any
 
 import msgspec
 
-from commands import probe_runner as runner
-from commands.service_base import ServiceBase, check_identifier, check_text, event_json
-from journal import InvalidInput, RunledgerError, StorageFailure
-from journal.filestore import FileStore
-from projections import probes
+from quotaledger.journal import Error, InvalidInput, StorageFailure
+from quotaledger.journal.filestore import FileStore
+from quotaledger.projections import probes
+from quotaledger.services import probe_runner as runner
+from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
 
 
 class ProbeService(ServiceBase):
@@ -121,7 +121,7 @@ class ProbeService(ServiceBase):
                 pending = txn.append(probes.OBSERVED, goal, payload, txn.time_for(goal, at))
         except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked earlier
             raise InvalidInput(f"observation is invalid: {exc}", code="invalid_payload") from exc
-        except RunledgerError as error:
+        except Error as error:
             # The command already ran: hand its result back with the error so the
             # caller does not have to run it again to learn it.
             error.context.setdefault("observation", observation)

@@ -11,19 +11,19 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from commands.service_base import (
+from quotaledger.journal import InvalidInput
+from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.journal.store import PendingRecord
+from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
+from quotaledger.projections.ledger import Ledger
+from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
     check_text,
     check_tokens,
     event_json,
 )
-from journal import InvalidInput
-from journal.clock import canonical_at, format_us, parse_at, wall_us
-from journal.store import PendingRecord
-from projections import capacity as cap
-from projections import reasons as R
-from projections.ledger import Ledger
 
 if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack

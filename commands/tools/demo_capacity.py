@@ -1,4 +1,4 @@
-"""The capacity part of `runledger demo`: a scripted, realistic admission session.
+"""The capacity part of `quotaledger demo`: a scripted, realistic admission session.
 
 A benchmark campaign shares a 100k TPM quota: it configures both gates, reports usage,
 admits runs until the token gate refuses one, records a provider 429 (cooldown),
@@ -11,16 +11,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from commands.api import Runledger
-from commands.capacity_cli import admit_text, config_summary, figures_text
-from journal.clock import US_PER_S, format_us, parse_at, wall_us
+from quotaledger.api import Ledger
+from quotaledger.cli.capacity import admit_text, config_summary, figures_text
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
 
 GOAL = "demo-campaign"
 
 
-def run(
-    ledger: Runledger, say: Callable[[str], None], base_at: str | None = None
-) -> dict[str, Any]:
+def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) -> dict[str, Any]:
     """Play the session on `ledger`; returns the goal and the token refusal to audit."""
     last = ledger.journal.head.goal_last_at.get(GOAL)
     base_us = parse_at(base_at) if base_at is not None else wall_us()

@@ -1,11 +1,11 @@
-"""Host continuation commands (SPEC §4): `runledger host phase|start|exit|return|...`."""
+"""Host continuation commands (SPEC §4): `quotaledger host phase|start|exit|return|...`."""
 
 from typing import Annotated
 
 import typer
 
-from commands.common import AtOpt, Ctx, GoalOpt, command
-from projections.hosts import MAX_ATTEMPTS_DEFAULT
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.projections.hosts import MAX_ATTEMPTS_DEFAULT
 
 LaneOpt = Annotated[str, typer.Option("--lane", help="Lane (one agent's line of work).")]
 AttemptOpt = Annotated[str, typer.Option("--attempt", help="Attempt identifier.")]
@@ -42,7 +42,7 @@ ReadAtOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add the `host` command group to the runledger app."""
+    """Add the `host` command group to the quotaledger app."""
     host = typer.Typer(
         help="Host continuation: lanes, phases, attempts, explicit continuation of failures.",
         no_args_is_help=True,
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @command(
         host,
         "phase",
-        example="runledger host phase --goal g --lane l1 --deadline +2h --session s1 --profile p",
+        example="quotaledger host phase --goal g --lane l1 --deadline +2h --session s1 --profile p",
     )
     def phase(
         ctx: Ctx,
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
     @command(
         host,
         "start",
-        example="runledger host start --goal g --lane l1 --attempt a1 --session s1 --profile p",
+        example="quotaledger host start --goal g --lane l1 --attempt a1 --session s1 --profile p",
     )
     def start(
         ctx: Ctx,
@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
                 at=at,
             )
 
-    @command(host, "exit", example="runledger host exit --goal g --attempt a1 --exit-code 0")
+    @command(host, "exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
     def exit_(
         ctx: Ctx,
         goal: GoalOpt,
@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
     @command(
         host,
         "return",
-        example="runledger host return --goal g --attempt a1 --outcome failed "
+        example="quotaledger host return --goal g --attempt a1 --outcome failed "
         "--failure quota_exhausted --cursor turn-7",
     )
     def return_(
@@ -175,7 +175,7 @@ def register(app: typer.Typer) -> None:
     @command(
         host,
         "continue",
-        example="runledger host continue --goal g --lane l1 --bind 3f9a... --deadline +2h "
+        example="quotaledger host continue --goal g --lane l1 --bind 3f9a... --deadline +2h "
         "--session s1 --profile p --cursor turn-7",
     )
     def continue_(
@@ -214,7 +214,9 @@ def register(app: typer.Typer) -> None:
                 at=at,
             )
 
-    @command(host, "heartbeat", example="runledger host heartbeat --goal g --lane l1 --session s1")
+    @command(
+        host, "heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1"
+    )
     def heartbeat(
         ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
     ) -> dict:
@@ -222,7 +224,7 @@ def register(app: typer.Typer) -> None:
         with ctx.service(write=False) as ledger:
             return ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
 
-    @command(host, "stop", example="runledger host stop --goal g")
+    @command(host, "stop", example="quotaledger host stop --goal g")
     def stop(
         ctx: Ctx,
         goal: GoalOpt,
@@ -233,7 +235,9 @@ def register(app: typer.Typer) -> None:
         with ctx.service(write=True) as ledger:
             return ledger.host_stop(goal=goal, clear=clear, at=at)
 
-    @command(host, "replan", example="runledger host replan --goal g --lane l1 --replan r1 --open")
+    @command(
+        host, "replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open"
+    )
     def replan(
         ctx: Ctx,
         goal: GoalOpt,
@@ -244,7 +248,7 @@ def register(app: typer.Typer) -> None:
         at: AtOpt = None,
     ) -> dict:
         """Open or settle a replan; an unsettled replan holds its lane."""
-        from journal import InvalidInput
+        from quotaledger.journal import InvalidInput
 
         if open_ == settle:
             raise InvalidInput("give exactly one of --open or --settle", code="invalid_option")
@@ -253,7 +257,7 @@ def register(app: typer.Typer) -> None:
                 goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
             )
 
-    @command(host, "status", example="runledger host status --goal g --lane l1")
+    @command(host, "status", example="quotaledger host status --goal g --lane l1")
     def status(
         ctx: Ctx,
         goal: GoalOpt,

@@ -61,7 +61,7 @@ cover every round."""
 EXIT_TIMEOUT = 124
 EXIT_SIGNAL_BASE = 128
 HASH_CHUNK_BYTES = 1 << 20
-SIDECAR_FORMAT = "runledger.probe.samples/1"
+SIDECAR_FORMAT = "quotaledger.probe.samples/1"
 SIDECAR_MODE = 0o644
 ERROR_TEXT_MAX = 1024
 

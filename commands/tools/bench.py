@@ -1,4 +1,4 @@
-"""`runledger bench`: this machine's figures, each beside a raw baseline from the same run.
+"""`quotaledger bench`: this machine's figures, each beside a raw baseline from the same run.
 
 Every figure is a ratio against something measured here and now, never an absolute
 threshold, so a slow or busy machine moves both sides together (SPEC §7, §9):
@@ -7,11 +7,11 @@ threshold, so a slow or busy machine moves both sides together (SPEC §7, §9):
                       write+fdatasync loop of the same lines, taking turns in blocks
 - append_batch_eps    1,000 events per transaction vs raw 1,000-line write+fdatasync
 - verify_eps          full chain verification (on every core for a file of 32 MiB or
-                      more, as `runledger verify` does) vs a raw msgspec-decode +
+                      more, as `quotaledger verify` does) vs a raw msgspec-decode +
                       SHA-256 loop on one core
 - verify_one_core_eps the same verification kept on one core, vs the same loop
 - fold_eps            fold from genesis (no checkpoint) vs a raw msgspec-decode loop
-- admit_ms            `runledger admit` as a whole process on the N-event journal
+- admit_ms            `quotaledger admit` as a whole process on the N-event journal
                       (with checkpoint) vs the same on a 1,000-event journal
 - sqlite_append_durable_eps (with --compare sqlite) what a user would write with
                       sqlite3 (WAL, synchronous=FULL, hash-chained rows) on a database
@@ -37,10 +37,10 @@ from typing import Any
 
 import msgspec
 
-from commands.api import Runledger
-from journal import Journal
-from journal.clock import format_us, wall_us
-from projections.ledger import PROJECTOR
+from quotaledger.api import Ledger
+from quotaledger.journal import Journal
+from quotaledger.journal.clock import format_us, wall_us
+from quotaledger.projections.ledger import PROJECTOR
 
 Step = Callable[[str], None]
 
@@ -76,9 +76,9 @@ Appender = Callable[[int], None]
 
 
 @contextmanager
-def runledger_appender(path: str, data: list[bytes]) -> Iterator[Appender]:
+def quotaledger_appender(path: str, data: list[bytes]) -> Iterator[Appender]:
     """One event per transaction through the Python API."""
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         journal = ledger.journal
         # The journal exists before the clock starts, as the raw loop's file does: the
         # first transaction also writes genesis and fsyncs the directory.
@@ -192,7 +192,7 @@ def measure_durable(appenders: list[tuple[Appender, int]]) -> list[float]:
 
 
 def measure_batch(path: str, count: int, goal: str = "bench") -> float:
-    with Runledger.open(path, checkpoint_every=10**12) as ledger:
+    with Ledger.open(path, checkpoint_every=10**12) as ledger:
         journal = ledger.journal
         batch = list(payloads(BATCH_EVENTS))
         start = time.perf_counter()
@@ -221,8 +221,8 @@ def measure_raw_batch(path: str, lines: list[bytes]) -> float:
 
 
 def measure_verify(path: str, *, parallel: bool = True) -> float:
-    """Events/s of a full verify, as `runledger verify` runs it or on one core."""
-    with Runledger.open(path, write=False) as ledger:
+    """Events/s of a full verify, as `quotaledger verify` runs it or on one core."""
+    with Ledger.open(path, write=False) as ledger:
         start = time.perf_counter()
         head = ledger.journal.verify(parallel=parallel)
         return head.next_seq / (time.perf_counter() - start)
@@ -262,7 +262,7 @@ def build_journal(path: str, events: int, step: Step) -> None:
     end_us = wall_us() - 1_000_000
     start_us = end_us - events * EVENT_SPACING_US
     goals = ["bench", "bench-b", "bench-c"]
-    with Runledger.open(path, checkpoint_every=10**12) as ledger:
+    with Ledger.open(path, checkpoint_every=10**12) as ledger:
         for goal in goals:
             ledger.configure(
                 goal=goal, max_active_cases=1024, quota_tpm=10**12, at=format_us(start_us)
@@ -285,11 +285,11 @@ def build_journal(path: str, events: int, step: Step) -> None:
 
 
 def run_admit(path: str, i: int = 0) -> float:
-    """Wall time in ms of one `runledger admit` as a whole process."""
+    """Wall time in ms of one `quotaledger admit` as a whole process."""
     args = [
         sys.executable,
         "-m",
-        "commands",
+        "quotaledger",
         "admit",
         "--journal",
         path,
@@ -321,7 +321,7 @@ def figure(value: float, unit: str, baseline: float) -> dict[str, Any]:
 def run_bench(
     events: int, *, compare_sqlite: bool, directory: str | None, step: Step
 ) -> dict[str, Any]:
-    workdir = tempfile.mkdtemp(prefix="runledger-bench-", dir=directory or os.getcwd())
+    workdir = tempfile.mkdtemp(prefix="quotaledger-bench-", dir=directory or os.getcwd())
     try:
         return _run(workdir, events, compare_sqlite, step)
     finally:
@@ -367,7 +367,7 @@ def _run(workdir: str, events: int, compare_sqlite: bool, step: Step) -> dict[st
 
         appenders = [
             taking_turns(raw_appender(f"{workdir}/durable.bin", lines)),
-            taking_turns(runledger_appender(f"{workdir}/durable.jsonl", data)),
+            taking_turns(quotaledger_appender(f"{workdir}/durable.jsonl", data)),
         ]
         if compare_sqlite:
             appenders += [
@@ -422,7 +422,7 @@ def sample_lines(workdir: str, data: list[bytes]) -> list[bytes]:
     """Journal lines of these payloads, for the raw loop to write."""
     path = f"{workdir}/sample.jsonl"
     with (
-        Runledger.open(path, checkpoint_every=10**12) as ledger,
+        Ledger.open(path, checkpoint_every=10**12) as ledger,
         ledger.journal.transaction() as txn,
     ):
         at = txn.time_for("bench")

@@ -4,11 +4,11 @@ from typing import Annotated, Any
 
 import typer
 
-from commands.common import AtOpt, Ctx, GoalOpt, command
-from commands.config_options import config_options
-from commands.output import EXIT_OK, EXIT_REFUSED, Output, table
-from commands.progress import progress_bar
-from projections.capacity import ConfigFields
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.config_options import config_options
+from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, table
+from quotaledger.cli.progress import progress_bar
+from quotaledger.projections.capacity import ConfigFields
 
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Start of the range (RFC 3339).", show_default=False)
@@ -27,7 +27,7 @@ def _size_hint(ledger: Any) -> int | None:
 
 
 def register(app: typer.Typer) -> None:
-    @command(app, "audit", example="runledger audit --journal runs.jsonl --seq 41")
+    @command(app, "audit", example="quotaledger audit --journal runs.jsonl --seq 41")
     def audit(
         ctx: Ctx,
         seq: Annotated[int | None, _opt("--seq", "The decision event's seq.")] = None,
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
     @command(
         app,
         "whatif",
-        example="runledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
+        example="quotaledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
         "--since 2026-11-29T14:00:00Z",
     )
     @config_options(show_defaults=False)
@@ -77,7 +77,7 @@ def register(app: typer.Typer) -> None:
             result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
         return Output(result, text=whatif_text(result))
 
-    @command(app, "report", example="runledger report --goal g --out report.html")
+    @command(app, "report", example="quotaledger report --goal g --out report.html")
     def report(
         ctx: Ctx,
         goal: GoalOpt,
@@ -103,7 +103,9 @@ def register(app: typer.Typer) -> None:
         )
         return Output(result, text=text)
 
-    @command(app, "metrics", example="runledger metrics --goal g > /var/lib/node_exporter/rl.prom")
+    @command(
+        app, "metrics", example="quotaledger metrics --goal g > /var/lib/node_exporter/rl.prom"
+    )
     def metrics(
         ctx: Ctx,
         goal: Annotated[str | None, _opt("--goal", "Only this goal.")] = None,
@@ -114,7 +116,7 @@ def register(app: typer.Typer) -> None:
         For a node-exporter textfile collector; --json prints the same as a JSON
         object; --at T shows the state as of T.
         """
-        from commands.operator_service import prometheus_text
+        from quotaledger.services.operator import prometheus_text
 
         with ctx.service(write=False) as ledger:
             result = ledger.metrics(goal=goal, at=at)

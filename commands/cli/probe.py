@@ -1,4 +1,4 @@
-"""Probe commands: `runledger probe run ... -- CMD ARGS...` (SPEC §6)."""
+"""Probe commands: `quotaledger probe run ... -- CMD ARGS...` (SPEC §6)."""
 
 import json
 import sys
@@ -6,9 +6,9 @@ from typing import Annotated, Any
 
 import typer
 
-from commands import probe_runner as runner
-from commands.common import AtOpt, Ctx, GoalOpt, command
-from commands.output import Output
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.output import Output
+from quotaledger.services import probe_runner as runner
 
 STDERR_FD = 2
 
@@ -19,19 +19,19 @@ probe_app = typer.Typer(
 )
 
 # Everything after `--` (or after the first argument that is not an option) belongs
-# to CMD, so CMD's own flags (-c, --json, ...) never reach runledger's parser.
+# to CMD, so CMD's own flags (-c, --json, ...) never reach quotaledger's parser.
 _TRAILING = {"allow_interspersed_args": False}
 
 
 def register(app: typer.Typer) -> None:
-    """Add this domain's commands to the runledger app."""
+    """Add this domain's commands to the quotaledger app."""
     app.add_typer(probe_app, name="probe")
 
 
 @command(
     probe_app,
     "run",
-    example="runledger probe run --goal g --candidate solver.py --input-revision r42 "
+    example="quotaledger probe run --goal g --candidate solver.py --input-revision r42 "
     "--reference-bytes 1073741824 --sidecar samples.json -- python solver.py",
     context_settings=_TRAILING,
 )
@@ -124,4 +124,4 @@ def _summary(result: dict[str, Any]) -> str:
     ]
     if sidecar is not None:
         lines.append(f"sidecar: {json.dumps(sidecar, separators=(',', ':'))}")
-    return "runledger " + "\nrunledger ".join(lines) + "\n"
+    return "quotaledger " + "\nquotaledger ".join(lines) + "\n"

@@ -9,11 +9,11 @@ from typing import Any
 
 import msgspec
 
-from commands.service_base import ServiceBase, check_identifier, event_json
-from journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
-from journal.clock import canonical_at
-from journal.fsutil import FILE_MODE, fsync_dir, write_all
-from projections.ledger import EVENT_KINDS, PROJECTOR
+from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
+from quotaledger.journal.clock import canonical_at
+from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.projections.ledger import EVENT_KINDS, PROJECTOR
+from quotaledger.services.base import ServiceBase, check_identifier, event_json
 
 Progress = Callable[[int], None]
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from journal import InvalidInput, Journal
-from journal.clock import canonical_at, event_time, wall_us
-from journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
-from journal.store import PendingRecord
-from projections.ledger import Ledger
-from projections.types import IDENTIFIER_PATTERN
+from quotaledger.journal import InvalidInput, Journal
+from quotaledger.journal.clock import canonical_at, event_time, wall_us
+from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
+from quotaledger.journal.store import PendingRecord
+from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 

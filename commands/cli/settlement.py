@@ -4,8 +4,8 @@ from typing import Annotated, Any
 
 import typer
 
-from commands.common import AtOpt, Ctx, GoalOpt, command
-from commands.output import Output, render_text
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.output import Output, render_text
 
 AgentOpt = Annotated[str, typer.Option("--agent", help="Agent (runtime) identifier.")]
 TurnOpt = Annotated[str, typer.Option("--turn", help="Turn identifier (unique per agent).")]
@@ -16,7 +16,7 @@ ReadAtOpt = Annotated[
 
 
 def register(app: typer.Typer) -> None:
-    """Add this domain's commands to the runledger app."""
+    """Add this domain's commands to the quotaledger app."""
     budget = typer.Typer(help="The goal's rolling quota budget for turns.", no_args_is_help=True)
     turn = typer.Typer(
         help="Turns: open, verified writeback, exactly-once quota spend, resume after a crash.",
@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
     @command(
         budget,
         "configure",
-        example="runledger budget configure --goal g --allowed-units 1000 --window-hours 24",
+        example="quotaledger budget configure --goal g --allowed-units 1000 --window-hours 24",
     )
     def configure(
         ctx: Ctx,
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
             )
             return result
 
-    @command(turn, "open", example="runledger turn open --goal g --agent a1 --turn t1 --task k1")
+    @command(turn, "open", example="quotaledger turn open --goal g --agent a1 --turn t1 --task k1")
     def open_(
         ctx: Ctx,
         goal: GoalOpt,
@@ -72,7 +72,7 @@ def register(app: typer.Typer) -> None:
     @command(
         turn,
         "writeback",
-        example="runledger turn writeback --goal g --agent a1 --turn t1 --amount 120",
+        example="quotaledger turn writeback --goal g --agent a1 --turn t1 --amount 120",
     )
     def writeback(
         ctx: Ctx,
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
             result: dict[str, Any] = ledger.turn_writeback(goal, agent, turn_id, amount, at=at)
             return result
 
-    @command(turn, "resume", example="runledger turn resume --goal g --agent a1")
+    @command(turn, "resume", example="quotaledger turn resume --goal g --agent a1")
     def resume(ctx: Ctx, goal: GoalOpt, agent: AgentOpt, at: ReadAtOpt = None) -> Output:
         """What a re-entering agent must do next, from the journal alone (no lock):
         phase open (write back), spend_owed (run the printed command once), settled
@@ -100,7 +100,7 @@ def register(app: typer.Typer) -> None:
     @command(
         turn,
         "spend",
-        example="runledger turn spend --goal g --agent a1 --turn t1 "
+        example="quotaledger turn spend --goal g --agent a1 --turn t1 "
         "--effect 3f0c9a1e5b7d2c4a6e8f0b1d3c5a7e9f --amount 120",
     )
     def spend(
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
             result: dict[str, Any] = ledger.turn_spend(goal, agent, turn_id, effect, amount, at=at)
             return result
 
-    @command(turn, "status", example="runledger turn status --goal g --agent a1")
+    @command(turn, "status", example="quotaledger turn status --goal g --agent a1")
     def status(
         ctx: Ctx,
         goal: GoalOpt,

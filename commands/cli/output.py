@@ -1,7 +1,7 @@
 """Printing results and errors: the one place that maps outcomes to exit codes.
 
 A command returns a JSON-ready dict (`{"ok": ...}`) or an `Output`; an expected
-failure is a `journal.RunledgerError`. Exit codes (SPEC §8): 0 ok (idempotent
+failure is a `journal.Error`. Exit codes (SPEC §8): 0 ok (idempotent
 replays included), 1 a decision refused, 2 invalid input, 3 journal corrupt or
 wrong file type, 4 I/O failure or lock timeout.
 """
@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from journal.errors import RunledgerError
+from quotaledger.journal.errors import Error
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -49,13 +49,13 @@ def emit(result: Output | dict[str, Any], *, as_json: bool) -> int:
     return code
 
 
-def emit_error(error: RunledgerError, *, as_json: bool) -> int:
+def emit_error(error: Error, *, as_json: bool) -> int:
     if as_json:
         body = {"ok": False, "error": error.to_json()}
         sys.stdout.write(json.dumps(body, separators=(",", ":"), default=str) + "\n")
         sys.stdout.flush()
     else:
-        sys.stderr.write(f"runledger: error: {error.message} [{error.code}]\n")
+        sys.stderr.write(f"quotaledger: error: {error.message} [{error.code}]\n")
     return error.exit_code
 
 

@@ -12,11 +12,11 @@ import math
 import re
 from typing import Any
 
-from commands.service_base import ServiceBase, check_identifier, check_tokens, event_json
-from journal import InvalidInput
-from journal.clock import canonical_at, format_us, parse_at, wall_us
-from projections import settlement
-from projections.settlement import Decision, SettlementState
+from quotaledger.journal import InvalidInput
+from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.projections import settlement
+from quotaledger.projections.settlement import Decision, SettlementState
+from quotaledger.services.base import ServiceBase, check_identifier, check_tokens, event_json
 
 _EFFECT = re.compile(r"^[0-9a-f]{32}$")
 

@@ -1,4 +1,4 @@
-"""`runledger demo`: a scripted, realistic session on a fresh embedded journal.
+"""`quotaledger demo`: a scripted, realistic session on a fresh embedded journal.
 
 Chapters, each in its own module and each driving the Python API exactly as a
 runner would: capacity admission until a refusal and a provider 429 (demo_capacity),
@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from commands import demo_capacity, demo_host, demo_settlement
-from commands.api import Runledger
+from quotaledger.api import Ledger
+from quotaledger.tools import demo_capacity, demo_host, demo_settlement
 
 Say = Callable[[str], None]
 
@@ -37,16 +37,16 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
     if moved is not None:
         say(f"demo: moved the previous demo journal aside to {moved}")
     say(f"demo: a fresh journal at {path}\n")
-    with Runledger.open(path) as ledger:
+    with Ledger.open(path) as ledger:
         capacity = demo_capacity.run(ledger, say)
         say("")
         hosts = demo_host.run(ledger, say, goal="demo-hosts")
         say("")
     settlement = demo_settlement.run(
-        lambda: Runledger.open(path), say, goal="demo-settlement", journal_path=path
+        lambda: Ledger.open(path), say, goal="demo-settlement", journal_path=path
     )
     say("")
-    with Runledger.open(path, write=False) as ledger:
+    with Ledger.open(path, write=False) as ledger:
         inspect = ledger.inspect(goal=capacity["goal"])
         audit = ledger.audit(seq=capacity["refusal_seq"])
         head = ledger.digest()

@@ -1,0 +1,1 @@
+"""The command line: typer commands, one module per command family, loaded lazily."""

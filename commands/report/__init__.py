@@ -1,0 +1,1 @@
+"""The offline HTML report and its inline SVG charts."""

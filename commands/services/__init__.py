@@ -1,0 +1,1 @@
+"""Application services: open the journal, fold, decide, append, answer."""

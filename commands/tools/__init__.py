@@ -1,0 +1,1 @@
+"""`demo` and `bench`: the scripted session and the machine's measurements."""
