@@ -159,6 +159,26 @@ def parse_duration_us(text: str) -> int:
     return int(float(match.group(1)) * _UNIT_US[match.group(2) or "s"])
 
 
+_SECONDS = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)?")
+
+
+def parse_duration_s(text: str) -> float:
+    """A duration option's value in seconds (SPEC §8): a plain number of seconds
+    (``1.5``) or a number with a unit (``90s``, ``30m``, ``2h``, ``1d``, ``250ms``).
+
+    The one parser every ``--*-s`` option (and its environment variable) goes
+    through; the caller decides whether a fraction of a second is meaningful.
+    """
+    match = _SECONDS.fullmatch(text.strip())
+    if match is None:
+        raise InvalidInput(
+            f"not a duration: {text!r} (seconds, or e.g. 90s, 30m, 2h, 1d)",
+            code="invalid_duration",
+        )
+    seconds = float(match.group(1)) * _UNIT_US[match.group(2) or "s"] / US_PER_S
+    return int(seconds) if seconds.is_integer() else seconds
+
+
 def parse_deadline_us(text: str, now_us: int) -> int:
     """An absolute RFC 3339 deadline, or one relative to the event time (``+30m``)."""
     if text.strip().startswith("+"):

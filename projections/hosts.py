@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 import msgspec
 
@@ -45,6 +45,7 @@ Basis = Literal["initial", "failed_attempt", "interrupted_attempt"]
 Outcome = Literal["completed", "failed", "interrupted"]
 FailureCode = Literal["quota_exhausted", "output_budget_exhausted", "retryable", "fatal"]
 
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
 FAILURE_CODES: tuple[str, ...] = (
     "quota_exhausted",
     "output_budget_exhausted",

@@ -4,10 +4,10 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command, duration_option
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
-from quotaledger.projections.capacity import ConfigFields
+from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES, ConfigFields
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
@@ -57,8 +57,7 @@ def register(app: typer.Typer) -> None:
             int | None, _int_opt("--requests", "Provider requests these tokens came from.")
         ] = None,
         coverage: Annotated[
-            str,
-            typer.Option("--coverage", help="measured | estimated | unmetered."),
+            str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
         ] = "measured",
         source: Annotated[
             str | None, typer.Option("--source", help="Where the numbers come from.")
@@ -103,16 +102,18 @@ def register(app: typer.Typer) -> None:
         case: Annotated[str | None, typer.Option("--case", help="Case identifier.")] = None,
         arm: Annotated[
             str | None,
-            typer.Option("--arm", help="baseline | control | treatment | explore."),
+            choice_option("--arm", ARMS, "The run's arm (baseline group, or a test arm)."),
         ] = None,
-        class_: Annotated[str, typer.Option("--class", help="solver | evaluator.")] = "solver",
+        class_: Annotated[
+            str, choice_option("--class", RUN_CLASSES, "The run's class [default: solver].")
+        ] = "solver",
         forecast_tpm: Annotated[
             int | None, _int_opt("--forecast-tpm", "TPM this run will use (reserved).")
         ] = None,
         lease_s: Annotated[
             int | None,
-            _int_opt(
-                "--lease-s", "The admission lapses after S seconds unless observed with --run."
+            duration_option(
+                "--lease-s", "The admission lapses after this long unless observed with --run."
             ),
         ] = None,
         at: AtOpt = None,
@@ -149,9 +150,11 @@ def register(app: typer.Typer) -> None:
         goal: GoalOpt,
         run: OptionalRunOpt = None,
         retry_after_s: Annotated[
-            int | None,
-            _int_opt(
-                "--retry-after-s", "The provider's Retry-After (clamped to the max cooldown)."
+            float | None,
+            duration_option(
+                "--retry-after-s",
+                "The provider's Retry-After, fractions allowed (clamped to the max cooldown).",
+                whole=False,
             ),
         ] = None,
         detail: Annotated[
@@ -165,7 +168,11 @@ def register(app: typer.Typer) -> None:
         """
         with ctx.service(write=True) as ledger:
             result = ledger.reject(
-                goal=goal, run=run, retry_after_s=retry_after_s, detail=detail, at=at
+                goal=goal,
+                run=run,
+                retry_after_s=retry_after_s,
+                detail=detail,
+                at=at,
             )
         text = (
             f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "

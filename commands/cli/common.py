@@ -20,13 +20,67 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import click
 import typer
 
 from quotaledger.cli.output import Output, emit, emit_error
+from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
 
 DEFAULT_JOURNAL = "./quotaledger.jsonl"
+
+
+class OptionError(click.BadParameter):
+    """A bad option value with its public error code (main() reports `code`): click
+    adds the option's name to the message."""
+
+    def __init__(self, message: str, *, code: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+DURATION_HELP = "Seconds, or a duration: 90s, 30m, 2h, 1d."
+
+
+def duration_option(flag: str, text: str, *, whole: bool = True, **options: Any) -> Any:
+    """A `--*-s` option (SPEC §8): plain seconds or a duration (`90s`, `30m`, `2h`,
+    `1d`), parsed by `journal.clock.parse_duration_s`, the one duration parser.
+
+    `whole=True` (the default) refuses a fraction of a second and gives an int;
+    `whole=False` gives a float. `options` go to typer.Option (`envvar`, ...).
+    """
+
+    def parse(value: str | float) -> float:
+        if isinstance(value, int | float):  # a default given as a number
+            return value
+        try:
+            seconds = parse_duration_s(value)
+        except InvalidInput as error:
+            raise OptionError(error.message, code=error.code) from None
+        if whole and not isinstance(seconds, int):
+            raise OptionError(
+                f"{value!r} is not a whole number of seconds", code="invalid_duration"
+            )
+        return seconds if whole else float(seconds)
+
+    return typer.Option(
+        flag,
+        help=f"{text} {DURATION_HELP}",
+        parser=parse,
+        metavar="DURATION",
+        show_default=False,
+        **options,
+    )
+
+
+def choice_option(flag: str, choices: tuple[str, ...], text: str, **options: Any) -> Any:
+    """An enumerated option whose choices show in --help (SPEC §8). The command's
+    service checks the value, so a wrong one keeps its own error code."""
+    return typer.Option(
+        flag, help=text, metavar="[" + "|".join(choices) + "]", show_default=False, **options
+    )
+
 
 JournalOpt = Annotated[
     str | None,
@@ -47,11 +101,11 @@ JsonOpt = Annotated[
 ]
 LockTimeoutOpt = Annotated[
     float | None,
-    typer.Option(
+    duration_option(
         "--lock-timeout-s",
+        "How long to wait for the journal lock before exit 4 [default: 30s].",
+        whole=False,
         envvar="QUOTALEDGER_LOCK_TIMEOUT_S",
-        help="Seconds to wait for the journal lock before exit 4 [default: 30].",
-        show_default=False,
     ),
 ]
 AtOpt = Annotated[

@@ -17,6 +17,7 @@ from typing import Annotated, Any, get_type_hints
 
 import typer
 
+from quotaledger.cli.common import duration_option
 from quotaledger.projections.capacity import CASE_FIELDS, TOKEN_FIELDS, ConfigFields
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
@@ -48,7 +49,10 @@ def _option(name: str, kind: Any, show_defaults: bool) -> inspect.Parameter:
     text, default_text = _HELP[name]
     help_text = f"{text} {default_text}." if show_defaults and default_text else f"{text}."
     flag = "--" + name.replace("_", "-")
-    option = typer.Option(flag, help=help_text, show_default=False)
+    if name.endswith("_s"):  # seconds: a duration such as 90s or 5m also does (SPEC §8)
+        option = duration_option(flag, help_text)
+    else:
+        option = typer.Option(flag, help=help_text, show_default=False)
     return inspect.Parameter(name, kind, default=None, annotation=Annotated[_TYPES[name], option])
 
 

@@ -4,8 +4,8 @@ from typing import Annotated
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
-from quotaledger.projections.hosts import MAX_ATTEMPTS_DEFAULT
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command
+from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 
 LaneOpt = Annotated[str, typer.Option("--lane", help="Lane (one agent's line of work).")]
 AttemptOpt = Annotated[str, typer.Option("--attempt", help="Attempt identifier.")]
@@ -143,16 +143,10 @@ def register(app: typer.Typer) -> None:
         ctx: Ctx,
         goal: GoalOpt,
         attempt: AttemptOpt,
-        outcome: Annotated[
-            str, typer.Option("--outcome", help="completed, failed or interrupted.")
-        ],
+        outcome: Annotated[str, choice_option("--outcome", OUTCOMES, "How the attempt ended.")],
         failure: Annotated[
             str | None,
-            typer.Option(
-                "--failure",
-                help="With --outcome failed: quota_exhausted, output_budget_exhausted, "
-                "retryable or fatal.",
-            ),
+            choice_option("--failure", FAILURE_CODES, "With --outcome failed: why."),
         ] = None,
         cursor: Annotated[
             str | None, typer.Option("--cursor", help="Where the history stands.")

@@ -3,6 +3,7 @@
 import importlib
 import os
 import sys
+from typing import Annotated
 
 import typer
 
@@ -47,10 +48,35 @@ def build_app(modules: tuple[str, ...] = MODULE_ORDER) -> typer.Typer:
         add_completion=False,
         pretty_exceptions_enable=False,
         rich_markup_mode=None,
+        # click already appends "Did you mean"; typer's own would say it a second time.
+        suggest_commands=False,
+        # Inherited by every command and group below.
+        context_settings={"help_option_names": ["-h", "--help"]},
     )
+    app.callback()(_root)
     for name in modules:
         importlib.import_module(f"quotaledger.cli.{name}").register(app)
     return app
+
+
+def _show_version(wanted: bool) -> None:
+    if wanted:
+        from quotaledger import __version__
+
+        sys.stdout.write(f"quotaledger {__version__}\n")
+        raise typer.Exit(0)
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", is_eager=True, callback=_show_version
+        ),
+    ] = False,
+) -> None:
+    # Only the eager --version; the app's help text stays the one given to typer.Typer.
+    return None
 
 
 def __getattr__(name: str) -> typer.Typer:
@@ -75,9 +101,14 @@ def main(argv: list[str] | None = None) -> int:
         code = app(args=args, prog_name="quotaledger", standalone_mode=False)
     except typer.Exit as done:
         code = done.exit_code
+    except click_errors.NoArgsIsHelpError as error:  # bare `quotaledger` or `quotaledger host`
+        sys.stdout.write(error.ctx.get_help() + "\n")
+        code = 0
     except click_errors.UsageError as error:
         if as_json:
-            code = emit_error(InvalidInput(error.format_message(), code="usage"), as_json=True)
+            # An option parser of ours (a duration) says which input code it is.
+            usage_code = getattr(error, "code", "usage")
+            code = emit_error(InvalidInput(error.format_message(), code=usage_code), as_json=True)
         else:
             error.show()
             code = EXIT_USAGE

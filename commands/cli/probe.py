@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command, duration_option
 from quotaledger.cli.output import Output
 from quotaledger.services import probe_runner as runner
 
@@ -73,7 +73,9 @@ def run(
     ] = runner.INTERVAL_MS_DEFAULT,
     timeout_s: Annotated[
         float | None,
-        typer.Option("--timeout-s", help="Stop the whole group after N s (exit 124)."),
+        duration_option(
+            "--timeout-s", "Stop the whole group after this long (exit 124).", whole=False
+        ),
     ] = None,
     at: AtOpt = None,
 ) -> Output:

@@ -43,7 +43,7 @@ def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _bounded(option: str, value: int | None, low: int, high: int) -> int | None:
+def _bounded(option: str, value: float | None, low: int, high: int) -> float | None:
     if value is not None and not low <= value <= high:
         raise InvalidInput(
             f"{option} must be an integer from {low} to {high}, got {value}",
@@ -202,7 +202,7 @@ class CapacityService(ServiceBase):
         *,
         goal: str,
         run: str | None = None,
-        retry_after_s: int | None = None,
+        retry_after_s: float | None = None,
         detail: str | None = None,
         at: str | None = None,
     ) -> dict[str, Any]:
@@ -211,6 +211,16 @@ class CapacityService(ServiceBase):
         if run is not None:
             check_identifier("--run", run)
         _bounded("--retry-after-s", retry_after_s, 0, cap.RETRY_AFTER_S_MAX)
+        if isinstance(retry_after_s, float):
+            if not retry_after_s.is_integer():
+                # capacity.rejected records whole seconds until its payload takes
+                # fractions (SPEC §3.6): refused, never rounded behind the user's back.
+                raise InvalidInput(
+                    f"--retry-after-s {retry_after_s:g}: this version records whole seconds",
+                    code="invalid_option",
+                    option="--retry-after-s",
+                )
+            retry_after_s = int(retry_after_s)
         if detail is not None:
             check_text("--detail", detail)
         with self.journal.transaction() as txn:

@@ -30,6 +30,7 @@ from quotaledger.journal.clock import (
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
 from quotaledger.projections import capacity, hosts
 from quotaledger.projections.hosts import (
+    OUTCOMES,
     ContinueRequest,
     Decision,
     ExitRequest,
@@ -48,7 +49,6 @@ from quotaledger.services.base import (
     event_json,
 )
 
-OUTCOMES = ("completed", "failed", "interrupted")
 _SHA256_HEX = frozenset("0123456789abcdef")
 _DEADLINE_US_MAX = parse_at("9999-12-31T23:59:59.999999Z")
 
