@@ -19,7 +19,7 @@ COMMAND_MODULES: dict[str, str] = {
         ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
     ),
     **dict.fromkeys(("configure", "observe", "admit", "reject", "release", "inspect"), "capacity"),
-    **dict.fromkeys(("audit", "whatif", "report", "metrics"), "operator"),
+    **dict.fromkeys(("goals", "audit", "whatif", "report", "metrics"), "operator"),
     "host": "host",
     "budget": "settlement",
     "turn": "settlement",

@@ -1,4 +1,4 @@
-"""Operator commands (SPEC §7): audit, whatif, report, metrics."""
+"""Operator commands (SPEC §7): goals, audit, whatif, report, metrics."""
 
 from typing import Annotated, Any
 
@@ -6,7 +6,7 @@ import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
 from quotaledger.cli.config_options import config_options
-from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, table
+from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.projections.capacity import ConfigFields
 
@@ -27,6 +27,19 @@ def _size_hint(ledger: Any) -> int | None:
 
 
 def register(app: typer.Typer) -> None:
+    @command(app, "goals", example="quotaledger goals --journal runs.jsonl")
+    def goals(
+        ctx: Ctx,
+        at: Annotated[
+            str | None, _opt("--at", "Evaluate as of this time (RFC 3339) [default: now].")
+        ] = None,
+    ) -> Output:
+        """List every goal with an event: domains, gates, dimensions, active runs, last
+        event time, whether a run would be admitted now, and the next action."""
+        with ctx.service(write=False) as ledger:
+            result = ledger.goals(at=at)
+        return Output(result, text=goals_text(result))
+
     @command(app, "audit", example="quotaledger audit --journal runs.jsonl --seq 41")
     def audit(
         ctx: Ctx,
@@ -220,6 +233,31 @@ def audit_text(result: dict[str, Any]) -> str:
         ]
         lines.append(table(rows, ["RUN", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]))
     return "\n".join(lines)
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def goals_text(result: dict[str, Any]) -> str:
+    goals = result["goals"]
+    if not goals:
+        return "no goals"
+    rows = [
+        [
+            name,
+            ",".join(g["domains"]) or "-",
+            ",".join(gate for gate, on in g["gates"].items() if on) or "-",
+            ",".join(g["dimensions"]) or "-",
+            str(g["active_runs"]),
+            g["last_event_at"],
+            _yes(g["admission_ready"]),
+            g["next_action"],
+        ]
+        for name, g in goals.items()
+    ]
+    header = ["GOAL", "DOMAINS", "GATES", "DIMENSIONS", "ACTIVE", "LAST_EVENT", "READY"]
+    return "\n".join([plural(len(goals), "goal"), table(rows, [*header, "NEXT_ACTION"])])
 
 
 def whatif_text(result: dict[str, Any]) -> str:

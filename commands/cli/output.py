@@ -93,6 +93,11 @@ def _scalar(value: Any) -> str:
     return str(value)
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """'1 decision', '2 decisions' (`nouns` for an irregular plural)."""
+    return f"{count:,} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def table(rows: list[list[str]], header: list[str]) -> str:
     widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=False)]
     out = [" ".join(str(c).ljust(w) for c, w in zip(header, widths, strict=False)).rstrip()]

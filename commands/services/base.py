@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 from typing import Any
 
@@ -13,6 +14,8 @@ from quotaledger.projections.ledger import Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
+KNOWN_GOALS_SHOWN = 10
+"""An unknown_goal message names at most this many known goals when none is close."""
 
 
 class ServiceBase:
@@ -35,6 +38,37 @@ class ServiceBase:
         return event_time(goal, last, wall_us(), at)
 
     # -- reading state ------------------------------------------------------------
+
+    def known_goals(self) -> list[str]:
+        """Every goal with an event in the journal (as this handle last read it)."""
+        return sorted(goal for goal in self.journal.head.goal_last_at if goal is not None)
+
+    def require_goal(self, goal: str) -> str:
+        """`goal`, if an event names it; else `unknown_goal` (exit 2) naming the closest
+        known goals (SPEC §7): for readers, where a typo would read as an empty goal."""
+        check_identifier("--goal", goal)
+        if goal in self.journal.head.goal_last_at:
+            return goal
+        if self.journal.corruption is None:  # a long-lived handle: others may have added it
+            self.journal.refresh()
+            if goal in self.journal.head.goal_last_at:
+                return goal
+        known = self.known_goals()
+        closest = difflib.get_close_matches(goal, known, n=3, cutoff=0.6)
+        if closest:
+            hint = "did you mean " + " or ".join(repr(name) for name in closest) + "?"
+        elif known:
+            shown = known[:KNOWN_GOALS_SHOWN]
+            more = ", ..." if len(known) > len(shown) else ""
+            hint = f"known goals: {', '.join(shown)}{more} (quotaledger goals lists them)"
+        else:
+            hint = "the journal has no goals yet"
+        raise InvalidInput(
+            f"no event names goal {goal!r}; {hint}",
+            code="unknown_goal",
+            goal=goal,
+            closest=closest,
+        )
 
     def state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
         """The ledger now, as of time `at` (every event with at <= T) or record `seq`.

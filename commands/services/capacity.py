@@ -287,7 +287,7 @@ class CapacityService(ServiceBase):
         that record.
         """
         if goal is not None:
-            check_identifier("--goal", goal)
+            self.require_goal(goal)
         if at is None and seq is None:
             self.journal.refresh()  # a long-lived handle shows what others appended since
         ledger: Ledger = self.state_as_of(at=at, seq=seq)

@@ -624,6 +624,7 @@ class HostService(ServiceBase):
             check_identifier("--lane", lane)
         if max_attempts < 1:
             raise InvalidInput("--max-attempts must be >= 1", code="invalid_option")
+        self.require_goal(goal)
         ledger, at_us = self._reader_state(goal, at)
         state = self._goal_hosts(ledger, goal)
         readiness = capacity_readiness(ledger, goal, at_us)

@@ -118,6 +118,8 @@ class JournalService(ServiceBase):
         The filters are checked now (InvalidInput), the journal read as it is iterated;
         on a corrupt journal the verified prefix comes first, then JournalCorrupt."""
         keep = LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)
+        if goal is not None:
+            self.require_goal(goal)
         return self._log(keep, limit)
 
     def _log(self, keep: LogFilter, limit: int | None) -> Iterator[dict[str, Any]]:

@@ -97,10 +97,10 @@ class OperatorService(ServiceBase):
             raise InvalidInput("--seq must be >= 0", code="invalid_option")
         if hash is not None and (len(hash) != 64 or hash.strip("0123456789abcdef")):
             raise InvalidInput("--hash must be 64 lowercase hex digits", code="invalid_option")
-        if goal is not None:
-            check_identifier("--goal", goal)
         if run is not None:
             check_identifier("--run", run)
+        if goal is not None:
+            self.require_goal(goal)
         found: tuple[Record, Any] | None = None
         for record, payload, _line in self.journal.records(
             after_seq=-1 if seq is None else seq - 1
@@ -147,6 +147,41 @@ class OperatorService(ServiceBase):
             kind=record.kind,
         )
 
+    # -- goals -------------------------------------------------------------------------
+
+    def goals(self, *, at: str | None = None) -> dict[str, Any]:
+        """Every goal with an event: its domains, gates and dimensions, active runs, last
+        event time, admission_ready and next_action (as `inspect` computes them), now
+        or as of `at`."""
+        from quotaledger.services.capacity import inspect_goal
+
+        at_us = None if at is None else parse_at(canonical_at(at))
+        if at is None:
+            self.journal.refresh()
+        ledger: Ledger = self.journal.state if at is None else self.state_as_of(at=at)
+        last_at = self.journal.head.goal_last_at
+        now_us = wall_us()
+        goals: dict[str, Any] = {}
+        for name in self.known_goals():
+            state = cap.goal_of(ledger.capacity, name)
+            view = inspect_goal(
+                state, at_us if at_us is not None else max(now_us, state.last_at_us)
+            )
+            config = view["config"]
+            goals[name] = {
+                "domains": _domains(ledger, name),
+                "gates": {
+                    "cases": config["cases"] is not None,
+                    "tokens": config["tokens"] is not None,
+                },
+                "dimensions": _dimensions(config["tokens"]),
+                "active_runs": view["active_counts"]["total"],
+                "last_event_at": last_at[name],
+                "admission_ready": view["admission_ready"],
+                "next_action": view["next_action"],
+            }
+        return {"ok": True, "at": None if at_us is None else format_us(at_us), "goals": goals}
+
     # -- whatif ------------------------------------------------------------------------
 
     def whatif(
@@ -161,7 +196,7 @@ class OperatorService(ServiceBase):
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
 
-        check_identifier("--goal", goal)
+        self.require_goal(goal)
         since_us, until_us = _range(since, until)
         overrides = au.Overrides.of(fields)
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
@@ -192,7 +227,7 @@ class OperatorService(ServiceBase):
         from quotaledger.projections import audit as au
         from quotaledger.report.html import render_report
 
-        check_identifier("--goal", goal)
+        self.require_goal(goal)  # before anything is written: no empty page for a typo
         since_us, until_us = _range(since, until)
         timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
         last: Record | None = None
@@ -227,7 +262,7 @@ class OperatorService(ServiceBase):
     def metrics(self, *, goal: str | None = None, at: str | None = None) -> dict[str, Any]:
         """The current state (or the state as of `at`) as Prometheus metrics."""
         if goal is not None:
-            check_identifier("--goal", goal)
+            self.require_goal(goal)
         if at is None:
             self.journal.refresh()
             ledger: Ledger = self.journal.state
@@ -253,6 +288,26 @@ class OperatorService(ServiceBase):
 
 
 # -- JSON shapes -------------------------------------------------------------------------
+
+
+def _domains(ledger: Ledger, goal: str) -> list[str]:
+    """The domains whose events name `goal`, in the ledger's order."""
+    held = {
+        "capacity": goal in ledger.capacity.goals,
+        "host": goal in ledger.hosts.goals,
+        "settlement": goal in ledger.settlement.goals,
+        "probe": goal in ledger.probes.count,
+    }
+    return [name for name, present in held.items() if present]
+
+
+def _dimensions(tokens: dict[str, Any] | None) -> list[str]:
+    """The token gate's configured dimensions: tpm when it has a TPM quota, then every
+    other dimension it limits (SPEC §3.6)."""
+    if tokens is None:
+        return []
+    combined = ["tpm"] if tokens.get("quota_tpm") is not None else []
+    return combined + sorted(tokens.get("limits") or {})
 
 
 def capacity_audit_json(result: au.Audit) -> dict[str, Any]:

@@ -144,6 +144,7 @@ class SettlementService(ServiceBase):
     ) -> dict[str, Any]:
         """The goal's budget window and every agent's turns (or one agent's)."""
         _check_ids(goal=goal, **({} if agent is None else {"agent": agent}))
+        self.require_goal(goal)
         state, at_us = self._settlement_as_of(goal, at)
         book = state.goals.get(goal)
         figures = settlement.budget_view(book, at_us)

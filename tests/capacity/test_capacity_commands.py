@@ -352,8 +352,8 @@ def test_goals_are_isolated(cli):
         R.TOKEN_HEADROOM_EXHAUSTED,
     ]
     assert b.reasons(3, "r1", arm="baseline", forecast_tpm=5_000) == []  # same run id, other goal
-    view = Goal(cli, "c").inspect(4)
-    assert view["next_action"] == "configure" and view["admission_ready"] is False
+    # SPEC §7: a goal no event names is unknown_goal, never an empty, healthy goal.
+    assert cli("inspect", "--goal", "c").json["error"]["code"] == "unknown_goal"
     both = a.ok("inspect", None)  # --goal a only
     assert list(both["goals"]) == ["a"]
     everything = cli("inspect").json["goals"]
@@ -384,7 +384,8 @@ def test_token_only_goal_needs_no_arm(goal):
 
 
 def test_inspect_shape_and_next_actions(cli, goal):
-    Goal(cli, "other").heartbeat(0)  # the journal exists; goal g has no event yet
+    stopped = cli("host", "stop", "--goal", "g", "--at", "2026-11-29T14:00:00Z")
+    assert stopped.code == 0, stopped.stdout  # goal g has an event, and no gate yet
     assert goal.inspect(0)["next_action"] == "configure"
     goal.ok("configure", 0, max_active_cases=2, **TOKENS, evaluator_reserve_tpm=5_000)
     assert goal.inspect(0)["next_action"] == "observe_usage"
