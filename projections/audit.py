@@ -397,6 +397,7 @@ class Overrides:
         if (
             "quota_tpm" in changes
             and "target_tpm" not in changes
+            and tokens.quota_tpm is not None
             and tokens.target_tpm == cap.default_target_tpm(tokens.quota_tpm)
         ):
             # The recorded target is the default share of the recorded quota: a
@@ -622,8 +623,8 @@ class Cooldown:
     start_us: int
     end_us: int
     run: str | None
-    retry_after_s: int | None
-    cooldown_s: int
+    retry_after_s: cap.Number | None
+    cooldown_s: cap.Number
 
 
 class Timeline(_GoalFold):

@@ -20,6 +20,7 @@ payloads and in results are canonical RFC 3339 strings.
 from __future__ import annotations
 
 import bisect
+import math
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -38,7 +39,7 @@ from quotaledger.projections.types import (
     TokenCount,
 )
 
-VERSION = "2"
+VERSION = "3"
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -59,11 +60,17 @@ DEFAULT_COOLDOWN_BASE_S = 15
 DEFAULT_COOLDOWN_MAX_S = 300
 
 Coverage = Literal["measured", "estimated", "unmetered"]
+Dimension = Literal["tpm", "itpm", "otpm", "rpm"]
+LimitDimension = Literal["itpm", "otpm", "rpm"]
+"""The dimensions configured under TokenConfig.limits (tpm is TokenConfig's own fields)."""
 Arm = Literal["baseline", "control", "treatment", "explore"]
 RunClass = Literal["solver", "evaluator"]
 Group = Literal["baseline", "test"]
 
 COVERAGES: tuple[str, ...] = ("measured", "estimated", "unmetered")
+DIMENSIONS: tuple[Dimension, ...] = ("tpm", "itpm", "otpm", "rpm")
+"""Every dimension of the token gate, in the order its reasons are reported (SPEC §3.6)."""
+LIMIT_DIMENSIONS: tuple[LimitDimension, ...] = ("itpm", "otpm", "rpm")
 ARMS: tuple[str, ...] = ("baseline", "control", "treatment", "explore")
 RUN_CLASSES: tuple[str, ...] = ("solver", "evaluator")
 ARM_GROUP: dict[str, Group] = {
@@ -76,6 +83,11 @@ ARM_GROUP: dict[str, Group] = {
 CaseCount = Annotated[int, msgspec.Meta(ge=0, le=CASES_MAX)]
 Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
 Number = int | float
+FractionalSeconds = (
+    Annotated[int, msgspec.Meta(ge=0, le=RETRY_AFTER_S_MAX)]
+    | Annotated[float, msgspec.Meta(ge=0.0, le=RETRY_AFTER_S_MAX)]
+)
+"""Seconds that may be fractional (a Retry-After of 1.5 s); an integer stays an integer."""
 
 
 # -- configuration -------------------------------------------------------------------
@@ -96,17 +108,37 @@ class CaseConfig(Payload, frozen=True):
             raise ValueError("; ".join(problems))
 
 
-class TokenConfig(Payload, frozen=True):
-    """The TPM envelope. Rates in tokens per minute, durations in seconds."""
+class DimensionLimit(Payload, frozen=True):
+    """One more dimension's envelope (itpm, otpm or rpm), per minute (SPEC §3.6)."""
 
-    quota_tpm: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)]
-    target_tpm: TokenCount
+    quota: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)]
+    target: TokenCount
+    evaluator_reserve: TokenCount
+    cold_start_reserve: TokenCount
+
+    def __post_init__(self) -> None:
+        problems = dimension_limit_problems("", self)
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+class TokenConfig(Payload, frozen=True, omit_defaults=True):
+    """The token gate: the combined TPM envelope (its own fields) and, under `limits`, the
+    other dimensions providers enforce. Rates per minute, durations in seconds.
+
+    `quota_tpm` (and with it `target_tpm`) is null when only `limits` are configured.
+    `omit_defaults`: a config without limits encodes as it did before they existed.
+    """
+
+    quota_tpm: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)] | None
+    target_tpm: TokenCount | None
     evaluator_reserve_tpm: TokenCount
     cold_start_reserve_tpm: TokenCount
     cached_input_weight: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
     max_observation_age_s: Annotated[int, msgspec.Meta(ge=0, le=OBSERVATION_AGE_S_MAX)]
     cooldown_base_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
     cooldown_max_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
+    limits: dict[LimitDimension, DimensionLimit] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
         problems = token_config_problems(self)
@@ -116,7 +148,7 @@ class TokenConfig(Payload, frozen=True):
 
 # The config fields `configure` and `whatif` take, by gate, in declaration order.
 CASE_FIELDS: tuple[str, ...] = CaseConfig.__struct_fields__
-TOKEN_FIELDS: tuple[str, ...] = TokenConfig.__struct_fields__
+TOKEN_FIELDS: tuple[str, ...] = tuple(f for f in TokenConfig.__struct_fields__ if f != "limits")
 
 
 class ConfigFields(TypedDict, total=False):
@@ -187,9 +219,22 @@ def case_config_problems(c: CaseConfig) -> list[str]:
 
 
 def token_config_problems(t: TokenConfig) -> list[str]:
-    """Every rule of SPEC §3.1 the token config breaks (empty when valid)."""
-    problems = _range_problem("quota_tpm", t.quota_tpm, 1, QUOTA_TPM_MAX)
-    for name in ("target_tpm", "evaluator_reserve_tpm", "cold_start_reserve_tpm"):
+    """Every rule of SPEC §3.1 and §3.6 the token config breaks (empty when valid)."""
+    problems: list[str] = []
+    if t.quota_tpm is None:
+        if not t.limits:
+            problems.append("the token gate needs quota_tpm or another dimension's quota")
+        if t.target_tpm is not None:
+            problems.append("target_tpm needs quota_tpm")
+        if t.evaluator_reserve_tpm or t.cold_start_reserve_tpm:
+            problems.append("evaluator_reserve_tpm and cold_start_reserve_tpm need quota_tpm")
+    else:
+        problems += _range_problem("quota_tpm", t.quota_tpm, 1, QUOTA_TPM_MAX)
+        if t.target_tpm is None:
+            problems.append("target_tpm is required with quota_tpm")
+        else:
+            problems += _range_problem("target_tpm", t.target_tpm, 0, QUOTA_TPM_MAX)
+    for name in ("evaluator_reserve_tpm", "cold_start_reserve_tpm"):
         problems += _range_problem(name, getattr(t, name), 0, QUOTA_TPM_MAX)
     problems += _range_problem("cached_input_weight", t.cached_input_weight, 0.0, 1.0)
     problems += _range_problem(
@@ -197,7 +242,9 @@ def token_config_problems(t: TokenConfig) -> list[str]:
     )
     problems += _range_problem("cooldown_base_s", t.cooldown_base_s, 0, COOLDOWN_S_LIMIT)
     problems += _range_problem("cooldown_max_s", t.cooldown_max_s, 0, COOLDOWN_S_LIMIT)
-    if problems:
+    for dimension, limit in t.limits.items():
+        problems += dimension_limit_problems(dimension, limit)
+    if problems or t.quota_tpm is None or t.target_tpm is None:
         return problems
     return _broken_rules(
         ("target_tpm", t.target_tpm, "quota_tpm", t.quota_tpm),
@@ -206,6 +253,28 @@ def token_config_problems(t: TokenConfig) -> list[str]:
             t.evaluator_reserve_tpm + t.cold_start_reserve_tpm,
             "target_tpm",
             t.target_tpm,
+        ),
+    )
+
+
+def dimension_limit_problems(dimension: str, d: DimensionLimit) -> list[str]:
+    """Every rule of SPEC §3.6 one dimension's limit breaks, named by its config fields."""
+
+    def name(field: str) -> str:
+        return f"{field}_{dimension}" if dimension else field
+
+    problems = _range_problem(name("quota"), d.quota, 1, QUOTA_TPM_MAX)
+    for field in ("target", "evaluator_reserve", "cold_start_reserve"):
+        problems += _range_problem(name(field), getattr(d, field), 0, QUOTA_TPM_MAX)
+    if problems:
+        return problems
+    return _broken_rules(
+        (name("target"), d.target, name("quota"), d.quota),
+        (
+            f"{name('evaluator_reserve')} + {name('cold_start_reserve')}",
+            d.evaluator_reserve + d.cold_start_reserve,
+            name("target"),
+            d.target,
         ),
     )
 
@@ -302,11 +371,12 @@ def make_token_config(
 # -- event payloads (SPEC §3.1) --------------------------------------------------------
 
 
-class UsageParts(Payload, frozen=True):
+class UsageParts(Payload, frozen=True, kw_only=True):
     """Raw (unweighted) token counts in the window, kept disjoint."""
 
     uncached_input: int
     cached_input: int
+    cache_write_input: int = 0  # absent from figures written before it existed
     output: int
 
 
@@ -316,13 +386,44 @@ class ActiveCases(Payload, frozen=True):
     test: int
 
 
-class AdmitRequest(Payload, frozen=True):
+class AdmitRequest(Payload, frozen=True, omit_defaults=True):
+    """What `admit` was asked. `omit_defaults`: only the members added after the first
+    version have defaults, so a request without them encodes as it always did."""
+
     run: Identifier
     case: Identifier | None
     arm: Arm | None
     run_class: RunClass = msgspec.field(name="class")
     forecast_tpm: TokenCount | None
     lease_s: Annotated[int, msgspec.Meta(ge=1, le=LEASE_S_MAX)] | None
+    forecast_itpm: TokenCount | None = None
+    forecast_otpm: TokenCount | None = None
+    forecast_rpm: TokenCount | None = None
+
+
+class DimensionFigures(Payload, frozen=True):
+    """One dimension's numbers in a decision (SPEC §3.6)."""
+
+    usage: Number
+    reserved: int
+    provider_used: int | None
+    """limit - remaining of the provider's live report, or null when none is live."""
+    load: Number
+    target: int
+    headroom: Number
+    """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
+    forecast: int | None
+
+
+class ProviderLimit(Payload, frozen=True):
+    """What a provider reported of one dimension in a response's headers (SPEC §3.6)."""
+
+    limit: TokenCount | None
+    remaining: TokenCount | None
+    reset_at: CanonicalAt | None
+
+
+ProviderReport = dict[Dimension, ProviderLimit]
 
 
 class Figures(Payload, frozen=True, kw_only=True):
@@ -349,6 +450,8 @@ class Figures(Payload, frozen=True, kw_only=True):
     quota_tpm: int | None = None
     evaluator_reserve_tpm: int | None = None
     cold_start_reserve_tpm: int | None = None
+    dimensions: dict[Dimension, DimensionFigures] = msgspec.field(default_factory=dict)
+    binding_dimension: Dimension | None = None
 
 
 class Receipt(Figures, frozen=True, kw_only=True):
@@ -362,19 +465,33 @@ class Receipt(Figures, frozen=True, kw_only=True):
     lease_until: CanonicalAt | None = None  # the fold takes leases from the request
 
 
-class CapacityConfigured(Payload, frozen=True):
+ConfigFieldName = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]
+
+
+class CapacityConfigured(Payload, frozen=True, omit_defaults=True):
+    """The goal's full new config. `explicit` names every config field (as `configure`
+    takes it) set explicitly by this or an earlier configure and not since removed:
+    a field not in it is a derived default that follows its source (SPEC §3.5).
+
+    `omit_defaults` here and on the payloads below: only the members added after the
+    first version have defaults, so an event without them encodes as it always did.
+    """
+
     cases: CaseConfig | None
     tokens: TokenConfig | None
+    explicit: list[ConfigFieldName] = msgspec.field(default_factory=list)
 
 
-class CapacityObserved(Payload, frozen=True):
+class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
     run: Identifier | None
     uncached_input: TokenCount
     cached_input: TokenCount
+    cache_write_input: TokenCount = 0
     output: TokenCount
     requests: TokenCount | None
     coverage: Coverage
     source: FreeText | None
+    provider: ProviderReport | None = None
 
 
 class CapacityAdmitted(Payload, frozen=True):
@@ -388,14 +505,15 @@ class CapacityRefused(Payload, frozen=True):
     figures: Figures
 
 
-class CapacityRejected(Payload, frozen=True):
+class CapacityRejected(Payload, frozen=True, omit_defaults=True):
     run: Identifier | None
-    retry_after_s: Annotated[int, msgspec.Meta(ge=0, le=RETRY_AFTER_S_MAX)] | None
-    cooldown_s: Seconds
+    retry_after_s: FractionalSeconds | None
+    cooldown_s: FractionalSeconds
     clamped: bool
     cooldown_until: CanonicalAt
     streak: Annotated[int, msgspec.Meta(ge=1)]
     detail: FreeText | None
+    provider: ProviderReport | None = None
 
 
 class CapacityReleased(Payload, frozen=True):
@@ -439,6 +557,7 @@ class Sample(StateStruct, gc=False):
     coverage: str
     run: str | None = None
     seq: int = -1
+    cache_write_input: int = 0
 
 
 class ActiveRun(StateStruct):
@@ -515,6 +634,7 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
                 coverage=payload.coverage,
                 run=payload.run,
                 seq=record.seq,
+                cache_write_input=payload.cache_write_input,
             )
         )
         if payload.coverage != "unmetered":
@@ -600,11 +720,15 @@ def window_samples(goal: GoalCapacity, at_us: int) -> list[Sample]:
     return samples[start:end]
 
 
-def weighted_tpm(uncached_input: int, cached_input: int, output: int, weight: float) -> Number:
+def weighted_tpm(
+    uncached_input: int, cached_input: int, output: int, weight: float, cache_write_input: int = 0
+) -> Number:
     """Tokens that count against the quota; an int unless the weight makes it fractional."""
     if weight == 1.0:
-        return uncached_input + cached_input + output
-    value = round(uncached_input + output + cached_input * weight, USAGE_DECIMALS)
+        return uncached_input + cache_write_input + cached_input + output
+    value = round(
+        uncached_input + cache_write_input + output + cached_input * weight, USAGE_DECIMALS
+    )
     return int(value) if value.is_integer() else value
 
 
@@ -629,6 +753,7 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
     samples = window_samples(goal, at_us)
     uncached = sum(s.uncached_input for s in samples)
     cached = sum(s.cached_input for s in samples)
+    cache_write = sum(s.cache_write_input for s in samples)
     output = sum(s.output for s in samples)
     kinds = {s.coverage for s in samples}
     coverage: Coverage = (
@@ -636,8 +761,13 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
     )
     weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
     return Usage(
-        usage_tpm=weighted_tpm(uncached, cached, output, weight),
-        parts=UsageParts(uncached_input=uncached, cached_input=cached, output=output),
+        usage_tpm=weighted_tpm(uncached, cached, output, weight, cache_write),
+        parts=UsageParts(
+            uncached_input=uncached,
+            cached_input=cached,
+            cache_write_input=cache_write,
+            output=output,
+        ),
         coverage=coverage,
         unmetered_in_window="unmetered" in kinds,
         samples=tuple(samples),
@@ -685,7 +815,7 @@ class Evaluation:
 
     def available_tpm(self, run_class: str) -> int | None:
         """The part of the target a run of this class may fill (None: no token gate)."""
-        if self.tokens is None:
+        if self.tokens is None or self.tokens.target_tpm is None:
             return None
         protected = self.tokens.evaluator_reserve_tpm if run_class == "solver" else 0
         return self.tokens.target_tpm - protected
@@ -744,6 +874,14 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         active_runs=tuple(runs),
         active_cases=active_counts(runs),
     )
+
+
+def seconds_us(seconds: Number) -> int:
+    """A duration in whole microseconds; a fractional one is rounded up (a cooldown
+    never ends early), after dropping float noise (0.1 s is 100000 µs, not 100001)."""
+    if isinstance(seconds, int):
+        return seconds * US_PER_S
+    return math.ceil(round(seconds * US_PER_S, 3))
 
 
 def _tidy(value: Number) -> Number:
@@ -834,9 +972,12 @@ def token_reasons(ev: Evaluation, forecast_tpm: int | None, run_class: str) -> l
     tokens = ev.tokens
     assert tokens is not None
     reasons: list[str] = []
-    if forecast_tpm is None:
+    target_tpm = tokens.target_tpm
+    if target_tpm is None:
+        pass  # no tpm dimension: only the gate-wide reasons
+    elif forecast_tpm is None:
         reasons.append(R.TOKEN_FORECAST_REQUIRED)
-    elif forecast_tpm > tokens.target_tpm:
+    elif forecast_tpm > target_tpm:
         reasons.append(R.FORECAST_EXCEEDS_TARGET)
     if ev.cooldown_active:
         reasons.append(R.CAPACITY_COOLDOWN_ACTIVE)
@@ -844,13 +985,13 @@ def token_reasons(ev: Evaluation, forecast_tpm: int | None, run_class: str) -> l
         reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
     if ev.observation_stale:
         reasons.append(R.USAGE_OBSERVATION_STALE)
-    if forecast_tpm is not None:
+    if forecast_tpm is not None and target_tpm is not None:
         needed = ev.load_tpm + forecast_tpm + tokens.cold_start_reserve_tpm
         available = ev.available_tpm(run_class)
         assert available is not None
         if needed > available:
             # A solver that only lacks room because of the evaluator reserve is told so.
-            protected = run_class == "solver" and needed <= tokens.target_tpm
+            protected = run_class == "solver" and needed <= target_tpm
             reasons.append(
                 R.EVALUATOR_RESERVE_PROTECTED if protected else R.TOKEN_HEADROOM_EXHAUSTED
             )
@@ -907,14 +1048,14 @@ def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int
 
 @dataclass(frozen=True)
 class CooldownPlan:
-    retry_after_s: int | None
-    cooldown_s: int
+    retry_after_s: Number | None
+    cooldown_s: Number
     clamped: bool
     cooldown_until_us: int
     streak: int
 
 
-def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: int | None) -> CooldownPlan:
+def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: Number | None) -> CooldownPlan:
     """The bounded cooldown a provider rejection at `at_us` starts."""
     tokens = goal.tokens
     base_s = tokens.cooldown_base_s if tokens is not None else DEFAULT_COOLDOWN_BASE_S
@@ -925,7 +1066,7 @@ def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: int | None) ->
     streak = goal.streak + 1 if continues else 1
     wanted_s = retry_after_s if retry_after_s is not None else base_s * 2 ** min(streak - 1, 64)
     cooldown_s = min(wanted_s, max_s)
-    until_us = at_us + cooldown_s * US_PER_S
+    until_us = at_us + seconds_us(cooldown_s)
     if previous_us is not None:
         until_us = max(previous_us, until_us)
     return CooldownPlan(retry_after_s, cooldown_s, wanted_s > max_s, until_us, streak)
@@ -970,7 +1111,9 @@ def next_action(ev: Evaluation) -> str:
         or active.baseline > cases.max_baseline_cases
         or active.test > cases.max_test_cases
     )
-    over_tokens = tokens is not None and ev.reserved_tpm > tokens.target_tpm
+    over_tokens = (
+        tokens is not None and tokens.target_tpm is not None and ev.reserved_tpm > tokens.target_tpm
+    )
     if over_cases or over_tokens:
         return "release_runs"
     if admission_ready(ev):

@@ -7,6 +7,7 @@ fdatasync. The results are the JSON objects the CLI prints with `--json`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
@@ -109,13 +110,19 @@ class CapacityService(ServiceBase):
         uncached_input: int = 0,
         cached_input: int = 0,
         output: int = 0,
+        cache_write_input: int = 0,
         run: str | None = None,
         requests: int | None = None,
         coverage: str = "measured",
         source: str | None = None,
+        provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
     ) -> dict[str, Any]:
-        """Record provider usage (a zero-token measured observation is a heartbeat)."""
+        """Record provider usage (a zero-token measured observation is a heartbeat).
+
+        `provider` is what the provider reported in the response's headers:
+        `{dimension: {"limit", "remaining", "reset_at"}}` (SPEC §3.6).
+        """
         check_identifier("--goal", goal)
         if run is not None:
             check_identifier("--run", run)
@@ -123,6 +130,8 @@ class CapacityService(ServiceBase):
             run=run,
             uncached_input=check_tokens("--uncached-input", uncached_input),
             cached_input=check_tokens("--cached-input", cached_input),
+            cache_write_input=check_tokens("--cache-write-input", cache_write_input),
+            provider=provider_report(provider),
             output=check_tokens("--output", output),
             requests=None if requests is None else check_tokens("--requests", requests),
             coverage=_choice("--coverage", coverage, cap.COVERAGES),  # type: ignore[arg-type]
@@ -157,6 +166,9 @@ class CapacityService(ServiceBase):
         arm: str | None = None,
         class_: str = "solver",
         forecast_tpm: int | None = None,
+        forecast_itpm: int | None = None,
+        forecast_otpm: int | None = None,
+        forecast_rpm: int | None = None,
         lease_s: int | None = None,
         at: str | None = None,
         dry_run: bool = False,
@@ -169,6 +181,9 @@ class CapacityService(ServiceBase):
             arm=arm,
             class_=class_,
             forecast_tpm=forecast_tpm,
+            forecast_itpm=forecast_itpm,
+            forecast_otpm=forecast_otpm,
+            forecast_rpm=forecast_rpm,
             lease_s=lease_s,
         )
         if dry_run and not self.journal.store.writable:
@@ -204,25 +219,20 @@ class CapacityService(ServiceBase):
         run: str | None = None,
         retry_after_s: float | None = None,
         detail: str | None = None,
+        provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
     ) -> dict[str, Any]:
-        """Record a provider capacity rejection (HTTP 429) and start the bounded cooldown."""
+        """Record a provider capacity rejection (HTTP 429) and start the bounded cooldown.
+
+        `retry_after_s` may be fractional; `provider` as for `observe`.
+        """
         check_identifier("--goal", goal)
         if run is not None:
             check_identifier("--run", run)
-        _bounded("--retry-after-s", retry_after_s, 0, cap.RETRY_AFTER_S_MAX)
-        if isinstance(retry_after_s, float):
-            if not retry_after_s.is_integer():
-                # capacity.rejected records whole seconds until its payload takes
-                # fractions (SPEC §3.6): refused, never rounded behind the user's back.
-                raise InvalidInput(
-                    f"--retry-after-s {retry_after_s:g}: this version records whole seconds",
-                    code="invalid_option",
-                    option="--retry-after-s",
-                )
-            retry_after_s = int(retry_after_s)
+        retry_after_s = check_retry_after_s(retry_after_s)
         if detail is not None:
             check_text("--detail", detail)
+        report = provider_report(provider)
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
             state = cap.goal_of(txn.state.capacity, goal)
@@ -235,6 +245,7 @@ class CapacityService(ServiceBase):
                 cooldown_until=format_us(plan.cooldown_until_us),
                 streak=plan.streak,
                 detail=detail,
+                provider=report,
             )
             pending = txn.append(cap.REJECTED, goal, payload, at_text)
         return {
@@ -319,6 +330,9 @@ def admit_request(
     class_: str,
     forecast_tpm: int | None,
     lease_s: int | None,
+    forecast_itpm: int | None = None,
+    forecast_otpm: int | None = None,
+    forecast_rpm: int | None = None,
 ) -> cap.AdmitRequest:
     """A checked admission request (exit 2 on bad input, before anything is locked)."""
     check_identifier("--goal", goal)
@@ -328,8 +342,15 @@ def admit_request(
     if arm is not None:
         _choice("--arm", arm, cap.ARMS)
     _choice("--class", class_, cap.RUN_CLASSES)
-    if forecast_tpm is not None:
-        check_tokens("--forecast-tpm", forecast_tpm)
+    forecasts = {
+        "tpm": forecast_tpm,
+        "itpm": forecast_itpm,
+        "otpm": forecast_otpm,
+        "rpm": forecast_rpm,
+    }
+    for dimension, forecast in forecasts.items():
+        if forecast is not None:
+            check_tokens(f"--forecast-{dimension}", forecast)
     _bounded("--lease-s", lease_s, 1, cap.LEASE_S_MAX)
     return cap.AdmitRequest(
         run=run,
@@ -338,7 +359,48 @@ def admit_request(
         run_class=class_,  # type: ignore[arg-type]
         forecast_tpm=forecast_tpm,
         lease_s=lease_s,
+        forecast_itpm=forecast_itpm,
+        forecast_otpm=forecast_otpm,
+        forecast_rpm=forecast_rpm,
     )
+
+
+def provider_report(
+    provider: Mapping[str, Mapping[str, Any]] | None,
+) -> cap.ProviderReport | None:
+    """A checked provider report, its dimensions in the documented order (exit 2 if bad)."""
+    if provider is None:
+        return None
+    try:
+        report = msgspec.convert(provider, cap.ProviderReport)
+    except (msgspec.ValidationError, TypeError, ValueError) as exc:
+        raise InvalidInput(
+            f"provider: not a report of {{dimension: {{limit, remaining, reset_at}}}} ({exc})",
+            code="invalid_provider_report",
+            option="provider",
+        ) from None
+    return {d: report[d] for d in cap.DIMENSIONS if d in report} or None
+
+
+def check_retry_after_s(value: float | None) -> float | None:
+    """A Retry-After in seconds, fractional or whole (an integer stays one)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInput(
+            f"--retry-after-s must be a number of seconds, got {value!r}",
+            code="invalid_option",
+            option="--retry-after-s",
+        )
+    if not 0 <= value <= cap.RETRY_AFTER_S_MAX:  # NaN fails this too
+        raise InvalidInput(
+            f"--retry-after-s must be from 0 to {cap.RETRY_AFTER_S_MAX} seconds, got {value}",
+            code="invalid_option",
+            option="--retry-after-s",
+        )
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # 30.0 is recorded as 30, as a whole-second Retry-After always was
+    return value
 
 
 def admit_json(

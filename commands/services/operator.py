@@ -440,6 +440,7 @@ def _goal_metrics(
     parts = ev.usage.parts
     add("quotaledger_usage_tpm", parts.uncached_input, counter="uncached_input")
     add("quotaledger_usage_tpm", parts.cached_input, counter="cached_input")
+    add("quotaledger_usage_tpm", parts.cache_write_input, counter="cache_write_input")
     add("quotaledger_usage_tpm", parts.output, counter="output")
     add("quotaledger_usage_weighted_tpm", ev.usage.usage_tpm)
     add("quotaledger_reserved_tpm", ev.reserved_tpm)

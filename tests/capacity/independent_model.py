@@ -208,6 +208,7 @@ class GoalState:
         return {
             "uncached_input": sum(s[1] for s in window),
             "cached_input": sum(s[2] for s in window),
+            "cache_write_input": 0,
             "output": sum(s[3] for s in window),
         }
 

@@ -51,7 +51,12 @@ def test_admit_json_shape_and_receipt(goal):
         at(2),
     )
     assert receipt["usage_tpm"] == 1_750
-    assert receipt["usage"] == {"uncached_input": 1_000, "cached_input": 500, "output": 250}
+    assert receipt["usage"] == {
+        "uncached_input": 1_000,
+        "cached_input": 500,
+        "cache_write_input": 0,
+        "output": 250,
+    }
     assert (receipt["reserved_tpm"], receipt["load_tpm"], receipt["target_tpm"]) == (
         0,
         1_750,

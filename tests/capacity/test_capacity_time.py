@@ -25,7 +25,12 @@ def test_a_sample_exactly_60_s_old_is_out_of_the_window(goal):
     assert goal.inspect(69.999999)["usage_tpm"] == 1_230
     at_boundary = goal.inspect(70)
     assert at_boundary["usage_tpm"] == 0
-    assert at_boundary["usage"] == {"uncached_input": 0, "cached_input": 0, "output": 0}
+    assert at_boundary["usage"] == {
+        "uncached_input": 0,
+        "cached_input": 0,
+        "cache_write_input": 0,
+        "output": 0,
+    }
 
 
 def test_window_decides_admission_at_the_boundary(goal):
@@ -52,7 +57,12 @@ def test_cached_input_weighting_is_fractional_and_parts_stay_raw(goal):
     goal.ok("observe", 1, uncached_input=1_000, cached_input=3, output=7)
     view = goal.inspect(2)
     assert view["usage_tpm"] == 1_007.75
-    assert view["usage"] == {"uncached_input": 1_000, "cached_input": 3, "output": 7}
+    assert view["usage"] == {
+        "uncached_input": 1_000,
+        "cached_input": 3,
+        "cache_write_input": 0,
+        "output": 7,
+    }
     body = goal.ok("admit", 3, run="r1", forecast_tpm=500)
     assert body["receipt"]["usage_tpm"] == 1_007.75
     assert body["receipt"]["usage"]["cached_input"] == 3

@@ -182,7 +182,12 @@ def test_independently_written_journal_is_read_and_extended_by_quotaledger(
     assert code == 0, out
     goal = out["goals"]["g"]
     assert goal["usage_tpm"] == 1750  # weight 1 counts cached input fully
-    assert goal["usage"] == {"uncached_input": 1000, "cached_input": 500, "output": 250}
+    assert goal["usage"] == {
+        "uncached_input": 1000,
+        "cached_input": 500,
+        "cache_write_input": 0,
+        "output": 250,
+    }
     assert goal["active_runs"] == []
     res = run_process("log", "--journal", str(journal), "--json")
     assert res.code == 0, res.stderr

@@ -102,6 +102,7 @@ class Goal:
         parts = {
             "uncached_input": sum(s[2] for s in win),
             "cached_input": sum(s[3] for s in win),
+            "cache_write_input": 0,  # this writer never records cache writes
             "output": sum(s[4] for s in win),
         }
         tpm = num(parts["uncached_input"] + parts["output"] + parts["cached_input"] * self.weight())

@@ -257,7 +257,7 @@ def test_a_changed_figure_rule_is_not_reproduced(journal_path: str, monkeypatch)
     monkeypatch.setattr(cap, "WINDOW_US", 61 * 1_000_000)
     body = run_cli("audit", "--journal", journal_path, "--json", "--seq", seqs["admitted"]).json
     assert body["reproduced"] is True  # no sample sits between 60 and 61 s back
-    monkeypatch.setattr(cap, "weighted_tpm", lambda u, c, o, w: u + o)  # cached ignored
+    monkeypatch.setattr(cap, "weighted_tpm", lambda u, c, o, w, cw=0: u + o)  # cached ignored
     body = run_cli("audit", "--journal", journal_path, "--json", "--seq", seqs["admitted"]).json
     assert body["reproduced"] is False
     assert any(d.startswith("receipt.usage_tpm") for d in body["differences"])
