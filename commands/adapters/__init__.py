@@ -1,0 +1,18 @@
+"""Adapters for Python runners (SPEC §3.6): what provider SDKs return, as observations.
+
+    from quotaledger.adapters import openai as ql_openai
+
+    ledger.observe(goal="g", run="r1", **ql_openai.usage(completion))
+
+- `openai.usage(obj)`, `anthropic.usage(obj)`: an SDK response (or its `usage`, or a
+  dict) as the observation's fields `uncached_input`, `cached_input`,
+  `cache_write_input`, `output`, `requests`;
+- `headers.provider_report(headers)`: the rate-limit headers of a response, for
+  `provider_headers=`;
+- `litellm.Callback(ledger, goal, run=None)`: a LiteLLM `CustomLogger` that observes
+  every successful call and records every rate-limit failure with `reject`.
+
+No module here imports an SDK at import time: the SDKs are optional extras
+(`pip install 'quotaledger[openai]'`, `[anthropic]`, `[litellm]`), and the mappings
+read SDK objects by their attributes.
+"""

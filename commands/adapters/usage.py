@@ -1,0 +1,243 @@
+"""Usage as providers report it (SPEC §3.6), mapped onto the observation's counters.
+
+    OpenAI chat completions   uncached = prompt_tokens - prompt_tokens_details.cached_tokens
+                              cached   = prompt_tokens_details.cached_tokens
+                              output   = completion_tokens
+    OpenAI Responses API      the same from input_tokens, input_tokens_details.cached_tokens,
+                              output_tokens
+    Anthropic Messages        uncached    = input_tokens (it excludes the cache)
+                              cache_write = cache_creation_input_tokens
+                              cached      = cache_read_input_tokens
+                              output      = output_tokens
+
+Every mapping records one request. `auto` tells the shapes apart by their keys; a whole
+response body holding a `usage` object is accepted. The result uses the observation's
+field names, so it goes straight into `ledger.observe(goal=..., **usage)`. Bad input is
+`invalid_usage` (exit 2) naming the field, e.g. `usage.prompt_tokens_details.cached_tokens`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import TOKEN_COUNT_MAX
+
+USAGE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "auto")
+
+
+class Usage(TypedDict):
+    """An observation's counters, disjoint: tokens read from a cache are not also
+    uncached, tokens written to one are not also uncached."""
+
+    uncached_input: int
+    cached_input: int
+    cache_write_input: int
+    output: int
+    requests: int
+
+
+# The keys that say which provider wrote a usage object (a bare input/output pair means
+# the same under the Responses and the Anthropic mapping, so it needs no marker).
+_CHAT_KEYS = frozenset({"prompt_tokens", "completion_tokens"})
+_RESPONSES_KEYS = frozenset({"input_tokens_details"})
+_ANTHROPIC_KEYS = frozenset(
+    {"cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation"}
+)
+_SHAPE_NAMES = {
+    "chat": "OpenAI chat completions (prompt_tokens)",
+    "responses": "OpenAI Responses (input_tokens_details)",
+    "anthropic": "Anthropic (cache_*_input_tokens)",
+}
+
+
+def _invalid(message: str, field: str | None = None) -> InvalidInput:
+    context: dict[str, Any] = {"option": "--usage"}
+    if field is not None:
+        context["field"] = field
+    return InvalidInput(message, code="invalid_usage", **context)
+
+
+def parse_usage(text: str, usage_format: str = "auto") -> Usage:
+    """The counters in a JSON `usage` object or response body (`observe --usage`)."""
+    check_format(usage_format)
+    try:
+        body = json.loads(text)
+    except ValueError as exc:
+        raise _invalid(f"--usage is not valid JSON: {exc}") from None
+    return usage_of(body, usage_format)
+
+
+def check_format(usage_format: str) -> str:
+    if usage_format not in USAGE_FORMATS:
+        raise InvalidInput(
+            f"--usage-format must be one of {', '.join(USAGE_FORMATS)}, got {usage_format!r}",
+            code="invalid_choice",
+            option="--usage-format",
+        )
+    return usage_format
+
+
+def usage_of(body: Any, usage_format: str = "auto") -> Usage:
+    """The counters of a usage object or of a response body holding one (plain data:
+    dicts, lists, numbers, as JSON decodes them; see `plain` for SDK objects)."""
+    check_format(usage_format)
+    prefix = ""
+    if isinstance(body, Mapping) and "usage" in body:
+        body, prefix = body["usage"], "usage."
+        if body is None:
+            raise _invalid("the response body has no usage (usage is null)", "usage")
+    if not isinstance(body, Mapping):
+        raise _invalid(
+            "--usage must be a usage object or a response body holding one, got "
+            + type(body).__name__,
+            prefix.rstrip(".") or None,
+        )
+    shape = _shape(body, usage_format, prefix)
+    if shape == "chat":
+        return _openai(body, prefix, "prompt_tokens", "prompt_tokens_details", "completion_tokens")
+    if shape == "responses":
+        return _openai(body, prefix, "input_tokens", "input_tokens_details", "output_tokens")
+    return _anthropic(body, prefix)
+
+
+def plain(obj: Any) -> Any:
+    """An SDK response object (a pydantic model: openai, anthropic, litellm) as the plain
+    data its JSON would decode to; plain data as it is."""
+    if obj is None or isinstance(obj, Mapping | list | str | int | float):
+        return obj
+    usage = getattr(obj, "usage", None)
+    if usage is not None and not callable(usage):
+        # A response: only its usage is read, so the content is never copied.
+        return {"usage": plain(usage)}
+    dump = getattr(obj, "model_dump", None)
+    if callable(dump):
+        return dump()
+    raise _invalid(f"not a usage object or response: {type(obj).__name__}")
+
+
+def _shape(body: Mapping[str, Any], usage_format: str, prefix: str) -> str:
+    keys = set(body)
+    families = [
+        name
+        for name, markers in (
+            ("chat", _CHAT_KEYS),
+            ("responses", _RESPONSES_KEYS),
+            ("anthropic", _ANTHROPIC_KEYS),
+        )
+        if keys & markers
+    ]
+    where = f"{prefix.rstrip('.')} " if prefix else ""
+    if len(families) > 1:
+        raise _invalid(
+            f"the {where}object has keys of more than one provider's usage ("
+            + ", ".join(sorted(keys & (_CHAT_KEYS | _RESPONSES_KEYS | _ANTHROPIC_KEYS)))
+            + "): give it as the provider sent it",
+            prefix.rstrip(".") or None,
+        )
+    if not families and not keys & {"input_tokens", "output_tokens"}:
+        raise _invalid(
+            f"the {where}object matches neither the OpenAI nor the Anthropic usage mapping "
+            "(no prompt_tokens/completion_tokens, no input_tokens/output_tokens)",
+            prefix.rstrip(".") or None,
+        )
+    if not families:  # a bare input/output pair: the Responses and Anthropic mappings agree
+        return "responses" if usage_format == "openai" else "anthropic"
+    shape = families[0]
+    wanted = {"openai": ("chat", "responses"), "anthropic": ("anthropic",)}.get(usage_format)
+    if wanted is not None and shape not in wanted:
+        raise _invalid(
+            f"the {where}object is {_SHAPE_NAMES[shape]} usage, not "
+            + ("OpenAI's" if usage_format == "openai" else "Anthropic's"),
+            prefix.rstrip(".") or None,
+        )
+    return shape
+
+
+def litellm_usage_of(body: Any) -> Usage:
+    """LiteLLM's usage (plain data): OpenAI's chat-completions shape for every provider,
+    whose `prompt_tokens` includes the cache reads (`prompt_tokens_details.cached_tokens`)
+    and, for Anthropic, the cache writes (`prompt_tokens_details.cache_creation_tokens`)."""
+    if not isinstance(body, Mapping):
+        raise _invalid(f"LiteLLM usage must be an object, got {type(body).__name__}")
+    return _openai(
+        body,
+        "usage.",
+        "prompt_tokens",
+        "prompt_tokens_details",
+        "completion_tokens",
+        cache_write_key="cache_creation_tokens",
+    )
+
+
+def _openai(
+    body: Mapping[str, Any],
+    prefix: str,
+    input_key: str,
+    details_key: str,
+    output_key: str,
+    *,
+    cache_write_key: str | None = None,
+) -> Usage:
+    prompt = _count(body, input_key, prefix, required=True)
+    details = body.get(details_key)
+    cached = cache_write = 0
+    if details is not None:
+        if not isinstance(details, Mapping):
+            raise _invalid(f"{prefix}{details_key} must be an object", prefix + details_key)
+        cached = _count(details, "cached_tokens", f"{prefix}{details_key}.")
+        if cache_write_key is not None:
+            cache_write = _count(details, cache_write_key, f"{prefix}{details_key}.")
+    if cached + cache_write > prompt:
+        field = f"{prefix}{details_key}.cached_tokens"
+        raise _invalid(
+            f"{field} ({cached}) is more than {prefix}{input_key} ({prompt}), which includes it"
+            + (f" (with {cache_write} cache writes)" if cache_write else ""),
+            field,
+        )
+    return Usage(
+        uncached_input=prompt - cached - cache_write,
+        cached_input=cached,
+        cache_write_input=cache_write,
+        output=_count(body, output_key, prefix, required=True),
+        requests=1,
+    )
+
+
+def _anthropic(body: Mapping[str, Any], prefix: str) -> Usage:
+    return Usage(
+        uncached_input=_count(body, "input_tokens", prefix, required=True),
+        cached_input=_count(body, "cache_read_input_tokens", prefix),
+        cache_write_input=_count(body, "cache_creation_input_tokens", prefix),
+        output=_count(body, "output_tokens", prefix, required=True),
+        requests=1,
+    )
+
+
+def _count(body: Mapping[str, Any], key: str, prefix: str, *, required: bool = False) -> int:
+    """A token count: an integer 0..10^12 (a bool or 1.0 is not one); absent or null is
+    0 for an optional count and refused for a required one."""
+    field = prefix + key
+    value = body.get(key)
+    if value is None:
+        if required:
+            raise _invalid(f"{field} is missing", field)
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _invalid(f"{field} must be an integer token count, got {value!r}", field)
+    if not 0 <= value <= TOKEN_COUNT_MAX:
+        raise _invalid(f"{field} must be from 0 to 10^12, got {value}", field)
+    return value
+
+
+__all__ = [
+    "USAGE_FORMATS",
+    "Usage",
+    "check_format",
+    "litellm_usage_of",
+    "parse_usage",
+    "plain",
+    "usage_of",
+]
