@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         JournalPoisoned,
         LockTimeout,
         StorageFailure,
+        TimeInFuture,
         TimeRegression,
     )
 
@@ -39,6 +40,7 @@ __all__ = [
     "Ledger",
     "LockTimeout",
     "StorageFailure",
+    "TimeInFuture",
     "TimeRegression",
     "__version__",
 ]

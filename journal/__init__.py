@@ -13,6 +13,7 @@ from quotaledger.journal.errors import (
     LockTimeout,
     NotRegularFile,
     StorageFailure,
+    TimeInFuture,
     TimeRegression,
 )
 from quotaledger.journal.journal import Journal, Projector, Transaction, open_store
@@ -30,6 +31,7 @@ __all__ = [
     "Projector",
     "Record",
     "StorageFailure",
+    "TimeInFuture",
     "TimeRegression",
     "Transaction",
     "open_store",

@@ -7,12 +7,15 @@ arithmetic convert them to integer microseconds since the epoch (`*_us`).
 
 from __future__ import annotations
 
+import math
+import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
-from quotaledger.journal.errors import InvalidInput, TimeRegression
+from quotaledger.journal.errors import InvalidInput, TimeInFuture, TimeRegression
+from quotaledger.journal.limits import CLOCK_SKEW_S_DEFAULT, CLOCK_SKEW_S_MAX
 
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -186,14 +189,55 @@ def parse_deadline_us(text: str, now_us: int) -> int:
     return parse_at(text)
 
 
+CLOCK_SKEW_ENV = "QUOTALEDGER_MAX_CLOCK_SKEW_S"
+
+
+def max_clock_skew_us() -> int:
+    """The clock-skew bound (SPEC §2.2): QUOTALEDGER_MAX_CLOCK_SKEW_S, else 300 s."""
+    text = os.environ.get(CLOCK_SKEW_ENV, "").strip()
+    if not text:
+        return CLOCK_SKEW_S_DEFAULT * US_PER_S
+    try:
+        skew_s = float(text)
+    except ValueError:
+        skew_s = math.nan
+    if not 0 <= skew_s <= CLOCK_SKEW_S_MAX:  # also refuses nan and inf
+        raise InvalidInput(
+            f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds from 0 to {CLOCK_SKEW_S_MAX}",
+            code="invalid_option",
+            option=CLOCK_SKEW_ENV,
+        )
+    return round(skew_s * US_PER_S)
+
+
+def check_not_in_future(at: str, now_us: int, last_at: str | None = None) -> None:
+    """Refuse an explicit time on a writer beyond the clock-skew bound (`time_in_future`).
+
+    A time not after the goal's last event is never refused here: it is what an
+    implicit time already is (and a regression is refused on its own).
+    """
+    skew_us = max_clock_skew_us()
+    if parse_at(at) <= now_us + skew_us or (last_at is not None and at <= last_at):
+        return
+    raise TimeInFuture(
+        f"--at {at} is more than {skew_us / US_PER_S:g} s ahead of this machine's clock "
+        f"({format_us(now_us)}); writers record no future events (set {CLOCK_SKEW_ENV} "
+        "for a skewed clock)",
+        at=at,
+        now=format_us(now_us),
+        max_clock_skew_s=skew_us / US_PER_S,
+    )
+
+
 def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: str | None) -> str:
     """A goal's event time by SPEC §2.2: implicit time is max(now, the goal's last event)
-    and never refused; an explicit time earlier than the goal's last event is
-    `time_regression`."""
+    and never refused; an explicit time more than the clock-skew bound ahead of now is
+    `time_in_future`, one earlier than the goal's last event `time_regression`."""
     if explicit_at is None:
         now = format_us(now_us)
         return now if last_at is None or now >= last_at else last_at
     at = canonical_at(explicit_at)
+    check_not_in_future(at, now_us)
     if last_at is not None and at < last_at:
         last = "the last journal-level event" if goal is None else f"goal {goal!r}'s last event"
         raise TimeRegression(

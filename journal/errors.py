@@ -2,7 +2,8 @@
 
     Error                  exit 2 unless a subclass says otherwise
     ├── InvalidInput                2  bad argument or payload; nothing written
-    │   └── TimeRegression          2  explicit --at earlier than the goal's last event
+    │   ├── TimeRegression          2  explicit --at earlier than the goal's last event
+    │   └── TimeInFuture            2  explicit --at beyond the clock-skew bound on a writer
     ├── JournalCorrupt              3  mid-log corruption, unreadable, wrong file type
     │   └── NotRegularFile          3  a symlink, directory, FIFO or device
     └── StorageFailure              4  I/O failure; nothing acknowledged
@@ -40,6 +41,10 @@ class InvalidInput(Error):
 
 class TimeRegression(InvalidInput):
     code = "time_regression"
+
+
+class TimeInFuture(InvalidInput):
+    code = "time_in_future"
 
 
 class JournalCorrupt(Error):

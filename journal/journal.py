@@ -25,7 +25,14 @@ import msgspec
 
 from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
 from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
-from quotaledger.journal.clock import event_time, format_us, is_canonical_at, parse_at, wall_us
+from quotaledger.journal.clock import (
+    check_not_in_future,
+    event_time,
+    format_us,
+    is_canonical_at,
+    parse_at,
+    wall_us,
+)
 from quotaledger.journal.errors import (
     Error,
     InvalidInput,
@@ -710,6 +717,7 @@ class Transaction(Generic[S]):
         last = self.last_at(goal)
         if last is not None and at < last:
             raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
+        check_not_in_future(at, self.wall_us, last)
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits."""

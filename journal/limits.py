@@ -24,6 +24,12 @@ LOCK_TIMEOUT_S_MAX = 86_400.0
 LOCK_POLL_S_MIN = 0.0005
 LOCK_POLL_S_MAX = 0.02
 
+CLOCK_SKEW_S_DEFAULT = 300
+CLOCK_SKEW_S_MAX = 86_400
+"""How far ahead of the wall clock an explicit time on a writer may be (SPEC §2.2;
+env QUOTALEDGER_MAX_CLOCK_SKEW_S): one far-future event would stamp every later
+event of its goal and freeze its 60 s window."""
+
 CHECKPOINT_EVERY_EVENTS = 10_000
 """Writers refresh the checkpoint once this many records are past it."""
 

@@ -63,6 +63,26 @@ def run_process(*args: str, env: dict[str, str] | None = None, timeout: float = 
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 
+CLOCK_SKEW_S_WIDEST = "86400"
+
+
+def hours_ahead_t0(hours: int = 10) -> str:
+    """A base time `hours` ahead of the wall clock (on the hour), for tests whose
+    implicit times must collapse onto their explicit ones (an implicit time is
+    max(now, the goal's last event)). Writers accept it only under the widest
+    clock-skew bound: see the `clock_far_ahead` fixture."""
+    from quotaledger.journal.clock import format_us, wall_us
+
+    hour_us = 3600 * 1_000_000
+    return format_us((wall_us() // hour_us + hours) * hour_us)
+
+
+@pytest.fixture
+def clock_far_ahead(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers accept explicit times up to a day ahead of the wall clock (SPEC §2.2)."""
+    monkeypatch.setenv("QUOTALEDGER_MAX_CLOCK_SKEW_S", CLOCK_SKEW_S_WIDEST)
+
+
 @pytest.fixture
 def journal_path(tmp_path: Path) -> str:
     return str(tmp_path / "quotaledger.jsonl")

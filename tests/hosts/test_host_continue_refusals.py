@@ -12,6 +12,8 @@ from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, ref
 
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 
 @pytest.fixture
 def lane(journal_path, tmp_path) -> Lane:

@@ -9,6 +9,8 @@ import pytest
 from conftest import run_cli, run_process
 from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 PAYLOAD_KEYS = {
     "host.phase_appended": [
         "lane",

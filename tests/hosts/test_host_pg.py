@@ -11,6 +11,8 @@ import pytest
 from conftest import run_cli
 from hosts_helpers import Lane, ok, refused
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 
 @pytest.fixture
 def pg_lane(pg_server: str, tmp_path: Path) -> Iterator[Lane]:

@@ -14,6 +14,8 @@ from quotaledger.projections import hosts
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.tools.demo_host import run as run_demo
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 
 @pytest.fixture
 def lane(journal_path, tmp_path) -> Lane:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 
 def _days_from_now(days: int, offset_s: int = 0) -> str:
     from quotaledger.journal.clock import US_PER_S, format_us, wall_us

@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 from hosts_helpers import Lane, at, nothing_appended, ok, refused
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 
 @pytest.fixture
 def lane(journal_path, tmp_path) -> Lane:

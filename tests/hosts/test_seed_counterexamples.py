@@ -39,6 +39,8 @@ from typing import Any
 import pytest
 from conftest import REPO, CliResult, line_count, run_cli, run_process
 
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
+
 G = "seed-goal"
 L = "lane-1"
 S = "sess-A"

@@ -7,11 +7,13 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import pytest
+from conftest import hours_ahead_t0
 from jhelpers import line_offsets, repaired_payload, toy_fold, toy_journal
 from toyprojector import TOY, Note, ToyProjector, ToyState
 
@@ -31,25 +33,30 @@ def _note(journal: Journal[Any], n: int, goal: str = "g", at: str | None = None)
 # -- time ---------------------------------------------------------------------------
 
 
-def test_explicit_time_before_the_goals_last_event_is_refused(tmp_path: Path) -> None:
+def test_explicit_time_before_the_goals_last_event_is_refused(
+    tmp_path: Path, clock_far_ahead: None
+) -> None:
     path = str(tmp_path / "j.jsonl")
     journal = toy_journal(path, [])
+    ahead_us = parse_at(hours_ahead_t0(2))  # an event ahead of the wall clock
+    last = format_us(ahead_us)
     try:
-        _note(journal, 1, at="2030-01-01T10:00:00Z")
+        _note(journal, 1, at=last)
         before = Path(path).read_bytes()
         with pytest.raises(TimeRegression) as refused, journal.transaction() as txn:
-            txn.time_for("g", "2030-01-01T09:59:59.999999Z")
+            txn.time_for("g", format_us(ahead_us - 1))
         assert refused.value.exit_code == 2 and refused.value.code == "time_regression"
         with pytest.raises(TimeRegression), journal.transaction() as txn:
-            txn.append("toy.note", "g", Note(n=2), "2030-01-01T09:00:00.000000Z")
+            txn.append("toy.note", "g", Note(n=2), format_us(ahead_us - 3600 * 1_000_000))
         assert Path(path).read_bytes() == before, "nothing written"
         with journal.transaction() as txn:
             # Another goal has its own clock; the same instant is not a regression;
             # an offset is normalised to UTC.
             assert txn.time_for("other", "2000-01-01T00:00:00Z") == "2000-01-01T00:00:00.000000Z"
-            assert txn.time_for("g", "2030-01-01T12:00:00+02:00") == "2030-01-01T10:00:00.000000Z"
-            # Implicit time never goes back: the goal's last event is in the future.
-            assert txn.time_for("g") == "2030-01-01T10:00:00.000000Z"
+            plus_two = datetime.fromtimestamp(ahead_us // 1_000_000, timezone(timedelta(hours=2)))
+            assert txn.time_for("g", plus_two.isoformat()) == last
+            # Implicit time never goes back: the goal's last event is ahead of the clock.
+            assert txn.time_for("g") == last
     finally:
         journal.close()
 
@@ -198,10 +205,13 @@ def test_checkpoints_cover_only_durable_records(tmp_path: Path, monkeypatch: Any
     assert events.index("fdatasync") < events.index("replace")
 
 
-def test_the_null_goal_and_an_empty_goal_keep_their_own_times(tmp_path: Path) -> None:
+def test_the_null_goal_and_an_empty_goal_keep_their_own_times(
+    tmp_path: Path, clock_far_ahead: None
+) -> None:
     path = str(tmp_path / "j.jsonl")
     journal = toy_journal(path, [1])
-    _note(journal, 2, goal="", at="2099-01-01T00:00:00Z")
+    ahead = hours_ahead_t0(5)
+    _note(journal, 2, goal="", at=ahead)
     with journal.transaction() as txn:
         txn.append(REPAIRED_KIND, None, repaired_payload(1), txn.time_for(None))
     null_goal_at = journal.head.goal_last_at[None]
@@ -211,9 +221,9 @@ def test_the_null_goal_and_an_empty_goal_keep_their_own_times(tmp_path: Path) ->
     try:
         assert reopened.checkpoint_seq == 3
         with reopened.transaction() as txn:
-            assert txn.last_at("") == "2099-01-01T00:00:00.000000Z"
+            assert txn.last_at("") == ahead
             assert txn.last_at(None) == null_goal_at
-            assert txn.last_at("g") is not None and txn.last_at("g") < "2099"
+            assert txn.last_at("g") is not None and txn.last_at("g") < ahead
     finally:
         reopened.close()
 
@@ -224,7 +234,7 @@ def test_the_null_goal_and_an_empty_goal_keep_their_own_times(tmp_path: Path) ->
 def test_fold_as_of_a_seq_or_a_time(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
     journal = toy_journal(path, [])
-    base = parse_at("2030-01-01T00:00:00Z")
+    base = parse_at("2026-01-01T00:00:00Z")
     # Two goals whose clocks interleave: "as of T" is not a prefix of the journal.
     for i, n in enumerate(NOTES):
         goal = "a" if i < 3 else "b"
@@ -240,7 +250,7 @@ def test_fold_as_of_a_seq_or_a_time(tmp_path: Path) -> None:
         state, _ = journal.fold_as_of(at=format_us(base + 17 * 1_000_000))
         # a: 10 s, (20 s no); b: 5 s, 15 s (25 s no)
         assert (state.count, state.total) == (3, NOTES[0] + NOTES[3] + NOTES[4])
-        everything, _ = journal.fold_as_of(at="2031-01-01T00:00:00.000000Z")
+        everything, _ = journal.fold_as_of(at="2027-01-01T00:00:00.000000Z")
         assert everything.count == len(NOTES) and everything.total == sum(NOTES)
     finally:
         journal.close()

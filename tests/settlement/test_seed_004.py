@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CliResult, line_count, run_cli, run_process
+from conftest import CliResult, hours_ahead_t0, line_count, run_cli, run_process
 from settlement_helpers import (
     assert_refused,
     budget_args,
@@ -41,9 +41,11 @@ from settlement_helpers import (
 )
 
 G, A = "goal-004", "agent-7"
-T0 = "2100-03-01T00:00:00Z"
-"""Far from the wall clock: implicit times (max(now, the goal's last event)) stay at
-the explicit ones, so the window arithmetic below is exact."""
+T0 = hours_ahead_t0()
+"""Ahead of the wall clock: implicit times (max(now, the goal's last event)) stay at
+the explicit ones, so the window arithmetic below is exact (writers take it under the
+widest clock-skew bound, set for every test here)."""
+pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 
 
 def at(minutes: float) -> str:

@@ -302,11 +302,11 @@ def test_time_regression_in_the_engine(store_target: str) -> None:
 
 
 def test_time_regression_through_the_cli(store_target: str) -> None:
-    assert configure_budget(store_target, 10, "--at", "2030-01-01T00:00:00Z").code == 0
-    refused = configure_budget(store_target, 20, "--at", "2029-12-31T23:59:59Z")
+    assert configure_budget(store_target, 10, "--at", "2026-01-01T00:00:00Z").code == 0
+    refused = configure_budget(store_target, 20, "--at", "2025-12-31T23:59:59Z")
     assert refused.code == 2 and refused.json["error"]["code"] == "time_regression"
     lines = b"".join(snapshot(store_target)).splitlines()
-    assert len(lines) == 2 and b'"at":"2030-01-01T00:00:00.000000Z"' in lines[-1]
+    assert len(lines) == 2 and b'"at":"2026-01-01T00:00:00.000000Z"' in lines[-1]
 
 
 # -- export and import ---------------------------------------------------------------
