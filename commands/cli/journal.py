@@ -33,7 +33,7 @@ def register(app: typer.Typer) -> None:
             ctx.service(write=False, allow_corrupt=True) as ledger,
             progress_bar("verify", _size_hint(ledger)) as progress,
         ):
-            return ledger.verify(digest, progress=progress)
+            return ledger.verify(digest=digest, progress=progress)
 
     @command(app, "digest", example="quotaledger digest --journal runs.jsonl")
     def digest(ctx: Ctx) -> dict:
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
         if truncate_after < 0:
             raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
         with ctx.service(write=True, allow_corrupt=True) as ledger:
-            return ledger.repair(truncate_after, at)
+            return ledger.repair(truncate_after=truncate_after, at=at)
 
     @command(app, "checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
     def checkpoint(ctx: Ctx) -> dict:
@@ -113,7 +113,7 @@ def register(app: typer.Typer) -> None:
             ctx.service(write=False) as ledger,
             progress_bar("export", _size_hint(ledger)) as progress,
         ):
-            return ledger.export(to, progress=progress)
+            return ledger.export(to=to, progress=progress)
 
     @command(app, "import", example="quotaledger import --journal postgresql://... runs.jsonl")
     def import_(
@@ -125,7 +125,7 @@ def register(app: typer.Typer) -> None:
             ctx.service(write=True) as ledger,
             progress_bar("import", size_bytes) as progress,
         ):
-            return ledger.import_from(file, progress=progress)
+            return ledger.import_(file=file, progress=progress)
 
 
 def _summary(data: dict, width: int = 80) -> str:

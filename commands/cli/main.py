@@ -59,11 +59,15 @@ def build_app(modules: tuple[str, ...] = MODULE_ORDER) -> typer.Typer:
     return app
 
 
+def print_version() -> None:
+    from quotaledger import __version__
+
+    sys.stdout.write(f"quotaledger {__version__}\n")
+
+
 def _show_version(wanted: bool) -> None:
     if wanted:
-        from quotaledger import __version__
-
-        sys.stdout.write(f"quotaledger {__version__}\n")
+        print_version()
         raise typer.Exit(0)
 
 
@@ -95,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     # and an explicit flag wins over QUOTALEDGER_JSON.
     flags = [a for a in args if a in ("--json", "--no-json")]
     as_json = flags[-1] == "--json" if flags else env_json()
+    if args == ["--version"]:  # answered before any command module is built
+        print_version()
+        return _exit(0, argv)
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
         app = build_app((module,) if module is not None else MODULE_ORDER)
@@ -120,7 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         code = EXIT_IO
     except OSError as error:
         code = emit_error(StorageFailure(f"I/O failure: {error}"), as_json=as_json)
-    code = 0 if code is None else int(code)
+    return _exit(0 if code is None else int(code), argv)
+
+
+def _exit(code: int, argv: list[str] | None) -> int:
     if argv is None:
         sys.exit(code)
     return code

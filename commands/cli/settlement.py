@@ -66,7 +66,9 @@ def register(app: typer.Typer) -> None:
         agent's previous turn owes its spend, turn_in_progress while it awaits its
         writeback, quota_throttled while the budget window is used up."""
         with ctx.service(write=True) as ledger:
-            result: dict[str, Any] = ledger.turn_open(goal, agent, turn_id, task, at=at)
+            result: dict[str, Any] = ledger.turn_open(
+                goal=goal, agent=agent, turn=turn_id, task=task, at=at
+            )
             return result
 
     @command(
@@ -85,7 +87,9 @@ def register(app: typer.Typer) -> None:
         """Record the turn's verified writeback: from now on its spend is owed and
         `turn resume` returns it. Repeating it with the same amount is idempotent."""
         with ctx.service(write=True) as ledger:
-            result: dict[str, Any] = ledger.turn_writeback(goal, agent, turn_id, amount, at=at)
+            result: dict[str, Any] = ledger.turn_writeback(
+                goal=goal, agent=agent, turn=turn_id, amount=amount, at=at
+            )
             return result
 
     @command(turn, "resume", example="quotaledger turn resume --goal g --agent a1")
@@ -94,7 +98,7 @@ def register(app: typer.Typer) -> None:
         phase open (write back), spend_owed (run the printed command once), settled
         (settled_skip) or idle."""
         with ctx.service(write=False) as ledger:
-            result: dict[str, Any] = ledger.turn_resume(goal, agent, at=at)
+            result: dict[str, Any] = ledger.turn_resume(goal=goal, agent=agent, at=at)
         return Output(result, text=_resume_text(result))
 
     @command(
@@ -118,7 +122,9 @@ def register(app: typer.Typer) -> None:
         appends nothing; any other identity is refused spend_identity_mismatch, a turn
         without writeback writeback_not_verified."""
         with ctx.service(write=True) as ledger:
-            result: dict[str, Any] = ledger.turn_spend(goal, agent, turn_id, effect, amount, at=at)
+            result: dict[str, Any] = ledger.turn_spend(
+                goal=goal, agent=agent, turn=turn_id, effect=effect, amount=amount, at=at
+            )
             return result
 
     @command(turn, "status", example="quotaledger turn status --goal g --agent a1")
@@ -131,7 +137,7 @@ def register(app: typer.Typer) -> None:
         """The goal's budget window (spent units, throttled, when it re-opens) and each
         agent's turns with their phases (no lock)."""
         with ctx.service(write=False) as ledger:
-            result: dict[str, Any] = ledger.turn_status(goal, agent, at=at)
+            result: dict[str, Any] = ledger.turn_status(goal=goal, agent=agent, at=at)
             return result
 
 

@@ -28,7 +28,7 @@ class ServiceBase:
 
     # -- time -------------------------------------------------------------------------
 
-    def time_without_lock(self, goal: str, at: str | None) -> str:
+    def _time_without_lock(self, goal: str, at: str | None) -> str:
         """A goal's event time by a writer's rules, for work done before (or without)
         the lock: a dry run, or a probe that checks --at before it runs the command.
 
@@ -70,7 +70,7 @@ class ServiceBase:
             closest=closest,
         )
 
-    def state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
+    def _state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
         """The ledger now, as of time `at` (every event with at <= T) or record `seq`.
 
         On a handle opened with allow_corrupt, only `seq` inside the verified prefix

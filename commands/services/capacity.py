@@ -189,7 +189,7 @@ class CapacityService(ServiceBase):
         if dry_run and not self.journal.store.writable:
             # A read-only handle polls without the lock: whatever is durable now.
             ledger: Ledger = self.journal.refresh()
-            at_text = self.time_without_lock(goal, at)
+            at_text = self._time_without_lock(goal, at)
             state = cap.goal_of(ledger.capacity, goal)
             decision = cap.decide_admission(state, request, parse_at(at_text))
             return admit_json(goal, decision, None, at_text, dry_run=True)
@@ -301,7 +301,7 @@ class CapacityService(ServiceBase):
             self.require_goal(goal)
         if at is None and seq is None:
             self.journal.refresh()  # a long-lived handle shows what others appended since
-        ledger: Ledger = self.state_as_of(at=at, seq=seq)
+        ledger: Ledger = self._state_as_of(at=at, seq=seq)
         goals = ledger.capacity.goals
         names = sorted(goals) if goal is None else [goal]
         now_us = wall_us()

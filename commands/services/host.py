@@ -576,7 +576,7 @@ class HostService(ServiceBase):
 
     def _reader_state(self, goal: str, at: str | None) -> tuple[Ledger, int]:
         if at is not None:
-            return self.state_as_of(at=at), parse_at(at)
+            return self._state_as_of(at=at), parse_at(at)
         # A long-lived API handle may lag behind other processes (a heartbeat would
         # present a handoff another process already confirmed): catch up first.
         state = self.journal.refresh()

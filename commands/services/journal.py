@@ -29,11 +29,13 @@ def parse_digest(text: str) -> tuple[int, str]:
 
 
 class JournalService(ServiceBase):
-    def head_json(self) -> dict[str, Any]:
+    def _head_json(self) -> dict[str, Any]:
         head = self.journal.head
         return {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id}
 
-    def verify(self, digest: str | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    def verify(
+        self, *, digest: str | None = None, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """Check the whole chain; with a digest, prove the journal only grew since it."""
         anchor = parse_digest(digest) if digest is not None else None
         seen: dict[str, str] = {}
@@ -74,20 +76,20 @@ class JournalService(ServiceBase):
         return result
 
     def digest(self) -> dict[str, Any]:
-        head = self.head_json()
+        head = self._head_json()
         if head["seq"] < 0:
             raise InvalidInput("the journal is empty", code="empty_journal")
         return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
 
-    def repair(self, truncate_after_seq: int, at: str | None = None) -> dict[str, Any]:
-        result = self.journal.repair(truncate_after_seq, at)
+    def repair(self, *, truncate_after: int, at: str | None = None) -> dict[str, Any]:
+        result = self.journal.repair(truncate_after, at)
         body = {
             "ok": True,
             "appended": result.appended,
             "truncated_after_seq": result.truncated_after_seq,
             "quarantine": result.quarantine,
             "quarantined_bytes": result.quarantined_bytes,
-            "head": self.head_json(),
+            "head": self._head_json(),
         }
         if result.event is not None:
             body["event"] = event_json(result.event)
@@ -131,8 +133,9 @@ class JournalService(ServiceBase):
                 count += 1
                 yield record_json(record)
 
-    def export(self, to_path: str, progress: Progress | None = None) -> dict[str, Any]:
+    def export(self, *, to: str, progress: Progress | None = None) -> dict[str, Any]:
         """Write every verified record, byte for byte, to a new file."""
+        to_path = to
         try:
             fd = os.open(
                 to_path,
@@ -174,11 +177,12 @@ class JournalService(ServiceBase):
             "to": to_path,
             "records": records,
             "bytes": size_bytes,
-            "head": self.head_json(),
+            "head": self._head_json(),
         }
 
-    def import_from(self, source_path: str, progress: Progress | None = None) -> dict[str, Any]:
+    def import_(self, *, file: str, progress: Progress | None = None) -> dict[str, Any]:
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
+        source_path = file
         source = Journal.open(source_path, PROJECTOR, write=False, use_checkpoint=False)
         try:
             last = self.journal.import_records(source, progress=progress)
@@ -188,7 +192,7 @@ class JournalService(ServiceBase):
             "ok": True,
             "appended": True,
             "records": self.journal.head.next_seq,
-            "head": self.head_json(),
+            "head": self._head_json(),
             "event": event_json(last),  # the last record loaded
         }
 

@@ -158,7 +158,7 @@ class OperatorService(ServiceBase):
         at_us = None if at is None else parse_at(canonical_at(at))
         if at is None:
             self.journal.refresh()
-        ledger: Ledger = self.journal.state if at is None else self.state_as_of(at=at)
+        ledger: Ledger = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
         now_us = wall_us()
         goals: dict[str, Any] = {}
@@ -267,7 +267,7 @@ class OperatorService(ServiceBase):
             self.journal.refresh()
             ledger: Ledger = self.journal.state
         else:
-            ledger = self.state_as_of(at=at)
+            ledger = self._state_as_of(at=at)
         at_us = None if at is None else parse_at(canonical_at(at))
         names = sorted(ledger.capacity.goals) if goal is None else [goal]
         now_us = wall_us()

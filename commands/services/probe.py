@@ -54,7 +54,7 @@ class ProbeService(ServiceBase):
         paths = list(dict.fromkeys(candidates))  # repeated --candidate counts once
         _check_options(paths, input_revision, reference_bytes, interval_ms, timeout_s)
         if at is not None:  # refuse a backwards --at now, not after the command ran
-            self.time_without_lock(goal, at)
+            self._time_without_lock(goal, at)
         if runner.resolve_command(argv) is None:
             raise InvalidInput(
                 f"command {argv[0]!r} not found or not executable",
@@ -171,7 +171,7 @@ class ProbeService(ServiceBase):
                 command_ran=False,
             )
 
-    def latest_probe(self, goal: str) -> dict[str, Any]:
+    def latest_probe(self, *, goal: str) -> dict[str, Any]:
         """The goal's most recent probe observation (null if none) and its count."""
         check_identifier("--goal", goal)
         state = self.journal.state.probes

@@ -47,7 +47,7 @@ class SettlementService(ServiceBase):
     # -- writers ----------------------------------------------------------------------
 
     def budget_configure(
-        self, goal: str, allowed_units: int, window_hours: float, at: str | None = None
+        self, *, goal: str, allowed_units: int, window_hours: float, at: str | None = None
     ) -> dict[str, Any]:
         """Set the goal's rolling budget: `turn open` is throttled while the units spent
         in the last `window_hours` reach `allowed_units` (0 pauses new turns)."""
@@ -63,7 +63,7 @@ class SettlementService(ServiceBase):
         return result
 
     def turn_open(
-        self, goal: str, agent: str, turn: str, task: str, at: str | None = None
+        self, *, goal: str, agent: str, turn: str, task: str, at: str | None = None
     ) -> dict[str, Any]:
         """Open a turn of `agent` for `task`; refused while a spend is owed, a turn is
         in progress, or the goal's budget window is exhausted."""
@@ -76,7 +76,7 @@ class SettlementService(ServiceBase):
         return {**result, "agent": agent, "turn": turn, "task": task}
 
     def turn_writeback(
-        self, goal: str, agent: str, turn: str, amount: int, at: str | None = None
+        self, *, goal: str, agent: str, turn: str, amount: int, at: str | None = None
     ) -> dict[str, Any]:
         """Record the verified writeback of an open turn: its spend becomes owed."""
         _check_ids(goal=goal, agent=agent, turn=turn)
@@ -90,6 +90,7 @@ class SettlementService(ServiceBase):
 
     def turn_spend(
         self,
+        *,
         goal: str,
         agent: str,
         turn: str,
@@ -131,7 +132,7 @@ class SettlementService(ServiceBase):
 
     # -- readers ----------------------------------------------------------------------
 
-    def turn_resume(self, goal: str, agent: str, at: str | None = None) -> dict[str, Any]:
+    def turn_resume(self, *, goal: str, agent: str, at: str | None = None) -> dict[str, Any]:
         """What re-entering `agent` must do next, from the fold alone (no lock):
         open -> writeback; spend_owed -> the exact spend command; settled -> skip."""
         _check_ids(goal=goal, agent=agent)
@@ -140,7 +141,7 @@ class SettlementService(ServiceBase):
         return {"ok": True, "goal": goal, "agent": agent, **view}
 
     def turn_status(
-        self, goal: str, agent: str | None = None, at: str | None = None
+        self, *, goal: str, agent: str | None = None, at: str | None = None
     ) -> dict[str, Any]:
         """The goal's budget window and every agent's turns (or one agent's)."""
         _check_ids(goal=goal, **({} if agent is None else {"agent": agent}))
@@ -171,7 +172,7 @@ class SettlementService(ServiceBase):
         a writer would use now (never before the goal's last event, SPEC §2.2)."""
         if at is not None:
             at = canonical_at(at)
-            return self.state_as_of(at=at).settlement, parse_at(at)
+            return self._state_as_of(at=at).settlement, parse_at(at)
         # A long-lived API handle may lag behind other processes: catch up first.
         state = self.journal.refresh().settlement
         last = self.journal.head.goal_last_at.get(goal)

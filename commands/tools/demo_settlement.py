@@ -35,11 +35,13 @@ import sys, time
 from quotaledger.api import Ledger
 journal, goal, agent, turn, amount = sys.argv[1:6]
 with Ledger.open(journal) as ledger:
-    wb = ledger.turn_writeback(goal, agent, turn, int(amount))
+    wb = ledger.turn_writeback(goal=goal, agent=agent, turn=turn, amount=int(amount))
     assert wb["ok"], wb
     print("writeback durable", wb["effect"], flush=True)
     time.sleep(120)  # the spend would come here; the parent kills us first
-    ledger.turn_spend(goal, agent, turn, wb["effect"], int(amount))
+    ledger.turn_spend(
+        goal=goal, agent=agent, turn=turn, effect=wb["effect"], amount=int(amount)
+    )
 """
 
 _REPO = str(Path(__file__).resolve().parent.parent)
@@ -50,11 +52,11 @@ def run(
 ) -> dict[str, Any]:
     """Run the scripted crash-and-resume session; returns a JSON-ready summary."""
     with ledger_factory() as ledger:
-        ledger.budget_configure(goal, BUDGET_UNITS, WINDOW_HOURS)
+        ledger.budget_configure(goal=goal, allowed_units=BUDGET_UNITS, window_hours=WINDOW_HOURS)
         say(f"settlement: budget {BUDGET_UNITS} units per {WINDOW_HOURS:g} h for goal {goal}")
         first = _settled_turn(ledger, goal, "turn-1", "task-a", 120)
         say(f"settlement: {AGENT} turn-1 written back and spent once ({first} units)")
-        ledger.turn_open(goal, AGENT, "turn-2", "task-b")
+        ledger.turn_open(goal=goal, agent=AGENT, turn="turn-2", task="task-b")
 
     crash = _crash_between_writeback_and_spend(journal_path, goal, "turn-2", 250)
     say(
@@ -63,13 +65,19 @@ def run(
     )
 
     with ledger_factory() as ledger:
-        resumed = ledger.turn_resume(goal, AGENT)
+        resumed = ledger.turn_resume(goal=goal, agent=AGENT)
         say(f"settlement: turn resume -> {resumed['phase']}: {resumed.get('command')}")
-        blocked = ledger.turn_open(goal, AGENT, "turn-3", "task-c")
+        blocked = ledger.turn_open(goal=goal, agent=AGENT, turn="turn-3", task="task-c")
         say(f"settlement: opening turn-3 for task-c refused: {', '.join(blocked['reasons'])}")
-        foreign = ledger.turn_spend(goal, AGENT, "turn-9", resumed["effect"], resumed["amount"])
+        foreign = ledger.turn_spend(
+            goal=goal,
+            agent=AGENT,
+            turn="turn-9",
+            effect=resumed["effect"],
+            amount=resumed["amount"],
+        )
         say(f"settlement: a spend for foreign turn-9 refused: {', '.join(foreign['reasons'])}")
-        spent_before = ledger.turn_status(goal)["spent_total"]
+        spent_before = ledger.turn_status(goal=goal)["spent_total"]
 
     spend = _run_command(resumed["command"], journal_path)
     say(f"settlement: ran the owed command once -> appended={spend['appended']}")
@@ -77,8 +85,8 @@ def run(
     say(f"settlement: replayed it -> appended={replay['appended']} (no second debit)")
 
     with ledger_factory() as ledger:
-        status = ledger.turn_status(goal, AGENT)
-        final = ledger.turn_resume(goal, AGENT)
+        status = ledger.turn_status(goal=goal, agent=AGENT)
+        final = ledger.turn_resume(goal=goal, agent=AGENT)
     debits = status["spent_total"] - spent_before
     say(f"settlement: turn resume -> {final['phase']} ({final.get('effective_action')})")
     return {
@@ -97,9 +105,9 @@ def run(
 
 
 def _settled_turn(ledger: Any, goal: str, turn: str, task: str, amount: int) -> int:
-    ledger.turn_open(goal, AGENT, turn, task)
-    effect = ledger.turn_writeback(goal, AGENT, turn, amount)["effect"]
-    ledger.turn_spend(goal, AGENT, turn, effect, amount)
+    ledger.turn_open(goal=goal, agent=AGENT, turn=turn, task=task)
+    effect = ledger.turn_writeback(goal=goal, agent=AGENT, turn=turn, amount=amount)["effect"]
+    ledger.turn_spend(goal=goal, agent=AGENT, turn=turn, effect=effect, amount=amount)
     return amount
 
 

@@ -391,7 +391,7 @@ def test_rows_deleted_behind_the_trigger_are_found(
     with Journal.open(pg_journal, TOY, write=False) as reader:
         assert reader.verify().seq == 850
         with pytest.raises(JournalCorrupt) as cut:
-            JournalService(reader).verify(digest)
+            JournalService(reader).verify(digest=digest)
     assert cut.value.code == "digest_not_found"
 
     delete("seq BETWEEN 100 AND 699")

@@ -171,7 +171,11 @@ def test_latest_probe_per_goal_via_the_api(journal_path):
         cmd = ["sh", "-c", f"exit {code}"]
         assert probe(journal_path, "--goal", goal, cmd=cmd).code == code
     with Ledger.open(journal_path, write=False) as ledger:
-        a, b, none = ledger.latest_probe("a"), ledger.latest_probe("b"), ledger.latest_probe("c")
+        a, b, none = (
+            ledger.latest_probe(goal="a"),
+            ledger.latest_probe(goal="b"),
+            ledger.latest_probe(goal="c"),
+        )
         state = ledger.journal.state.probes
     assert a["count"] == 2 and a["latest"]["observation"]["exit_code"] == 5
     assert b["count"] == 1 and b["latest"]["observation"]["exit_code"] == 1

@@ -101,7 +101,7 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
             interval_ms=10,
             timeout_s=60,
         )
-        latest = ledger.latest_probe("g")
+        latest = ledger.latest_probe(goal="g")
     assert result["exit_code"] == 0
     memory = result["observation"]["memory"]
     stable_max = max(seen["phase_before"], seen["phase_after"])

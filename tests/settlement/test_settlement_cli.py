@@ -301,11 +301,17 @@ def test_human_resume_prints_the_command_on_its_own_line(journal_path, owed) -> 
 
 def test_python_api_matches_the_cli(journal_path, owed) -> None:
     with Ledger.open(journal_path) as ledger:
-        resumed = ledger.turn_resume(G, A)
+        resumed = ledger.turn_resume(goal=G, agent=A)
         assert resumed["command"] == spend_line(G, A, "t1", owed, 40)
-        assert ledger.turn_spend(G, A, "t1", owed, 40)["appended"] is True
-        assert ledger.turn_spend(G, A, "t1", owed, 40)["appended"] is False
-        assert ledger.turn_resume(G, A)["phase"] == "settled"
+        assert (
+            ledger.turn_spend(goal=G, agent=A, turn="t1", effect=owed, amount=40)["appended"]
+            is True
+        )
+        assert (
+            ledger.turn_spend(goal=G, agent=A, turn="t1", effect=owed, amount=40)["appended"]
+            is False
+        )
+        assert ledger.turn_resume(goal=G, agent=A)["phase"] == "settled"
 
 
 def test_every_settlement_command_has_help_with_an_example() -> None:

@@ -38,7 +38,7 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
     assert cli(*open_args(G, A, "t1", "k1")).code == 0
     # A runner holding the API in-process across the crash (a long-lived handle).
     with Ledger.open(journal_path) as held:
-        assert held.turn_resume(G, A)["phase"] == "open"
+        assert held.turn_resume(goal=G, agent=A)["phase"] == "open"
 
         assert kill_runtime_after_writeback(journal_path, G, A, "t1", 70) == -signal.SIGKILL
         eff = effect(G, A, "k1", "t1")
@@ -51,7 +51,9 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
         assert resumed.json["phase"] == "spend_owed"
         assert resumed.json["command"] == expected
         assert (resumed.json["effect"], resumed.json["amount"]) == (eff, 70)
-        assert held.turn_resume(G, A)["command"] == expected  # the held handle catches up
+        assert (
+            held.turn_resume(goal=G, agent=A)["command"] == expected
+        )  # the held handle catches up
 
         # A new turn for another task is refused and never displaces the owed spend.
         snap = Snapshot(journal_path)
@@ -75,8 +77,8 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
         snap.assert_unchanged()
         [debit] = events(journal_path, "quota.spent")
         assert debit["data"]["amount"] == 70 and debit["data"]["spent_after"] == 70
-        assert held.turn_resume(G, A)["effective_action"] == "settled_skip"
-        assert held.turn_status(G)["spent_total"] == 70
+        assert held.turn_resume(goal=G, agent=A)["effective_action"] == "settled_skip"
+        assert held.turn_status(goal=G)["spent_total"] == 70
     assert run_cli("verify", "--journal", journal_path, "--json").code == 0
 
 
@@ -118,7 +120,7 @@ def test_cut_inside_the_quota_spent_record_recovers_to_spend_owed(cli, journal_p
 
     # The next writer open recovers: torn bytes preserved beside it, journal cut at '\n'.
     with Ledger.open(journal_path) as ledger:
-        assert ledger.turn_resume(G, A)["command"] == expected
+        assert ledger.turn_resume(goal=G, agent=A)["command"] == expected
         [torn] = ledger.journal.recovered
     assert Path(torn).read_bytes() == data[start:offset]
     assert Path(journal_path).read_bytes() == data[:start]
@@ -189,16 +191,16 @@ def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
     url = f"{pg_server}?schema={schema}"
     try:
         with Ledger.open(url) as ledger:
-            assert ledger.turn_open(G, A, "t1", "k1")["appended"] is True
+            assert ledger.turn_open(goal=G, agent=A, turn="t1", task="k1")["appended"] is True
         assert kill_runtime_after_writeback(url, G, A, "t1", 11) == -signal.SIGKILL
         line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11)
         with Ledger.open(url, write=False) as reader:
-            assert reader.turn_resume(G, A)["command"] == line
+            assert reader.turn_resume(goal=G, agent=A)["command"] == line
         assert run_printed(line, url).json["appended"] is True
         assert run_printed(line, url).json["appended"] is False
         with Ledger.open(url, write=False) as reader:
-            assert reader.turn_status(G)["spent_total"] == 11
-            assert reader.turn_resume(G, A)["phase"] == "settled"
+            assert reader.turn_status(goal=G)["spent_total"] == 11
+            assert reader.turn_resume(goal=G, agent=A)["phase"] == "settled"
     finally:
         with psycopg.connect(pg_server, autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
@@ -211,12 +213,18 @@ def test_every_cut_inside_the_quota_spent_line_spends_exactly_once(cli, journal_
     for offset in [*range(start + 1, len(data), 3), len(data) - 1]:
         Path(journal_path).write_bytes(data[:offset])
         with Ledger.open(journal_path, write=False) as reader:
-            assert reader.turn_resume(G, A)["phase"] == "spend_owed", offset
+            assert reader.turn_resume(goal=G, agent=A)["phase"] == "spend_owed", offset
         with Ledger.open(journal_path) as ledger:
-            assert ledger.turn_resume(G, A)["amount"] == 70
-            assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is True, offset
-            assert ledger.turn_spend(G, A, "t1", eff, 70)["appended"] is False, offset
-            assert ledger.turn_status(G)["spent_total"] == 70
+            assert ledger.turn_resume(goal=G, agent=A)["amount"] == 70
+            assert (
+                ledger.turn_spend(goal=G, agent=A, turn="t1", effect=eff, amount=70)["appended"]
+                is True
+            ), offset
+            assert (
+                ledger.turn_spend(goal=G, agent=A, turn="t1", effect=eff, amount=70)["appended"]
+                is False
+            ), offset
+            assert ledger.turn_status(goal=G)["spent_total"] == 70
         assert len(events(journal_path, "quota.spent")) == 1
         for torn in Path(journal_path).parent.glob("*.torn.*"):
             torn.unlink()

@@ -1,0 +1,53 @@
+"""One namespace, three layers: application -> projections -> journal, never back.
+
+Read from the source itself (every import statement of every module), so a new
+module cannot slip a backward import past the check.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+# Folder -> the package it installs as (pyproject's package-dir).
+LAYERS = {"journal": "quotaledger.journal", "projections": "quotaledger.projections"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+def _ours(names: set[str]) -> set[str]:
+    return {n for n in names if n == "quotaledger" or n.startswith("quotaledger.")}
+
+
+def test_the_engine_imports_only_itself() -> None:
+    for path in sorted((REPO / "journal").rglob("*.py")):
+        foreign = {n for n in _ours(_imports(path)) if not n.startswith("quotaledger.journal")}
+        assert not foreign, f"{path.relative_to(REPO)} imports {sorted(foreign)}"
+
+
+def test_projections_import_only_the_engine_and_themselves() -> None:
+    allowed = ("quotaledger.journal", "quotaledger.projections")
+    for path in sorted((REPO / "projections").rglob("*.py")):
+        foreign = {n for n in _ours(_imports(path)) if not n.startswith(allowed)}
+        assert not foreign, f"{path.relative_to(REPO)} imports {sorted(foreign)}"
+
+
+def test_no_generic_top_level_import_anywhere() -> None:
+    """Every import of our code is under `quotaledger`: a bare `journal`, `commands`
+    or `projections` would be a runner's package, or PyPI's `journal`."""
+    generic = {"journal", "projections", "commands"}
+    folders = ("journal", "projections", "commands", "tests", "fixtures")
+    for folder in folders:
+        for path in sorted((REPO / folder).rglob("*.py")):
+            bare = {n for n in _imports(path) if n.split(".")[0] in generic}
+            assert not bare, f"{path.relative_to(REPO)} imports {sorted(bare)}"
