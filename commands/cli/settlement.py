@@ -49,7 +49,7 @@ def register(app: typer.Typer) -> None:
         spent in the last H hours reach N. The same budget again appends nothing."""
         with ctx.service(write=True) as ledger:
             result: dict[str, Any] = ledger.budget_configure(
-                goal, allowed_units, window_hours, at=at
+                goal=goal, allowed_units=allowed_units, window_hours=window_hours, at=at
             )
             return result
 
