@@ -29,7 +29,7 @@ def _history(journal: str) -> None:
         ledger.admit(goal="swe-bench", run="r1", arm="baseline", forecast_tpm=5000, at=T1)
         ledger.configure(goal="swe-lite", max_active_cases=1, at=T0)
         ledger.host_phase(goal="hosts", lane="l1", deadline="+1h", at=T0)
-        ledger.budget_configure("settle", 100, 24, at=T0)
+        ledger.budget_configure(goal="settle", allowed_units=100, window_hours=24, at=T0)
 
 
 def test_goals_lists_every_goal_with_an_event(journal_path: str) -> None:
