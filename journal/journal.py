@@ -61,6 +61,7 @@ from quotaledger.journal.record import (
     self_verify,
 )
 from quotaledger.journal.store import PendingRecord, Store, Tail
+from quotaledger.journal.target import check_target, is_pg_url
 
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
@@ -91,7 +92,8 @@ class Projector(Protocol[S]):
 
 def open_store(target: str, *, write: bool) -> Store:
     """The store a `--journal` target names: a file path or a postgresql:// URL."""
-    if target.startswith(("postgresql://", "postgres://")):
+    check_target(target)  # exit 2 for what cannot name a journal, before opening anything
+    if is_pg_url(target):
         from quotaledger.journal.pgstore import PgStore
 
         pg_store: Store = PgStore(target, create=write)

@@ -27,8 +27,7 @@ from quotaledger.cli.output import Output, emit, emit_error
 from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
-
-DEFAULT_JOURNAL = "./quotaledger.jsonl"
+from quotaledger.journal.target import DEFAULT_JOURNAL, check_target
 
 
 class OptionError(click.BadParameter):
@@ -209,8 +208,9 @@ def command(
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
-                if not ctx.journal_target:  # `--journal ""`: never the default by accident
-                    raise InvalidInput("--journal is empty", code="invalid_option")
+                # `--journal ""` is never the default by accident; a missing directory
+                # or another scheme (mysql://, file://) never becomes a relative path.
+                check_target(ctx.journal_target)
                 # Also refuses nan and inf: a lock wait must be bounded (SPEC §2.3).
                 if not 0 <= ctx.lock_timeout_s <= LOCK_TIMEOUT_S_MAX:
                     raise InvalidInput(

@@ -12,7 +12,8 @@ from quotaledger.cli.common import AtOpt, Ctx, command
 from quotaledger.cli.output import Output, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt
-from quotaledger.services.journal import LogFilter
+from quotaledger.services.journal import LogFilter, check_import_source
+from quotaledger.services.outfile import check_out_path
 
 
 def _size_hint(ledger: Ledger) -> int | None:
@@ -106,20 +107,30 @@ def register(app: typer.Typer) -> None:
 
     @command(app, "export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
     def export(
-        ctx: Ctx, to: Annotated[str, typer.Option("--to", help="New file to write.")]
-    ) -> dict:
-        """Write every verified record, byte for byte, to a new JSONL file."""
+        ctx: Ctx,
+        to: Annotated[str, typer.Option("--to", help="New file to write, or - for stdout.")],
+    ) -> Output:
+        """Write every verified record, byte for byte, to a new JSONL file (or stdout).
+
+        With `--to -` the records go to stdout and the summary to stderr.
+        """
+        if to != "-":
+            check_out_path("--to", to)  # exit 2 before the journal is opened
         with (
             ctx.service(write=False) as ledger,
             progress_bar("export", _size_hint(ledger)) as progress,
         ):
-            return ledger.export(to=to, progress=progress)
+            result = ledger.export(to=to, progress=progress)
+        where = "stdout" if to == "-" else to
+        text = f"exported {result['records']} records ({result['bytes']:,} bytes) to {where}"
+        return Output(result, text=text, on_stderr=to == "-")
 
     @command(app, "import", example="quotaledger import --journal postgresql://... runs.jsonl")
     def import_(
         ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
     ) -> dict:
         """Load a verified JSONL journal into an empty journal, hashes preserved."""
+        check_import_source(file)  # exit 2 before the target journal is opened
         size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
         with (
             ctx.service(write=True) as ledger,

@@ -9,6 +9,7 @@ from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.projections.capacity import ConfigFields
+from quotaledger.services.outfile import check_out_path
 
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Start of the range (RFC 3339).", show_default=False)
@@ -104,6 +105,7 @@ def register(app: typer.Typer) -> None:
         admission and refusal markers, cooldowns shaded) and the refusals table; no
         script, no external resource.
         """
+        check_out_path("--out", out)  # exit 2 before the journal is opened
         with (
             ctx.service(write=False) as ledger,
             progress_bar("report", _size_hint(ledger)) as progress,
@@ -117,22 +119,33 @@ def register(app: typer.Typer) -> None:
         return Output(result, text=text)
 
     @command(
-        app, "metrics", example="quotaledger metrics --goal g > /var/lib/node_exporter/rl.prom"
+        app,
+        "metrics",
+        example="quotaledger metrics --goal g --out /var/lib/node_exporter/quotaledger.prom",
     )
     def metrics(
         ctx: Ctx,
         goal: Annotated[str | None, _opt("--goal", "Only this goal.")] = None,
+        out: Annotated[
+            str | None,
+            _opt("--out", "Write the exposition to FILE atomically (temp file, fsync, rename)."),
+        ] = None,
         at: AtOpt = None,
     ) -> Output:
         """Print the current state in Prometheus text exposition format.
 
-        For a node-exporter textfile collector; --json prints the same as a JSON
-        object; --at T shows the state as of T.
+        For a node-exporter textfile collector, give --out FILE: it is replaced
+        atomically, so a scrape never reads half a file (`> FILE` truncates it first).
+        --json prints the same as a JSON object; --at T shows the state as of T.
         """
         from quotaledger.services.operator import prometheus_text
 
+        if out is not None:
+            check_out_path("--out", out)  # exit 2 before the journal is opened
         with ctx.service(write=False) as ledger:
-            result = ledger.metrics(goal=goal, at=at)
+            result = ledger.metrics(goal=goal, at=at, out=out)
+        if out is not None:
+            return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")
         return Output(result, text=prometheus_text(result))
 
 

@@ -29,6 +29,9 @@ class Output:
     data: dict[str, Any]
     text: str | None = None
     exit_code: int | None = None
+    on_stderr: bool = False
+    """The answer goes to stderr, JSON included: stdout carries the command's data
+    (`export --to -`)."""
 
 
 def exit_code_of(data: dict[str, Any]) -> int:
@@ -39,10 +42,12 @@ def emit(result: Output | dict[str, Any], *, as_json: bool) -> int:
     output = result if isinstance(result, Output) else Output(result)
     code = output.exit_code if output.exit_code is not None else exit_code_of(output.data)
     if as_json:
-        sys.stdout.write(json.dumps(output.data, separators=(",", ":"), default=str) + "\n")
+        stream = sys.stderr if output.on_stderr else sys.stdout
+        stream.write(json.dumps(output.data, separators=(",", ":"), default=str) + "\n")
     else:
         text = output.text if output.text is not None else render_text(output.data)
         stream = sys.stdout if code in (EXIT_OK, EXIT_REFUSED) else sys.stderr
+        stream = sys.stderr if output.on_stderr else stream
         if text:
             stream.write(text if text.endswith("\n") else text + "\n")
     sys.stdout.flush()

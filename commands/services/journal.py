@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -12,8 +13,10 @@ import msgspec
 from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
 from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.target import check_target, is_pg_url
 from quotaledger.projections.ledger import EVENT_KINDS, PROJECTOR
 from quotaledger.services.base import ServiceBase, check_identifier, event_json
+from quotaledger.services.outfile import check_out_path
 
 Progress = Callable[[int], None]
 
@@ -134,8 +137,13 @@ class JournalService(ServiceBase):
                 yield record_json(record)
 
     def export(self, *, to: str, progress: Progress | None = None) -> dict[str, Any]:
-        """Write every verified record, byte for byte, to a new file."""
+        """Write every verified record, byte for byte, to a new file (`-`: stdout)."""
         to_path = to
+        if to_path == "-":
+            records, size_bytes = self._export_to_stdout(progress)
+            return {"ok": True, "to": "-", "records": records, "bytes": size_bytes,
+                    "head": self._head_json()}  # fmt: skip
+        check_out_path("--to", to_path)
         try:
             fd = os.open(
                 to_path,
@@ -148,19 +156,8 @@ class JournalService(ServiceBase):
             ) from None
         except OSError as exc:
             raise StorageFailure(f"cannot create {to_path}: {exc.strerror}") from exc
-        records = size_bytes = 0
         try:
-            buffer: list[bytes] = []
-            buffered = 0
-            for _record, _payload, line in self.journal.records(progress=progress):
-                buffer.append(line + b"\n")
-                buffered += len(line) + 1
-                records += 1
-                if buffered >= 1 << 22:
-                    size_bytes += write_all(fd, b"".join(buffer))
-                    buffer.clear()
-                    buffered = 0
-            size_bytes += write_all(fd, b"".join(buffer))
+            records, size_bytes = self._export_lines(lambda data: write_all(fd, data), progress)
             os.fsync(fd)
         except OSError as exc:
             os.close(fd)
@@ -180,9 +177,47 @@ class JournalService(ServiceBase):
             "head": self._head_json(),
         }
 
+    def _export_lines(
+        self, write: Callable[[bytes], int], progress: Progress | None
+    ) -> tuple[int, int]:
+        """Every verified record's line through `write`, in 4 MiB pieces; the counts."""
+        records = size_bytes = 0
+        buffer: list[bytes] = []
+        buffered = 0
+        for _record, _payload, line in self.journal.records(progress=progress):
+            buffer.append(line + b"\n")
+            buffered += len(line) + 1
+            records += 1
+            if buffered >= 1 << 22:
+                size_bytes += write(b"".join(buffer))
+                buffer.clear()
+                buffered = 0
+        size_bytes += write(b"".join(buffer))
+        return records, size_bytes
+
+    def _export_to_stdout(self, progress: Progress | None) -> tuple[int, int]:
+        stdout = sys.stdout
+        binary = getattr(stdout, "buffer", None)  # absent when stdout is a text buffer
+
+        def write(data: bytes) -> int:
+            if binary is not None:
+                binary.write(data)
+            else:
+                stdout.write(data.decode())
+            return len(data)
+
+        stdout.flush()
+        try:
+            counts = self._export_lines(write, progress)
+            stdout.flush()
+        except OSError as exc:  # a broken pipe too: `export --to - | head`
+            raise StorageFailure(f"export to stdout failed: {exc.strerror or exc}") from None
+        return counts
+
     def import_(self, *, file: str, progress: Progress | None = None) -> dict[str, Any]:
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
         source_path = file
+        check_import_source(source_path)
         source = Journal.open(source_path, PROJECTOR, write=False, use_checkpoint=False)
         try:
             last = self.journal.import_records(source, progress=progress)
@@ -195,6 +230,14 @@ class JournalService(ServiceBase):
             "head": self._head_json(),
             "event": event_json(last),  # the last record loaded
         }
+
+
+def check_import_source(path: str) -> None:
+    """Refuse (exit 2) an `import FILE` that names nothing to import: the advice a
+    missing journal gets ("a writing command creates it") would be wrong here."""
+    check_target(path, option="FILE")
+    if not is_pg_url(path) and not os.path.lexists(path):
+        raise InvalidInput(f"no file {path} to import", code="import_source_not_found", path=path)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,6 @@ the same pure function `admit` uses.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +17,7 @@ from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import Ledger
 from quotaledger.services.base import ServiceBase, check_identifier
+from quotaledger.services.outfile import check_out_path, write_atomically
 
 if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack
@@ -227,6 +226,7 @@ class OperatorService(ServiceBase):
         from quotaledger.projections import audit as au
         from quotaledger.report.html import render_report
 
+        check_out_path("--out", out)  # input first (exit 2): "" or a missing directory
         self.require_goal(goal)  # before anything is written: no empty page for a typo
         since_us, until_us = _range(since, until)
         timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
@@ -243,7 +243,7 @@ class OperatorService(ServiceBase):
             generated_at=format_us(wall_us()),
         )
         data = page.encode()
-        _write_file(out, data)
+        write_atomically("--out", out, data)
         refusals = sum(1 for d in timeline.decisions if not d.admitted)
         return {
             "ok": True,
@@ -259,8 +259,14 @@ class OperatorService(ServiceBase):
 
     # -- metrics -----------------------------------------------------------------------
 
-    def metrics(self, *, goal: str | None = None, at: str | None = None) -> dict[str, Any]:
-        """The current state (or the state as of `at`) as Prometheus metrics."""
+    def metrics(
+        self, *, goal: str | None = None, at: str | None = None, out: str | None = None
+    ) -> dict[str, Any]:
+        """The current state (or the state as of `at`) as Prometheus metrics; with
+        `out`, also written there in the text format, atomically (SPEC §7: a
+        node-exporter textfile collector never reads half a file)."""
+        if out is not None:
+            check_out_path("--out", out)
         if goal is not None:
             self.require_goal(goal)
         if at is None:
@@ -279,12 +285,17 @@ class OperatorService(ServiceBase):
         families["quotaledger_journal_head_seq"]["samples"].append(
             {"labels": {}, "value": self.journal.head.seq}
         )
-        return {
+        result: dict[str, Any] = {
             "ok": True,
             "at": None if at_us is None else format_us(at_us),
             "goals": names,
             "metrics": families,
         }
+        if out is not None:
+            data = prometheus_text(result).encode()
+            write_atomically("--out", out, data)
+            result |= {"out": out, "bytes": len(data)}
+        return result
 
 
 # -- JSON shapes -------------------------------------------------------------------------
@@ -500,30 +511,6 @@ def _number(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     return repr(float(value))
-
-
-# -- files --------------------------------------------------------------------------------
-
-
-def _write_file(path: str, data: bytes) -> None:
-    """Write `data` to `path` atomically (a temp file beside it, then rename)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise InvalidInput(f"--out: directory {directory} does not exist", code="invalid_option")
-    if os.path.isdir(path):
-        raise InvalidInput(f"--out {path} is a directory", code="invalid_option")
-    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 __all__ = ["OperatorService", "prometheus_text"]

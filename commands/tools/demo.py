@@ -10,11 +10,13 @@ runtime was killed between writeback and spend (demo_settlement). It ends with
 from __future__ import annotations
 
 import os
+import stat
 import time
 from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
+from quotaledger.journal import NotRegularFile
 from quotaledger.tools import demo_capacity, demo_host, demo_settlement
 
 Say = Callable[[str], None]
@@ -24,6 +26,10 @@ def fresh_path(path: str) -> str | None:
     """Move an earlier demo journal (and its companions) aside, never deleting it."""
     if not os.path.lexists(path):
         return None
+    if not stat.S_ISREG(os.lstat(path).st_mode):  # a directory, FIFO, symlink: not a demo's
+        raise NotRegularFile(
+            f"{path} is not a regular file; the demo moves only its own", path=path
+        )
     aside = f"{path}.previous.{time.time_ns()}"
     os.rename(path, aside)
     checkpoint = path + ".checkpoint"

@@ -21,6 +21,12 @@ JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event p
 # Commands without required options that would run for long: give them an argument
 # that is refused (still one JSON error object) instead of benchmarking the machine.
 CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {("bench",): ["--events", "1"]}
+# What makes the minimal arguments of a command valid input, where required options
+# alone are not (so that the journal is what decides the answer).
+VALID_ARGS: dict[tuple[str, ...], list[str]] = {
+    ("repair",): ["--yes"],
+    ("host", "replan"): ["--open"],
+}
 
 
 def _walk(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], Any]]:
@@ -36,6 +42,7 @@ def _walk(command: Any, path: tuple[str, ...]) -> list[tuple[tuple[str, ...], An
 COMMANDS = dict(_walk(ROOT, ()))
 GROUPS = sorted(name for name, cmd in ROOT.commands.items() if getattr(cmd, "commands", None))
 IDS = [" ".join(path) for path in COMMANDS]
+IDS_BUT_BENCH = [name for name in IDS if name != "bench"]  # bench opens no journal
 
 
 def _required(command: Any) -> list[str]:
@@ -112,7 +119,7 @@ def _minimal_args(
             value = str(param.type.choices[0])
         elif isinstance(param.type, click.types.IntParamType | click.types.FloatParamType):
             value = "1"
-        elif isinstance(param.type, click.Path | click.File):
+        elif isinstance(param.type, click.Path | click.File) or param.name == "file":
             value = str(existing_file)
         else:
             value = "x"
@@ -151,6 +158,63 @@ def test_an_empty_journal_option_is_refused_not_taken_for_the_default(
     error = _one_json_object(refused.stdout)["error"]
     assert error["code"] == "invalid_option", error
     assert sorted(p.name for p in tmp_path.iterdir()) == ["source.jsonl"]
+
+
+# SPEC §8: "a path or URL the user gave that cannot name a journal (empty, a missing
+# parent directory, an unsupported scheme such as mysql:// or file://) is exit 2 for
+# every command". Relative ones too: they must not become files under the cwd.
+UNNAMEABLE = {
+    "missing parent": ("{tmp}/missing/dir/j.jsonl", "invalid_journal_path"),
+    "relative missing parent": ("missing/j.jsonl", "invalid_journal_path"),
+    "parent is a file": ("{tmp}/source.jsonl/j.jsonl", "invalid_journal_path"),
+    "mysql": ("mysql://user:secret@db/x", "invalid_journal_url"),
+    "file url": ("file://{tmp}/j.jsonl", "invalid_journal_url"),
+    "relative file url": ("file:j.jsonl", None),  # a legal file name: must work or be exit 2
+}
+
+
+@pytest.mark.parametrize("case", [c for c in UNNAMEABLE if c != "relative file url"])
+@pytest.mark.parametrize("path", list(COMMANDS), ids=IDS)
+def test_a_journal_that_cannot_be_named_is_exit_2_for_every_command(
+    path: tuple[str, ...], case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # where a relative path would wrongly create files
+    source = tmp_path / "source.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", source)
+    target, code = UNNAMEABLE[case]
+    target = target.format(tmp=tmp_path)
+    args = [*path, *_minimal_args(COMMANDS[path], source), *CHEAP_ARGS.get(path, [])]
+    for how in ("option", "env"):
+        if how == "option":
+            refused = run_cli(*args, "--journal", target, "--json")
+        elif path == ("demo",):
+            continue  # demo ignores QUOTALEDGER_JOURNAL (it moves an existing file aside)
+        else:
+            refused = run_cli(*args, "--json", env={"QUOTALEDGER_JOURNAL": target})
+        assert refused.code == 2, (how, refused.stdout, refused.stderr)
+        error = _one_json_object(refused.stdout)["error"]
+        assert error["code"] == code, error
+        assert "secret" not in error["message"], error
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["source.jsonl"]
+        assert source.read_bytes() == (REPO / "fixtures" / "healthy.jsonl").read_bytes()
+
+
+@pytest.mark.parametrize("path", [p for p in COMMANDS if p != ("bench",)], ids=IDS_BUT_BENCH)
+def test_an_existing_journal_that_cannot_be_read_is_exit_3_for_every_command(
+    path: tuple[str, ...], tmp_path: Path
+) -> None:
+    # A directory where the journal should be: it exists, and no journal can be read
+    # from it (as root, permissions cannot make a file unreadable).
+    journal = tmp_path / "j.jsonl"
+    journal.mkdir()
+    source = tmp_path / "source.jsonl"
+    shutil.copyfile(REPO / "fixtures" / "healthy.jsonl", source)
+    args = [*path, *_minimal_args(COMMANDS[path], source), *VALID_ARGS.get(path, [])]
+    refused = run_cli(*args, "--journal", journal, "--json")
+    assert refused.code == 3, (refused.stdout, refused.stderr)
+    assert _one_json_object(refused.stdout)["error"]["code"] == "not_regular_file"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.jsonl", "source.jsonl"]
+    assert list(journal.iterdir()) == []
 
 
 # SPEC §8's identifiers, as the options that carry them.

@@ -1,0 +1,63 @@
+"""Files a command writes besides the journal (`report --out`, `metrics --out`,
+`export --to`): the path checked before any work, the bytes replaced atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+
+from quotaledger.journal import InvalidInput, StorageFailure
+from quotaledger.journal.fsutil import fsync_dir, write_all
+
+OUT_FILE_MODE = 0o644
+"""Readable by the collector or browser that reads it (no secret in it)."""
+
+
+def check_out_path(option: str, path: str) -> None:
+    """Refuse (exit 2) a path no file can be written to: empty, in a missing
+    directory, or a directory itself."""
+    if not path:
+        raise InvalidInput(f"{option} is empty: give the file to write", code="invalid_option")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise InvalidInput(
+            f"{option} {path}: directory {directory} does not exist", code="invalid_option"
+        )
+    if os.path.isdir(path):
+        raise InvalidInput(f"{option} {path} is a directory", code="invalid_option")
+
+
+def write_atomically(option: str, path: str, data: bytes) -> None:
+    """Replace `path` with `data` so that a reader sees the old file or the new one,
+    never part of one: a temporary file beside it (a name no collector globs), fsync,
+    rename over `path`, fsync the directory."""
+    check_out_path(option, path)
+    directory, name = os.path.split(os.path.abspath(path))
+    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
+    try:
+        fd = os.open(
+            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, OUT_FILE_MODE
+        )
+    except OSError as exc:
+        raise StorageFailure(f"{option}: cannot write in {directory}: {exc.strerror}") from exc
+    try:
+        try:
+            write_all(fd, data)
+            os.fchmod(fd, OUT_FILE_MODE)  # whatever the umask: the reader is another user
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise StorageFailure(f"{option}: writing {path} failed: {exc.strerror}") from exc
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    fsync_dir(path)
+
+
+def _unlink_quietly(path: str) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(path)

@@ -1,0 +1,48 @@
+"""What a `--journal` value can name (SPEC §8): a file path or a postgresql:// URL.
+
+A value that cannot name a journal — empty, a file path whose directory does not
+exist, a URL of another scheme (`mysql://`, `file://`) — is the user's to fix:
+exit 2 for every command, checked before anything is opened. (An existing journal
+that cannot be read is the journal's problem: exit 3, found when it is opened.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+from quotaledger.journal.errors import InvalidInput
+
+DEFAULT_JOURNAL = "./quotaledger.jsonl"
+PG_SCHEMES = ("postgresql://", "postgres://")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+_PASSWORD = re.compile(r"(://[^:/@?#]*):[^@/?#]*@")
+
+
+def is_pg_url(target: str) -> bool:
+    return target.startswith(PG_SCHEMES)
+
+
+def check_target(target: str, option: str = "--journal") -> None:
+    """Refuse (InvalidInput, exit 2) a value that cannot name a journal."""
+    if not target:
+        raise InvalidInput(f"{option} is empty", code="invalid_option", option=option)
+    if is_pg_url(target):
+        return
+    scheme = _SCHEME.match(target)
+    if scheme is not None:
+        shown = _PASSWORD.sub(r"\1:***@", target)
+        raise InvalidInput(
+            f"{option} {shown}: {scheme.group(0)} is not a journal store; give a file path "
+            "or a postgresql:// URL",
+            code="invalid_journal_url",
+            option=option,
+        )
+    directory = os.path.dirname(target) or "."
+    if not os.path.isdir(directory):
+        what = "is not a directory" if os.path.exists(directory) else "does not exist"
+        raise InvalidInput(
+            f"{option} {target}: directory {directory} {what}",
+            code="invalid_journal_path",
+            option=option,
+        )
