@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from hashlib import sha256
 from typing import Any, Literal, NamedTuple
 
@@ -38,15 +37,14 @@ Visitor = Callable[[Record, Any, bytes], None]
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 
 
-@dataclass
-class Head:
+class Head(msgspec.Struct):
     """Where the verified prefix of a journal ends."""
 
     next_seq: int = 0
     prev_hash: str = GENESIS_PREV
     offset: int = 0
     journal_id: str | None = None
-    goal_last_at: dict[str | None, str] = field(default_factory=dict)
+    goal_last_at: dict[str | None, str] = msgspec.field(default_factory=dict)
 
     @property
     def seq(self) -> int:
@@ -68,8 +66,7 @@ class FirstAt(NamedTuple):
     prev_hash: str
 
 
-@dataclass(frozen=True)
-class Failure:
+class Failure(msgspec.Struct, frozen=True):
     """The first record that does not verify."""
 
     seq: int

@@ -15,7 +15,8 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+
+import msgspec
 
 from quotaledger.journal.chain import (
     Failure,
@@ -40,8 +41,7 @@ SEGMENT_BYTES_MAX = 64 << 20
 """A worker holds its segment in memory: more segments for a larger file."""
 
 
-@dataclass
-class Segment:
+class Segment(msgspec.Struct):
     """What a worker found in bytes [start, end) of the journal."""
 
     start: int

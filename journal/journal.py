@@ -17,7 +17,6 @@ import hashlib
 import os
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -776,8 +775,7 @@ class Transaction(Generic[S]):
         return pending
 
 
-@dataclass(frozen=True)
-class RepairResult:
+class RepairResult(msgspec.Struct, frozen=True):
     truncated_after_seq: int
     quarantine: str | None
     quarantined_bytes: int

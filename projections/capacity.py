@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import math
-from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypedDict
 
 import msgspec
@@ -732,8 +731,7 @@ def weighted_tpm(
     return int(value) if value.is_integer() else value
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(msgspec.Struct, frozen=True):
     """The trailing-window usage as of a time."""
 
     usage_tpm: Number
@@ -792,8 +790,7 @@ def max_observation_age_us(goal: GoalCapacity) -> int:
     return age_s * US_PER_S
 
 
-@dataclass(frozen=True)
-class Evaluation:
+class Evaluation(msgspec.Struct, frozen=True):
     """Everything about a goal as of `at_us` that does not depend on a request."""
 
     at_us: int
@@ -898,8 +895,7 @@ def _at_or_none(at_us: int | None) -> str | None:
 # -- the admission decision (SPEC §3.3) ------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(msgspec.Struct, frozen=True):
     """What `decide_admission` concluded, with the figures it used."""
 
     admitted: bool
@@ -1046,8 +1042,7 @@ def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int
 # -- cooldowns (SPEC §3.2) -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class CooldownPlan:
+class CooldownPlan(msgspec.Struct, frozen=True):
     retry_after_s: Number | None
     cooldown_s: Number
     clamped: bool

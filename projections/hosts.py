@@ -15,7 +15,6 @@ and the goal's capacity readiness comes in as two booleans.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
@@ -452,8 +451,7 @@ def unconfirmed_handoff(phase: PhaseState | None) -> bool:
 # -- decisions ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Readiness:
+class Readiness(msgspec.Struct, frozen=True):
     """The goal's capacity, as the host decisions need it (from the capacity domain)."""
 
     capacity_ready: bool
@@ -461,8 +459,7 @@ class Readiness:
     has_token_gate: bool
 
 
-@dataclass(frozen=True)
-class HandoffCheck:
+class HandoffCheck(msgspec.Struct, frozen=True):
     """What the command layer learned reading the handoff file (it is read first)."""
 
     sha256: str
@@ -472,8 +469,7 @@ class HandoffCheck:
     reasons: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class PhaseRequest:
+class PhaseRequest(msgspec.Struct, frozen=True):
     lane: str
     deadline_us: int
     session: str | None
@@ -482,8 +478,7 @@ class PhaseRequest:
     max_phase_us: int = MAX_PHASE_US_DEFAULT
 
 
-@dataclass(frozen=True)
-class ContinueRequest:
+class ContinueRequest(msgspec.Struct, frozen=True):
     lane: str
     bind: str
     deadline_us: int
@@ -494,8 +489,7 @@ class ContinueRequest:
     max_phase_us: int = MAX_PHASE_US_DEFAULT
 
 
-@dataclass(frozen=True)
-class StartRequest:
+class StartRequest(msgspec.Struct, frozen=True):
     lane: str
     attempt: str
     session: str
@@ -504,12 +498,11 @@ class StartRequest:
     max_attempts: int = MAX_ATTEMPTS_DEFAULT
 
 
-@dataclass
-class Decision:
+class Decision(msgspec.Struct):
     """A decision's outcome. `ok` with `idempotent` means: nothing to append."""
 
     ok: bool
-    reasons: list[str] = field(default_factory=list)
+    reasons: list[str] = msgspec.field(default_factory=list)
     idempotent: bool = False
     phase: PhaseState | None = None
     """The existing phase (replay) or the lane's current phase (start)."""
@@ -783,15 +776,13 @@ def _continue_checks(
     )
 
 
-@dataclass(frozen=True)
-class ExitRequest:
+class ExitRequest(msgspec.Struct, frozen=True):
     attempt: str
     exit_code: int | None
     signal: int | None
 
 
-@dataclass(frozen=True)
-class ReturnRequest:
+class ReturnRequest(msgspec.Struct, frozen=True):
     attempt: str
     outcome: str
     failure_code: str | None

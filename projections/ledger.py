@@ -33,20 +33,23 @@ DomainApply = Callable[[Any, Record, Any], None]
 """A domain's fold step: (its part of the Ledger, record, decoded payload)."""
 
 
-def _domain_table() -> dict[str, tuple[PayloadDecoder, Callable[[Ledger], Any], DomainApply]]:
-    table: dict[str, tuple[PayloadDecoder, Callable[[Ledger], Any], DomainApply]] = {}
+DOMAINS: tuple[tuple[str, dict[str, type[Any]], DomainApply], ...] = (
+    ("capacity", capacity.EVENTS, capacity.apply),
+    ("hosts", hosts.EVENTS, hosts.apply),
+    ("settlement", settlement.EVENTS, settlement.apply),
+    ("probes", probes.EVENTS, probes.apply),
+)
+"""Each domain: its part of the Ledger, its kinds' payload Structs, its fold step."""
 
-    def add(events: dict[str, type[Any]], part: str, apply: DomainApply) -> None:
+
+def _payload_types() -> dict[str, type[Any]]:
+    types: dict[str, type[Any]] = {}
+    for _, events, _ in DOMAINS:
         for kind, payload_type in events.items():
-            if kind in table:
+            if kind in types:
                 raise RuntimeError(f"event kind {kind} registered twice")
-            table[kind] = (msgspec.json.Decoder(payload_type).decode, attrgetter(part), apply)
-
-    add(capacity.EVENTS, "capacity", capacity.apply)
-    add(hosts.EVENTS, "hosts", hosts.apply)
-    add(settlement.EVENTS, "settlement", settlement.apply)
-    add(probes.EVENTS, "probes", probes.apply)
-    return table
+            types[kind] = payload_type
+    return types
 
 
 EVENT_KINDS: tuple[str, ...] = (
@@ -68,14 +71,25 @@ class LedgerProjector:
     )
 
     def __init__(self) -> None:
-        self._table = _domain_table()
-        self._decoders = {kind: entry[0] for kind, entry in self._table.items()}
-        self._appliers = {kind: entry[1:] for kind, entry in self._table.items()}
+        self._payload_types = _payload_types()
+        self._appliers = {
+            kind: (attrgetter(part), apply) for part, events, apply in DOMAINS for kind in events
+        }
+        # Decoders are built on first use: building one per kind (and the checkpoint's,
+        # over the whole state's types) costs milliseconds, and a CLI call that
+        # appends one event to a checkpointed journal needs one or two of them.
+        self._decoders: dict[str, PayloadDecoder] = {}
         self._encode = msgspec.msgpack.Encoder().encode
-        self._decode = msgspec.msgpack.Decoder(Ledger).decode
+        self._decode: Callable[[bytes], Ledger] | None = None
 
     def decoder(self, kind: str) -> PayloadDecoder | None:
-        return self._decoders.get(kind)
+        decode = self._decoders.get(kind)
+        if decode is None:
+            payload_type = self._payload_types.get(kind)
+            if payload_type is None:
+                return None
+            decode = self._decoders[kind] = msgspec.json.Decoder(payload_type).decode
+        return decode
 
     def initial(self) -> Ledger:
         return Ledger()
@@ -90,6 +104,8 @@ class LedgerProjector:
         return self._encode(state)
 
     def load(self, blob: bytes) -> Ledger:
+        if self._decode is None:
+            self._decode = msgspec.msgpack.Decoder(Ledger).decode
         return self._decode(blob)
 
 

@@ -8,6 +8,7 @@ from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command, 
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES, ConfigFields
+from quotaledger.services.capacity import CapacityService
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
@@ -32,7 +33,7 @@ def register(app: typer.Typer) -> None:
         The flags of one gate replace that gate's whole config (unset values take their
         defaults); a gate whose flags are absent keeps its current config.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.configure(goal=goal, at=at, **config)
         return Output(result, text=configure_text(result))
 
@@ -69,7 +70,7 @@ def register(app: typer.Typer) -> None:
         A zero-token measured observation is a heartbeat. With --run, an active run's
         lease is renewed.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.observe(
                 goal=goal,
                 uncached_input=uncached_input,
@@ -126,7 +127,7 @@ def register(app: typer.Typer) -> None:
         Exit 0 admitted (an identical repeat returns the original receipt), exit 1
         refused (journaled as capacity.refused unless --dry-run).
         """
-        with ctx.service(write=not dry_run) as ledger:
+        with ctx.service(CapacityService, write=not dry_run) as ledger:
             result = ledger.admit(
                 goal=goal,
                 run=run,
@@ -166,7 +167,7 @@ def register(app: typer.Typer) -> None:
 
         It does not release the run.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.reject(
                 goal=goal,
                 run=run,
@@ -189,7 +190,7 @@ def register(app: typer.Typer) -> None:
         Releasing a run that is not active is not an error: released is false, reason
         run_not_active, nothing appended.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.release(goal=goal, run=run, at=at)
         if result["released"]:
             text = f"released {run}"
@@ -216,7 +217,7 @@ def register(app: typer.Typer) -> None:
 
         On a corrupt journal, --seq N before the corrupt record still answers.
         """
-        with ctx.service(write=False, allow_corrupt=seq is not None) as ledger:
+        with ctx.service(CapacityService, write=False, allow_corrupt=seq is not None) as ledger:
             result = ledger.inspect(goal=goal, at=at, seq=seq)
         return Output(result, text=inspect_text(result))
 

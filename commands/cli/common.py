@@ -17,10 +17,10 @@ import inspect
 import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import click
+import msgspec
 import typer
 
 from quotaledger.cli.output import Output, emit, emit_error
@@ -122,8 +122,7 @@ CheckedAtOpt = Annotated[
 ]
 
 
-@dataclass
-class Ctx:
+class Ctx(msgspec.Struct):
     """Where and how a command runs."""
 
     journal_target: str
@@ -131,11 +130,16 @@ class Ctx:
     lock_timeout_s: float
 
     @contextmanager
-    def service(self, *, write: bool, allow_corrupt: bool = False) -> Iterator[Any]:
-        """The in-process API (`quotaledger.Ledger`) opened on this journal."""
-        from quotaledger.api import Ledger
+    def service(
+        self, api: type[Any] | None = None, *, write: bool, allow_corrupt: bool = False
+    ) -> Iterator[Any]:
+        """The in-process API opened on this journal: `api` (the command's own service,
+        e.g. `CapacityService`: a runner's call imports no other), else `quotaledger.Ledger`."""
+        if api is None:
+            from quotaledger.api import Ledger
 
-        ledger = Ledger.open(
+            api = Ledger
+        ledger = api.open(
             self.journal_target,
             write=write,
             lock_timeout_s=self.lock_timeout_s,

@@ -6,6 +6,7 @@ import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
+from quotaledger.services.host import HostService
 
 LaneOpt = Annotated[str, typer.Option("--lane", help="Lane (one agent's line of work).")]
 AttemptOpt = Annotated[str, typer.Option("--attempt", help="Attempt identifier.")]
@@ -72,7 +73,7 @@ def register(app: typer.Typer) -> None:
         A lane whose last attempt failed or was interrupted is refused lane_failed:
         it goes on only through `host continue`.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_phase(
                 goal=goal,
                 lane=lane,
@@ -102,7 +103,7 @@ def register(app: typer.Typer) -> None:
         at: AtOpt = None,
     ) -> dict:
         """The dispatch gate: start an attempt, or refuse with every failing reason."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_start(
                 goal=goal,
                 lane=lane,
@@ -128,7 +129,7 @@ def register(app: typer.Typer) -> None:
         at: AtOpt = None,
     ) -> dict:
         """Record that the attempt's process was observed exited."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_exit(
                 goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
             )
@@ -155,7 +156,7 @@ def register(app: typer.Typer) -> None:
         at: AtOpt = None,
     ) -> dict:
         """Record the attempt's outcome; prints the event hash `host continue` binds."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_return(
                 goal=goal,
                 attempt=attempt,
@@ -193,7 +194,7 @@ def register(app: typer.Typer) -> None:
         Replaying the same request returns the same phase (idempotent); any
         difference is refused phase_exists_with_different_request.
         """
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_continue(
                 goal=goal,
                 lane=lane,
@@ -215,7 +216,7 @@ def register(app: typer.Typer) -> None:
         ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
     ) -> dict:
         """The lane's current phase and its handoff until a completed return confirms it."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(HostService, write=False) as ledger:
             return ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
 
     @command(host, "stop", example="quotaledger host stop --goal g")
@@ -226,7 +227,7 @@ def register(app: typer.Typer) -> None:
         at: AtOpt = None,
     ) -> dict:
         """Request a stop (no lane starts or continues), or clear it with --clear."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_stop(goal=goal, clear=clear, at=at)
 
     @command(
@@ -246,7 +247,7 @@ def register(app: typer.Typer) -> None:
 
         if open_ == settle:
             raise InvalidInput("give exactly one of --open or --settle", code="invalid_option")
-        with ctx.service(write=True) as ledger:
+        with ctx.service(HostService, write=True) as ledger:
             return ledger.host_replan(
                 goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
             )
@@ -260,5 +261,5 @@ def register(app: typer.Typer) -> None:
         at: ReadAtOpt = None,
     ) -> dict:
         """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(HostService, write=False) as ledger:
             return ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)

@@ -12,7 +12,7 @@ from quotaledger.cli.common import AtOpt, Ctx, command
 from quotaledger.cli.output import Output, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt
-from quotaledger.services.journal import LogFilter, check_import_source
+from quotaledger.services.journal import JournalService, LogFilter, check_import_source
 from quotaledger.services.outfile import check_out_path
 
 
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     ) -> dict:
         """Check the whole hash chain and every payload; print the head."""
         with (
-            ctx.service(write=False, allow_corrupt=True) as ledger,
+            ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
             progress_bar("verify", _size_hint(ledger)) as progress,
         ):
             return ledger.verify(digest=digest, progress=progress)
@@ -39,7 +39,7 @@ def register(app: typer.Typer) -> None:
     @command(app, "digest", example="quotaledger digest --journal runs.jsonl")
     def digest(ctx: Ctx) -> dict:
         """Print the head (seq, hash, journal id) for anchoring elsewhere."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(JournalService, write=False) as ledger:
             return ledger.digest()
 
     @command(app, "repair", example="quotaledger repair --truncate-after 41 --yes")
@@ -59,13 +59,13 @@ def register(app: typer.Typer) -> None:
             )
         if truncate_after < 0:
             raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
-        with ctx.service(write=True, allow_corrupt=True) as ledger:
+        with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
             return ledger.repair(truncate_after=truncate_after, at=at)
 
     @command(app, "checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
     def checkpoint(ctx: Ctx) -> dict:
         """Write the projection state after the last record to <journal>.checkpoint."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(JournalService, write=True) as ledger:
             return ledger.checkpoint()
 
     @command(
@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         (exit 3): what an operator reads to choose `repair --truncate-after`.
         """
         LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)  # exit 2 first
-        with ctx.service(write=False, allow_corrupt=True) as ledger:
+        with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
             events = ledger.log(goal=goal, kind=kind, since=since, until=until, limit=limit)
             if ctx.as_json:
                 for event in events:
@@ -117,7 +117,7 @@ def register(app: typer.Typer) -> None:
         if to != "-":
             check_out_path("--to", to)  # exit 2 before the journal is opened
         with (
-            ctx.service(write=False) as ledger,
+            ctx.service(JournalService, write=False) as ledger,
             progress_bar("export", _size_hint(ledger)) as progress,
         ):
             result = ledger.export(to=to, progress=progress)
@@ -133,7 +133,7 @@ def register(app: typer.Typer) -> None:
         check_import_source(file)  # exit 2 before the target journal is opened
         size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
         with (
-            ctx.service(write=True) as ledger,
+            ctx.service(JournalService, write=True) as ledger,
             progress_bar("import", size_bytes) as progress,
         ):
             return ledger.import_(file=file, progress=progress)

@@ -9,6 +9,7 @@ from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.projections.capacity import ConfigFields
+from quotaledger.services.operator import OperatorService
 from quotaledger.services.outfile import check_out_path
 
 SinceOpt = Annotated[
@@ -37,7 +38,7 @@ def register(app: typer.Typer) -> None:
     ) -> Output:
         """List every goal with an event: domains, gates, dimensions, active runs, last
         event time, whether a run would be admitted now, and the next action."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(OperatorService, write=False) as ledger:
             result = ledger.goals(at=at)
         return Output(result, text=goals_text(result))
 
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
         the log was edited), the binding constraint, shortfall, window composition,
         reservations, cooldown, coverage and the earliest admissible time.
         """
-        with ctx.service(write=False) as ledger:
+        with ctx.service(OperatorService, write=False) as ledger:
             result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
         code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
         return Output(result, text=audit_text(result), exit_code=code)
@@ -85,7 +86,7 @@ def register(app: typer.Typer) -> None:
         assumption. Nothing is written.
         """
         with (
-            ctx.service(write=False) as ledger,
+            ctx.service(OperatorService, write=False) as ledger,
             progress_bar("whatif", _size_hint(ledger)) as progress,
         ):
             result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
@@ -107,7 +108,7 @@ def register(app: typer.Typer) -> None:
         """
         check_out_path("--out", out)  # exit 2 before the journal is opened
         with (
-            ctx.service(write=False) as ledger,
+            ctx.service(OperatorService, write=False) as ledger,
             progress_bar("report", _size_hint(ledger)) as progress,
         ):
             result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)
@@ -138,11 +139,11 @@ def register(app: typer.Typer) -> None:
         atomically, so a scrape never reads half a file (`> FILE` truncates it first).
         --json prints the same as a JSON object; --at T shows the state as of T.
         """
-        from quotaledger.services.operator import prometheus_text
+        from quotaledger.services.operator import OperatorService, prometheus_text
 
         if out is not None:
             check_out_path("--out", out)  # exit 2 before the journal is opened
-        with ctx.service(write=False) as ledger:
+        with ctx.service(OperatorService, write=False) as ledger:
             result = ledger.metrics(goal=goal, at=at, out=out)
         if out is not None:
             return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")

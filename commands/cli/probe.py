@@ -9,6 +9,7 @@ import typer
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command, duration_option
 from quotaledger.cli.output import Output
 from quotaledger.services import probe_runner as runner
+from quotaledger.services.probe import ProbeService
 
 STDERR_FD = 2
 
@@ -85,7 +86,7 @@ def run(
     memory figure is a sequential sum of per-process PSS reads: an estimate, never a
     verdict. With --json, CMD's stdout goes to stderr so stdout holds one JSON object.
     """
-    with ctx.service(write=True) as ledger:
+    with ctx.service(ProbeService, write=True) as ledger:
         result = ledger.probe_run(
             goal=goal,
             command=cmd or [],

@@ -6,6 +6,7 @@ import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
 from quotaledger.cli.output import Output, render_text
+from quotaledger.services.settlement import SettlementService
 
 AgentOpt = Annotated[str, typer.Option("--agent", help="Agent (runtime) identifier.")]
 TurnOpt = Annotated[str, typer.Option("--turn", help="Turn identifier (unique per agent).")]
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
     ) -> dict[str, Any]:
         """Set the rolling budget: `turn open` is refused quota_throttled while the units
         spent in the last H hours reach N. The same budget again appends nothing."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(SettlementService, write=True) as ledger:
             result: dict[str, Any] = ledger.budget_configure(
                 goal=goal, allowed_units=allowed_units, window_hours=window_hours, at=at
             )
@@ -65,7 +66,7 @@ def register(app: typer.Typer) -> None:
         """Open a turn. Refused settlement_owed (with the owed spend command) while the
         agent's previous turn owes its spend, turn_in_progress while it awaits its
         writeback, quota_throttled while the budget window is used up."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(SettlementService, write=True) as ledger:
             result: dict[str, Any] = ledger.turn_open(
                 goal=goal, agent=agent, turn=turn_id, task=task, at=at
             )
@@ -86,7 +87,7 @@ def register(app: typer.Typer) -> None:
     ) -> dict[str, Any]:
         """Record the turn's verified writeback: from now on its spend is owed and
         `turn resume` returns it. Repeating it with the same amount is idempotent."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(SettlementService, write=True) as ledger:
             result: dict[str, Any] = ledger.turn_writeback(
                 goal=goal, agent=agent, turn=turn_id, amount=amount, at=at
             )
@@ -97,7 +98,7 @@ def register(app: typer.Typer) -> None:
         """What a re-entering agent must do next, from the journal alone (no lock):
         phase open (write back), spend_owed (run the printed command once), settled
         (settled_skip) or idle."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(SettlementService, write=False) as ledger:
             result: dict[str, Any] = ledger.turn_resume(goal=goal, agent=agent, at=at)
         return Output(result, text=_resume_text(result))
 
@@ -121,7 +122,7 @@ def register(app: typer.Typer) -> None:
         """Spend the owed quota of a verified writeback exactly once. A replay is ok and
         appends nothing; any other identity is refused spend_identity_mismatch, a turn
         without writeback writeback_not_verified."""
-        with ctx.service(write=True) as ledger:
+        with ctx.service(SettlementService, write=True) as ledger:
             result: dict[str, Any] = ledger.turn_spend(
                 goal=goal, agent=agent, turn=turn_id, effect=effect, amount=amount, at=at
             )
@@ -136,7 +137,7 @@ def register(app: typer.Typer) -> None:
     ) -> dict[str, Any]:
         """The goal's budget window (spent units, throttled, when it re-opens) and each
         agent's turns with their phases (no lock)."""
-        with ctx.service(write=False) as ledger:
+        with ctx.service(SettlementService, write=False) as ledger:
             result: dict[str, Any] = ledger.turn_status(goal=goal, agent=agent, at=at)
             return result
 
@@ -144,9 +145,8 @@ def register(app: typer.Typer) -> None:
 def _resume_text(result: dict[str, Any]) -> str:
     """Humans (and shell scripts) get the owed command alone on its own line."""
     if result.get("phase") == "spend_owed":
-        password = " (the password comes from PGPASSWORD)" if "journal_password" in result else ""
         return (
             f"spend owed for turn {result['turn']} (effect {result['effect']}, "
-            f"{result['amount']} units); run once{password}:\n{result['command']}"
+            f"{result['amount']} units); run once:\n{result['command']}"
         )
     return render_text(result)

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
-from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
+from quotaledger.journal.limits import (
+    CHECKPOINT_EVERY_EVENTS,
+    FREE_TEXT_BYTES_MAX,
+    IDENTIFIER_CHARS_MAX,
+    LOCK_TIMEOUT_S_DEFAULT,
+    TOKEN_COUNT_MAX,
+)
 from quotaledger.journal.store import PendingRecord
-from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.ledger import PROJECTOR, Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 KNOWN_GOALS_SHOWN = 10
 """An unknown_goal message names at most this many known goals when none is close."""
+
+S = TypeVar("S", bound="ServiceBase")
 
 
 class ServiceBase:
@@ -25,6 +33,39 @@ class ServiceBase:
 
     def __init__(self, journal: Journal[Ledger]) -> None:
         self.journal = journal
+
+    @classmethod
+    def open(
+        cls: type[S],
+        target: str,
+        *,
+        write: bool = True,
+        lock_timeout_s: float = LOCK_TIMEOUT_S_DEFAULT,
+        checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
+        allow_corrupt: bool = False,
+    ) -> S:
+        """This service (`quotaledger.Ledger`: all of them) on the journal at `target`.
+
+        The CLI opens only the service its command uses: importing every service costs
+        each call a few milliseconds."""
+        journal = Journal.open(
+            target,
+            PROJECTOR,
+            write=write,
+            lock_timeout_s=lock_timeout_s,
+            checkpoint_every=checkpoint_every,
+            allow_corrupt=allow_corrupt,
+        )
+        return cls(journal)
+
+    def close(self) -> None:
+        self.journal.close()
+
+    def __enter__(self: S) -> S:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
     # -- time -------------------------------------------------------------------------
 

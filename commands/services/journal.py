@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -240,8 +239,7 @@ def check_import_source(path: str) -> None:
         raise InvalidInput(f"no file {path} to import", code="import_source_not_found", path=path)
 
 
-@dataclass(frozen=True)
-class LogFilter:
+class LogFilter(msgspec.Struct, frozen=True):
     """`log`'s filters, checked when built: input errors are exit 2 before any journal
     is read (the CLI builds one before it opens the journal)."""
 

@@ -102,7 +102,7 @@ def test_decide_continue_replay_is_decided_before_any_hold():
     )
     decision = hosts.decide_continue(goal, request, 200, not_ready)
     assert decision.ok and decision.idempotent and decision.phase is phase
-    longer = hosts.ContinueRequest(**{**request.__dict__, "deadline_us": 101})
+    longer = msgspec.structs.replace(request, deadline_us=101)
     assert hosts.decide_continue(goal, longer, 0, not_ready).reasons == [
         "phase_exists_with_different_request"
     ]
