@@ -32,7 +32,8 @@ Where SPEC §5 is silent, this module decides:
   never throttled: they settle work already done.
 - `spent_before`/`spent_after` are the goal's cumulative spent units (a ledger
   balance that only grows), not the window's.
-- The spend command carries no `--journal` (see `spend_command`).
+- The spend command is a function of the fold alone; the application adds the
+  `--journal` it runs against (see `spend_command`).
 """
 
 from __future__ import annotations
@@ -260,11 +261,9 @@ def spend_command(goal: str, agent: str, turn: str, effect: str, amount: int) ->
 
     Identifiers are restricted to `A-Za-z0-9._:@/-`, none of which a POSIX shell
     treats specially, so `shlex.quote` leaves them unchanged and the line reads
-    exactly like SPEC §5; quoting is kept only as a guard. The line carries no
-    `--journal`: it is a function of the fold alone, so it is the same whichever
-    path, URL or environment variable reached the journal (and a PostgreSQL URL's
-    password never lands in it). The runner re-enters with its journal configured
-    as before (`--journal` or `QUOTALEDGER_JOURNAL`).
+    exactly like SPEC §5; quoting is kept only as a guard. The line is a function
+    of the fold alone: the application layer appends the `--journal` of the journal
+    it answered from (SPEC §8: quoted, a PostgreSQL URL without its password).
     """
     return shlex.join(spend_argv(goal, agent, turn, effect, amount))
 

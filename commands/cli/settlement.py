@@ -145,8 +145,9 @@ def register(app: typer.Typer) -> None:
 def _resume_text(result: dict[str, Any]) -> str:
     """Humans (and shell scripts) get the owed command alone on its own line."""
     if result.get("phase") == "spend_owed":
+        password = " (the password comes from PGPASSWORD)" if "journal_password" in result else ""
         return (
             f"spend owed for turn {result['turn']} (effect {result['effect']}, "
-            f"{result['amount']} units); run once:\n{result['command']}"
+            f"{result['amount']} units); run once{password}:\n{result['command']}"
         )
     return render_text(result)

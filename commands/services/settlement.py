@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 import re
+import shlex
 from typing import Any
 
 from quotaledger.journal import InvalidInput
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.journal.target import follow_up_journal
 from quotaledger.projections import settlement
 from quotaledger.projections.settlement import Decision, SettlementState
 from quotaledger.services.base import ServiceBase, check_identifier, check_tokens, event_json
@@ -114,21 +116,34 @@ class SettlementService(ServiceBase):
     ) -> dict[str, Any]:
         """Append the decision's event (if any) and shape the JSON answer."""
         if not decision.ok:
-            return {
-                "ok": False,
-                "reasons": list(decision.reasons),
-                "appended": False,
-                "goal": goal,
-                "at": at,
-                **decision.view,
-            }
+            return self._naming_the_journal(
+                {
+                    "ok": False,
+                    "reasons": list(decision.reasons),
+                    "appended": False,
+                    "goal": goal,
+                    "at": at,
+                    **decision.view,
+                }
+            )
         result: dict[str, Any] = {"ok": True, "appended": False, "goal": goal, "at": at}
         result.update(decision.view)
         if decision.kind is not None:
             pending = txn.append(decision.kind, goal, decision.payload, at)
             result["appended"] = True
             result["event"] = event_json(pending)
-        return result
+        return self._naming_the_journal(result)
+
+    def _naming_the_journal(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """The follow-up commands in `answer` (the owed `turn spend`, as a line and as
+        argv) with this journal's `--journal` (SPEC §8): pasted as printed, they must
+        run against this journal, not the default one. The projection's line is a
+        function of the fold alone; where it runs is the application's to say."""
+        store = self.journal.store
+        extra, password_removed = follow_up_journal(getattr(store, "url", store.target))
+        if extra and _add_journal(answer, extra) and password_removed:
+            answer["journal_password"] = PASSWORD_NOTE
+        return answer
 
     # -- readers ----------------------------------------------------------------------
 
@@ -138,7 +153,7 @@ class SettlementService(ServiceBase):
         _check_ids(goal=goal, agent=agent)
         state, _ = self._settlement_as_of(goal, at)
         view = settlement.resume_view(state, goal, agent)
-        return {"ok": True, "goal": goal, "agent": agent, **view}
+        return self._naming_the_journal({"ok": True, "goal": goal, "agent": agent, **view})
 
     def turn_status(
         self, *, goal: str, agent: str | None = None, at: str | None = None
@@ -159,13 +174,9 @@ class SettlementService(ServiceBase):
             }
         if agent is not None and agent not in agents:
             agents[agent] = {"phase": settlement.IDLE, "turns": []}
-        return {
-            "ok": True,
-            "goal": goal,
-            "as_of": format_us(at_us),
-            **figures,
-            "agents": agents,
-        }
+        return self._naming_the_journal(
+            {"ok": True, "goal": goal, "as_of": format_us(at_us), **figures, "agents": agents}
+        )
 
     def _settlement_as_of(self, goal: str, at: str | None) -> tuple[SettlementState, int]:
         """The settlement state and the evaluation time (µs): as of `at`, else the time
@@ -178,6 +189,32 @@ class SettlementService(ServiceBase):
         last = self.journal.head.goal_last_at.get(goal)
         now_us = wall_us()
         return state, now_us if last is None else max(now_us, parse_at(last))
+
+
+PASSWORD_NOTE = (
+    "removed from the command's --journal URL: it reads the password from PGPASSWORD "
+    "(or ~/.pgpass), like any libpq client"
+)
+
+
+def _add_journal(value: Any, extra: list[str]) -> bool:
+    """Append `extra` to every printed `quotaledger ...` command ("command": a line,
+    "argv": its words) inside `value`; whether there was one."""
+    found = False
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key == "command" and isinstance(item, str) and item.startswith("quotaledger "):
+                value[key] = f"{item} {shlex.join(extra)}"
+                found = True
+            elif key == "argv" and isinstance(item, list) and item[:1] == ["quotaledger"]:
+                value[key] = [*item, *extra]
+                found = True
+            else:
+                found = _add_journal(item, extra) or found
+    elif isinstance(value, list):
+        for item in value:
+            found = _add_journal(item, extra) or found
+    return found
 
 
 def _check_ids(**identifiers: str) -> None:

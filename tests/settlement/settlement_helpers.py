@@ -24,11 +24,15 @@ def effect(goal: str, agent: str, task: str, turn: str) -> str:
     return hashlib.sha256(raw).hexdigest()[:32]
 
 
-def spend_line(goal: str, agent: str, turn: str, effect_hex: str, amount: int) -> str:
-    return (
+def spend_line(
+    goal: str, agent: str, turn: str, effect_hex: str, amount: int, journal: str | None = None
+) -> str:
+    """SPEC §5.2's line; SPEC §8: with `--journal` (shell-quoted) when not the default."""
+    line = (
         f"quotaledger turn spend --goal {goal} --agent {agent} --turn {turn} "
         f"--effect {effect_hex} --amount {amount}"
     )
+    return line if journal is None else f"{line} --journal {shlex.quote(journal)}"
 
 
 class Snapshot:
@@ -57,10 +61,12 @@ def events(path: str, kind: str | None = None) -> list[dict[str, Any]]:
 
 
 def run_printed(command: str, journal: str) -> Any:
-    """Run a printed `quotaledger ...` line unchanged (in-process) on `journal`."""
+    """Run a printed `quotaledger ...` line unchanged (in-process): it names its
+    journal (SPEC §8), which must be `journal`."""
     argv = shlex.split(command)
     assert argv[0] == "quotaledger"
-    return run_cli(*argv[1:], "--journal", journal, "--json")
+    assert argv[argv.index("--journal") + 1] == journal, command
+    return run_cli(*argv[1:], "--json")
 
 
 def minutes_after(t0: str, minutes: float) -> str:

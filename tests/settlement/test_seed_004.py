@@ -119,7 +119,7 @@ def test_seed_004_resume_one_debit_replay_none_foreign_refused_throttled(runner,
     assert r.spends() == []
     owed = {
         "phase": "spend_owed",
-        "command": spend_line(G, A, "t1", e1, 100),
+        "command": spend_line(G, A, "t1", e1, 100, journal=r.journal),
         "effect": e1,
         "amount": 100,
     }
@@ -232,7 +232,7 @@ def test_resume_shapes_of_spec_5_2(runner):
     spec_open = {"phase": "open", "next_step": "writeback"}
     spec_owed = {
         "phase": "spend_owed",
-        "command": spend_line(G, A, "t1", e1, 7),
+        "command": spend_line(G, A, "t1", e1, 7, journal=r.journal),
         "effect": e1,
         "amount": 7,
     }
@@ -259,4 +259,4 @@ def test_open_refuses_turn_in_progress_and_writeback_needs_an_open_turn(runner):
     r.ok(*budget_args(G, 0, 1))
     r.ok(*writeback_args(G, A, "t1", 3))
     body = r.refused(*open_args(G, A, "t2", "k2"), reasons=["settlement_owed", "quota_throttled"])
-    assert body["command"] == spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 3)
+    assert body["command"] == spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 3, journal=r.journal)

@@ -62,7 +62,7 @@ def test_full_lifecycle_resume_spend_once_and_replay(cli, journal_path) -> None:
     assert wb.code == 0 and wb.json["appended"] is True and wb.json["effect"] == eff
     resumed = cli("turn", "resume", "--goal", G, "--agent", A).json
     assert resumed["phase"] == "spend_owed"
-    assert resumed["command"] == spend_line(G, A, "t1", eff, 40)
+    assert resumed["command"] == spend_line(G, A, "t1", eff, 40, journal=journal_path)
     assert (resumed["effect"], resumed["amount"]) == (eff, 40)
 
     spent = run_printed(resumed["command"], journal_path)
@@ -93,7 +93,7 @@ def test_writeback_replay_same_amount_is_idempotent(cli, journal_path, owed) -> 
     snap = Snapshot(journal_path)
     again = cli(*writeback_args(G, A, "t1", 40))
     assert again.code == 0 and again.json["appended"] is False and again.json["idempotent"]
-    assert again.json["command"] == spend_line(G, A, "t1", owed, 40)
+    assert again.json["command"] == spend_line(G, A, "t1", owed, 40, journal=journal_path)
     snap.assert_unchanged()
 
 
@@ -133,12 +133,12 @@ def test_spend_refusals_append_nothing(cli, journal_path, owed) -> None:
     )
     # None of that touched the owed spend.
     assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == spend_line(
-        G, A, "t1", owed, 40
+        G, A, "t1", owed, 40, journal=journal_path
     )
 
 
 def test_open_and_writeback_refusals_append_nothing(cli, journal_path, owed) -> None:
-    owed_line = spend_line(G, A, "t1", owed, 40)
+    owed_line = spend_line(G, A, "t1", owed, 40, journal=journal_path)
     for turn, task in (("t2", "k2"), ("t1", "k1")):
         body = assert_refused(cli, journal_path, ["settlement_owed"], *open_args(G, A, turn, task))
         assert body["command"] == owed_line
@@ -166,7 +166,7 @@ def test_new_turn_for_another_task_is_never_selected_while_spend_owed(
     cli, journal_path, owed
 ) -> None:
     """Other agents go on; this agent's resume keeps returning the original spend."""
-    line = spend_line(G, A, "t1", owed, 40)
+    line = spend_line(G, A, "t1", owed, 40, journal=journal_path)
     for turn, task in (("t2", "k2"), ("t3", "k3")):
         cli(*open_args(G, A, turn, task))
         assert cli("turn", "resume", "--goal", G, "--agent", A).json["command"] == line
@@ -211,7 +211,7 @@ def test_rolling_window_spends_leaving_it_reopen_turns(cli, journal_path) -> Non
 
 
 def test_budget_reconfigure_and_zero_allowance(cli, journal_path, owed) -> None:
-    run_printed(spend_line(G, A, "t1", owed, 40), journal_path)
+    run_printed(spend_line(G, A, "t1", owed, 40, journal=journal_path), journal_path)
     assert cli(*budget_args(G, 0, 2)).json["appended"] is True
     snap = Snapshot(journal_path)
     again = cli(*budget_args(G, 0, 2))
@@ -224,7 +224,9 @@ def test_budget_reconfigure_and_zero_allowance(cli, journal_path, owed) -> None:
 
 
 def test_readers_as_of_time_show_each_phase(cli, journal_path, owed) -> None:
-    run_printed(spend_line(G, A, "t1", owed, 40) + f" --at {at(2)}", journal_path)
+    run_printed(
+        spend_line(G, A, "t1", owed, 40, journal=journal_path) + f" --at {at(2)}", journal_path
+    )
     phases = {
         m: cli("turn", "resume", "--goal", G, "--agent", A, "--at", at(m)).json["phase"]
         for m in (-1, 0, 1, 2)
@@ -288,7 +290,7 @@ def test_identifiers_with_leading_dash_round_trip_through_the_printed_line(
     cli(*open_args(G, agent, turn, "k"))
     cli(*writeback_args(G, agent, turn, 3))
     line = cli("turn", "resume", "--goal", G, "--agent", agent).json["command"]
-    assert line == spend_line(G, agent, turn, effect(G, agent, "k", turn), 3)
+    assert line == spend_line(G, agent, turn, effect(G, agent, "k", turn), 3, journal=journal_path)
     spent = run_printed(line, journal_path)
     assert spent.code == 0 and spent.json["appended"] is True, spent.stdout
 
@@ -296,13 +298,13 @@ def test_identifiers_with_leading_dash_round_trip_through_the_printed_line(
 def test_human_resume_prints_the_command_on_its_own_line(journal_path, owed) -> None:
     out = run_cli("turn", "resume", "--goal", G, "--agent", A, "--journal", journal_path)
     assert out.code == 0
-    assert out.stdout.splitlines()[-1] == spend_line(G, A, "t1", owed, 40)
+    assert out.stdout.splitlines()[-1] == spend_line(G, A, "t1", owed, 40, journal=journal_path)
 
 
 def test_python_api_matches_the_cli(journal_path, owed) -> None:
     with Ledger.open(journal_path) as ledger:
         resumed = ledger.turn_resume(goal=G, agent=A)
-        assert resumed["command"] == spend_line(G, A, "t1", owed, 40)
+        assert resumed["command"] == spend_line(G, A, "t1", owed, 40, journal=journal_path)
         assert (
             ledger.turn_spend(goal=G, agent=A, turn="t1", effect=owed, amount=40)["appended"]
             is True

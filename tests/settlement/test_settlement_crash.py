@@ -42,7 +42,7 @@ def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, jou
 
         assert kill_runtime_after_writeback(journal_path, G, A, "t1", 70) == -signal.SIGKILL
         eff = effect(G, A, "k1", "t1")
-        expected = spend_line(G, A, "t1", eff, 70)
+        expected = spend_line(G, A, "t1", eff, 70, journal=journal_path)
         assert events(journal_path, "quota.spent") == []
 
         # Re-entry, as a real process, from the journal alone.
@@ -89,7 +89,9 @@ def _settled_journal(cli, journal_path: str) -> tuple[bytes, int]:
     cli(*open_args(G, A, "t1", "k1"))
     cli(*writeback_args(G, A, "t1", 70))
     eff = effect(G, A, "k1", "t1")
-    assert run_printed(spend_line(G, A, "t1", eff, 70), journal_path).json["appended"]
+    assert run_printed(spend_line(G, A, "t1", eff, 70, journal=journal_path), journal_path).json[
+        "appended"
+    ]
     data = Path(journal_path).read_bytes()
     start = data.rstrip(b"\n").rfind(b"\n") + 1
     assert b'"kind":"quota.spent"' in data[start:]
@@ -111,7 +113,7 @@ def test_cut_inside_the_quota_spent_record_recovers_to_spend_owed(cli, journal_p
     }[cut]
     assert start < offset < end
     Path(journal_path).write_bytes(data[:offset])
-    expected = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70)
+    expected = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70, journal=journal_path)
 
     # A reader shows the owed spend and leaves the torn file as it is.
     resumed = run_cli(*RESUME, "--journal", journal_path, "--json")
@@ -139,7 +141,7 @@ def test_cut_spend_recovered_by_the_spend_itself(cli, journal_path) -> None:
     once (the writer's open does the recovery)."""
     data, start = _settled_journal(cli, journal_path)
     Path(journal_path).write_bytes(data[: start + 40])
-    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70)
+    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 70, journal=journal_path)
     first = run_process(*shlex.split(line)[1:], "--journal", journal_path, "--json")
     assert first.code == 0 and first.json["appended"] is True, first.stdout + first.stderr
     assert run_printed(line, journal_path).json["appended"] is False
@@ -151,7 +153,7 @@ def test_racing_processes_spend_once_and_open_one_turn(cli, journal_path) -> Non
     for different tasks of one agent open exactly one turn."""
     cli(*open_args(G, A, "t1", "k1"))
     cli(*writeback_args(G, A, "t1", 9))
-    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 9)
+    line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 9, journal=journal_path)
     common = ["--journal", journal_path, "--json"]
     spenders = [_spawn([*shlex.split(line)[1:], *common]) for _ in range(4)]
     answers = [_finish(p) for p in spenders]
@@ -193,7 +195,7 @@ def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
         with Ledger.open(url) as ledger:
             assert ledger.turn_open(goal=G, agent=A, turn="t1", task="k1")["appended"] is True
         assert kill_runtime_after_writeback(url, G, A, "t1", 11) == -signal.SIGKILL
-        line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11)
+        line = spend_line(G, A, "t1", effect(G, A, "k1", "t1"), 11, journal=url)
         with Ledger.open(url, write=False) as reader:
             assert reader.turn_resume(goal=G, agent=A)["command"] == line
         assert run_printed(line, url).json["appended"] is True
