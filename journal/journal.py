@@ -520,11 +520,14 @@ class Journal(Generic[S]):
 
     # -- reading -------------------------------------------------------------------
 
-    def fold_as_of(self, *, seq: int | None = None, at: str | None = None) -> tuple[S, Head]:
-        """A fresh state as of record `seq` or time `at` (every event with at <= T)."""
+    def fold_as_of(
+        self, *, seq: int | None = None, at: str | None = None, use_checkpoint: bool = True
+    ) -> tuple[S, Head]:
+        """A fresh state as of record `seq` or time `at` (every event with at <= T);
+        from genesis when not `use_checkpoint` (audit, verify: never trust the cache)."""
         self._check_poisoned()
         head, state = Head(), self.projector.initial()
-        checkpoint = self.store.load_checkpoint()
+        checkpoint = self.store.load_checkpoint() if use_checkpoint else None
         if checkpoint is not None and self._checkpoint_problem(checkpoint) is None:
             # Usable only if every record it covers is in the requested prefix.
             goal_last_at = checkpoint.head.goal_last_at_map()
@@ -617,7 +620,57 @@ class Journal(Generic[S]):
             failure = self._fold_into(head, self.projector.initial(), visit, progress=progress)
         if failure is not None:
             self._raise_if_corrupt(failure, verified=head)
+        self.store.verify_columns()  # SQL readers query those: they must say what lines say
         return head
+
+    def check_checkpoint(self, verified: Head) -> dict[str, Any] | None:
+        """Compare the stored checkpoint with the fold of the journal from genesis up to
+        its record (SPEC §2.5: a checkpoint is a cache, never a source of truth).
+
+        None without a checkpoint. One writers would ignore (its record is not in the
+        verified prefix, its projection version is not the code's, its state does not
+        load) is reported as not used; one writers would trust whose state, journal
+        id or per-goal times differ from the fold raises `checkpoint_mismatch`.
+        """
+        checkpoint = self.store.load_checkpoint()
+        if checkpoint is None:
+            return None
+        summary: dict[str, Any] = {"seq": checkpoint.seq, "hash": checkpoint.hash}
+        problem = self._checkpoint_problem(checkpoint)
+        if problem is None and checkpoint.seq > verified.seq:
+            problem = f"seq {checkpoint.seq} is past the verified prefix (seq {verified.seq})"
+        stored = None
+        if problem is None:
+            try:
+                stored = self.projector.load(bytes(checkpoint.state))
+            except Exception as exc:  # writers ignore it too (see _load_checkpoint)
+                problem = f"its state does not load ({exc})"
+        if problem is not None:
+            return {**summary, "used": False, "reason": problem}
+        state, head = self.fold_as_of(seq=checkpoint.seq, use_checkpoint=False)
+        projector = self.projector
+        differences = [
+            what
+            for what, same in (
+                ("journal_id", head.journal_id == checkpoint.journal_id),
+                ("goal times", head.goal_last_at == checkpoint.head.goal_last_at_map()),
+                # Through dump and load, so both sides are in the form a checkpoint keeps.
+                ("state", projector.load(projector.dump(state)) == stored),
+            )
+            if not same
+        ]
+        if differences:
+            raise JournalCorrupt(
+                f"the checkpoint of {self.store.target} at seq {checkpoint.seq} differs from "
+                f"the journal folded from genesis ({', '.join(differences)}): writers that "
+                "trusted it decided on a state the journal does not hold. Remove it (the "
+                "<journal>.checkpoint file, or the quotaledger_checkpoints row) so writers "
+                "fold from genesis, then `quotaledger audit` the decisions after it",
+                code="checkpoint_mismatch",
+                seq=checkpoint.seq,
+                differences=differences,
+            )
+        return {**summary, "used": True, "matches": True}
 
     def _check_poisoned(self) -> None:
         """A handle whose store failed a write or fdatasync answers nothing any more."""

@@ -10,6 +10,10 @@ Layout (in the URL's schema; `?schema=`, else `options=-csearch_path=...`, else
                      line text not null)
     quotaledger_checkpoints(id = 1, seq, hash, projection_version, blob bytea, written_at)
 
+The checkpoint row is a cache, written only under the journal's advisory lock and
+trusted by writers only while its record matches; `verify` folds from genesis and
+compares, and checks every row's columns against its line.
+
 `line` holds the exact bytes of the JSON line (without its newline); the other
 columns are an index for humans and SQL. Verification always reads `line`, so a
 journal exported from here is byte-identical to the file it was imported from.
@@ -50,6 +54,7 @@ from quotaledger.journal.errors import (
     LockTimeout,
     StorageFailure,
 )
+from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.store import PendingRecord, Tail
 
 EVENTS_TABLE = "quotaledger_events"
@@ -151,6 +156,7 @@ class PgStore:
         self._checkpoints = sql.Identifier(self.schema, CHECKPOINTS_TABLE)
         self._key = lock_key(self.schema)
         self._page_rows = 256
+        self._lock_timeout_s = LOCK_TIMEOUT_S_DEFAULT
         self._ready = True
         """Whether the tables exist (a writer creates them on its first lock)."""
         self._conn = self._connect()
@@ -298,6 +304,7 @@ class PgStore:
     def lock(self, timeout_s: float) -> None:
         """BEGIN and take the journal's advisory transaction lock, waiting <= timeout_s."""
         self._check_usable()
+        self._lock_timeout_s = timeout_s  # for the checkpoint refresh after the commit
         if not self._ready:
             self._create_schema()
             self._ready = self.created = True
@@ -532,6 +539,54 @@ class PgStore:
     def created_durably(self) -> None:
         """Nothing to do: COMMIT made the genesis record and the tables durable."""
 
+    # -- verification ----------------------------------------------------------------
+
+    def verify_columns(self) -> None:
+        """Refuse (`column_mismatch`, exit 3) a row whose seq, hash, prev, kind, goal or
+        at column says something its line does not (SPEC §2.6): SQL readers query the
+        columns, `verify` reads the lines. One query; the server compares."""
+        if not self._ready:
+            return
+        checks = {
+            "seq": "seq IS DISTINCT FROM (j->>'seq')::bigint",
+            "hash": "hash::text IS DISTINCT FROM j->>'hash'",
+            "prev": "prev::text IS DISTINCT FROM j->>'prev'",
+            "kind": "kind IS DISTINCT FROM j->>'kind'",
+            "goal": "goal IS DISTINCT FROM j->>'goal'",
+            "at": "at IS DISTINCT FROM (j->>'at')::timestamptz",
+        }
+        # OFFSET 0 keeps the subquery whole: each line is parsed once, not per column.
+        query = sql.SQL(
+            "SELECT seq, (j->>'seq')::bigint, " + ", ".join(checks.values()) + " FROM"
+            " (SELECT seq, hash, prev, kind, goal, at, line::jsonb AS j FROM {} OFFSET 0) r"
+            " WHERE " + " OR ".join(checks.values()) + " ORDER BY seq LIMIT 1"
+        ).format(self._events)
+        try:
+            with self._db("verify the columns"):
+                row = self._conn.execute(query).fetchone()
+        except StorageFailure as exc:
+            if not isinstance(exc.__cause__, psycopg.errors.DataException):
+                raise
+            # A line that is not JSON, added after the chain was read: corruption.
+            raise JournalCorrupt(
+                f"a row of {self.schema}.{EVENTS_TABLE} holds a line that does not parse: "
+                f"{_first_line(exc.__cause__)}",
+                reason="line does not parse",
+            ) from None
+        if row is None:
+            return
+        row_seq, line_seq = row[0], row[1]
+        columns = [name for name, differs in zip(checks, row[2:], strict=True) if differs]
+        where = f"seq {line_seq}" + ("" if row_seq == line_seq else f" (seq column {row_seq})")
+        raise JournalCorrupt(
+            f"record {where} in {self.schema}.{EVENTS_TABLE}: column {', '.join(columns)} "
+            "disagrees with its line (edited behind the append-only trigger?); SQL readers "
+            "of the columns would see what the journal does not say",
+            code="column_mismatch",
+            seq=line_seq,
+            columns=columns,
+        )
+
     # -- checkpoints ---------------------------------------------------------------
 
     def load_checkpoint(self) -> Checkpoint | None:
@@ -579,13 +634,27 @@ class PgStore:
             checkpoint.projection_version,
             _encode_checkpoint(checkpoint),
         )
-        try:
-            with self._db("store the checkpoint"):
-                self._conn.execute(statement, params)
-        except StorageFailure as exc:
-            raise OSError(exc.message) from exc  # the journal treats checkpoints as optional
-        if self._in_transaction():
+        if self._in_transaction():  # inside a command's locked transaction: commit on unlock
+            try:
+                with self._db("store the checkpoint"):
+                    self._conn.execute(statement, params)
+            except StorageFailure as exc:
+                raise OSError(exc.message) from exc  # the journal treats checkpoints as optional
             self._commit_on_unlock = True
+            return
+        # A writer's refresh after its commit released the lock: take it again, so the
+        # row is written only under the journal's advisory lock (SPEC §2.5).
+        try:
+            self.lock(self._lock_timeout_s)
+            try:
+                with self._db("store the checkpoint"):
+                    self._conn.execute(statement, params)
+                    self._commit()
+            finally:
+                self._locked = False
+                self._rollback_quietly()
+        except StorageFailure as exc:
+            raise OSError(exc.message) from exc
 
     # -- plumbing ------------------------------------------------------------------
 

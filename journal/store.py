@@ -74,6 +74,11 @@ class Store(Protocol):
         """Every byte from `offset` to the end (to classify a failure)."""
         ...
 
+    def verify_columns(self) -> None:
+        """Raise JournalCorrupt if what the store indexes beside each line (PostgreSQL's
+        seq, hash, prev, kind, goal, at columns) disagrees with it; a file has nothing."""
+        ...
+
     def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
         """Preserve the bytes after `offset` beside the journal and truncate; the path."""
         ...

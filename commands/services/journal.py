@@ -38,7 +38,9 @@ class JournalService(ServiceBase):
     def verify(
         self, *, digest: str | None = None, progress: Progress | None = None
     ) -> dict[str, Any]:
-        """Check the whole chain; with a digest, prove the journal only grew since it."""
+        """Check the whole chain (and, on PostgreSQL, every row's columns against its
+        line); with a digest, prove the journal only grew since it; with a checkpoint,
+        that the fold from genesis gives its state (SPEC §2.5, §2.6)."""
         anchor = parse_digest(digest) if digest is not None else None
         seen: dict[str, str] = {}
 
@@ -75,6 +77,8 @@ class JournalService(ServiceBase):
                     found=seen.get("hash"),
                 )
             result["digest"] = {"seq": seq, "hash": hash_hex, "contained": True}
+        # The checkpoint is a cache writers trust: the fold from genesis must agree.
+        result["checkpoint"] = self.journal.check_checkpoint(head)
         return result
 
     def digest(self) -> dict[str, Any]:

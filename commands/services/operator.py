@@ -72,7 +72,9 @@ class OperatorService(ServiceBase):
         from quotaledger.projections import audit as au
 
         record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
-        before: Ledger = self.journal.fold_as_of(seq=record.seq - 1)[0]
+        # From genesis, never from a checkpoint (SPEC §2.5): a decision made on a forged
+        # or stale checkpoint must show as not reproduced.
+        before: Ledger = self.journal.fold_as_of(seq=record.seq - 1, use_checkpoint=False)[0]
         if record.kind in cap.DECISION_KINDS:
             recorded = au.recorded_decision(record, payload)
             assert recorded is not None
