@@ -594,6 +594,41 @@ class Journal(Generic[S]):
         if carry:
             self.torn_tail = Failure(head.next_seq, head.offset, "unterminated last line", False)
 
+    def records_after(self, head: Head) -> Iterator[tuple[Record, Any, bytes]]:
+        """The verified records after `head`, advancing it past each, by the readers'
+        rules (SPEC §2.3): bytes after the last complete record that are a write in
+        progress or a torn tail are left for a later call (the writer completes them,
+        or the next writer's recovery moves them aside); mid-log corruption raises
+        JournalCorrupt after the verified records. For `log --follow`, which calls it
+        again with the same head to see what was appended since."""
+        self._check_poisoned()
+        if (
+            head.next_seq > 0
+            and self.store.tail_after(head.offset, head.seq, head.prev_hash) == "changed"
+        ):
+            raise JournalCorrupt(
+                f"records up to seq {head.seq} of {self.store.target} changed while being "
+                "read (repaired or replaced)",
+                code="journal_changed",
+                seq=head.seq,
+            )
+        batch: list[tuple[Record, Any, bytes]] = []
+
+        def collect(record: Record, payload: Any, line: bytes) -> None:
+            batch.append((record, payload, line))
+
+        carry = b""
+        for chunk in self.store.chunks(head.offset, head.next_seq):
+            buf = carry + chunk if carry else chunk
+            start = head.offset
+            failure = scan(buf, head, self.decoder, collect)
+            yield from batch
+            batch.clear()
+            if failure is not None:
+                self._raise_if_corrupt(failure)  # returns for a torn tail
+                return
+            carry = buf[head.offset - start :]
+
     def verify(
         self,
         progress: Progress | None = None,

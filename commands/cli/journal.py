@@ -3,13 +3,14 @@
 import json
 import os
 import sys
-from typing import Annotated
+from collections.abc import Iterator
+from typing import Annotated, Any
 
 import typer
 
 from quotaledger.api import Ledger
 from quotaledger.cli.common import AtOpt, Ctx, command
-from quotaledger.cli.output import Output, table
+from quotaledger.cli.output import Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt
 from quotaledger.services.journal import JournalService, LogFilter, check_import_source
@@ -74,36 +75,44 @@ def register(app: typer.Typer) -> None:
     def log(
         ctx: Ctx,
         goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
+        run: Annotated[
+            str | None, typer.Option("--run", help="Only the events that name this run.")
+        ] = None,
         kind: Annotated[
             str | None, typer.Option("--kind", help="Only this kind (or prefix: capacity).")
         ] = None,
         since: Annotated[str | None, typer.Option("--since", help="Only at >= T.")] = None,
         until: Annotated[str | None, typer.Option("--until", help="Only at <= T.")] = None,
-        limit: Annotated[int | None, typer.Option("--limit", help="At most N events.")] = None,
+        limit: Annotated[
+            int | None, typer.Option("--limit", help="The first N events (of those kept).")
+        ] = None,
+        last: Annotated[
+            int | None, typer.Option("--last", help="The last N events (of those kept).")
+        ] = None,
+        follow: Annotated[
+            bool,
+            typer.Option(
+                "--follow", "-f", help="Then print events as they are appended, until Ctrl-C."
+            ),
+        ] = False,
     ) -> Output:
         """List events (a table; --json prints JSON Lines, one event per line).
 
         On a corrupt journal it lists the verified prefix, then reports the corruption
-        (exit 3): what an operator reads to choose `repair --truncate-after`.
+        (exit 3): what an operator reads to choose `repair --truncate-after`. With
+        --follow it keeps printing what writers append (a write still in progress is
+        waited for, never reported), until interrupted (exit 0).
         """
-        LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)  # exit 2 first
+        filters = {"goal": goal, "run": run, "kind": kind, "since": since, "until": until}
+        LogFilter.of(**filters, limit=limit, last=last)  # exit 2 before the journal is read
         with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
-            events = ledger.log(goal=goal, kind=kind, since=since, until=until, limit=limit)
-            if ctx.as_json:
-                for event in events:
-                    sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-                raise typer.Exit(0)
-            rows: list[list[str]] = []
-            header = ["SEQ", "AT", "GOAL", "KIND", "DATA"]
+            events = ledger.log(**filters, limit=limit, last=last, follow=follow)
             try:
-                for e in events:
-                    rows.append(
-                        [str(e["seq"]), e["at"], e["goal"] or "-", e["kind"], _summary(e["data"])]
-                    )
-            except JournalCorrupt:
-                sys.stdout.write(table(rows, header) + "\n")
-                raise
-        return Output({"ok": True}, text=table(rows, header))
+                if follow:
+                    _follow(events, as_json=ctx.as_json)
+                return _listing(events, as_json=ctx.as_json)
+            except KeyboardInterrupt:  # the way out of --follow: not an error
+                raise typer.Exit(0) from None
 
     @command(app, "export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
     def export(
@@ -137,6 +146,56 @@ def register(app: typer.Typer) -> None:
             progress_bar("import", size_bytes) as progress,
         ):
             return ledger.import_(file=file, progress=progress)
+
+
+LOG_HEADER = ["SEQ", "AT", "GOAL", "KIND", "DATA"]
+
+
+def _row(event: dict[str, Any]) -> list[str]:
+    return [
+        str(event["seq"]),
+        event["at"],
+        event["goal"] or "-",
+        event["kind"],
+        _summary(event["data"]),
+    ]
+
+
+def _listing(events: Iterator[dict[str, Any]], *, as_json: bool) -> Output:
+    """The events there are now: JSON Lines, or a count and a table."""
+    if as_json:
+        for event in events:
+            sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+        raise typer.Exit(0)
+    rows: list[list[str]] = []
+    try:
+        for event in events:
+            rows.append(_row(event))
+    except JournalCorrupt:
+        sys.stdout.write(table(rows, LOG_HEADER) + "\n")  # the verified prefix, then exit 3
+        raise
+    if not rows:
+        return Output({"ok": True}, text="no events")
+    return Output({"ok": True}, text=plural(len(rows), "event") + "\n" + table(rows, LOG_HEADER))
+
+
+def _follow(events: Iterator[dict[str, Any]], *, as_json: bool) -> None:
+    """Each event as it comes, flushed (a table row has fixed column widths)."""
+    widths = [6, 27, 16, 26]
+    if not as_json:
+        sys.stdout.write(_fixed(LOG_HEADER, widths))
+        sys.stdout.flush()
+    for event in events:
+        if as_json:
+            sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+        else:
+            sys.stdout.write(_fixed(_row(event), widths))
+        sys.stdout.flush()
+
+
+def _fixed(cells: list[str], widths: list[int]) -> str:
+    padded = [cell.ljust(width) for cell, width in zip(cells, widths, strict=False)]
+    return " ".join([*padded, *cells[len(widths) :]]).rstrip() + "\n"
 
 
 def _summary(data: dict, width: int = 80) -> str:

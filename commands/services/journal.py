@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
 
 from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
+from quotaledger.journal.chain import Head
 from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 from quotaledger.journal.target import check_target, is_pg_url
@@ -116,28 +119,59 @@ class JournalService(ServiceBase):
         self,
         *,
         goal: str | None = None,
+        run: str | None = None,
         kind: str | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        last: int | None = None,
+        follow: bool = False,
+        wait: Callable[[], None] | None = None,
     ) -> Iterator[dict[str, Any]]:
-        """Events in journal order, filtered (`kind` matches exactly or as a prefix).
+        """Events in journal order, filtered (`kind` matches exactly or as a prefix;
+        `run`: the events that name that run), the first `limit` or the `last` N.
 
         The filters are checked now (InvalidInput), the journal read as it is iterated;
-        on a corrupt journal the verified prefix comes first, then JournalCorrupt."""
-        keep = LogFilter.of(goal=goal, kind=kind, since=since, until=until, limit=limit)
+        on a corrupt journal the verified prefix comes first, then JournalCorrupt.
+        With `follow`, the iterator then waits (`wait()`, by default a short sleep) and
+        yields what is appended, by the readers' rules, until the caller stops.
+        """
+        keep = LogFilter.of(
+            goal=goal, run=run, kind=kind, since=since, until=until, limit=limit, last=last
+        )
         if goal is not None:
             self.require_goal(goal)
-        return self._log(keep, limit)
+        return self._log(keep, limit, last, follow, wait or _poll_wait)
 
-    def _log(self, keep: LogFilter, limit: int | None) -> Iterator[dict[str, Any]]:
+    def _log(
+        self,
+        keep: LogFilter,
+        limit: int | None,
+        last: int | None,
+        follow: bool,
+        wait: Callable[[], None],
+    ) -> Iterator[dict[str, Any]]:
+        head = Head()
+
+        def appended() -> Iterator[Record]:
+            for record, payload, _line in self.journal.records_after(head):
+                if keep.matches(record, payload):
+                    yield record
+
+        matching = appended()
+        if last is not None:  # only the last N of what is there now
+            matching = iter(deque(matching, maxlen=last))
         count = 0
-        for record, _payload, _line in self.journal.records():
-            if limit is not None and count >= limit:
-                return
-            if keep.matches(record):
+        while True:
+            for record in matching:
+                if limit is not None and count >= limit:
+                    return
                 count += 1
                 yield record_json(record)
+            if not follow or (limit is not None and count >= limit):
+                return
+            wait()
+            matching = appended()
 
     def export(self, *, to: str, progress: Progress | None = None) -> dict[str, Any]:
         """Write every verified record, byte for byte, to a new file (`-`: stdout)."""
@@ -248,6 +282,7 @@ class LogFilter(msgspec.Struct, frozen=True):
     is read (the CLI builds one before it opens the journal)."""
 
     goal: str | None
+    run: str | None
     kind: str | None  # without trailing dots: `capacity.` and `capacity` are one domain
     since_at: str | None
     until_at: str | None
@@ -257,15 +292,25 @@ class LogFilter(msgspec.Struct, frozen=True):
         cls,
         *,
         goal: str | None = None,
+        run: str | None = None,
         kind: str | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
+        last: int | None = None,
     ) -> LogFilter:
         if goal is not None:
             check_identifier("--goal", goal)
-        if limit is not None and limit < 0:
-            raise InvalidInput("--limit must be >= 0", code="invalid_option")
+        if run is not None:
+            check_identifier("--run", run)
+        for option, count in (("--limit", limit), ("--last", last)):
+            if count is not None and count < 0:
+                raise InvalidInput(f"{option} must be >= 0", code="invalid_option")
+        if limit is not None and last is not None:
+            raise InvalidInput(
+                "give --limit N (the first N) or --last N (the last N), not both",
+                code="invalid_option",
+            )
         wanted = None if kind is None else kind.rstrip(".")
         if wanted is not None and not any(_kind_matches(known, wanted) for known in EVENT_KINDS):
             raise InvalidInput(
@@ -273,20 +318,47 @@ class LogFilter(msgspec.Struct, frozen=True):
                 "(e.g. capacity, capacity.observed, journal)",
                 code="unknown_kind",
             )
-        return cls(
-            goal,
-            wanted,
-            canonical_at(since) if since else None,
-            canonical_at(until) if until else None,
-        )
+        # Checked like every time (SPEC §7): an empty --since is a mistake, not "all".
+        since_at = None if since is None else _range_end("--since", since)
+        until_at = None if until is None else _range_end("--until", until)
+        if since_at is not None and until_at is not None and until_at < since_at:
+            raise InvalidInput(
+                f"--since {since_at} is after --until {until_at}", code="invalid_option"
+            )
+        return cls(goal, run, wanted, since_at, until_at)
 
-    def matches(self, record: Record) -> bool:
+    def matches(self, record: Record, payload: Any = None) -> bool:
         return (
             (self.goal is None or record.goal == self.goal)
             and (self.kind is None or _kind_matches(record.kind, self.kind))
             and (self.since_at is None or record.at >= self.since_at)
             and (self.until_at is None or record.at <= self.until_at)
+            and (self.run is None or names_run(payload, self.run))
         )
+
+
+def names_run(payload: Any, run: str) -> bool:
+    """Whether an event's payload names `run`: its own `run` member (observed,
+    rejected, released) or its request's (admitted, refused)."""
+    if getattr(payload, "run", None) == run:
+        return True
+    request = getattr(payload, "request", None)
+    return request is not None and getattr(request, "run", None) == run
+
+
+def _range_end(option: str, text: str) -> str:
+    try:
+        return canonical_at(text)
+    except InvalidInput as error:
+        raise InvalidInput(f"{option}: {error.message}", code=error.code) from None
+
+
+FOLLOW_POLL_S = 0.2
+"""How often `log --follow` looks for appended records."""
+
+
+def _poll_wait() -> None:
+    time.sleep(FOLLOW_POLL_S)
 
 
 def _kind_matches(kind: str, wanted: str) -> bool:
