@@ -1,10 +1,11 @@
 """Host continuation commands (SPEC §4): `quotaledger host phase|start|exit|return|...`."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command
+from quotaledger.cli.output import Output, plural, table
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 from quotaledger.services.host import HostService
 
@@ -67,14 +68,14 @@ def register(app: typer.Typer) -> None:
         handoff_sha256: HandoffShaOpt = None,
         max_phase: MaxPhaseOpt = "7d",
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Open a lane's first phase, or a further one after a completed attempt.
 
         A lane whose last attempt failed or was interrupted is refused lane_failed:
         it goes on only through `host continue`.
         """
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_phase(
+            result = ledger.host_phase(
                 goal=goal,
                 lane=lane,
                 deadline=deadline,
@@ -85,6 +86,7 @@ def register(app: typer.Typer) -> None:
                 max_phase=max_phase,
                 at=at,
             )
+        return Output(result, text=phase_text(result))
 
     @command(
         host,
@@ -101,10 +103,10 @@ def register(app: typer.Typer) -> None:
         pid: Annotated[int | None, typer.Option("--pid", help="The attempt's process.")] = None,
         max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """The dispatch gate: start an attempt, or refuse with every failing reason."""
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_start(
+            result = ledger.host_start(
                 goal=goal,
                 lane=lane,
                 attempt=attempt,
@@ -114,6 +116,7 @@ def register(app: typer.Typer) -> None:
                 max_attempts=max_attempts,
                 at=at,
             )
+        return Output(result, text=attempt_text(result, "start"))
 
     @command(host, "exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
     def exit_(
@@ -127,12 +130,13 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option("--signal", help="The signal that ended it.")
         ] = None,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Record that the attempt's process was observed exited."""
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_exit(
+            result = ledger.host_exit(
                 goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
             )
+        return Output(result, text=attempt_text(result, "exit"))
 
     @command(
         host,
@@ -154,10 +158,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         detail: Annotated[str | None, typer.Option("--detail", help="Failure detail.")] = None,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Record the attempt's outcome; prints the event hash `host continue` binds."""
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_return(
+            result = ledger.host_return(
                 goal=goal,
                 attempt=attempt,
                 outcome=outcome,
@@ -166,6 +170,7 @@ def register(app: typer.Typer) -> None:
                 detail=detail,
                 at=at,
             )
+        return Output(result, text=attempt_text(result, "return"))
 
     @command(
         host,
@@ -188,14 +193,14 @@ def register(app: typer.Typer) -> None:
         handoff_sha256: HandoffShaOpt = None,
         max_phase: MaxPhaseOpt = "7d",
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Continue one failed or interrupted attempt on its session, in a new finite phase.
 
         Replaying the same request returns the same phase (idempotent); any
         difference is refused phase_exists_with_different_request.
         """
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_continue(
+            result = ledger.host_continue(
                 goal=goal,
                 lane=lane,
                 bind=bind,
@@ -208,16 +213,18 @@ def register(app: typer.Typer) -> None:
                 max_phase=max_phase,
                 at=at,
             )
+        return Output(result, text=phase_text(result, "continued"))
 
     @command(
         host, "heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1"
     )
     def heartbeat(
         ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
-    ) -> dict:
+    ) -> Output:
         """The lane's current phase and its handoff until a completed return confirms it."""
         with ctx.service(HostService, write=False) as ledger:
-            return ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
+            result = ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
+        return Output(result, text=heartbeat_text(result))
 
     @command(host, "stop", example="quotaledger host stop --goal g")
     def stop(
@@ -225,10 +232,11 @@ def register(app: typer.Typer) -> None:
         goal: GoalOpt,
         clear: Annotated[bool, typer.Option("--clear", help="Clear the stop.")] = False,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Request a stop (no lane starts or continues), or clear it with --clear."""
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_stop(goal=goal, clear=clear, at=at)
+            result = ledger.host_stop(goal=goal, clear=clear, at=at)
+        return Output(result, text=stop_text(result))
 
     @command(
         host, "replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open"
@@ -241,16 +249,17 @@ def register(app: typer.Typer) -> None:
         open_: Annotated[bool, typer.Option("--open", help="Open the replan.")] = False,
         settle: Annotated[bool, typer.Option("--settle", help="Settle the replan.")] = False,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Open or settle a replan; an unsettled replan holds its lane."""
         from quotaledger.journal import InvalidInput
 
         if open_ == settle:
             raise InvalidInput("give exactly one of --open or --settle", code="invalid_option")
         with ctx.service(HostService, write=True) as ledger:
-            return ledger.host_replan(
+            result = ledger.host_replan(
                 goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
             )
+        return Output(result, text=replan_text(result))
 
     @command(host, "status", example="quotaledger host status --goal g --lane l1")
     def status(
@@ -259,7 +268,134 @@ def register(app: typer.Typer) -> None:
         lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
         max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
         at: ReadAtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
         with ctx.service(HostService, write=False) as ledger:
-            return ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)
+            result = ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)
+        return Output(result, text=status_text(result))
+
+
+# -- human text (SPEC §8: one summary line, then a table where there is a list) ---------
+
+
+def _refused(what: str, result: dict[str, Any]) -> str:
+    return f"REFUSED {what}: {', '.join(result['reasons'])}"
+
+
+def _seq(result: dict[str, Any]) -> str:
+    event = result.get("event")
+    if result.get("appended") and event:
+        return f" (seq {event['seq']})"
+    return " (replay: nothing appended)" if result.get("idempotent") else ""
+
+
+def phase_text(result: dict[str, Any], verb: str = "opened") -> str:
+    if not result["ok"]:
+        text = _refused(f"host {'continue' if verb == 'continued' else 'phase'}", result)
+        return text + "".join(f"\n  {line}" for line in result.get("detail", []))
+    p = result["phase"]
+    if result.get("idempotent"):
+        verb = f"already {verb}"
+    bound = f", bound to {p['bound']}" if p["bound"] else ""
+    handoff = f", handoff {p['handoff_sha256'][:12]}…" if p["handoff_sha256"] else ""
+    return (
+        f"{verb} phase {p['phase']} of lane {p['lane']}: deadline {p['deadline']}, session "
+        f"{p['session'] or '-'}, profile {p['profile'] or '-'}{bound}{handoff}{_seq(result)}"
+    )
+
+
+def attempt_text(result: dict[str, Any], command: str) -> str:
+    if not result["ok"]:
+        return _refused(f"host {command} {result.get('attempt', '')}".rstrip(), result)
+    a = result["attempt"]
+    if command == "start":
+        head = (
+            f"started attempt {a['attempt']} (#{a['number']}) in phase {a['phase']} "
+            f"of lane {a['lane']}"
+        )
+    elif command == "exit":
+        signal = a["signal"]
+        how = f"signal {signal}" if signal is not None else f"exit code {a['exit_code']}"
+        head = f"attempt {a['attempt']} exited, {how}"
+    else:
+        failure = a["failure"]
+        why = f" ({failure['code']})" if failure else ""
+        head = f"attempt {a['attempt']} returned {a['outcome']}{why}, cursor {a['cursor'] or '-'}"
+    text = head + _seq(result)
+    if command == "return" and a["outcome"] != "completed":
+        text += f"\nbind with: host continue --bind {a['returned_hash']}"
+    return text
+
+
+def heartbeat_text(result: dict[str, Any]) -> str:
+    p = result.get("phase")
+    if p is None:
+        return (
+            f"no open phase{': ' + ', '.join(result['reasons']) if result.get('reasons') else ''}"
+        )
+    text = (
+        f"lane {p['lane']} phase {p['phase']}: deadline {p['deadline']}, session "
+        f"{p['session'] or '-'}, profile {p['profile'] or '-'}"
+    )
+    handoff = result.get("handoff")
+    if handoff is not None:
+        text += f"\nhandoff (sha256 {handoff['sha256']}), until a completed return confirms it:\n"
+        text += handoff["content"]
+    return text
+
+
+def stop_text(result: dict[str, Any]) -> str:
+    state = "stop requested: no lane starts or continues" if result["stop"] else "stop cleared"
+    return state + _seq(result)
+
+
+def replan_text(result: dict[str, Any]) -> str:
+    if not result["ok"]:
+        return _refused("host replan", result)
+    r = result["replan"]
+    state = "open (holds the lane)" if r["open"] else "settled"
+    return f"replan {r['replan']} of lane {result['lane']} {state}{_seq(result)}"
+
+
+def status_text(result: dict[str, Any]) -> str:
+    lanes = result["lanes"]
+    ready = sum(1 for lane in lanes.values() if lane["dispatchable"])
+    head = (
+        f"goal {result['goal']} as of {result['at']}: {plural(len(lanes), 'lane')}, "
+        f"{ready} dispatchable"
+        + ("; stop requested" if result["stop"] else "")
+        + ("" if result["capacity_ready"] else "; capacity not ready")
+    )
+    if not lanes:
+        return head
+    rows, failures = [], []
+    for name, lane in lanes.items():
+        phase = lane["phases"][-1] if lane["phases"] else None
+        attempt = lane["attempts"][-1] if lane["attempts"] else None
+        last = "-"
+        if attempt is not None:
+            outcome = attempt["outcome"] or ("exited" if attempt["exited"] else "running")
+            code = attempt["failure"]["code"] if attempt["failure"] else None
+            last = f"{attempt['attempt']} #{attempt['number']} {outcome}" + (
+                f" ({code})" if code else ""
+            )
+        rows.append(
+            [
+                name,
+                str(phase["phase"]) if phase else "-",
+                phase["deadline"] if phase else "-",
+                str(len(lane["attempts"])),
+                last,
+                "yes" if lane["dispatchable"] else "no",
+                ", ".join(lane["reasons"]) or "-",
+            ]
+        )
+        failure = lane["last_failure"]
+        if failure is not None and failure.get("continued_by_phase") is None:
+            failures.append([name, failure["attempt"], failure["code"], failure["hash"]])
+    header = ["LANE", "PHASE", "DEADLINE", "ATTEMPTS", "LAST_ATTEMPT", "DISPATCHABLE", "REASONS"]
+    text = head + "\n" + table(rows, header)
+    if failures:
+        text += "\n\nfailures to continue (host continue --bind HASH):\n"
+        text += table(failures, ["LANE", "ATTEMPT", "FAILURE", "HASH"])
+    return text

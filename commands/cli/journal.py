@@ -29,19 +29,22 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option("--digest", help="SEQ:HASH taken earlier: prove the journal only grew."),
         ] = None,
-    ) -> dict:
-        """Check the whole hash chain and every payload; print the head."""
+    ) -> Output:
+        """Check the whole hash chain and every payload; print OK and the head."""
         with (
             ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
             progress_bar("verify", _size_hint(ledger)) as progress,
         ):
-            return ledger.verify(digest=digest, progress=progress)
+            result = ledger.verify(digest=digest, progress=progress)
+        return Output(result, text=verify_text(result))
 
     @command(app, "digest", example="quotaledger digest --journal runs.jsonl")
-    def digest(ctx: Ctx) -> dict:
-        """Print the head (seq, hash, journal id) for anchoring elsewhere."""
+    def digest(ctx: Ctx) -> Output:
+        """Print the head as SEQ:HASH (what `verify --digest` takes), for anchoring
+        elsewhere; --json adds the journal id."""
         with ctx.service(JournalService, write=False) as ledger:
-            return ledger.digest()
+            result = ledger.digest()
+        return Output(result, text=result["digest"])
 
     @command(app, "repair", example="quotaledger repair --truncate-after 41 --yes")
     def repair(
@@ -51,7 +54,7 @@ def register(app: typer.Typer) -> None:
         ],
         yes: Annotated[bool, typer.Option("--yes", help="Confirm moving later records.")] = False,
         at: AtOpt = None,
-    ) -> dict:
+    ) -> Output:
         """Move every record after SEQ to a quarantine file beside the journal."""
         if not yes:
             raise InvalidInput(
@@ -61,13 +64,19 @@ def register(app: typer.Typer) -> None:
         if truncate_after < 0:
             raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
         with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
-            return ledger.repair(truncate_after=truncate_after, at=at)
+            result = ledger.repair(truncate_after=truncate_after, at=at)
+        return Output(result, text=repair_text(result))
 
     @command(app, "checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
-    def checkpoint(ctx: Ctx) -> dict:
+    def checkpoint(ctx: Ctx) -> Output:
         """Write the projection state after the last record to <journal>.checkpoint."""
         with ctx.service(JournalService, write=True) as ledger:
-            return ledger.checkpoint()
+            result = ledger.checkpoint()
+        return Output(
+            result,
+            text=f"checkpoint written after seq {result['seq']} ({result['offset']:,} bytes "
+            f"folded; projection {result['projection_version']})",
+        )
 
     @command(
         app, "log", example="quotaledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z"
@@ -131,13 +140,16 @@ def register(app: typer.Typer) -> None:
         ):
             result = ledger.export(to=to, progress=progress)
         where = "stdout" if to == "-" else to
-        text = f"exported {result['records']} records ({result['bytes']:,} bytes) to {where}"
+        text = (
+            f"exported {plural(result['records'], 'record')} ({result['bytes']:,} bytes) "
+            f"to {where}; head {_head(result['head'])}"
+        )
         return Output(result, text=text, on_stderr=to == "-")
 
     @command(app, "import", example="quotaledger import --journal postgresql://... runs.jsonl")
     def import_(
         ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
-    ) -> dict:
+    ) -> Output:
         """Load a verified JSONL journal into an empty journal, hashes preserved."""
         check_import_source(file)  # exit 2 before the target journal is opened
         size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
@@ -145,7 +157,48 @@ def register(app: typer.Typer) -> None:
             ctx.service(JournalService, write=True) as ledger,
             progress_bar("import", size_bytes) as progress,
         ):
-            return ledger.import_(file=file, progress=progress)
+            result = ledger.import_(file=file, progress=progress)
+        return Output(
+            result,
+            text=f"imported {plural(result['records'], 'record')} from {file}; head "
+            f"{_head(result['head'])}",
+        )
+
+
+def _head(head: dict[str, Any]) -> str:
+    return f"{head['seq']}:{head['hash']}"
+
+
+def verify_text(result: dict[str, Any]) -> str:
+    """SPEC §8: `verify` prints OK and the head."""
+    head = result["head"]
+    lines = [
+        f"OK {_head(head)} ({plural(result['records'], 'record')}, {result['bytes']:,} bytes, "
+        f"journal {head['journal_id']})"
+    ]
+    digest = result.get("digest")
+    if digest is not None:
+        lines.append(f"digest {digest['seq']}:{digest['hash']} is contained: the journal only grew")
+    torn = result["torn_tail"]
+    if torn is not None:
+        lines.append(
+            f"torn tail after seq {torn['seq'] - 1} at byte {torn['offset']:,} ({torn['reason']}): "
+            "never acknowledged; the next writer moves it aside"
+        )
+    return "\n".join(lines)
+
+
+def repair_text(result: dict[str, Any]) -> str:
+    kept = result["truncated_after_seq"]
+    if result["quarantine"] is None:
+        return f"nothing after seq {kept} to move; head {_head(result['head'])}"
+    text = (
+        f"repaired: kept records 0..{kept}, moved {result['quarantined_bytes']:,} bytes to "
+        f"{result['quarantine']}"
+    )
+    if result.get("event"):
+        text += f"; logged as seq {result['event']['seq']} (journal.repaired)"
+    return text
 
 
 LOG_HEADER = ["SEQ", "AT", "GOAL", "KIND", "DATA"]

@@ -277,8 +277,8 @@ def goals_text(result: dict[str, Any]) -> str:
 def whatif_text(result: dict[str, Any]) -> str:
     flips = result["flips"]
     lines = [
-        f"whatif for goal {result['goal']}: {result['decisions']} decisions replayed, "
-        f"{len(flips)} flip{'s' if len(flips) != 1 else ''}",
+        f"whatif for goal {result['goal']}: {plural(result['decisions'], 'decision')} "
+        f"replayed, {plural(len(flips), 'flip')}",
     ]
     if flips:
         rows = [

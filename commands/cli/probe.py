@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command, duration_option
-from quotaledger.cli.output import Output
+from quotaledger.cli.output import Output, plural
 from quotaledger.services import probe_runner as runner
 from quotaledger.services.probe import ProbeService
 
@@ -116,7 +116,7 @@ def _summary(result: dict[str, Any]) -> str:
         shown = "-" if peak is None else f"{peak / (1 << 20):.1f} MiB"
         mem = (
             f"memory: peak estimate {shown} (sequential PSS sum, not atomic; "
-            f"{memory['samples']} samples, {memory['unavailable_samples']} incomplete)"
+            f"{plural(memory['samples'], 'sample')}, {memory['unavailable_samples']} incomplete)"
         )
     sidecar = obs["sidecar"]
     lines = [
