@@ -158,12 +158,26 @@ class FileStore:
                 raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
             now = time.monotonic()
             if now >= deadline:
-                raise LockTimeout(
-                    f"journal {self.path} stayed locked for {timeout_s:g} s",
-                    lock_timeout_s=timeout_s,
-                )
+                raise self._lock_timeout(timeout_s)
             time.sleep(min(pause_s, deadline - now))
             pause_s = min(pause_s * 2, LOCK_POLL_S_MAX)
+
+    def _lock_timeout(self, timeout_s: float) -> LockTimeout:
+        """What a timed-out waiter is told: who holds the lock, and what to do."""
+        pid = flock_holder_pid(self.path)
+        holder = "another process"
+        if pid is not None:
+            holder = f"pid {pid}"
+            command = process_command(pid)
+            if command:
+                holder += f" ({command})"
+        return LockTimeout(
+            f"journal {self.path} stayed locked by {holder} for {timeout_s:g} s: retry once "
+            "it finishes, give it longer with --lock-timeout-s, or stop that process if it "
+            "hangs",
+            lock_timeout_s=timeout_s,
+            holder_pid=pid,
+        )
 
     def unlock(self) -> None:
         if self._locked:
@@ -402,3 +416,36 @@ class FileStore:
             if fd >= 0:
                 os.close(fd)
         self.read_fd = self.write_fd = -1
+
+
+def flock_holder_pid(path: str) -> int | None:
+    """The pid holding a flock on `path`, from /proc/locks (Linux); None when unknown.
+
+    /proc/locks names the process that took the lock; a lock inherited across fork
+    stays under the parent's pid. Waiting requests (lines with `->`) are skipped."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks", encoding="ascii") as locks:
+            lines = locks.read().splitlines()
+    except OSError:
+        return None
+    wanted = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
+            try:
+                return int(fields[4])
+            except ValueError:
+                return None
+    return None
+
+
+def process_command(pid: int, words: int = 4) -> str | None:
+    """The first words of a process's command line, if this user may read it."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            argv = handle.read().split(b"\0")
+    except OSError:
+        return None
+    text = " ".join(arg.decode(errors="replace") for arg in argv[:words] if arg)
+    return text or None

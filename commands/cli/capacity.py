@@ -261,6 +261,16 @@ def config_summary(config: dict[str, Any]) -> str:
     return "; ".join(parts) if parts else "no gate"
 
 
+def coverage_text(figures: dict[str, Any], *, with_last: bool = False) -> str:
+    """Coverage as people read it: a goal never observed has no stale observation,
+    it has none at all (what usage_observation_stale then means)."""
+    last = figures.get("last_observation_at")
+    if last is None:
+        return "no usage observed yet (observe before admitting)"
+    text = f"coverage {figures['coverage']}" + (" (stale)" if figures["observation_stale"] else "")
+    return text + (f", last observation {last}" if with_last else "")
+
+
 def admit_text(result: dict[str, Any], run: str) -> str:
     prefix = "would be " if result.get("dry_run") else ""
     if result["admitted"]:
@@ -301,10 +311,8 @@ def figures_text(figures: dict[str, Any]) -> str:
             f"{_num(figures['headroom_tpm'])} TPM"
         )
         lines.append(
-            f"coverage {figures['coverage']}"
-            + (" (stale)" if figures["observation_stale"] else "")
-            + f", last observation {figures['last_observation_at'] or '-'}, cooldown until "
-            f"{figures['cooldown_until'] or '-'}"
+            coverage_text(figures, with_last=True)
+            + f", cooldown until {figures['cooldown_until'] or '-'}"
         )
     return "\n  ".join(lines) if lines else "no gate configured"
 
@@ -329,11 +337,7 @@ def inspect_text(result: dict[str, Any]) -> str:
             f"{goal['reserved_tpm']}, load {_num(goal['load_tpm'])}, headroom solver "
             f"{_num(headroom['solver'])} / evaluator {_num(headroom['evaluator'])}"
         )
-        lines.append(
-            f"  coverage {goal['coverage']}"
-            + (" (stale)" if goal["observation_stale"] else "")
-            + f", cooldown until {goal['cooldown_until'] or '-'}"
-        )
+        lines.append(f"  {coverage_text(goal)}, cooldown until {goal['cooldown_until'] or '-'}")
         runs = goal["active_runs"]
         if runs:
             rows = [

@@ -292,7 +292,8 @@ def _seq(result: dict[str, Any]) -> str:
 def phase_text(result: dict[str, Any], verb: str = "opened") -> str:
     if not result["ok"]:
         text = _refused(f"host {'continue' if verb == 'continued' else 'phase'}", result)
-        return text + "".join(f"\n  {line}" for line in result.get("detail", []))
+        text += "".join(f"\n  {line}" for line in result.get("detail", []))
+        return text + _differences_text(result)
     p = result["phase"]
     if result.get("idempotent"):
         verb = f"already {verb}"
@@ -302,6 +303,23 @@ def phase_text(result: dict[str, Any], verb: str = "opened") -> str:
         f"{verb} phase {p['phase']} of lane {p['lane']}: deadline {p['deadline']}, session "
         f"{p['session'] or '-'}, profile {p['profile'] or '-'}{bound}{handoff}{_seq(result)}"
     )
+
+
+def _differences_text(result: dict[str, Any]) -> str:
+    """Which input of a replay differs from the phase it would replay (both shown)."""
+    differences = result.get("differences") or {}
+    number = result["existing_phase"]["phase"] if result.get("existing_phase") else "?"
+    lines = [
+        f"\n  {name} differs: phase {number} has {d['existing'] or '-'}, this request "
+        f"{d['requested'] or '-'}"
+        for name, d in differences.items()
+    ]
+    if "deadline" in differences:
+        lines.append(
+            "\n  (a relative deadline resolves against each command's time: replay with "
+            f"--deadline {differences['deadline']['existing']})"
+        )
+    return "".join(lines)
 
 
 def attempt_text(result: dict[str, Any], command: str) -> str:

@@ -4,11 +4,13 @@ from typing import Annotated, Any
 
 import typer
 
+from quotaledger.cli.capacity import coverage_text
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.projections.capacity import ConfigFields
+from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService
 from quotaledger.services.outfile import check_out_path
 
@@ -170,13 +172,22 @@ def _verdict(admitted: bool, reasons: list[str]) -> str:
     return "admitted" if admitted else "refused: " + (", ".join(reasons) or "-")
 
 
-def _shortfall_text(ex: dict[str, Any]) -> str:
+def _binding_text(ex: dict[str, Any], reasons: list[str]) -> str:
+    """The binding constraint, and the token shortfall only beside a token reason: a
+    refusal bound by the case gate says so alone, and the token gate's part (if it
+    refused too) goes on its own line."""
+    binding = ex["binding_constraint"]
+    line = f"binding constraint: {binding or '-'}"
     shortfall = ex["shortfall_tpm"]
     if shortfall is None:
-        return ""
-    if shortfall <= 0:  # refused by another token reason (cooldown, coverage) with room left
-        return f"   shortfall: {_n(shortfall)} TPM (the forecast fits the headroom)"
-    return f"   shortfall: {_n(shortfall)} TPM"
+        return line
+    amount = f"shortfall {_n(shortfall)} TPM" + (
+        " (the forecast fits the headroom)" if shortfall <= 0 else ""
+    )
+    token_reasons = [r for r in reasons if r not in CASE_GATE_REASONS]
+    if binding in CASE_GATE_REASONS:
+        return f"{line}\nalso refused by the token gate: {', '.join(token_reasons)}, {amount}"
+    return f"{line}   {amount}"
 
 
 def audit_text(result: dict[str, Any]) -> str:
@@ -206,13 +217,12 @@ def audit_text(result: dict[str, Any]) -> str:
         return "\n".join(lines)
     lines += [
         "",
-        f"binding constraint: {ex['binding_constraint'] or '-'}" + _shortfall_text(ex),
+        _binding_text(ex, result["recorded"]["reasons"]),
         f"usage {_n(ex['usage_tpm'])} TPM (uncached {_n(ex['usage']['uncached_input'])}, "
         f"cached {_n(ex['usage']['cached_input'])}, output {_n(ex['usage']['output'])}); "
         f"reserved {_n(ex['reserved_tpm'])}; load {_n(ex['load_tpm'])}; "
         f"target {_n(ex['target_tpm'])}; forecast {_n(ex['forecast_tpm'])}",
-        f"coverage {ex['coverage']}{' (stale)' if ex['observation_stale'] else ''}; "
-        f"cooldown until {ex['cooldown_until'] or '-'}; active cases "
+        f"{coverage_text(ex)}; cooldown until {ex['cooldown_until'] or '-'}; active cases "
         f"{ex['active_cases']['total']} (target {_n(ex['target_active_cases'])}, "
         f"max {_n(ex['max_active_cases'])})",
         f"earliest admissible at: {ex['earliest_admissible_at'] or NEVER}",

@@ -213,6 +213,17 @@ def _refusal(decision: Decision, **context: Any) -> dict[str, Any]:
     return {"ok": False, "appended": False, "reasons": list(decision.reasons), **context}
 
 
+def _differences(existing: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
+    """What a refused replay changed: {field: {existing, requested}}, so the answer
+    to phase_exists_with_different_request says which input differs (a relative
+    deadline such as +1h resolves against each command's own time)."""
+    return {
+        name: {"existing": existing.get(name), "requested": value}
+        for name, value in requested.items()
+        if existing.get(name) != value
+    }
+
+
 # -- the service ----------------------------------------------------------------------
 
 
@@ -259,7 +270,17 @@ class HostService(ServiceBase):
             if not decision.ok:
                 context: dict[str, Any] = {}
                 if decision.phase is not None:
-                    context["existing_phase"] = phase_json(decision.phase)
+                    context["existing_phase"] = existing = phase_json(decision.phase)
+                    if "phase_exists_with_different_request" in decision.reasons:
+                        context["differences"] = _differences(
+                            existing,
+                            {
+                                "deadline": format_us(request.deadline_us),
+                                "session": session,
+                                "profile": profile,
+                                "handoff_sha256": _handoff_sha(handoff_check),
+                            },
+                        )
                 return _refusal(
                     decision,
                     lane=lane,
@@ -478,7 +499,23 @@ class HostService(ServiceBase):
                     "at": event_at,
                 }
                 if decision.phase is not None:
-                    context["existing_phase"] = phase_json(decision.phase)
+                    context["existing_phase"] = existing = phase_json(decision.phase)
+                    if "phase_exists_with_different_request" in decision.reasons:
+                        attempt_state = decision.attempt
+                        context["differences"] = _differences(
+                            {
+                                **existing,
+                                "cursor": None if attempt_state is None else attempt_state.cursor,
+                            },
+                            {
+                                "lane": lane,
+                                "deadline": format_us(request.deadline_us),
+                                "session": session,
+                                "profile": profile,
+                                "handoff_sha256": _handoff_sha(handoff_check),
+                                "cursor": cursor,
+                            },
+                        )
                 return _refusal(decision, **context)
             if decision.idempotent:
                 assert decision.phase is not None
@@ -652,6 +689,10 @@ def _handoff_payload(check: HandoffCheck | None) -> hosts.Handoff | None:
         return None
     assert check.content is not None  # a failed check never reaches an append
     return hosts.Handoff(sha256=check.sha256, bytes=check.bytes, content=check.content)
+
+
+def _handoff_sha(check: HandoffCheck | None) -> str | None:
+    return None if check is None else check.sha256
 
 
 def _find_phase(state: Ledger, goal: str, lane: str, number: int) -> hosts.PhaseState:

@@ -5,7 +5,7 @@ list, for every command family; never a key/value dump of the JSON.
 A scripted session with explicit times runs every family's commands and its
 transcript is compared with tests/cli/golden/text_output.txt. The values that differ
 from run to run (journal id and the hashes it seeds, file-name stamps, a probe's
-timings) are replaced by stable placeholders first. After an intended change of
+timings, sizes) are replaced by stable placeholders first. After an intended change of
 wording: QUOTALEDGER_UPDATE_GOLDEN=1 pytest tests/cli/test_text_output.py, then read
 the diff.
 """
@@ -102,6 +102,9 @@ def _placeholders(text: str) -> str:
     text = re.sub(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]{15}Z", _now_or_kept, text)
     text = re.sub(r"\.quarantine\.(\d+)\.\d{16,}", r".quarantine.\1.<ns>", text)
     text = re.sub(r"after \d+\.\d{3}s", "after <duration>", text)
+    # Sizes and the projection version move with every payload change elsewhere.
+    text = re.sub(r"\b[\d,]+ bytes", "<n> bytes", text)
+    text = re.sub(r"projection ledger/[\d.:]+", "projection <version>", text)
     text = re.sub(r"memory: .*", "memory: <estimate>", text)
     return text
 
