@@ -1,6 +1,8 @@
 """Operator commands (SPEC §7): goals, audit, whatif, report, metrics."""
 
-from typing import Annotated, Any
+import json
+import sys
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -9,6 +11,7 @@ from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
+from quotaledger.journal import InvalidInput
 from quotaledger.projections.capacity import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService
@@ -133,16 +136,31 @@ def register(app: typer.Typer) -> None:
             str | None,
             _opt("--out", "Write the exposition to FILE atomically (temp file, fsync, rename)."),
         ] = None,
+        listen: Annotated[
+            str | None,
+            _opt(
+                "--listen",
+                "Serve GET /metrics on HOST:PORT (host 127.0.0.1 if omitted) for a Prometheus "
+                "scrape, the journal folded afresh each time, until Ctrl-C.",
+            ),
+        ] = None,
         at: AtOpt = None,
     ) -> Output:
         """Print the current state in Prometheus text exposition format.
 
         For a node-exporter textfile collector, give --out FILE: it is replaced
         atomically, so a scrape never reads half a file (`> FILE` truncates it first).
+        For a Prometheus scrape, --listen HOST:PORT serves it over HTTP until Ctrl-C.
         --json prints the same as a JSON object; --at T shows the state as of T.
         """
         from quotaledger.services.operator import OperatorService, prometheus_text
 
+        if out is not None and listen is not None:
+            raise InvalidInput(
+                "give --out FILE or --listen HOST:PORT, not both", code="invalid_option"
+            )
+        if listen is not None:
+            _listen(ctx, listen, goal, at)
         if out is not None:
             check_out_path("--out", out)  # exit 2 before the journal is opened
         with ctx.service(OperatorService, write=False) as ledger:
@@ -150,6 +168,31 @@ def register(app: typer.Typer) -> None:
         if out is not None:
             return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")
         return Output(result, text=prometheus_text(result))
+
+
+def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn:
+    """`metrics --listen`: each scrape opens the journal anew (a journal replaced by
+    import or a repair is read as it is now) and renders what `metrics` prints."""
+    from quotaledger.services import metrics_http
+    from quotaledger.services.operator import prometheus_text
+
+    host, port = metrics_http.parse_listen(listen)
+    with ctx.service(write=False) as ledger:  # input errors (unknown_goal) before serving
+        ledger.metrics(goal=goal, at=at)
+
+    def render() -> str:
+        with ctx.service(write=False) as ledger:
+            return prometheus_text(ledger.metrics(goal=goal, at=at))
+
+    def ready(url: str) -> None:
+        if ctx.as_json:
+            sys.stdout.write(json.dumps({"ok": True, "listening": url}) + "\n")
+            sys.stdout.flush()
+        sys.stderr.write(f"quotaledger: serving {url} (Ctrl-C stops)\n")
+        sys.stderr.flush()
+
+    metrics_http.serve(host, port, render, ready)
+    raise typer.Exit(0)  # interrupted: the one JSON object was the "listening" line
 
 
 # -- text renderings -----------------------------------------------------------------------
