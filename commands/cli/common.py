@@ -15,6 +15,7 @@ through `quotaledger.cli.output` (the one exit-code map).
 import functools
 import inspect
 import os
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any
@@ -233,9 +234,14 @@ def command(
 
                         check_identifier(IDENTIFIER_OPTIONS[name], kwargs[name])
                 result = func(ctx, **kwargs)
+                code = emit(result, as_json=as_json)
             except Error as error:
                 raise typer.Exit(emit_error(error, as_json=as_json)) from None
-            raise typer.Exit(emit(result, as_json=as_json))
+            except BrokenPipeError:
+                # The reader of stdout went away (`quotaledger demo | head -1`): that is
+                # how such a pipeline ends, not a failure of the command.
+                raise typer.Exit(closed_stdout()) from None
+            raise typer.Exit(code)
 
         del wrapper.__wrapped__  # typer must see the new signature, not the original
         wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]
@@ -245,6 +251,15 @@ def command(
         return func
 
     return register
+
+
+def closed_stdout() -> int:
+    """Exit code when stdout was closed under us (0: a pipeline's reader stopped
+    reading); later writes, and the interpreter's final flush, go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def env_json() -> bool:

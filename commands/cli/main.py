@@ -2,7 +2,6 @@
 
 import gc
 import importlib
-import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,7 +31,7 @@ def _collector_paused() -> Iterator[None]:
 with _collector_paused():
     import typer
 
-    from quotaledger.cli.common import env_json
+    from quotaledger.cli.common import closed_stdout, env_json
     from quotaledger.cli.output import EXIT_IO, EXIT_USAGE, emit_error
     from quotaledger.journal.errors import InvalidInput, StorageFailure
 
@@ -171,9 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     except (typer.Abort, KeyboardInterrupt):
         sys.stderr.write("quotaledger: aborted\n")
         code = EXIT_IO
-    except BrokenPipeError:
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = EXIT_IO
+    except BrokenPipeError:  # help or a usage message piped into `head`
+        code = closed_stdout()
     except OSError as error:
         code = emit_error(StorageFailure(f"I/O failure: {error}"), as_json=as_json)
     return _exit(0 if code is None else int(code), argv)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import stat
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -23,18 +22,22 @@ Say = Callable[[str], None]
 
 
 def fresh_path(path: str) -> str | None:
-    """Move an earlier demo journal (and its companions) aside, never deleting it."""
+    """Move an earlier demo journal (and its checkpoint) aside to `<path>.previous`,
+    replacing the one an earlier run moved there: one previous demo is kept, so
+    running the demo again and again leaves no pile of journals."""
     if not os.path.lexists(path):
         return None
     if not stat.S_ISREG(os.lstat(path).st_mode):  # a directory, FIFO, symlink: not a demo's
         raise NotRegularFile(
             f"{path} is not a regular file; the demo moves only its own", path=path
         )
-    aside = f"{path}.previous.{time.time_ns()}"
-    os.rename(path, aside)
+    aside = f"{path}.previous"
+    os.replace(path, aside)
     checkpoint = path + ".checkpoint"
     if os.path.lexists(checkpoint):
-        os.rename(checkpoint, aside + ".checkpoint")
+        os.replace(checkpoint, aside + ".checkpoint")
+    elif os.path.lexists(aside + ".checkpoint"):  # the older previous demo's
+        os.unlink(aside + ".checkpoint")
     return aside
 
 

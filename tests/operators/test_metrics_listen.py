@@ -60,9 +60,15 @@ def test_listen_serves_every_scrape_afresh_until_interrupted(journal_path: str) 
     _history(journal_path)
     server = subprocess.Popen(
         [
-            sys.executable, "-m", "quotaledger", "metrics", "--journal", journal_path,
-            "--listen", "127.0.0.1:0",
-        ],  # fmt: skip
+            sys.executable,
+            "-m",
+            "quotaledger",
+            "metrics",
+            "--journal",
+            journal_path,
+            "--listen",
+            "127.0.0.1:0",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
