@@ -177,11 +177,11 @@ def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn
     from quotaledger.services.operator import prometheus_text
 
     host, port = metrics_http.parse_listen(listen)
-    with ctx.service(write=False) as ledger:  # input errors (unknown_goal) before serving
-        ledger.metrics(goal=goal, at=at)
+    with ctx.service(OperatorService, write=False) as ledger:
+        ledger.metrics(goal=goal, at=at)  # input errors (unknown_goal) before serving
 
     def render() -> str:
-        with ctx.service(write=False) as ledger:
+        with ctx.service(OperatorService, write=False) as ledger:
             return prometheus_text(ledger.metrics(goal=goal, at=at))
 
     def ready(url: str) -> None:
