@@ -21,7 +21,13 @@ def test_a_closed_stdout_ends_the_command_quietly_with_exit_0(tmp_path: Path) ->
     done = _piped("quotaledger demo --journal demo.jsonl", tmp_path)
     assert done.stdout.count("\n") == 1
     assert done.stderr == "exit 0\n", done.stderr  # no traceback, no "Exception ignored"
-    log = _piped("quotaledger log --journal demo.jsonl", tmp_path)
+    # The piped demo stopped at its first line; a whole one for log to list.
+    whole = subprocess.run(
+        [sys.executable, "-m", "quotaledger", "demo", "--journal", "whole.jsonl"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stderr
+    log = _piped("quotaledger log --journal whole.jsonl", tmp_path)
     assert log.stderr == "exit 0\n", log.stderr
 
 
