@@ -514,6 +514,9 @@ class Journal(Generic[S]):
             self.store.append(pending, 0)
             self.store.created_durably()
             self._refresh(recover=True)
+            # Every record is now durable and folded: past the threshold, the next
+            # command reads the checkpoint instead of folding them all again.
+            self._maybe_checkpoint()
             return pending[-1]
         finally:
             self.store.unlock()

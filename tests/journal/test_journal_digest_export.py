@@ -114,3 +114,18 @@ def test_export_of_a_torn_journal_is_its_verified_prefix(tmp_path: Path) -> None
         "--json",
     )
     assert corrupt.code == 3 and corrupt.json["error"]["code"] == "journal_corrupt"
+
+
+def test_an_import_past_the_checkpoint_threshold_leaves_a_checkpoint(tmp_path: Path) -> None:
+    """The next command on an imported journal reads a checkpoint, not every record."""
+    from quotaledger import Ledger
+
+    source = _healthy(tmp_path)
+    engine_journal(str(source), 2)  # 8 records
+    target = tmp_path / "imported.jsonl"
+    with Ledger.open(str(target), checkpoint_every=5) as ledger:
+        loaded = ledger.import_(file=str(source))
+        checkpoint = ledger.journal.store.load_checkpoint()
+    assert checkpoint is not None
+    assert (checkpoint.seq, checkpoint.hash) == (loaded["head"]["seq"], loaded["head"]["hash"])
+    assert run_cli("verify", "--journal", target, "--json").code == 0  # and it matches
