@@ -10,13 +10,21 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
+from conftest import run_cli
+
 from quotaledger.tools.bench import (
+    TARGETS,
+    admit_release_appender,
+    figure,
     measure_durable,
+    observe_appender,
     payloads,
     sqlite_appender,
     sqlite_fresh_commits_max,
     sqlite_wal_cycle_pages,
+    with_targets,
 )
+from quotaledger.tools.bench_process import build_operators_journal
 
 
 def _wal_bytes(db: Path) -> int:
@@ -65,3 +73,57 @@ def test_each_appender_makes_its_own_events_in_turns_spread_over_the_run() -> No
     assert blocks[2][0] == ("c", 20) and len(blocks[2]) == 50
     assert not [c for c in blocks[3] + blocks[4] if c[0] == "c"]
     assert len(calls) == 230 and len(eps) == 3 and all(value > 0 for value in eps)
+
+
+def test_the_durable_figures_run_on_a_full_window(tmp_path: Path) -> None:
+    # append_durable_eps and admit_release_durable_eps claim the runners' paths on a
+    # busy goal: the window holds thousands of samples while they append.
+    from quotaledger import Ledger
+    from quotaledger.journal.clock import wall_us
+    from quotaledger.projections.capacity import goal_of, usage_at
+
+    for appender, kinds in (
+        (observe_appender, ["capacity.observed"] * 4),
+        (admit_release_appender, ["capacity.admitted", "capacity.released"] * 2),
+    ):
+        path = str(tmp_path / f"{appender.__name__}.jsonl")
+        with appender(path) as append:
+            for i in range(4):
+                append(i)
+        with Ledger.open(path, write=False) as ledger:
+            state = goal_of(ledger.journal.state.capacity, "bench")
+            assert len(usage_at(state, wall_us()).samples) >= 5_000
+            tail = [r.kind for r, _, _ in ledger.journal.records()][-4:]
+        assert tail == kinds
+
+
+def test_every_target_is_judged_on_its_own_number() -> None:
+    figures = {
+        "append_durable_eps": figure(90, "events/s", 100),  # ratio 0.9 >= 0.85
+        "fold_eps": figure(50, "events/s", 100),  # ratio 0.5 < 0.6
+        "append_batch_eps": figure(300_000, "events/s", 3_000_000),  # value
+        "report_s": figure(2.0, "s", None),
+        "verify_one_core_eps": figure(1, "events/s", 1),  # no target
+    }
+    judged = with_targets(figures, operator_observations=100_000)
+    assert [judged[n]["met"] for n in judged] == [True, False, True, True, None]
+    assert judged["append_durable_eps"]["target"] == "ratio >= 0.85"
+    assert judged["report_s"]["target"] == "value <= 3"
+    small = with_targets({"report_s": figure(2.0, "s", None)}, operator_observations=1_000)
+    assert small["report_s"]["met"] is None  # stated for 100,000 observations
+    assert {"cli_observe_cpu_ms", "postgresql_append_durable_eps", "inspect_s"} <= set(TARGETS)
+
+
+def test_the_operators_journal_has_decisions_to_audit_and_no_checkpoint(tmp_path: Path) -> None:
+    path = str(tmp_path / "ops.jsonl")
+    decision = build_operators_journal(path, 1_000)
+    assert not os.path.exists(f"{path}.checkpoint")
+    audited = run_cli("audit", "--journal", path, "--json", "--seq", str(decision))
+    assert audited.code == 0, audited.stdout
+    assert audited.json["reproduced"] is True
+
+
+def test_bench_refuses_a_postgresql_comparison_without_a_url(tmp_path: Path) -> None:
+    for args in (["--compare", "postgresql"], ["postgresql://x/y"], ["--compare", "mysql"]):
+        done = run_cli("bench", *args, "--json", "--dir", str(tmp_path))
+        assert done.code == 2 and done.json["error"]["code"] == "invalid_option", done.stdout

@@ -1,8 +1,10 @@
 """SPEC §9's targets as ratios against raw baselines measured in the same run.
 
 Timing assertions are flaky on shared machines, so these run only when asked:
-`QUOTALEDGER_BENCH=1 python -m pytest tests/bench -q` (about a minute;
-QUOTALEDGER_BENCH_EVENTS sets the journal size, 10^6 for the full target)."""
+`QUOTALEDGER_BENCH=1 python -m pytest tests/bench -q` (a few minutes;
+QUOTALEDGER_BENCH_EVENTS sets the journal size, 10^6 for the full admit target;
+QUOTALEDGER_TEST_PG_URL adds the PostgreSQL comparison). Each figure carries its
+target from `quotaledger.tools.bench.TARGETS`, so the rule is stated once."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import os
 
 import pytest
 
-from quotaledger.tools.bench import run_bench
+from quotaledger.tools.bench import TARGETS, run_bench
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("QUOTALEDGER_BENCH") != "1", reason="benchmarks run on request only"
@@ -25,27 +27,16 @@ def figures(tmp_path_factory: pytest.TempPathFactory) -> dict:
         compare_sqlite=True,
         directory=str(tmp_path_factory.mktemp("bench")),
         step=lambda text: None,
+        pg_url=os.environ.get("QUOTALEDGER_TEST_PG_URL"),
     )
     return result["figures"]
 
 
-def test_durable_appends_keep_up_with_a_raw_fdatasync_loop(figures: dict) -> None:
-    assert figures["append_durable_eps"]["ratio"] >= 0.7, figures["append_durable_eps"]
-
-
-def test_durable_appends_keep_up_with_sqlite(figures: dict) -> None:
-    assert figures["sqlite_append_durable_eps"]["ratio"] >= 1.0, figures[
-        "sqlite_append_durable_eps"
-    ]
-
-
-def test_batch_appends_reach_100k_events_per_second(figures: dict) -> None:
-    assert figures["append_batch_eps"]["value"] >= 100_000, figures["append_batch_eps"]
-
-
-def test_verify_keeps_up_with_a_raw_decode_and_hash_loop(figures: dict) -> None:
-    assert figures["verify_eps"]["ratio"] >= 0.5, figures["verify_eps"]
-
-
-def test_admit_costs_the_same_on_a_long_journal(figures: dict) -> None:
-    assert figures["admit_ms"]["ratio"] <= 1.2, figures["admit_ms"]
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_target(figures: dict, name: str) -> None:
+    if name not in figures:
+        pytest.skip(f"{name} not measured (no PostgreSQL URL)")
+    found = figures[name]
+    if found["met"] is None:
+        pytest.skip(f"{name} not judged at this size: {found}")
+    assert found["met"], found

@@ -1,0 +1,166 @@
+"""The bench's whole-process figures: CLI start-up, and operators' commands at scale.
+
+A runner calls the CLI once per event and an operator runs a command on a long
+journal: both pay for a whole process, interpreter start-up included, so these run
+real processes and read their CPU (start-up) or wall time (operators) from the OS.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from typing import Any
+
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import format_us, wall_us
+
+STARTUP_RUNS = 15
+OPERATOR_SPACING_US = 10_000
+"""One observation every 10 ms: 6,000 samples in any 60 s window."""
+OPERATOR_DECISION_EVERY = 200
+OPERATOR_TIMEOUT_FACTOR = 20
+"""An operator's command that takes this many times its target is stopped (and
+reported at that time, not met): a quadratic command must not hang the bench."""
+OPERATOR_TARGETS_S = {"inspect": 0.5, "audit": 1.5, "whatif": 2.0, "report": 3.0}
+
+
+def cli_command() -> list[str]:
+    """The `quotaledger` a runner calls: the console script beside this interpreter."""
+    script = os.path.join(os.path.dirname(sys.executable), "quotaledger")
+    if os.access(script, os.X_OK):
+        return [script]
+    found = shutil.which("quotaledger")
+    return [found] if found else [sys.executable, "-m", "quotaledger"]
+
+
+def process_cpu_ms(args: list[str]) -> float:
+    """User + system CPU of one whole process, as the kernel accounted it."""
+    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    _, _, usage = os.wait4(child.pid, 0)
+    return (usage.ru_utime + usage.ru_stime) * 1000
+
+
+def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
+    """`observe` and `admit --dry-run` as whole processes against the bare import of
+    their frameworks, in interleaved rounds (medians): SPEC §9's start-up figure."""
+    from quotaledger.tools.bench import figure, interleaved
+
+    bare = [sys.executable, "-c", "import typer, msgspec"]
+    observe = [*cli_command(), "observe", "--journal", journal, "--json", "--goal", "bench"]
+    observe += ["--uncached-input", "10", "--cached-input", "0", "--output", "5"]
+    admit = [*cli_command(), "admit", "--journal", journal, "--json", "--goal", "bench"]
+    admit += ["--run", "startup", "--arm", "baseline", "--forecast-tpm", "1", "--dry-run"]
+    process_cpu_ms(bare)  # warm the file cache
+    bare_ms, observe_ms, admit_ms = interleaved(
+        runs, [lambda r: process_cpu_ms(bare), lambda r: process_cpu_ms(observe),
+               lambda r: process_cpu_ms(admit)],
+    )  # fmt: skip
+    figures = {
+        "cli_observe_cpu_ms": figure(observe_ms, "ms", bare_ms),
+        "cli_admit_cpu_ms": figure(admit_ms, "ms", bare_ms),
+    }
+    if not bytecode_cached():
+        # e.g. an editable install under PYTHONDONTWRITEBYTECODE=1: every call compiles
+        # every module it imports, which no installed wheel does.
+        for found in figures.values():
+            found["note"] = "quotaledger's modules have no cached bytecode"
+    return figures
+
+
+def bytecode_cached() -> bool:
+    import importlib.util
+
+    import quotaledger.cli.main as module
+
+    return os.path.exists(importlib.util.cache_from_source(module.__file__))
+
+
+def build_operators_journal(path: str, observations: int) -> int:
+    """`observations` observations one every 10 ms on goal "ops", an admission request
+    every 200 of them (some refused), admitted runs released 5 s later; no checkpoint.
+    The seq of the last decision (for `audit`)."""
+    from quotaledger.tools.bench import OBSERVED, payloads
+
+    start_us = wall_us() - observations * OPERATOR_SPACING_US - 120_000_000
+    batch = list(payloads(OPERATOR_DECISION_EVERY))
+    last_decision = 0
+    with Ledger.open(path, checkpoint_every=10**12) as ledger:
+        ledger.configure(
+            goal="ops",
+            max_active_cases=8,
+            quota_tpm=120_000_000,
+            target_tpm=110_000_000,
+            at=format_us(start_us - 1),
+        )
+        held: list[tuple[int, str]] = []  # (release at, run)
+        done = 0
+        while done < observations:
+            size = min(OPERATOR_DECISION_EVERY, observations - done)
+            with ledger.journal.transaction() as txn:
+                for i in range(size):
+                    at_us = start_us + (done + i) * OPERATOR_SPACING_US
+                    txn.append(OBSERVED, "ops", batch[i], format_us(at_us))
+            done += size
+            now_us = start_us + (done - 1) * OPERATOR_SPACING_US + 1
+            for release_us, run in [h for h in held if h[0] <= now_us]:
+                ledger.release(goal="ops", run=run, at=format_us(now_us))
+                held.remove((release_us, run))
+            run = f"ops-{done}"
+            forecast = 1_000_000 * (done // OPERATOR_DECISION_EVERY % 8)
+            answer = ledger.admit(
+                goal="ops", run=run, arm="baseline", forecast_tpm=forecast,
+                at=format_us(now_us + 1),
+            )  # fmt: skip
+            last_decision = answer["event"]["seq"]
+            if answer["admitted"]:
+                held.append((now_us + 5_000_000, run))
+    checkpoint = f"{path}.checkpoint"
+    if os.path.exists(checkpoint):
+        os.remove(checkpoint)
+    return last_decision
+
+
+def run_timed(args: list[str], timeout_s: float) -> tuple[float, bool]:
+    """Wall seconds of one whole process, and whether it was stopped at `timeout_s`."""
+    start = time.perf_counter()
+    try:
+        subprocess.run(args, capture_output=True, check=False, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - start, True
+    return time.perf_counter() - start, False
+
+
+def measure_operators(path: str, observations: int, rounds: int = 3) -> dict[str, Any]:
+    """inspect, audit, whatif and report as whole processes on a journal without a
+    checkpoint (each run starts without one: readers write none), medians of `rounds`."""
+    from quotaledger.tools.bench import figure
+
+    decision = build_operators_journal(path, observations)
+    cli = [*cli_command()]
+    common = ["--journal", path, "--json"]
+    commands = {
+        "inspect": [*cli, "inspect", *common, "--goal", "ops"],
+        "audit": [*cli, "audit", *common, "--seq", str(decision)],
+        "whatif": [*cli, "whatif", *common, "--goal", "ops", "--quota-tpm", "200000000",
+                   "--target-tpm", "190000000"],
+        "report": [*cli, "report", *common, "--goal", "ops", "--out", f"{path}.html"],
+    }  # fmt: skip
+    figures: dict[str, Any] = {}
+    for name, args in commands.items():
+        timeout_s = OPERATOR_TARGETS_S[name] * OPERATOR_TIMEOUT_FACTOR
+        times: list[float] = []
+        stopped = False
+        for _ in range(rounds):
+            seconds, stopped = run_timed(args, timeout_s)
+            times.append(seconds)
+            if stopped:
+                break
+        found = figure(statistics.median(times), "s", None)
+        if stopped:
+            found["timed_out"] = True
+        figures[f"{name}_s"] = found
+    return figures
