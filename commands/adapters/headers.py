@@ -176,10 +176,12 @@ def parse_provider_headers(source: HeaderSource) -> ProviderHeaders:
     values = _recognised(_pairs(source))
     counts: dict[str, dict[str, int]] = {}
     resets: dict[str, Reset] = {}
-    for name, value in values.items():
-        if name not in DIMENSION_HEADERS:
+    # OpenAI's names first, so that Anthropic's own win where a proxy (LiteLLM) also
+    # sent them under OpenAI's names: the same numbers, but only one source per value.
+    for name, (dimension, member) in DIMENSION_HEADERS.items():
+        if name not in values:
             continue
-        dimension, member = DIMENSION_HEADERS[name]
+        value = values[name]
         if member == "reset":
             resets[dimension] = _reset(name, value)
         else:

@@ -229,3 +229,14 @@ def test_provider_report_refuses_what_the_ledger_would_refuse() -> None:
     with pytest.raises(InvalidInput) as caught:
         provider_report({"retry-after": "soon"})
     assert caught.value.context["header"] == "retry-after"
+
+
+def test_anthropic_names_win_over_the_openai_names_a_proxy_adds() -> None:
+    # LiteLLM repeats Anthropic's request and token limits under OpenAI's names.
+    headers = {
+        "anthropic-ratelimit-requests-remaining": "49",
+        "x-ratelimit-remaining-requests": "48",
+        "anthropic-ratelimit-requests-limit": "50",
+    }
+    provider, _ = report(headers)
+    assert provider["rpm"] == {"limit": 50, "remaining": 49, "reset_at": None}
