@@ -18,7 +18,6 @@ field names, so it goes straight into `ledger.observe(goal=..., **usage)`. Bad i
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
@@ -62,6 +61,8 @@ def _invalid(message: str, field: str | None = None) -> InvalidInput:
 
 def parse_usage(text: str, usage_format: str = "auto") -> Usage:
     """The counters in a JSON `usage` object or response body (`observe --usage`)."""
+    import json  # here: the CLI imports this module for USAGE_FORMATS on every observe
+
     check_format(usage_format)
     try:
         body = json.loads(text)

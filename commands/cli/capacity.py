@@ -4,13 +4,32 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command, duration_option
+from quotaledger.adapters.usage import USAGE_FORMATS
+from quotaledger.cli.common import (
+    AtOpt,
+    Ctx,
+    GoalOpt,
+    choice_option,
+    command,
+    duration_option,
+    read_input,
+)
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
+from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES, ConfigFields
 from quotaledger.services.capacity import CapacityService
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
+ProviderHeadersOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--provider-headers",
+        metavar="FILE|-",
+        help="The response's HTTP headers (Name: value lines, or a JSON object); - reads "
+        "stdin. Rate-limit and Retry-After headers are recorded, others ignored.",
+    ),
+]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
 
 
@@ -46,17 +65,40 @@ def register(app: typer.Typer) -> None:
     def observe(
         ctx: Ctx,
         goal: GoalOpt,
-        # Required, as in SPEC §3.5: a runner states all three counters, zero included
-        # (a zero-token measured observation is a heartbeat, never a forgotten flag).
+        # Required without --usage, as in SPEC §3.5: a runner states all three
+        # counters, zero included (a zero-token measured observation is a heartbeat,
+        # never a forgotten flag). Checked below, since --usage replaces them.
         uncached_input: Annotated[
-            int, typer.Option("--uncached-input", help="Uncached input tokens.")
-        ],
-        cached_input: Annotated[int, typer.Option("--cached-input", help="Cached input tokens.")],
-        output: Annotated[int, typer.Option("--output", help="Output tokens.")],
+            int | None, _int_opt("--uncached-input", "Uncached input tokens.")
+        ] = None,
+        cached_input: Annotated[
+            int | None, _int_opt("--cached-input", "Cached input tokens.")
+        ] = None,
+        output: Annotated[int | None, _int_opt("--output", "Output tokens.")] = None,
+        cache_write_input: Annotated[
+            int | None,
+            _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0]."),
+        ] = None,
         run: OptionalRunOpt = None,
         requests: Annotated[
             int | None, _int_opt("--requests", "Provider requests these tokens came from.")
         ] = None,
+        usage: Annotated[
+            str | None,
+            typer.Option(
+                "--usage",
+                metavar="FILE|-",
+                help="The provider's usage object or whole response body (JSON) instead of "
+                "the count flags; - reads stdin. One request.",
+            ),
+        ] = None,
+        usage_format: Annotated[
+            str,
+            choice_option(
+                "--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."
+            ),
+        ] = "auto",
+        provider_headers: ProviderHeadersOpt = None,
         coverage: Annotated[
             str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
         ] = "measured",
@@ -67,17 +109,40 @@ def register(app: typer.Typer) -> None:
     ) -> Output:
         """Record provider token usage; it counts for 60 seconds.
 
-        A zero-token measured observation is a heartbeat. With --run, an active run's
-        lease is renewed.
+        Give the counts (--uncached-input, --cached-input, --output, zero included) or
+        the provider's usage with --usage (OpenAI chat completions or Responses,
+        Anthropic). A zero-token measured observation is a heartbeat. With --run, an
+        active run's lease is renewed. --provider-headers records the rate limits the
+        response reported.
         """
+        counts = {
+            "--uncached-input": uncached_input,
+            "--cached-input": cached_input,
+            "--output": output,
+        }
+        missing = [flag for flag, value in counts.items() if value is None]
+        if usage is None and missing:
+            raise InvalidInput(
+                "observe needs --uncached-input, --cached-input and --output (zero "
+                f"included) or --usage; missing {', '.join(missing)}",
+                code="usage",
+            )
+        usage_text = None if usage is None else read_input("--usage", usage)
+        headers_text = (
+            None if provider_headers is None else read_input("--provider-headers", provider_headers)
+        )
         with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.observe(
                 goal=goal,
                 uncached_input=uncached_input,
                 cached_input=cached_input,
                 output=output,
+                cache_write_input=cache_write_input,
                 run=run,
                 requests=requests,
+                usage=usage_text,
+                usage_format=usage_format,
+                provider_headers=headers_text,
                 coverage=coverage,
                 source=source,
                 at=at,
@@ -86,6 +151,8 @@ def register(app: typer.Typer) -> None:
             f"observed {goal}: usage {_num(result['usage_tpm'])} TPM in the last 60 s "
             f"({result['coverage']})"
         )
+        if result.get("provider"):
+            text += f"; provider reports {provider_summary(result['provider'])}"
         if result.get("lease_until"):
             text += f"; lease of {run} until {result['lease_until']}"
         return Output(result, text=text)
@@ -161,18 +228,24 @@ def register(app: typer.Typer) -> None:
         detail: Annotated[
             str | None, typer.Option("--detail", help="What the provider said.")
         ] = None,
+        provider_headers: ProviderHeadersOpt = None,
         at: AtOpt = None,
     ) -> Output:
         """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
 
-        It does not release the run.
+        It does not release the run. Without --retry-after-s, the Retry-After of
+        --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
         """
+        headers_text = (
+            None if provider_headers is None else read_input("--provider-headers", provider_headers)
+        )
         with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.reject(
                 goal=goal,
                 run=run,
                 retry_after_s=retry_after_s,
                 detail=detail,
+                provider_headers=headers_text,
                 at=at,
             )
         text = (
@@ -231,6 +304,14 @@ def _num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
     return str(value)
+
+
+def provider_summary(provider: dict[str, Any]) -> str:
+    """`rpm 499/500 left, tpm 150000/200000 left`: what each reported dimension has left."""
+    return ", ".join(
+        f"{dimension} {_num(report['remaining'])}/{_num(report['limit'])} left"
+        for dimension, report in provider.items()
+    )
 
 
 def configure_text(result: dict[str, Any]) -> str:

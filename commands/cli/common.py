@@ -82,6 +82,37 @@ def choice_option(flag: str, choices: tuple[str, ...], text: str, **options: Any
     )
 
 
+INPUT_CHARS_MAX = 1 << 20
+"""The most a `FILE|-` input option (`--usage`, `--provider-headers`) reads: a usage
+body or a header block is a few KiB; anything larger is not one."""
+
+
+def read_input(option: str, value: str) -> str:
+    """The text of a `FILE|-` option: the file, or standard input for `-` (exit 2 if it
+    cannot be read, is not UTF-8, or is over 1 MiB)."""
+    import sys
+
+    try:
+        if value == "-":
+            text = sys.stdin.read(INPUT_CHARS_MAX + 1)
+        else:
+            with open(value, encoding="utf-8") as handle:
+                text = handle.read(INPUT_CHARS_MAX + 1)
+    except (OSError, UnicodeDecodeError) as exc:
+        where = "standard input" if value == "-" else repr(value)
+        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise InvalidInput(
+            f"{option}: cannot read {where}: {detail}", code="invalid_option", option=option
+        ) from None
+    if len(text) > INPUT_CHARS_MAX:
+        raise InvalidInput(
+            f"{option}: more than 1 MiB; give the usage object or headers alone",
+            code="invalid_option",
+            option=option,
+        )
+    return text
+
+
 JournalOpt = Annotated[
     str | None,
     typer.Option(

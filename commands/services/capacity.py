@@ -8,7 +8,7 @@ fdatasync. The results are the JSON objects the CLI prints with `--json`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
@@ -28,6 +28,8 @@ from quotaledger.services.base import (
 
 if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack
+
+    from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
 
 
 def _builtins(value: Any) -> Any:
@@ -107,38 +109,56 @@ class CapacityService(ServiceBase):
         self,
         *,
         goal: str,
-        uncached_input: int = 0,
-        cached_input: int = 0,
-        output: int = 0,
-        cache_write_input: int = 0,
+        uncached_input: int | None = None,
+        cached_input: int | None = None,
+        output: int | None = None,
+        cache_write_input: int | None = None,
         run: str | None = None,
         requests: int | None = None,
         coverage: str = "measured",
         source: str | None = None,
+        usage: str | Mapping[str, Any] | None = None,
+        usage_format: str = "auto",
+        provider_headers: HeaderSource | None = None,
         provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
     ) -> dict[str, Any]:
         """Record provider usage (a zero-token measured observation is a heartbeat).
 
-        `provider` is what the provider reported in the response's headers:
-        `{dimension: {"limit", "remaining", "reset_at"}}` (SPEC §3.6).
+        The counts come from the count arguments (absent ones are 0) or from `usage`:
+        the provider's usage object or a whole response body, as JSON text or a dict,
+        mapped by `usage_format` (SPEC §3.6; one request). `provider_headers` are the
+        response's headers (text, or a mapping such as httpx.Headers): their
+        rate-limit report is recorded, resets measured from the event's time.
+        `provider` is such a report already resolved:
+        `{dimension: {"limit", "remaining", "reset_at"}}`.
         """
         check_identifier("--goal", goal)
         if run is not None:
             check_identifier("--run", run)
-        payload = cap.CapacityObserved(
-            run=run,
-            uncached_input=check_tokens("--uncached-input", uncached_input),
-            cached_input=check_tokens("--cached-input", cached_input),
-            cache_write_input=check_tokens("--cache-write-input", cache_write_input),
-            provider=provider_report(provider),
-            output=check_tokens("--output", output),
-            requests=None if requests is None else check_tokens("--requests", requests),
-            coverage=_choice("--coverage", coverage, cap.COVERAGES),  # type: ignore[arg-type]
-            source=None if source is None else check_text("--source", source),
+        counts = observed_counts(
+            usage=usage,
+            usage_format=usage_format,
+            uncached_input=uncached_input,
+            cached_input=cached_input,
+            cache_write_input=cache_write_input,
+            output=output,
+            requests=requests,
         )
+        fields: dict[str, Any] = {
+            "run": run,
+            **counts,
+            "coverage": _choice("--coverage", coverage, cap.COVERAGES),
+            "source": None if source is None else check_text("--source", source),
+        }
+        headers = provider_headers_of(provider_headers, provider)
+        fixed_report = provider_report(provider)
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
+            report = fixed_report
+            if headers is not None:
+                report = provider_report(headers.resolve(parse_at(at_text)).provider)
+            payload = cap.CapacityObserved(**fields, provider=report)
             pending = txn.append(cap.OBSERVED, goal, payload, at_text)
         state = cap.goal_of(self.journal.state.capacity, goal)
         ev = cap.evaluate(state, parse_at(at_text))
@@ -151,6 +171,7 @@ class CapacityService(ServiceBase):
             "usage_tpm": ev.usage.usage_tpm,
             "usage": _builtins(ev.usage.parts),
             "coverage": ev.usage.coverage,
+            "provider": _builtins(report),
             "lease_until": _at(leased.lease_until_us) if leased is not None else None,
             "event": event_json(pending),
         }
@@ -219,12 +240,15 @@ class CapacityService(ServiceBase):
         run: str | None = None,
         retry_after_s: float | None = None,
         detail: str | None = None,
+        provider_headers: HeaderSource | None = None,
         provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
     ) -> dict[str, Any]:
         """Record a provider capacity rejection (HTTP 429) and start the bounded cooldown.
 
-        `retry_after_s` may be fractional; `provider` as for `observe`.
+        `retry_after_s` may be fractional; without it, the Retry-After of
+        `provider_headers` (seconds, milliseconds or an HTTP-date measured from the
+        event's time) is used. `provider_headers` and `provider` as for `observe`.
         """
         check_identifier("--goal", goal)
         if run is not None:
@@ -232,11 +256,18 @@ class CapacityService(ServiceBase):
         retry_after_s = check_retry_after_s(retry_after_s)
         if detail is not None:
             check_text("--detail", detail)
+        headers = provider_headers_of(provider_headers, provider)
         report = provider_report(provider)
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
+            at_us = parse_at(at_text)
+            if headers is not None:
+                resolved = headers.resolve(at_us)
+                report = provider_report(resolved.provider)
+                if retry_after_s is None:
+                    retry_after_s = resolved.retry_after_s
             state = cap.goal_of(txn.state.capacity, goal)
-            plan = cap.plan_rejection(state, parse_at(at_text), retry_after_s)
+            plan = cap.plan_rejection(state, at_us, retry_after_s)
             payload = cap.CapacityRejected(
                 run=run,
                 retry_after_s=plan.retry_after_s,
@@ -380,6 +411,77 @@ def provider_report(
             option="provider",
         ) from None
     return {d: report[d] for d in cap.DIMENSIONS if d in report} or None
+
+
+COUNT_OPTIONS = {
+    "uncached_input": "--uncached-input",
+    "cached_input": "--cached-input",
+    "cache_write_input": "--cache-write-input",
+    "output": "--output",
+    "requests": "--requests",
+}
+"""The count arguments of `observe`, which `--usage` replaces."""
+
+
+def observed_counts(
+    *,
+    usage: str | Mapping[str, Any] | None,
+    usage_format: str,
+    **counts: int | None,
+) -> dict[str, int | None]:
+    """An observation's checked counters: from a provider's usage body, or from the
+    count arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
+    # The provider formats load only when used: `admit` and a plain `observe` (a
+    # runner's every call) never pay for them.
+    from quotaledger.adapters.usage import check_format, parse_usage, plain, usage_of
+
+    check_format(usage_format)
+    if usage is None:
+        checked: dict[str, int | None] = {
+            name: check_tokens(COUNT_OPTIONS[name], value or 0) for name, value in counts.items()
+        }
+        if counts["requests"] is None:
+            checked["requests"] = None
+        return checked
+    given = [COUNT_OPTIONS[name] for name, value in counts.items() if value is not None]
+    if given:
+        raise InvalidInput(
+            f"--usage gives the counts: leave out {', '.join(given)}",
+            code="usage",
+            option="--usage",
+        )
+    mapped = (
+        parse_usage(usage, usage_format)
+        if isinstance(usage, str)
+        else usage_of(plain(usage), usage_format)
+    )
+    return cast("dict[str, int | None]", mapped)
+
+
+def provider_headers_of(
+    source: HeaderSource | None, provider: Mapping[str, Any] | None
+) -> ProviderHeaders | None:
+    """The recognised, checked headers of `--provider-headers` (exit 2 before the
+    journal is touched), or None when none were given."""
+    if source is None:
+        return None
+    from quotaledger.adapters.headers import parse_provider_headers
+
+    if provider is not None:
+        raise InvalidInput(
+            "give provider_headers or a resolved provider report, not both",
+            code="invalid_option",
+            option="--provider-headers",
+        )
+    if not isinstance(source, str | Mapping | list | tuple):
+        raise InvalidInput(
+            "--provider-headers must be header text or a mapping of names to values, got "
+            + type(source).__name__,
+            code="invalid_provider_headers",
+            option="--provider-headers",
+        )
+    headers = parse_provider_headers(source)
+    return None if headers.empty else headers
 
 
 def check_retry_after_s(value: float | None) -> float | None:

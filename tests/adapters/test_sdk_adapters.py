@@ -204,7 +204,7 @@ def test_a_repeated_header_in_httpx_is_refused() -> None:
     assert caught.value.context["header"] == "x-ratelimit-limit-tokens"
 
 
-ADAPTERS = ["usage", "headers", "openai", "anthropic"]
+ADAPTERS = ["usage", "headers", "openai", "anthropic", "litellm"]
 
 
 @pytest.mark.parametrize("module", ADAPTERS)
