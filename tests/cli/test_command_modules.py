@@ -61,6 +61,5 @@ def test_the_runner_hot_path_imports_nothing_heavy(tmp_path) -> None:
         "quotaledger.tools.bench",
         "quotaledger.adapters.headers",  # provider reports load only when given
         "email",
-        "decimal",
     }
     assert not heavy & loaded, heavy & loaded
