@@ -327,13 +327,51 @@ class PgStore:
         except StorageFailure as exc:
             self._rollback_quietly()
             if isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
-                raise LockTimeout(
-                    f"journal {self.target} stayed locked for {timeout_s:g} s",
-                    lock_timeout_s=timeout_s,
-                ) from None
+                raise self._lock_timeout(timeout_s) from None
             raise
         self._locked = True
         self._commit_on_unlock = False
+
+    def _lock_timeout(self, timeout_s: float) -> LockTimeout:
+        """What a timed-out waiter is told: which session holds the journal's advisory
+        lock (from pg_locks, best effort), and what to do."""
+        holder = self._lock_holder()
+        who, pid = "another session", None
+        if holder is not None:
+            pid, application, client = holder
+            who = f"backend pid {pid}"
+            details = [part for part in (application, client) if part]
+            if details:
+                who += f" ({', '.join(details)})"
+        advice = "retry once it finishes, give it longer with --lock-timeout-s"
+        if pid is not None:
+            advice += f", or end that session (SELECT pg_terminate_backend({pid})) if it hangs"
+        return LockTimeout(
+            f"journal {self.target} stayed locked by {who} for {timeout_s:g} s: {advice}",
+            lock_timeout_s=timeout_s,
+            holder_pid=pid,
+        )
+
+    def _lock_holder(self) -> tuple[int, str | None, str | None] | None:
+        # A bigint advisory key shows in pg_locks as classid (high 32 bits), objid (low
+        # 32 bits) and objsubid 1.
+        key = self._key & 0xFFFFFFFFFFFFFFFF
+        try:
+            row = self._conn.execute(
+                "SELECT l.pid, a.application_name, a.client_addr::text FROM pg_locks l "
+                "LEFT JOIN pg_stat_activity a ON a.pid = l.pid "
+                "WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 "
+                "AND l.classid = %s AND l.objid = %s "
+                "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+                (key >> 32, key & 0xFFFFFFFF),
+            ).fetchone()
+            self._rollback_quietly()
+        except psycopg.Error:
+            self._rollback_quietly()
+            return None
+        if row is None:
+            return None
+        return int(row[0]), row[1] or None, row[2] or None
 
     def unlock(self) -> None:
         """End the transaction (releasing the lock): roll back anything not committed."""

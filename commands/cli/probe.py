@@ -1,6 +1,5 @@
 """Probe commands: `quotaledger probe run ... -- CMD ARGS...` (SPEC §6)."""
 
-import json
 import sys
 from typing import Annotated, Any
 
@@ -107,10 +106,11 @@ def run(
 
 
 def _summary(result: dict[str, Any]) -> str:
+    """One line (two with a sidecar), on stderr: stdout stays CMD's own."""
     obs = result["observation"]
     memory = obs["memory"]
     if memory is None:
-        mem = "memory: not sampled (no /proc/<pid>/smaps_rollup here)"
+        mem = "memory not sampled (no /proc/<pid>/smaps_rollup here)"
     else:
         peak = memory["peak_estimate_bytes"]
         shown = "-" if peak is None else f"{peak / (1 << 20):.1f} MiB"
@@ -118,13 +118,16 @@ def _summary(result: dict[str, Any]) -> str:
             f"memory: peak estimate {shown} (sequential PSS sum, not atomic; "
             f"{plural(memory['samples'], 'sample')}, {memory['unavailable_samples']} incomplete)"
         )
-    sidecar = obs["sidecar"]
+    timed_out = " (timed out)" if obs["timed_out"] else ""
     lines = [
-        f"probe: exit {obs['exit_code']}{' (timed out)' if obs['timed_out'] else ''} "
-        f"after {obs['duration_s']:.3f}s; seq {result['event']['seq']}",
-        mem,
-        f"attribution: {obs['attribution']}",
+        f"probe: exit {obs['exit_code']}{timed_out} after {obs['duration_s']:.3f}s; {mem}; "
+        f"attribution {obs['attribution']}; seq {result['event']['seq']}"
     ]
-    if sidecar is not None:
-        lines.append(f"sidecar: {json.dumps(sidecar, separators=(',', ':'))}")
-    return "quotaledger " + "\nquotaledger ".join(lines) + "\n"
+    sidecar = obs["sidecar"]
+    if sidecar is not None and "sha256" in sidecar:
+        lines.append(
+            f"sidecar {sidecar['path']}: {sidecar['bytes']:,} bytes, sha256 {sidecar['sha256']}"
+        )
+    elif sidecar is not None:
+        lines.append(f"sidecar unavailable: {sidecar.get('error', '-')}")
+    return "".join(f"quotaledger {line}\n" for line in lines)

@@ -105,7 +105,7 @@ def _placeholders(text: str) -> str:
     # Sizes and the projection version move with every payload change elsewhere.
     text = re.sub(r"\b[\d,]+ bytes", "<n> bytes", text)
     text = re.sub(r"projection ledger/[\d.:]+", "projection <version>", text)
-    text = re.sub(r"memory: .*", "memory: <estimate>", text)
+    text = re.sub(r"memory: .*? incomplete\)", "memory: <estimate>", text)
     return text
 
 
