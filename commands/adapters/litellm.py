@@ -17,10 +17,14 @@ build the class that also derives from LiteLLM's `CustomLogger` (what LiteLLM ca
 back). `isinstance(callback, Callback)` holds as usual.
 
 LiteLLM calls a synchronous call's callback from its logging thread, and an
-asynchronous one's on the event loop (the ledger's fsync then runs in a worker thread,
-never on the loop). A `Ledger` is not safe for concurrent use from several threads: the
-callback serialises its own calls, and a runner that also uses the ledger from other
-threads should give the callback a `Ledger` of its own (`Ledger.open(same_path)`: the
+asynchronous one's as a task on the caller's event loop (the ledger's fsync then runs
+in a worker thread, never on the loop): a loop closed right after its last call can
+drop that call's task, so let it run a moment before closing. A streamed call is
+observed once its stream ends (with `stream_options={"include_usage": True}`).
+
+A `Ledger` is not safe for concurrent use from several threads: the callback
+serialises its own calls, and a runner that also uses the ledger from other threads
+should give the callback a `Ledger` of its own (`Ledger.open(same_path)`: the
 journal's lock orders the two).
 """
 

@@ -157,6 +157,32 @@ def test_async_completions_are_observed_once_each(callback: Callback, journal_pa
         assert data["uncached_input"] > 0 and data["output"] > 0
 
 
+def test_streamed_calls_are_observed_once_the_stream_ends(
+    callback: Callback, journal_path: str
+) -> None:
+    options = {"stream": True, "stream_options": {"include_usage": True}}
+    for _ in litellm.completion(
+        model="gpt-4o-mini", messages=MESSAGES, mock_response="one two three", **options
+    ):
+        pass
+    wait_for(journal_path, "capacity.observed", 1)
+
+    async def stream() -> None:
+        response = await litellm.acompletion(
+            model="gpt-4o-mini", messages=MESSAGES, mock_response="four five", **options
+        )
+        async for _ in response:
+            pass
+        await async_wait_for(journal_path, "capacity.observed", 2)
+
+    asyncio.run(stream())
+    observed = wait_for(journal_path, "capacity.observed", 2)
+    assert len(observed) == 2
+    for event in observed:
+        assert event["data"]["requests"] == 1
+        assert event["data"]["output"] > 0
+
+
 def test_a_call_may_name_its_own_run(callback: Callback, journal_path: str) -> None:
     litellm.completion(
         model="gpt-4o-mini",
