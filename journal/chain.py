@@ -27,7 +27,8 @@ from quotaledger.journal.record import (
     JournalCreated,
     Record,
     decode_record,
-    self_verify_any_size,
+    genesis_line,
+    hash_matches,
 )
 
 PayloadDecoder = Callable[[bytes], Any]
@@ -73,6 +74,9 @@ class Failure(msgspec.Struct, frozen=True):
     offset: int
     reason: str
     self_verifying: bool
+    incomplete: bool = False
+    """The snapshot ends inside this line (no newline yet): a write in progress, or a
+    torn tail once the writer is gone. Never corruption (SPEC §2.3, §2.4)."""
 
 
 def scan(
@@ -140,6 +144,8 @@ def scan(
                     ):
                         record = None
             if record is None:
+                if hash_matches(line):  # whole and hashed, yet not a record of ours
+                    return Failure(next_seq, offset, why_not_a_record(line), True)
                 return Failure(next_seq, offset, why_not_self_verifying(line), False)
             kind = record.kind
             at = record.at
@@ -236,22 +242,98 @@ def why_not_self_verifying(line: bytes) -> str:
     return "hash does not match the line's bytes"
 
 
-TailKind = Literal["torn", "corrupt"]
+def why_not_a_record(line: bytes) -> str:
+    """Why a self-verifying line is not a record of this format (a newer version, or
+    members the envelope does not have)."""
+    found = msgspec.json.decode(line)
+    version = found.get("v")
+    if version != FORMAT_VERSION:
+        return f"a self-verifying line of format version {version!r}, not {FORMAT_VERSION}"
+    members = [name for name in found if name not in Record.__struct_fields__]
+    missing = [name for name in Record.__struct_fields__ if name not in found]
+    if members or missing:
+        return (
+            f"a self-verifying line whose members do not match the record envelope "
+            f"(extra: {members}, missing: {missing})"
+        )
+    return "a self-verifying line that is not a valid record"
+
+
+TailKind = Literal["torn", "corrupt", "not_a_journal"]
 
 
 def classify_tail(rest: bytes, failure: Failure) -> TailKind:
-    """Torn tail or mid-log corruption, for the bytes from the failing record on.
+    """Torn tail, mid-log corruption or not a journal, for the bytes from the failing
+    record to the end of the caller's snapshot.
 
-    Acknowledged bytes are never torn: a self-verifying line that fails to chain or
-    decode is corruption, and so is a complete line over 1 MiB that would self-verify
-    but for its size. Otherwise it is corruption only if some self-verifying line
-    follows the failing one.
+    Acknowledged bytes are never torn: a self-verifying line (whatever its version or
+    members, and even over 1 MiB) that fails to chain, decode or be a record is
+    corruption. Otherwise it is corruption only if some self-verifying line follows
+    the failing one. A failure at the very first byte is the file's first line: unless
+    that line is a genesis of this format (or the file is what a crash during creation
+    leaves: NUL bytes, or a strict prefix of a genesis line) the file is not a journal.
     """
+    if failure.offset == 0 and not_a_journal(rest):
+        return "not_a_journal"
+    if failure.incomplete:
+        return "torn"
     if failure.self_verifying:
         return "corrupt"
     if b"\n" not in rest:
         return "torn"
     complete = rest.split(b"\n")[:-1]  # the failing line first, if it is complete
-    if any(self_verify_any_size(line) is not None for line in complete):
+    if any(hash_matches(line) for line in complete):
         return "corrupt"
     return "torn"
+
+
+def not_a_journal(start: bytes) -> bool:
+    """Whether a file that begins with `start` (at least its first line, or all of it)
+    is not a journal: not empty, not what a crash during creation leaves (NUL bytes, a
+    strict prefix of a genesis line), and its first line is not a genesis record of
+    this format (valid or not: a JSON object of kind journal.created whose data
+    declares FORMAT)."""
+    if not start.strip(b"\x00") or is_genesis_prefix(start):
+        return False
+    line = start.split(b"\n", 1)[0]
+    try:
+        found = msgspec.json.decode(line)
+    except msgspec.DecodeError:
+        return True
+    if not isinstance(found, dict) or found.get("kind") != GENESIS_KIND:
+        return True
+    data = found.get("data")
+    return not (isinstance(data, dict) and data.get("format") == FORMAT)
+
+
+def _genesis_template() -> bytes:
+    """A genesis line with every variable byte replaced: `#` a digit, `%` a hex digit."""
+    at = "2000-01-01T00:00:00.000000Z"
+    line, digest = genesis_line("0" * 32, at)
+    text = line[:-1].decode()
+    masked_at = "".join("#" if c.isdigit() else c for c in at)
+    text = text.replace(at, masked_at).replace('"' + "0" * 32 + '"', '"' + "%" * 32 + '"')
+    return text.replace(digest, "%" * 64).encode()
+
+
+_GENESIS_TEMPLATE = _genesis_template()
+_DIGITS = frozenset(b"0123456789")
+_HEX = frozenset(b"0123456789abcdef")
+
+
+def is_genesis_prefix(data: bytes) -> bool:
+    """Whether `data` is a strict prefix of some genesis line of this format (what a
+    crash while the journal was being created can leave)."""
+    template = _GENESIS_TEMPLATE
+    if not data or len(data) > len(template):  # the whole line would end with "\n"
+        return False
+    for byte, want in zip(data, template, strict=False):
+        if want == 0x23:  # "#"
+            if byte not in _DIGITS:
+                return False
+        elif want == 0x25:  # "%"
+            if byte not in _HEX:
+                return False
+        elif byte != want:
+            return False
+    return True

@@ -5,7 +5,9 @@
     │   ├── TimeRegression          2  explicit --at earlier than the goal's last event
     │   └── TimeInFuture            2  explicit --at beyond the clock-skew bound on a writer
     ├── JournalCorrupt              3  mid-log corruption, unreadable, wrong file type
-    │   └── NotRegularFile          3  a symlink, directory, FIFO or device
+    │   ├── NotRegularFile          3  a symlink, directory, FIFO or device
+    │   ├── NotAJournal             3  a file whose first line is not a genesis record
+    │   └── JournalReplaced         3  the path no longer names the file a handle holds
     └── StorageFailure              4  I/O failure; nothing acknowledged
         ├── LockTimeout             4  lock wait exceeded --lock-timeout-s
         └── JournalPoisoned         4  an fdatasync failed earlier on this handle
@@ -54,6 +56,14 @@ class JournalCorrupt(Error):
 
 class NotRegularFile(JournalCorrupt):
     code = "not_regular_file"
+
+
+class NotAJournal(JournalCorrupt):
+    code = "not_a_journal"
+
+
+class JournalReplaced(JournalCorrupt):
+    code = "journal_replaced"
 
 
 class StorageFailure(Error):

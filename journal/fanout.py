@@ -145,7 +145,7 @@ def _verify_segment(fd: int, start: int, end: int) -> Segment:
         head.next_seq, head.prev_hash = record.seq, record.prev
     failure = scan(data, head, _decoders, None, first_at=first_at if start > 0 else None)
     if failure is None and head.offset < end:
-        failure = Failure(head.next_seq, head.offset, "unterminated last line", False)
+        failure = Failure(head.next_seq, head.offset, "unterminated last line", False, True)
     return Segment(start, first_line, head, first_at, failure)
 
 

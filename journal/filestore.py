@@ -23,6 +23,7 @@ from quotaledger.journal.checkpoint import (
 from quotaledger.journal.errors import (
     JournalCorrupt,
     JournalPoisoned,
+    JournalReplaced,
     LockTimeout,
     NotRegularFile,
     StorageFailure,
@@ -52,11 +53,12 @@ def _refuse_special(path: str, exc: OSError) -> NotRegularFile | JournalCorrupt:
     )
 
 
-def _check_regular(path: str, fd: int) -> None:
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
+def _check_regular(path: str, fd: int) -> os.stat_result:
+    found = os.fstat(fd)
+    if not stat.S_ISREG(found.st_mode):
         os.close(fd)
         raise NotRegularFile(f"{path} is not a regular file", path=path)
+    return found
 
 
 def open_for_read(path: str) -> int:
@@ -91,6 +93,9 @@ class FileStore:
         self.closed = False
         self.read_fd = -1
         self.write_fd = -1
+        self._identity = (-1, -1)
+        """The (st_dev, st_ino) of the file write_fd holds: the path must still name it."""
+        self._reopened = False
         if create:
             # A missing file is created by the first lock() (a transaction, a repair or
             # an import), so a command refused before writing leaves nothing behind.
@@ -123,7 +128,8 @@ class FileStore:
                 raise StorageFailure(f"cannot create {self.path}: {exc.strerror}") from exc
         except OSError as exc:
             raise _refuse_special(self.path, exc) from exc
-        _check_regular(self.path, fd)
+        found = _check_regular(self.path, fd)
+        self._identity = (found.st_dev, found.st_ino)
         return fd
 
     # -- locking -----------------------------------------------------------------
@@ -134,6 +140,7 @@ class FileStore:
             try:
                 fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._locked = True
+                self._check_still_named(timeout_s)
                 return
             except BlockingIOError:
                 pass
@@ -151,6 +158,7 @@ class FileStore:
             try:
                 fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 self._locked = True
+                self._check_still_named(timeout_s)
                 return
             except BlockingIOError:
                 pass
@@ -177,6 +185,40 @@ class FileStore:
             "hangs",
             lock_timeout_s=timeout_s,
             holder_pid=pid,
+        )
+
+    def _check_still_named(self, timeout_s: float) -> None:
+        """Under the lock: the path must still name the file this handle holds (SPEC
+        §2.3). A long-lived handle whose file was renamed away, unlinked or replaced
+        would otherwise append to a file nobody reads, beside a new journal at the path.
+        One stat per transaction."""
+        try:
+            named = os.stat(self.path, follow_symlinks=False)
+            if (named.st_dev, named.st_ino) == self._identity:
+                return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            self.unlock()
+            raise StorageFailure(f"cannot stat {self.path}: {exc.strerror}") from exc
+        if os.fstat(self.write_fd).st_size == 0:
+            # An empty file holds nothing acknowledged: another handle's refused first
+            # command removed it (see close), or it was replaced before any write.
+            # Open the path again, creating it if need be, and lock that instead.
+            self.unlock()
+            for fd in (self.read_fd, self.write_fd):
+                if fd >= 0:
+                    os.close(fd)
+            self.read_fd = self.write_fd = -1
+            self.created = False
+            self._reopened = True
+            self.lock(timeout_s)
+            return
+        self.unlock()
+        raise JournalReplaced(
+            f"{self.path} no longer names the journal file this handle holds (it was renamed "
+            "away, unlinked or replaced); nothing was appended: reopen the journal",
+            path=self.path,
         )
 
     def unlock(self) -> None:
@@ -353,17 +395,27 @@ class FileStore:
         """Checkpoints only ever cover durable records: what this handle folded may
         include lines another writer wrote but died before syncing, so sync the journal
         first (cheap when nothing is dirty; allowed on a read-only descriptor too)."""
+        self.make_durable()
+        write_checkpoint(checkpoint_path(self.path), checkpoint)
+
+    def make_durable(self) -> None:
+        """fdatasync the journal, through whichever descriptor this handle has (a
+        read-only one will do): what was read from it is then on disk. Like a failed
+        append's fdatasync, a failure poisons the handle and is never retried."""
         if self.poisoned:
-            raise JournalPoisoned(f"an earlier write or fdatasync of {self.path} failed")
+            self._check_usable()
+        fd = self.write_fd if self.write_fd >= 0 else self.read_fd
+        if fd < 0:
+            return  # no file yet: nothing was read
         try:
-            os.fdatasync(self.write_fd if self.write_fd >= 0 else self.read_fd)
+            os.fdatasync(fd)
         except OSError as exc:
             self.poisoned = True
             raise JournalPoisoned(
-                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned",
+                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
+                "and the next open runs recovery",
                 code="fsync_failed",
             ) from exc
-        write_checkpoint(checkpoint_path(self.path), checkpoint)
 
     def _check_usable(self) -> None:
         if self.poisoned:
@@ -374,19 +426,9 @@ class FileStore:
             raise StorageFailure(f"{self.path} was opened read-only", code="read_only")
 
     def ensure_linked(self, timeout_s: float) -> bool:
-        """For an empty journal, under the lock: if the file this handle holds was
-        removed (another handle's refused first command, see close), open the path
-        again, creating it if need be, and lock that. True if it reopened."""
-        reopened = False
-        while self.write_fd >= 0 and os.fstat(self.write_fd).st_nlink == 0:
-            self.unlock()
-            for fd in (self.read_fd, self.write_fd):
-                if fd >= 0:
-                    os.close(fd)
-            self.read_fd = self.write_fd = -1
-            self.created = False
-            self.lock(timeout_s)  # reopens the path
-            reopened = True
+        """Whether the last lock() found the empty file it held removed or replaced and
+        locked the file the path names now instead (see _check_still_named)."""
+        reopened, self._reopened = self._reopened, False
         return reopened
 
     def _remove_if_never_written(self) -> None:

@@ -22,7 +22,15 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, classify_tail, scan
+from quotaledger.journal.chain import (
+    Failure,
+    Head,
+    PayloadDecoder,
+    TailKind,
+    Visitor,
+    classify_tail,
+    scan,
+)
 from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
 from quotaledger.journal.clock import (
     check_not_in_future,
@@ -37,6 +45,8 @@ from quotaledger.journal.errors import (
     InvalidInput,
     JournalCorrupt,
     JournalPoisoned,
+    NotAJournal,
+    StorageFailure,
     TimeRegression,
 )
 from quotaledger.journal.fanout import verify_file
@@ -44,6 +54,7 @@ from quotaledger.journal.limits import (
     BATCH_BYTES_MAX,
     BATCH_EVENTS_MAX,
     CHECKPOINT_EVERY_EVENTS,
+    FORMAT,
     FORMAT_VERSION,
     GENESIS_PREV,
     LINE_BYTES_MAX,
@@ -118,8 +129,8 @@ class Journal(Generic[S]):
         self.projector = projector
         self.lock_timeout_s = lock_timeout_s
         self.checkpoint_every = checkpoint_every
-        self.head = Head()
-        self.state = projector.initial()
+        self._head = Head()
+        self._state = projector.initial()
         self.checkpoint_seq = -1
         self.recovered: list[str] = []
         """Paths of torn tails this handle moved aside."""
@@ -135,6 +146,25 @@ class Journal(Generic[S]):
         """Known kinds' decoders, so an append finds its decoder with one dict lookup."""
         self._in_transaction = False
         self._state_valid = False
+        self._snapshot_end = 0
+        """Where the last fold's read of the store ended: what failures are judged on."""
+        self._durable_offset = 0
+        """The bytes before this offset are known durable: this handle's own commit, or
+        its fdatasync before an answer, covered them."""
+
+    @property
+    def state(self) -> S:
+        """The projection state after the last record this handle folded."""
+        if self.store.poisoned:
+            self._check_poisoned()
+        return self._state
+
+    @property
+    def head(self) -> Head:
+        """Where the verified prefix this handle folded ends."""
+        if self.store.poisoned:
+            self._check_poisoned()
+        return self._head
 
     @classmethod
     def open(
@@ -172,6 +202,7 @@ class Journal(Generic[S]):
                 journal._refresh(
                     recover=False, use_checkpoint=use_checkpoint, tolerate_corrupt=allow_corrupt
                 )
+                journal._durable(journal._head.offset)
         except BaseException:
             store.close()
             raise
@@ -189,7 +220,7 @@ class Journal(Generic[S]):
         the verified prefix and `self.corruption` says where it ends. Transactions
         never tolerate it.
         """
-        head, store = self.head, self.store
+        head, store = self._head, self.store
         tail: Tail = (
             store.tail_after(head.offset, head.next_seq - 1, head.prev_hash)
             if self._state_valid
@@ -199,12 +230,13 @@ class Journal(Generic[S]):
             return  # what every transaction of a lone writer finds: one read, nothing to do
         if tail == "changed":
             # First use, or someone cut records we had folded (a repair): start over.
-            self.head = head = Head()
-            self.state = self.projector.initial()
+            self._head = head = Head()
+            self._state = self.projector.initial()
             self.checkpoint_seq = -1
+            self._durable_offset = 0
             if use_checkpoint:
                 self._load_checkpoint()
-                head = self.head
+                head = self._head
             self._state_valid = True
             if store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) == "same":
                 return
@@ -212,10 +244,21 @@ class Journal(Generic[S]):
         # midway, head and state disagree, so the state counts as valid only once the
         # fold (and the handling of its failure) has finished.
         self._state_valid = False
-        failure = self._fold_into(self.head, self.state, self._apply_visitor(self.state))
+        failure = self._fold_into(self._head, self._state, self._apply_visitor(self._state))
         if failure is not None:
             self._handle_failure(failure, recover=recover, tolerate_corrupt=tolerate_corrupt)
         self._state_valid = True
+
+    def _durable(self, end: int) -> None:
+        """Make the bytes this handle folded, up to `end`, durable before it answers from
+        them (SPEC §2.3): another process may have written them and died before its
+        fdatasync, and an answer must not be false after a power loss. A commit's own
+        fdatasync covers what it appended, so this costs a syscall only when an answer
+        stands on bytes another handle wrote, and little then: nothing is dirty unless
+        that writer died before its fdatasync."""
+        if end > self._durable_offset:
+            self.store.make_durable()
+            self._durable_offset = end
 
     def _apply_visitor(self, state: S) -> Visitor:
         apply = self.projector.apply
@@ -237,7 +280,9 @@ class Journal(Generic[S]):
         """Verify and visit the records after `head`; returns the first failure."""
         carry = b""
         decoder = self.decoder
+        self._snapshot_end = head.offset
         for chunk in self.store.chunks(head.offset, head.next_seq):
+            self._snapshot_end += len(chunk)
             buf = carry + chunk if carry else chunk
             start = head.offset
             failure = scan(buf, head, decoder, visit, stop_after_seq=stop_after_seq)
@@ -249,19 +294,36 @@ class Journal(Generic[S]):
                 return None
             carry = buf[head.offset - start :]
         if carry:
-            return Failure(head.next_seq, head.offset, "unterminated last line", False)
+            return Failure(head.next_seq, head.offset, "unterminated last line", False, True)
         return None
 
+    def _classify(self, failure: Failure) -> TailKind:
+        """Torn tail, corruption or not a journal, judged on this handle's snapshot only:
+        the bytes up to where its last read ended (`_snapshot_end`). A reader must not
+        look again: a line it saw partial may be complete now, and a line completed
+        after the snapshot is no evidence against the bytes before it (SPEC §2.3)."""
+        if not self.store.torn_tails:
+            return "corrupt"
+        rest = self.store.rest_from(failure.offset, failure.seq)
+        rest = rest[: max(0, self._snapshot_end - failure.offset)]
+        kind = classify_tail(rest, failure)
+        if kind == "not_a_journal":
+            raise NotAJournal(
+                f"{self.store.target} is not a quotaledger journal (its first line is not a "
+                f"genesis record of format {FORMAT}); it was left as it is",
+                path=self.store.target,
+            )
+        return kind
+
     def _handle_failure(self, failure: Failure, *, recover: bool, tolerate_corrupt: bool) -> None:
-        rest = self.store.rest_from(failure.offset, failure.seq) if self.store.torn_tails else b""
-        if self.store.torn_tails and classify_tail(rest, failure) == "torn":
+        if self._classify(failure) == "torn":
             self.torn_tail = failure
             if recover:
                 path = self.store.cut_tail(failure.offset, failure.seq, "torn")
                 self.recovered.append(path)
                 warn(
-                    f"recovered a torn tail of {len(rest)} bytes after seq {failure.seq - 1}; "
-                    f"the bytes are kept in {path}"
+                    f"recovered a torn tail of {self._snapshot_end - failure.offset} bytes after "
+                    f"seq {failure.seq - 1}; the bytes are kept in {path}"
                 )
                 self.torn_tail = None
             return
@@ -291,12 +353,12 @@ class Journal(Generic[S]):
             warn(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
             return
         try:
-            self.state = self.projector.load(bytes(checkpoint.state))
+            self._state = self.projector.load(bytes(checkpoint.state))
         except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
             warn(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
-            self.state = self.projector.initial()
+            self._state = self.projector.initial()
             return
-        self.head = Head(
+        self._head = Head(
             next_seq=checkpoint.seq + 1,
             prev_hash=checkpoint.hash,
             offset=checkpoint.offset,
@@ -320,16 +382,16 @@ class Journal(Generic[S]):
     def write_checkpoint(self) -> Checkpoint:
         """Store the current state as a checkpoint (covers only durable records)."""
         self._check_poisoned()
-        if self.head.journal_id is None:
+        if self._head.journal_id is None:
             raise InvalidInput("the journal is empty; nothing to checkpoint", code="empty_journal")
         checkpoint = Checkpoint(
-            seq=self.head.seq,
-            hash=self.head.prev_hash,
-            offset=self.head.offset,
-            journal_id=self.head.journal_id,
+            seq=self._head.seq,
+            hash=self._head.prev_hash,
+            offset=self._head.offset,
+            journal_id=self._head.journal_id,
             projection_version=self.projector.version,
-            state=_raw(self.projector.dump(self.state)),
-            head=JournalHeadState.of(self.head.goal_last_at),
+            state=_raw(self.projector.dump(self._state)),
+            head=JournalHeadState.of(self._head.goal_last_at),
         )
         self.store.save_checkpoint(checkpoint)
         self.checkpoint_seq = checkpoint.seq
@@ -350,7 +412,7 @@ class Journal(Generic[S]):
         self._in_transaction = True
         try:
             self._refresh(recover=True)
-            if self.head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
+            if self._head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
                 self._state_valid = False  # another file now: fold it from the start
                 self._refresh(recover=True)
         except BaseException:
@@ -376,7 +438,7 @@ class Journal(Generic[S]):
         appends). A failed write or sync leaves the state to be rebuilt from the log.
         """
         self._state_valid = False
-        head, apply, state = self.head, self.projector.apply, self.state
+        head, apply, state = self._head, self.projector.apply, self._state
         offset = end = head.offset
         goal_last_at = head.goal_last_at
         for record, payload, line in pending:
@@ -390,6 +452,7 @@ class Journal(Generic[S]):
         head.prev_hash = last.hash
         head.offset = end
         self.store.append(pending, offset)
+        self._durable_offset = end
         if pending[0].record.seq == 0:
             # A new journal: its directory entry must be durable before anything is
             # acknowledged (SPEC §2.3: genesis, fsync the file, fsync the directory).
@@ -401,7 +464,7 @@ class Journal(Generic[S]):
         self.store.unlock()
 
     def _maybe_checkpoint(self) -> None:
-        if self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every:
+        if self._head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every:
             try:
                 self.write_checkpoint()
             except Exception as exc:  # the commit is durable: a checkpoint is only a cache
@@ -433,9 +496,11 @@ class Journal(Generic[S]):
             previous = _previous_repair(rest, truncate_after_seq)
             if previous is not None:  # the same repair already ran: report its file
                 kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
+                self._durable(head.offset + len(rest))
                 return RepairResult(truncate_after_seq, kept, 0, False)
             unlogged = None if rest else self._unlogged_cut(head)
             if not rest and unlogged is None:
+                self._durable(head.offset)
                 return RepairResult(truncate_after_seq, None, 0, False)
             if rest and _verifies(rest, head.copy(), self.decoder):
                 # Repair is the way out of corruption (SPEC §2.4), not a way to discard
@@ -492,9 +557,9 @@ class Journal(Generic[S]):
         self.store.lock(self.lock_timeout_s)
         try:
             self._refresh(recover=True)
-            if self.head.next_seq != 0:
+            if self._head.next_seq != 0:
                 raise InvalidInput(
-                    f"{self.store.target} already holds {self.head.next_seq} records; "
+                    f"{self.store.target} already holds {self._head.next_seq} records; "
                     "import needs an empty journal",
                     code="journal_not_empty",
                 )
@@ -563,6 +628,7 @@ class Journal(Generic[S]):
         failure = self._fold_into(head, state, visit, stop_after_seq=seq)
         if failure is not None and seq is not None and failure.seq <= seq:
             self._raise_if_corrupt(failure)
+        self._durable(head.offset)
         return state, head
 
     def records(
@@ -582,12 +648,15 @@ class Journal(Generic[S]):
                 batch.append((record, payload, line))
 
         carry = b""
+        self._snapshot_end = 0
         for chunk in self.store.chunks(0, 0):
+            self._snapshot_end += len(chunk)
             buf = carry + chunk if carry else chunk
             start = head.offset
             failure = scan(buf, head, self.decoder, collect)
             if progress is not None:
                 progress(head.offset - start)
+            self._durable(head.offset)
             yield from batch
             batch.clear()
             if failure is not None:
@@ -595,7 +664,8 @@ class Journal(Generic[S]):
                 return
             carry = buf[head.offset - start :]
         if carry:
-            self.torn_tail = Failure(head.next_seq, head.offset, "unterminated last line", False)
+            failure = Failure(head.next_seq, head.offset, "unterminated last line", False, True)
+            self._raise_if_corrupt(failure)  # only a file that is not a journal raises
 
     def records_after(self, head: Head) -> Iterator[tuple[Record, Any, bytes]]:
         """The verified records after `head`, advancing it past each, by the readers'
@@ -650,15 +720,18 @@ class Journal(Generic[S]):
         fd = self.store.local_fd()
         found = None
         if parallel and visit is None and fd is not None:
-            found = verify_file(fd, self.store.size_hint(0, 0) or 0, self.decoder, progress)
+            size = self.store.size_hint(0, 0) or 0
+            found = verify_file(fd, size, self.decoder, progress)
         if found is not None:
             head, failure = found
+            self._snapshot_end = size
         else:
             head = Head()
             failure = self._fold_into(head, self.projector.initial(), visit, progress=progress)
         if failure is not None:
             self._raise_if_corrupt(failure, verified=head)
         self.store.verify_columns()  # SQL readers query those: they must say what lines say
+        self._durable(head.offset)
         return head
 
     def check_checkpoint(self, verified: Head) -> dict[str, Any] | None:
@@ -719,8 +792,7 @@ class Journal(Generic[S]):
             )
 
     def _raise_if_corrupt(self, failure: Failure, verified: Head | None = None) -> None:
-        rest = self.store.rest_from(failure.offset, failure.seq) if self.store.torn_tails else b""
-        if self.store.torn_tails and classify_tail(rest, failure) == "torn":
+        if self._classify(failure) == "torn":
             self.torn_tail = failure
             return
         raise self.corrupt_error(failure, verified)
@@ -729,8 +801,10 @@ class Journal(Generic[S]):
         """Fold what other processes appended since this handle last looked, without
         the lock and without recovery (a torn tail is left alone, as readers do).
         For long-lived handles that answer reads, e.g. an in-process `turn resume`."""
+        self._check_poisoned()
         self._refresh(recover=False, tolerate_corrupt=self._allow_corrupt)
-        return self.state
+        self._durable(self._head.offset)
+        return self._state
 
     def close(self) -> None:
         self.store.close()
@@ -771,11 +845,17 @@ class Transaction(Generic[S]):
         journal = self._journal
         pending = self._pending
         try:
-            if pending:
-                if exc_type is None:
-                    journal._commit(pending)
-                else:
-                    self._pending = []
+            if pending and exc_type is None:
+                journal._commit(pending)
+            else:
+                self._pending = []
+                # Nothing appended: the answer (an idempotent replay, a refusal, an
+                # input error judged against the state) stands on bytes folded from
+                # others, which must be durable before it is given.
+                if exc_type is None or (
+                    issubclass(exc_type, Error) and not issubclass(exc_type, StorageFailure)
+                ):
+                    journal._durable(journal._head.offset)
         finally:
             journal._end()
         if exc_type is None and pending:
@@ -793,9 +873,9 @@ class Transaction(Generic[S]):
         staged = self._goal_last_at.get(goal)
         if staged is not None:
             return staged
-        if goal is None and self._journal.head.next_seq == 0:
+        if goal is None and self._journal._head.next_seq == 0:
             return format_us(self.wall_us)  # the genesis record this transaction will stage
-        return self._journal.head.goal_last_at.get(goal)
+        return self._journal._head.goal_last_at.get(goal)
 
     def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
         """The event time for `goal`: implicit never goes back; explicit must not."""
@@ -828,13 +908,13 @@ class Transaction(Generic[S]):
         if staged:
             previous = staged[-1].record
             seq, prev = previous.seq + 1, previous.hash
-        elif journal.head.next_seq == 0:
+        elif journal._head.next_seq == 0:
             # A new journal: staged together with the first event (see Journal._genesis),
             # and only once that event is accepted.
             genesis = Journal._genesis(format_us(self.wall_us))
             seq, prev = 1, genesis.record.hash
         else:
-            seq, prev = journal.head.next_seq, journal.head.prev_hash
+            seq, prev = journal._head.next_seq, journal._head.prev_hash
         data = payload if isinstance(payload, bytes) else encode_payload(payload)
         # Check the payload against its schema right before it is written: a payload
         # that did not decode would make the journal corrupt for every later reader.

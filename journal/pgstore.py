@@ -625,6 +625,10 @@ class PgStore:
             columns=columns,
         )
 
+    def make_durable(self) -> None:
+        """Nothing to do: a reader sees only committed rows, and a commit is durable
+        (synchronous_commit) before it becomes visible."""
+
     # -- checkpoints ---------------------------------------------------------------
 
     def load_checkpoint(self) -> Checkpoint | None:

@@ -71,6 +71,7 @@ _SHA256 = sha256()
 tables on every call, which costs about 2 µs more right after a durable append's
 fdatasync, when those tables are no longer in cache."""
 decode_record = msgspec.json.Decoder(Record).decode
+_decode_any = msgspec.json.Decoder().decode
 
 
 def encode_payload(payload: Any) -> bytes:
@@ -92,6 +93,25 @@ def encode_line(
 def genesis_line(journal_id: str, at: str) -> tuple[bytes, str]:
     data = _encode(JournalCreated(journal_id=journal_id, format=FORMAT))
     return encode_line(0, at, GENESIS_KIND, None, data, GENESIS_PREV)
+
+
+def hash_matches(line: bytes) -> bool:
+    """Whether `line` (newline excluded) is self-verifying in the SPEC §2.4 sense: it
+    ends with a hash member whose value is the SHA-256 of the rest and it parses as a
+    JSON object, whatever its `v` or its other members. Such a line was written whole,
+    on purpose (a torn write does not hash), so if it is not a valid record of this
+    format it is corruption, never a torn tail: an older binary must not cut a newer
+    journal."""
+    if len(line) < SUFFIX_BYTES or line[-2:] != b'"}' or line[-SUFFIX_BYTES:-66] != HASH_MEMBER:
+        return False
+    digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
+    digest.update(b"}")
+    if line[-66:-2] != digest.hexdigest().encode():
+        return False
+    try:
+        return isinstance(_decode_any(line), dict)
+    except msgspec.DecodeError:
+        return False
 
 
 def self_verify(line: bytes) -> Record | None:

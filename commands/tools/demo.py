@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
-from quotaledger.journal import NotRegularFile
+from quotaledger.journal import NotAJournal, NotRegularFile
+from quotaledger.journal.chain import not_a_journal
+from quotaledger.journal.limits import LINE_BYTES_MAX
 from quotaledger.tools import demo_capacity, demo_host, demo_settlement
 
 Say = Callable[[str], None]
@@ -30,6 +32,12 @@ def fresh_path(path: str) -> str | None:
     if not stat.S_ISREG(os.lstat(path).st_mode):  # a directory, FIFO, symlink: not a demo's
         raise NotRegularFile(
             f"{path} is not a regular file; the demo moves only its own", path=path
+        )
+    with open(path, "rb") as previous:
+        start = previous.read(LINE_BYTES_MAX + 1)
+    if not_a_journal(start):  # a README given by mistake is not moved, let alone replaced
+        raise NotAJournal(
+            f"{path} is not a quotaledger journal; give the demo another --journal", path=path
         )
     aside = f"{path}.previous"
     os.replace(path, aside)

@@ -87,6 +87,8 @@ class Result:
     verified_bytes: int = 0
     torn: Problem | None = None
     corrupt: Problem | None = None
+    not_a_journal: bool = False
+    """The file's first line is not a genesis record of quotaledger/1 (SPEC §2.4)."""
 
     @property
     def head_hash(self) -> str:
@@ -138,6 +140,51 @@ def parse_self_verifying(line: bytes) -> tuple[dict[str, Any] | None, str]:
     return record, ""
 
 
+def hashes(line: bytes) -> bool:
+    """SPEC §2.4's "self-verifying": the line ends with a hash member matching the
+    SHA-256 of the rest and parses as a JSON object, whatever its `v` or members."""
+    match = HASH_SUFFIX.search(line)
+    if match is None:
+        return False
+    if hashlib.sha256(line[: match.start()] + b"}").hexdigest() != match.group(1).decode():
+        return False
+    try:
+        return isinstance(json.loads(line.decode("utf-8")), dict)
+    except (UnicodeDecodeError, ValueError):
+        return False
+
+
+GENESIS_SHAPE = re.compile(
+    rb'\{"v":1,"seq":0,"at":"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z",'
+    rb'"kind":"journal\.created","goal":null,"data":\{"journal_id":"[0-9a-f]{32}",'
+    rb'"format":"quotaledger/1"\},"prev":"0{64}","hash":"[0-9a-f]{64}"\}\n'
+)
+
+
+def _is_genesis_prefix(data: bytes) -> bool:
+    """Whether `data` could be the first bytes of a genesis line (checked by padding
+    it with the bytes of a real genesis line's shape and matching the whole)."""
+    sample = (
+        b'{"v":1,"seq":0,"at":"2000-01-01T00:00:00.000000Z","kind":"journal.created",'
+        b'"goal":null,"data":{"journal_id":"' + b"0" * 32 + b'","format":"quotaledger/1"},'
+        b'"prev":"' + b"0" * 64 + b'","hash":"' + b"0" * 64 + b'"}\n'
+    )
+    return 0 < len(data) < len(sample) and GENESIS_SHAPE.fullmatch(data + sample[len(data) :])
+
+
+def _not_a_journal(data: bytes) -> bool:
+    if not data.strip(b"\x00") or _is_genesis_prefix(data):
+        return False  # empty, or what a crash while it was created leaves
+    try:
+        first = json.loads(data.split(b"\n", 1)[0].decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return True
+    if not isinstance(first, dict) or first.get("kind") != "journal.created":
+        return True
+    payload = first.get("data")
+    return not (isinstance(payload, dict) and payload.get("format") == "quotaledger/1")
+
+
 def _chain(
     record: dict[str, Any],
     seq: int,
@@ -175,6 +222,9 @@ def verify(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
     result = Result()
     last_at: dict[Any, str] = {}
     offset = 0
+    if _not_a_journal(data):
+        result.not_a_journal = True
+        return result
     while offset < len(data):
         seq = len(result.records)
         prev = result.head_hash
@@ -185,9 +235,12 @@ def verify(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
         line = data[offset:newline]
         record, why = parse_self_verifying(line)
         if record is None:
+            if hashes(line):  # whole and hashed, yet not a record: never torn
+                result.corrupt = Problem(seq, offset, why, True)
+                return result
             problem = Problem(seq, offset, why, False)
             later = data[newline + 1 :].split(b"\n")[:-1]  # complete lines only
-            if any(parse_self_verifying(other)[0] is not None for other in later):
+            if any(hashes(other) for other in later):
                 result.corrupt = problem
             else:
                 result.torn = problem
