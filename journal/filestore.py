@@ -450,7 +450,9 @@ class FileStore:
             self.unlock()
 
     def close(self) -> None:
-        if self.created and self.write_fd >= 0 and not self.poisoned and not self.closed:
+        # Also when poisoned: a first command whose write failed (ENOSPC) was rolled
+        # back to an empty file, which must not stay behind either.
+        if self.created and self.write_fd >= 0 and not self.closed:
             self._remove_if_never_written()
         self.closed = True
         self.unlock()

@@ -54,8 +54,16 @@ def _genesis(data: dict[str, Any]) -> str | None:
     return problem
 
 
+def _batch(data: dict[str, Any]) -> str | None:
+    problem = _exact_keys({"records": int})(data)
+    if problem is None and not 1 <= data["records"] <= 100_000:
+        problem = f"records {data['records']} outside 1..100000"
+    return problem
+
+
 ENGINE_SCHEMAS: dict[str, Schema] = {
     "journal.created": _genesis,
+    "journal.batch": _batch,
     "journal.repaired": _exact_keys(
         {
             "truncated_after_seq": int,
@@ -217,7 +225,12 @@ def _chain(
 
 
 def verify(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
-    """Verify `data` record by record; classify what follows the verified prefix."""
+    """Verify `data` record by record; classify what follows the verified prefix.
+
+    A `journal.batch` record announces that the next `records` records are one
+    transaction (SPEC §2.4 item 5): they count only all together. If the data ends
+    before the last of them, or one of them is torn, the torn tail begins at the
+    announcement; if one of them is corrupt, the verified prefix ends before it."""
     schemas = ENGINE_SCHEMAS if schemas is None else schemas
     result = Result()
     last_at: dict[Any, str] = {}
@@ -225,35 +238,55 @@ def verify(data: bytes, schemas: dict[str, Schema] | None = None) -> Result:
     if _not_a_journal(data):
         result.not_a_journal = True
         return result
+    batch: tuple[int, int, int] | None = None  # (announcement seq, its offset, last seq)
+    kept = (0, 0, dict(last_at))  # records, bytes, times: the prefix before an open batch
+
+    def fail(problem: Problem, torn: bool) -> Result:
+        if batch is not None:  # a transaction counts whole or not at all
+            count, verified, _ = kept
+            del result.records[count:], result.lines[count:]
+            result.verified_bytes = verified
+            if torn:
+                problem = Problem(batch[0], batch[1], problem.reason, False)
+        if torn:
+            result.torn = problem
+        else:
+            result.corrupt = problem
+        return result
+
     while offset < len(data):
         seq = len(result.records)
         prev = result.head_hash
         newline = data.find(b"\n", offset)
         if newline < 0:
-            result.torn = Problem(seq, offset, "unterminated last line", False)
-            return result
+            return fail(Problem(seq, offset, "unterminated last line", False), True)
         line = data[offset:newline]
         record, why = parse_self_verifying(line)
         if record is None:
             if hashes(line):  # whole and hashed, yet not a record: never torn
-                result.corrupt = Problem(seq, offset, why, True)
-                return result
+                return fail(Problem(seq, offset, why, True), False)
             problem = Problem(seq, offset, why, False)
             later = data[newline + 1 :].split(b"\n")[:-1]  # complete lines only
-            if any(hashes(other) for other in later):
-                result.corrupt = problem
-            else:
-                result.torn = problem
-            return result
+            return fail(problem, not any(hashes(other) for other in later))
         reason = _chain(record, seq, prev, last_at, schemas)
+        if reason is None and record["kind"] == "journal.batch":
+            if batch is not None:
+                reason = "a journal.batch record inside a transaction"
+            else:
+                kept = (len(result.records), result.verified_bytes, dict(last_at))
+                batch = (seq, offset, seq + record["data"]["records"])
         if reason is not None:
-            result.corrupt = Problem(seq, offset, reason, True)
-            return result
+            return fail(Problem(seq, offset, reason, True), False)
         last_at[record["goal"]] = record["at"]
         result.records.append(record)
         result.lines.append(line)
         offset = newline + 1
-        result.verified_bytes = offset
+        if batch is not None and seq == batch[2]:
+            batch = None  # the transaction is whole
+        if batch is None:
+            result.verified_bytes = offset
+    if batch is not None:
+        return fail(Problem(batch[0], batch[1], "incomplete transaction", False), True)
     return result
 
 
@@ -289,6 +322,12 @@ class Writer:
         self.lines.append(line)
         self.prev = digest
         return line
+
+    def batch(self, events: list[tuple[str, str | None, dict[str, Any], str]], at: str) -> None:
+        """One transaction of several events: a journal.batch record announcing them."""
+        self.append("journal.batch", None, {"records": len(events)}, at)
+        for kind, goal, data, event_at in events:
+            self.append(kind, goal, data, event_at)
 
     def bytes(self) -> bytes:
         return b"".join(self.lines)

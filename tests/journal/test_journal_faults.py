@@ -27,6 +27,9 @@ def _append(journal: Journal[Any], n: int) -> None:
 def _every_call_raises_poisoned(journal: Journal[Any]) -> None:
     calls: list[Callable[[], object]] = [
         lambda: _append(journal, 99),
+        lambda: journal.state,  # reads too (SPEC §2.3): a poisoned handle answers nothing
+        lambda: journal.head,
+        journal.refresh,
         journal.write_checkpoint,
         lambda: journal.repair(0),
         lambda: list(journal.records()),
@@ -54,7 +57,7 @@ def test_failed_fdatasync_poisons_the_handle(tmp_path: Path, monkeypatch: Any) -
     assert failed.value.exit_code == 4
     assert len(calls) == 1, "a failed fdatasync is never retried"
     assert journal.store.poisoned
-    assert journal.state == state_before  # nothing folded: nothing acknowledged
+    assert journal._state == state_before  # nothing folded: nothing acknowledged
     monkeypatch.undo()  # the disk "recovers": the handle must stay poisoned anyway
     _every_call_raises_poisoned(journal)
     journal.close()
@@ -109,7 +112,7 @@ def test_failed_writes_roll_back(fault: str, tmp_path: Path, monkeypatch: Any) -
 
 @pytest.mark.parametrize("fault", ["fdatasync-eio", "enospc", "short-write"])
 def test_cli_maps_storage_faults_to_exit_4(fault: str, tmp_path: Path, monkeypatch: Any) -> None:
-    """`import` into a new journal: one write and one fdatasync, through the CLI."""
+    """A new journal's first command: one write and one fdatasync, through the CLI."""
     target = tmp_path / "copy.jsonl"
     source = FIXTURES / "healthy.jsonl"
     real_write = os.write
@@ -126,7 +129,8 @@ def test_cli_maps_storage_faults_to_exit_4(fault: str, tmp_path: Path, monkeypat
         monkeypatch.setattr(os, "fdatasync", failing_fdatasync)
     else:
         monkeypatch.setattr(os, "write", faulty_write)
-    result = run_cli("import", source, "--journal", target, "--json")
+    configure = ["configure", "--goal", "g", "--max-active-cases", "1"]
+    result = run_cli(*configure, "--journal", target, "--json")
     monkeypatch.undo()
     assert result.code == 4, result.stdout + result.stderr
     error = result.json["error"]
@@ -139,12 +143,11 @@ def test_cli_maps_storage_faults_to_exit_4(fault: str, tmp_path: Path, monkeypat
         }[fault]
     )
     assert "Traceback" not in result.stderr
-    data = target.read_bytes()
     if fault == "fdatasync-eio":
         # Written but never acknowledged; the next open recovers (and finds it whole).
-        assert data in (b"", source.read_bytes())
+        assert run_cli("verify", "--journal", target, "--json").code == 0
     else:
-        assert data == b"", "rolled back: nothing acknowledged, nothing left"
-    assert run_cli("verify", "--journal", target, "--json").code == 0
+        # Rolled back: nothing acknowledged, and no empty journal left behind.
+        assert not target.exists()
     human = run_cli("import", source, "--journal", tmp_path / "other.jsonl")
     assert human.code == 0 and "Traceback" not in human.stderr
