@@ -34,6 +34,7 @@ from typing import Any
 
 import pytest
 from conftest import REPO, line_count, run_cli, run_process
+from held_probe import ROUNDS_FORCED, needs_strace, run_held
 from probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
 
 from quotaledger.services import probe_runner
@@ -157,22 +158,24 @@ def _probe_argv(journal: str, *args: str) -> list[str]:
             "--interval-ms", "10", *args, "--", *SHORT]  # fmt: skip
 
 
+@needs_strace
 def test_efbig_on_the_sidecar_under_ulimit_keeps_exit_stdout_and_observation(tmp_path):
-    """`ulimit -f 1` in a real shell: the sidecar (> 1 KiB) fails, the probe does not."""
+    """`ulimit -f 1` in a real shell: the sidecar (> 1 KiB) fails, the probe does not.
+    Both runs are held until the probe sampled ROUNDS_FORCED rounds: the sidecar's size
+    is forced, never hoped for."""
     baseline = tmp_path / "baseline.jsonl"
     limited_journal = tmp_path / "limited.jsonl"
     side = tmp_path / "samples.json"
-    argv = [sys.executable, *_probe_argv(str(limited_journal), "--sidecar", str(side))]
-    shell = f"ulimit -f 1; exec {' '.join(shlex.quote(a) for a in argv)}"
-    limited = subprocess.run(["bash", "-c", shell], capture_output=True, text=True,
-                             timeout=60, cwd=REPO)  # fmt: skip
-    plain = subprocess.run(["bash", "-c", "ulimit -f 1; exec " + " ".join(
-        shlex.quote(a) for a in [sys.executable, *_probe_argv(str(baseline))])],
-        capture_output=True, text=True, timeout=60, cwd=REPO)  # fmt: skip
+    common = ["--json", "--goal", "g", "--interval-ms", "10"]
+    limited = run_held(
+        ["--journal", str(limited_journal), *common, "--sidecar", str(side)], tmp_path
+    )
+    plain = run_held(["--journal", str(baseline), *common], tmp_path)
     assert plain.returncode == 7 and limited.returncode == 7, limited.stderr
     with_sidecar, without = one_json_object(limited.stdout), one_json_object(plain.stdout)
     obs = with_sidecar["observation"]
     assert_observation_shape(obs)
+    assert obs["memory"]["samples"] >= ROUNDS_FORCED  # the premise held
     assert obs["exit_code"] == 7 and without["observation"]["exit_code"] == 7
     assert obs["sidecar"]["status"] == "unavailable" and "EFBIG" in obs["sidecar"]["error"]
     assert set(obs["sidecar"]) == {"status", "error"}  # no path, no digest

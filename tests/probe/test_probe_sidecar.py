@@ -12,13 +12,13 @@ import errno
 import hashlib
 import json
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from conftest import run_cli
+from held_probe import ROUNDS_FORCED, needs_strace, run_held
 
 from quotaledger.api import Ledger
 from quotaledger.services import probe_runner
@@ -34,31 +34,23 @@ def run_shell(script: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def probe_argv(journal: str, sidecar: Path) -> str:
-    args = [
-        sys.executable, "-m", "quotaledger", "probe", "run", "--journal", journal, "--json",
-        "--goal", "g", "--sidecar", str(sidecar), "--interval-ms", "10", "--", *SHORT_CMD,
-    ]  # fmt: skip
-    return " ".join(shlex.quote(a) for a in args)
-
-
+@needs_strace
 def test_real_file_size_limit_keeps_exit_code_stdout_and_observation(journal_path, tmp_path):
     """Under `ulimit -f 1` (1 KiB) the sidecar write fails with EFBIG; nothing else does.
 
     The journal is subject to the same limit, so this one starts fresh and stays
-    under 1 KiB (genesis + this event); the control run uses a separate journal."""
-    control = tmp_path / "control.json"
-    unlimited = run_shell(probe_argv(str(tmp_path / "control.jsonl"), control))
-    assert unlimited.returncode == 7, unlimited.stderr
-    assert control.stat().st_size > 1024  # the sidecar really is larger than the limit
+    under 1 KiB (genesis + this event). The premise, a sidecar over the limit, is
+    forced: CMD is held until the probe has sampled ROUNDS_FORCED rounds."""
     limited_path = tmp_path / "limited.json"
-    limited = run_shell(f"ulimit -f 1; exec {probe_argv(journal_path, limited_path)}")
-    assert limited.returncode == 7, limited.stderr
+    args = ["--journal", journal_path, "--json", "--goal", "g", "--sidecar", str(limited_path)]
+    limited = run_held([*args, "--interval-ms", "10"], tmp_path)
+    assert limited.returncode == 7, (limited.stdout, limited.stderr)
     lines = [line for line in limited.stdout.splitlines() if line.strip()]
     assert len(lines) == 1
     body = json.loads(lines[0])
     assert body["ok"] is True and body["appended"] is True
     obs = body["observation"]
+    assert obs["memory"]["samples"] >= ROUNDS_FORCED  # the premise held
     assert obs["exit_code"] == 7
     assert obs["sidecar"]["status"] == "unavailable"
     assert "EFBIG" in obs["sidecar"]["error"]
