@@ -21,6 +21,7 @@ from quotaledger.journal.clock import is_canonical_at
 from quotaledger.journal.errors import Error
 from quotaledger.journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
 from quotaledger.journal.record import (
+    BATCH_KIND,
     GENESIS_KIND,
     HASH_MEMBER,
     SUFFIX_BYTES,
@@ -75,8 +76,19 @@ class Failure(msgspec.Struct, frozen=True):
     reason: str
     self_verifying: bool
     incomplete: bool = False
-    """The snapshot ends inside this line (no newline yet): a write in progress, or a
-    torn tail once the writer is gone. Never corruption (SPEC §2.3, §2.4)."""
+    """The snapshot ends inside this line (no newline yet) or inside this transaction:
+    a write in progress, or a torn tail once the writer is gone. Never corruption
+    (SPEC §2.3, §2.4)."""
+    cut_seq: int = -1
+    cut_offset: int = -1
+    """For a failure inside a transaction: its journal.batch record, where a torn tail
+    would begin (a transaction is kept whole or not at all)."""
+
+    def torn_from(self) -> Failure:
+        """This failure placed where a torn tail beginning at it starts."""
+        if self.cut_offset < 0:
+            return self
+        return Failure(self.cut_seq, self.cut_offset, self.reason, self.self_verifying, True)
 
 
 def scan(
@@ -87,16 +99,25 @@ def scan(
     *,
     stop_after_seq: int | None = None,
     first_at: dict[str | None, FirstAt] | None = None,
+    transactions: bool = True,
+    batches: list[tuple[int, int]] | None = None,
+    _span: tuple[int, int] | None = None,
+    _in_batch: bool = False,
 ) -> Failure | None:
     """Verify the complete lines of `buf` (which starts at `head.offset`) in order.
 
-    `head` advances past every record that verifies; a trailing partial line is left
-    for the caller. Returns the first failure, or None. With `first_at`, a goal's
+    `head` advances past every record that verifies; a trailing partial line, or a
+    transaction whose records are not all in `buf`, is left for the caller. Returns
+    the first failure, or None. A transaction (a journal.batch record and the records
+    it announces) is verified whole before any of its records is visited or `head`
+    moves past it; with `transactions` false (a parallel verify's segments) its
+    records are checked one by one like any others. `batches` collects the
+    (announcement seq, last seq) of every transaction seen. With `first_at`, a goal's
     first record that chains is noted there when `head` knows no time for the goal
     (a parallel verify checks those against the segment before; see journal.fanout).
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
-    pos, end = 0, len(data)
+    pos, end = (0, len(data)) if _span is None else _span
     find, starts_at = data.find, data.startswith
     view = memoryview(data)  # hashed in place: no copy of each line's body
     goal_last_at = head.goal_last_at
@@ -189,6 +210,35 @@ def scan(
                     reason = f"payload of {kind} does not decode: {exc}"
             if reason is not None:
                 return Failure(next_seq, offset, reason, True)
+            if kind == BATCH_KIND:
+                if _in_batch:
+                    return Failure(
+                        next_seq, offset, "a journal.batch record inside a transaction", True
+                    )
+                if batches is not None:
+                    batches.append((next_seq, next_seq + payload.records))
+                if transactions:
+                    after = offset + nl + 1 - pos
+                    found = _scan_transaction(
+                        data,
+                        (nl + 1, end),
+                        record,
+                        payload,
+                        line,
+                        offset,
+                        after,
+                        head.journal_id,
+                        goal_last_at,
+                        decoders,
+                        visit,
+                        stop,
+                    )
+                    if found is None or isinstance(found, Failure):
+                        return found  # `head` stays before the announcement
+                    goal_last_at.update(found.goal_last_at)
+                    pos += found.offset - offset
+                    next_seq, prev_hash, offset = found.next_seq, found.prev_hash, found.offset
+                    continue
             if visit is not None:
                 try:
                     visit(record, payload, line)
@@ -206,6 +256,51 @@ def scan(
         return None
     finally:
         head.next_seq, head.prev_hash, head.offset = next_seq, prev_hash, offset
+
+
+def _scan_transaction(
+    data: bytes,
+    span: tuple[int, int],
+    marker: Record,
+    announced: Any,
+    marker_line: bytes,
+    marker_offset: int,
+    after_offset: int,
+    journal_id: str | None,
+    goal_last_at: dict[str | None, str],
+    decoders: Callable[[str], PayloadDecoder | None],
+    visit: Visitor | None,
+    stop: int,
+) -> Head | Failure | None:
+    """The transaction a journal.batch record announces, verified whole before any
+    record of it is visited: the head after it; None if `data` ends before its last
+    record (the caller carries it, announcement included); or its first failure, whose
+    torn tail would begin at the announcement."""
+    last_seq = marker.seq + announced.records
+    stop_at = last_seq if stop < 0 else min(stop, last_seq)
+    inner = Head(marker.seq + 1, marker.hash, after_offset, journal_id, dict(goal_last_at))
+    inner.goal_last_at[None] = marker.at
+    staged: list[tuple[Record, Any, bytes]] = []
+    collect = None if visit is None else (lambda r, p, line: staged.append((r, p, line)))
+    failure = scan(
+        data, inner, decoders, collect, stop_after_seq=stop_at, _span=span, _in_batch=True
+    )
+    if failure is not None:
+        return msgspec.structs.replace(failure, cut_seq=marker.seq, cut_offset=marker_offset)
+    if inner.next_seq <= stop_at:
+        return None
+    if visit is not None:
+        at_offset = marker_offset
+        for record, payload, line in [(marker, announced, marker_line), *staged]:
+            try:
+                visit(record, payload, line)
+            except (ValueError, OverflowError, Error) as exc:
+                reason = f"{record.kind} does not fold: {exc}"
+                return Failure(
+                    record.seq, at_offset, reason, True, False, marker.seq, marker_offset
+                )
+            at_offset += len(line) + 1
+    return inner
 
 
 _MISSING: Any = object()

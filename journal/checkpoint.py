@@ -8,6 +8,7 @@ version matches the code. Anything else and it is ignored with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -66,11 +67,17 @@ def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
         tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
     )
     try:
-        write_all(fd, _encode(checkpoint))
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            write_all(fd, _encode(checkpoint))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        # A failed checkpoint (a full disk, say) leaves no temp file behind.
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
     fsync_dir(path)
 
 

@@ -49,6 +49,7 @@ class Segment(msgspec.Struct):
     head: Head  # after the last record of the segment that verified
     first_at: dict[str | None, FirstAt]
     failure: Failure | None
+    batches: list[tuple[int, int]]  # (announcement seq, last seq) of each transaction
 
 
 _decoders: Decoders | None = None
@@ -83,18 +84,38 @@ def verify_file(
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
             starts, ends = bounds[:-1], bounds[1:]
             head = Head()
+            batches: list[tuple[int, int]] = []
+            failure: Failure | None = None
             for segment in pool.map(_verify_segment, [fd] * len(starts), starts, ends):
                 if progress is not None:
                     progress(segment.head.offset - segment.start)
+                batches += segment.batches
                 failure = _join(head, segment)
                 if failure is not None:
                     # Drop the segments not started; wait for the running ones (at
                     # most one per worker), so no pool thread outlives this call.
                     pool.shutdown(wait=True, cancel_futures=True)
-                    return head, failure
-            return head, None
+                    break
+            if _ends_inside_a_transaction(batches, head, failure):
+                return None  # the sequential scan says where that transaction's tail begins
+            return head, failure
     finally:
         _decoders = None
+
+
+def _ends_inside_a_transaction(
+    batches: list[tuple[int, int]], head: Head, failure: Failure | None
+) -> bool:
+    """Whether the verified prefix the segments found ends inside a transaction (or
+    transactions overlap): workers check records one by one, and only the sequential
+    scan keeps a transaction whole."""
+    end_seq = failure.seq if failure is not None else head.next_seq
+    previous_last = -1
+    for first, last in batches:
+        if first <= previous_last or first < end_seq <= last:
+            return True
+        previous_last = last
+    return False
 
 
 def _segment_bounds(fd: int, size_bytes: int, count: int) -> list[int] | None:
@@ -141,12 +162,22 @@ def _verify_segment(fd: int, start: int, end: int) -> Segment:
         if record is None:
             # The parent reports it at the seq the segment before ends with.
             reason = why_not_self_verifying(first_line) if nl >= 0 else "unterminated last line"
-            return Segment(start, first_line, head, first_at, Failure(-1, start, reason, False))
+            unchained = Failure(-1, start, reason, False)
+            return Segment(start, first_line, head, first_at, unchained, [])
         head.next_seq, head.prev_hash = record.seq, record.prev
-    failure = scan(data, head, _decoders, None, first_at=first_at if start > 0 else None)
+    batches: list[tuple[int, int]] = []
+    failure = scan(
+        data,
+        head,
+        _decoders,
+        None,
+        first_at=first_at if start > 0 else None,
+        transactions=False,
+        batches=batches,
+    )
     if failure is None and head.offset < end:
         failure = Failure(head.next_seq, head.offset, "unterminated last line", False, True)
-    return Segment(start, first_line, head, first_at, failure)
+    return Segment(start, first_line, head, first_at, failure, batches)
 
 
 def _join(head: Head, segment: Segment) -> Failure | None:

@@ -7,6 +7,7 @@ locks: a stray close() of any descriptor of the file releases the latter.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -75,6 +76,17 @@ def open_for_read(path: str) -> int:
         raise _refuse_special(path, exc) from exc
     _check_regular(path, fd)
     return fd
+
+
+def _storage_failure(message: str, exc: OSError) -> StorageFailure:
+    code = "no_space" if exc.errno == errno.ENOSPC else "io_error"
+    return StorageFailure(f"{message}: {exc.strerror}", code=code)
+
+
+def _remove_quietly(path: str) -> None:
+    # Gone already, or the directory refuses: nothing more to do either way.
+    with contextlib.suppress(OSError):
+        os.unlink(path)
 
 
 class FileStore:
@@ -354,25 +366,71 @@ class FileStore:
             ) from exc
 
     def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
-        """Move the bytes after `offset` to `<journal>.<label>.<seq>.<unix_ns>`; truncate."""
+        """Move the bytes after `offset` to `<journal>.<label>.<seq>.<unix_ns>`; truncate.
+
+        A failure before the journal is truncated removes the copy again: the journal
+        still holds the bytes, and a failed recovery or repair leaves nothing behind."""
         self._check_usable()
         tail = self.read(offset, max(0, self.size() - offset))
         keep_path = f"{self.path}.{label}.{next_seq}.{time.time_ns()}"
-        fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
         try:
-            write_all(fd, tail)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        # The copy (file and directory entry) is durable before the journal loses the
-        # bytes: a crash in between leaves two copies, never none.
-        fsync_dir(keep_path)
+            fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        except OSError as exc:
+            raise _storage_failure(f"cannot create {keep_path}", exc) from exc
         try:
+            try:
+                write_all(fd, tail)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            # The copy (file and directory entry) is durable before the journal loses the
+            # bytes: a crash in between leaves two copies, never none.
+            fsync_dir(keep_path)
             os.ftruncate(self.write_fd, offset)
         except OSError as exc:
-            raise StorageFailure(f"cannot truncate {self.path}: {exc.strerror}") from exc
+            _remove_quietly(keep_path)
+            raise _storage_failure(
+                f"cannot move the bytes after byte {offset} of {self.path} to {keep_path}; "
+                "nothing was changed",
+                exc,
+            ) from exc
         self.sync()
         return keep_path
+
+    def load(self, records: Sequence[PendingRecord]) -> None:
+        """Import into this empty journal: write the whole journal beside the path, make
+        it durable and rename it into place (SPEC §2.4 item 5), so a crash leaves no
+        journal or all of it, and a failure leaves nothing behind. Called under the
+        lock of the (empty) file at the path; the new file is locked before it is named,
+        so a writer that opens the path after the rename waits until the rename is
+        durable, and one that waited on the old file finds it replaced while empty and
+        opens the path again (_check_still_named)."""
+        self._check_usable()
+        temp = f"{self.path}.import.{os.getpid()}.{time.time_ns()}.tmp"
+        try:
+            fd = os.open(temp, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        except OSError as exc:
+            raise _storage_failure(f"cannot create {temp}", exc) from exc
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else can hold it
+            write_all(fd, b"".join([record.line for record in records]))
+            os.fdatasync(fd)
+            os.rename(temp, self.path)
+        except OSError as exc:
+            os.close(fd)
+            _remove_quietly(temp)
+            raise _storage_failure(
+                f"import into {self.path} failed; nothing was imported", exc
+            ) from exc
+        self.unlock()
+        for old in (self.read_fd, self.write_fd):
+            if old >= 0:
+                os.close(old)
+        self.write_fd, self._locked, self.created = fd, True, False
+        found = os.fstat(fd)
+        self._identity = (found.st_dev, found.st_ino)
+        self.read_fd = open_for_read(self.path)
+        fsync_dir(self.path)
 
     def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
         prefix = f"{os.path.basename(self.path)}.{label}.{next_seq}."

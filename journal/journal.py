@@ -61,7 +61,9 @@ from quotaledger.journal.limits import (
     LOCK_TIMEOUT_S_DEFAULT,
 )
 from quotaledger.journal.record import (
+    BATCH_KIND,
     REPAIRED_KIND,
+    JournalBatch,
     JournalCreated,
     JournalRepaired,
     Record,
@@ -76,6 +78,11 @@ from quotaledger.journal.target import check_target, is_pg_url
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
+_ENGINE_DECODERS: dict[str, PayloadDecoder] = {
+    REPAIRED_KIND: _decode_repaired,
+    BATCH_KIND: msgspec.json.Decoder(JournalBatch).decode,
+}
+"""The journal's own kinds, which every projector's journal reads."""
 _Raw = msgspec.Raw
 _new_pending = tuple.__new__
 """Builds a PendingRecord without the NamedTuple's Python-level __new__ (every append)."""
@@ -140,7 +147,7 @@ class Journal(Generic[S]):
         self._allow_corrupt = allow_corrupt
         project_decoder = projector.decoder
         self.decoder: Callable[[str], PayloadDecoder | None] = lambda kind: (
-            _decode_repaired if kind == REPAIRED_KIND else project_decoder(kind)
+            _ENGINE_DECODERS.get(kind) or project_decoder(kind)
         )
         self._decoders: dict[str, PayloadDecoder] = {}
         """Known kinds' decoders, so an append finds its decoder with one dict lookup."""
@@ -276,6 +283,7 @@ class Journal(Generic[S]):
         *,
         stop_after_seq: int | None = None,
         progress: Progress | None = None,
+        batches: list[tuple[int, int]] | None = None,
     ) -> Failure | None:
         """Verify and visit the records after `head`; returns the first failure."""
         carry = b""
@@ -285,7 +293,9 @@ class Journal(Generic[S]):
             self._snapshot_end += len(chunk)
             buf = carry + chunk if carry else chunk
             start = head.offset
-            failure = scan(buf, head, decoder, visit, stop_after_seq=stop_after_seq)
+            failure = scan(
+                buf, head, decoder, visit, stop_after_seq=stop_after_seq, batches=batches
+            )
             if progress is not None:
                 progress(head.offset - start)
             if failure is not None:
@@ -294,7 +304,9 @@ class Journal(Generic[S]):
                 return None
             carry = buf[head.offset - start :]
         if carry:
-            return Failure(head.next_seq, head.offset, "unterminated last line", False, True)
+            # A partial line, or a transaction not all of whose records are there yet.
+            why = "incomplete transaction" if b"\n" in carry else "unterminated last line"
+            return Failure(head.next_seq, head.offset, why, False, True)
         return None
 
     def _classify(self, failure: Failure) -> TailKind:
@@ -317,13 +329,13 @@ class Journal(Generic[S]):
 
     def _handle_failure(self, failure: Failure, *, recover: bool, tolerate_corrupt: bool) -> None:
         if self._classify(failure) == "torn":
-            self.torn_tail = failure
+            self.torn_tail = torn = failure.torn_from()
             if recover:
-                path = self.store.cut_tail(failure.offset, failure.seq, "torn")
+                path = self.store.cut_tail(torn.offset, torn.seq, "torn")
                 self.recovered.append(path)
                 warn(
-                    f"recovered a torn tail of {self._snapshot_end - failure.offset} bytes after "
-                    f"seq {failure.seq - 1}; the bytes are kept in {path}"
+                    f"recovered a torn tail of {self._snapshot_end - torn.offset} bytes after "
+                    f"seq {torn.seq - 1}; the bytes are kept in {path}"
                 )
                 self.torn_tail = None
             return
@@ -481,9 +493,23 @@ class Journal(Generic[S]):
         self.store.lock(self.lock_timeout_s)
         try:
             head = Head()
+            batches: list[tuple[int, int]] = []
             failure = self._fold_into(
-                head, self.projector.initial(), None, stop_after_seq=truncate_after_seq
+                head,
+                self.projector.initial(),
+                None,
+                stop_after_seq=truncate_after_seq,
+                batches=batches,
             )
+            for first, last in batches:
+                if first <= truncate_after_seq < last:
+                    # Cutting inside a transaction would keep part of it (SPEC §2.4 item 5).
+                    raise InvalidInput(
+                        f"record {truncate_after_seq} is inside the transaction of records "
+                        f"{first}-{last}: truncate after {first - 1} or after {last}",
+                        code="repair_inside_transaction",
+                        transaction=[first, last],
+                    )
             if head.seq < truncate_after_seq:
                 where = failure.reason if failure is not None else "the journal ends there"
                 raise InvalidInput(
@@ -576,7 +602,7 @@ class Journal(Generic[S]):
             if not pending:
                 raise InvalidInput(f"{source.store.target} holds no records", code="empty_source")
             self._state_valid = False
-            self.store.append(pending, 0)
+            self.store.load(pending)
             self.store.created_durably()
             self._refresh(recover=True)
             # Every record is now durable and folded: past the threshold, the next
@@ -793,7 +819,7 @@ class Journal(Generic[S]):
 
     def _raise_if_corrupt(self, failure: Failure, verified: Head | None = None) -> None:
         if self._classify(failure) == "torn":
-            self.torn_tail = failure
+            self.torn_tail = failure.torn_from()
             return
         raise self.corrupt_error(failure, verified)
 
@@ -819,11 +845,26 @@ class Journal(Generic[S]):
 class Transaction(Generic[S]):
     """One locked read-decide-append cycle; commits on a clean exit."""
 
-    __slots__ = ("_checked", "_goal_last_at", "_journal", "_pending", "_pending_bytes", "wall_us")
+    __slots__ = (
+        "_checked",
+        "_goal_last_at",
+        "_journal",
+        "_more",
+        "_pending",
+        "_pending_bytes",
+        "committed",
+        "wall_us",
+    )
 
     def __init__(self, journal: Journal[S]) -> None:
         self._journal = journal
         self._pending: list[PendingRecord] = []
+        """Staged and encoded: the genesis record of a new journal, the first event."""
+        self._more: list[tuple[str, str | None, bytes, str, Any]] = []
+        """The events after the first (kind, goal, data, at, payload), encoded at commit
+        behind the journal.batch record that leads a transaction of several (_final)."""
+        self.committed: list[PendingRecord] = []
+        """The records the transaction wrote, as written, once it has committed."""
         self._pending_bytes = 0
         self._goal_last_at: dict[str | None, str] = {}
         self._checked: tuple[str | None, object] = _NOTHING_CHECKED
@@ -846,7 +887,9 @@ class Transaction(Generic[S]):
         pending = self._pending
         try:
             if pending and exc_type is None:
+                pending = self.to_write()
                 journal._commit(pending)
+                self.committed = pending
             else:
                 self._pending = []
                 # Nothing appended: the answer (an idempotent replay, a refusal, an
@@ -892,7 +935,11 @@ class Transaction(Generic[S]):
         check_not_in_future(at, self.wall_us, last)
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
-        """Stage one event; it becomes durable when the transaction commits."""
+        """Stage one event; it becomes durable when the transaction commits.
+
+        The record returned is final for a transaction of one event. Once a second is
+        staged, a journal.batch record will lead them and every seq and hash shifts:
+        `committed` holds the records as written after the commit."""
         checked_goal, checked_at = self._checked
         if at is not checked_at or goal != checked_goal:
             self._check_time(goal, at)  # not the time time_for gave, nor a batch's shared one
@@ -924,6 +971,10 @@ class Transaction(Generic[S]):
             raise InvalidInput(
                 f"payload of {kind} is invalid: {exc}", code="invalid_payload"
             ) from exc
+        if kind == BATCH_KIND:
+            raise InvalidInput("journal.batch records are the journal's own", code="reserved_kind")
+        if staged and staged[-1].record.seq != 0:
+            return self._stage_more(kind, goal, data, at, decoded)
         line, digest = encode_line(seq, at, kind, goal, data, prev)
         size = len(line)
         if size > LINE_BYTES_MAX:
@@ -944,6 +995,78 @@ class Transaction(Generic[S]):
         self._goal_last_at[goal] = at
         self._checked = (goal, at)  # the goal's last time now: the next event may share it
         return pending
+
+    def to_write(self) -> list[PendingRecord]:
+        """The records this transaction's one write would hold, were it to commit now."""
+        return self._final() if self._more else self._pending
+
+    def _stage_more(
+        self, kind: str, goal: str | None, data: bytes, at: str, decoded: Any
+    ) -> PendingRecord:
+        """Stage an event after the first: the transaction is one of several records,
+        so a journal.batch record will lead them, and every seq and hash shifts; they
+        are encoded once, at commit. What this returns has the event's final seq but
+        no prev or hash yet (`committed` has them after the commit)."""
+        more = self._more
+        events = len(more) + 2
+        # A line is its payload plus an envelope of at most this many bytes (the exact
+        # size is checked when it is encoded).
+        size = len(data) + len(kind) * 6 + len(goal or "") * 6 + 256
+        pending_bytes = self._pending_bytes + size
+        if events > BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
+            raise InvalidInput("too many events in one transaction", code="batch_too_large")
+        if len(data) >= LINE_BYTES_MAX:
+            raise InvalidInput(
+                f"event of {len(data)} bytes exceeds the 1 MiB line limit", code="line_too_large"
+            )
+        more.append((kind, goal, data, at, decoded))
+        self._pending_bytes = pending_bytes
+        self._goal_last_at[goal] = at
+        self._checked = (goal, at)
+        seq = self._pending[-1].record.seq + len(more) + 1  # the announcement takes the first
+        record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), "", "")
+        return _new_pending(PendingRecord, (record, decoded, b""))
+
+    def _final(self) -> list[PendingRecord]:
+        """The records a transaction of several events writes: a journal.batch record
+        announcing how many follow, then the events, chained as usual (SPEC §2.4: all
+        or nothing after a crash)."""
+        *genesis, first = self._pending
+        events = [
+            (
+                first.record.kind,
+                first.record.goal,
+                bytes(first.record.data),
+                first.record.at,
+                first.payload,
+            ),
+            *self._more,
+        ]
+        journal = self._journal
+        base = genesis[0].record.at if genesis else journal._head.goal_last_at.get(None)
+        # A journal-level time: not before the last journal-level event, nor after a
+        # journal-level event of this transaction (times never go back per goal).
+        at = min(
+            [event_time(None, base, self.wall_us, None)]
+            + [event_at for _, goal, _, event_at, _ in events if goal is None]
+        )
+        seq, prev = first.record.seq, first.record.prev
+        announced = JournalBatch(records=len(events))
+        data = encode_payload(announced)
+        line, digest = encode_line(seq, at, BATCH_KIND, None, data, prev)
+        record = Record(FORMAT_VERSION, seq, at, BATCH_KIND, None, _Raw(data), prev, digest)
+        written = [*genesis, PendingRecord(record, announced, line)]
+        for kind, goal, data, event_at, payload in events:
+            seq, prev = seq + 1, digest
+            line, digest = encode_line(seq, event_at, kind, goal, data, prev)
+            if len(line) > LINE_BYTES_MAX:
+                raise InvalidInput(
+                    f"event of {len(line)} bytes exceeds the 1 MiB line limit",
+                    code="line_too_large",
+                )
+            record = Record(FORMAT_VERSION, seq, event_at, kind, goal, _Raw(data), prev, digest)
+            written.append(_new_pending(PendingRecord, (record, payload, line)))
+        return written
 
 
 class RepairResult(msgspec.Struct, frozen=True):

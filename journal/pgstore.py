@@ -571,6 +571,10 @@ class PgStore:
     def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
         return []  # cut_tail never cuts PostgreSQL rows
 
+    def load(self, records: Sequence[PendingRecord]) -> None:
+        """One transaction: every row is committed, or none."""
+        self.append(records, 0)
+
     def ensure_linked(self, timeout_s: float) -> bool:
         return False  # a table is never unlinked from under a writer
 

@@ -8,11 +8,17 @@ bytes on disk and never re-encodes, so a future encoder cannot break old hashes.
 from __future__ import annotations
 
 from hashlib import sha256
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
-from quotaledger.journal.limits import FORMAT, FORMAT_VERSION, GENESIS_PREV, LINE_BYTES_MAX
+from quotaledger.journal.limits import (
+    BATCH_EVENTS_MAX,
+    FORMAT,
+    FORMAT_VERSION,
+    GENESIS_PREV,
+    LINE_BYTES_MAX,
+)
 
 HASH_MEMBER = b',"hash":"'
 # Without its newline a line ends with ,"hash":"<64 hex>"} — a fixed-size suffix.
@@ -62,8 +68,20 @@ class JournalRepaired(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_
     quarantined_sha256: str
 
 
+class JournalBatch(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """Payload of the record that leads a transaction of several records: how many
+    records follow it, all of them part of that transaction (SPEC §2.4 item 5).
+
+    The newline ends one record; this says where a transaction ends. Recovery treats
+    a transaction whose records are not all there (a crash cut its one large write
+    between lines) as a torn tail, announcement included: all or nothing."""
+
+    records: Annotated[int, msgspec.Meta(ge=1, le=BATCH_EVENTS_MAX)]
+
+
 GENESIS_KIND = "journal.created"
 REPAIRED_KIND = "journal.repaired"
+BATCH_KIND = "journal.batch"
 
 _encode = msgspec.json.Encoder().encode
 _SHA256 = sha256()

@@ -70,6 +70,11 @@ class Store(Protocol):
         """Make `records` durable after `offset` in one write, or raise and leave none."""
         ...
 
+    def load(self, records: Sequence[PendingRecord]) -> None:
+        """Fill this empty store with `records` (an import): all of them durable, or
+        none and nothing left behind."""
+        ...
+
     def rest_from(self, offset: int, next_seq: int) -> bytes:
         """Every byte from `offset` to the end (to classify a failure)."""
         ...

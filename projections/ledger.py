@@ -15,7 +15,7 @@ import msgspec
 
 from quotaledger.journal import Record
 from quotaledger.journal.chain import PayloadDecoder
-from quotaledger.journal.record import GENESIS_KIND, REPAIRED_KIND
+from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
 from quotaledger.projections.types import StateStruct
 
@@ -55,12 +55,13 @@ def _payload_types() -> dict[str, type[Any]]:
 EVENT_KINDS: tuple[str, ...] = (
     GENESIS_KIND,
     REPAIRED_KIND,
+    BATCH_KIND,
     *capacity.EVENTS,
     *hosts.EVENTS,
     *settlement.EVENTS,
     *probes.EVENTS,
 )
-"""Every kind a journal can hold: the journal's own two, then each domain's."""
+"""Every kind a journal can hold: the journal's own three, then each domain's."""
 
 
 class LedgerProjector:

@@ -1,7 +1,10 @@
 """Run by test_parallel_verify in a fresh process (one thread, so verify may fork):
 prints what `verify` answers for each journal path, sequential or parallel.
 
-usage: python fanout_outcomes.py sequential|parallel SEGMENTS_PER_WORKER PATH...
+usage: python fanout_outcomes.py sequential|parallel|fallback SEGMENTS_PER_WORKER PATH...
+
+`fallback`: the fan-out is allowed, and may hand the file back to the sequential scan
+(a verified prefix ending inside a transaction).
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ def outcome(path: str, parallel: bool) -> dict[str, Any]:
 def main() -> None:
     mode, segments, *paths = sys.argv[1:]
     parallel = mode == "parallel"
-    fanout.PARALLEL_VERIFY_BYTES_MIN = 0 if parallel else 1 << 62
+    fanout.PARALLEL_VERIFY_BYTES_MIN = 0 if mode != "sequential" else 1 << 62
     fanout.SEGMENTS_PER_WORKER = int(segments)
     sys.stdout.buffer.write(msgspec.json.encode([outcome(p, parallel) for p in paths]))
 

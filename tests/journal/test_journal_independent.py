@@ -103,8 +103,11 @@ def test_quotaledger_appends_to_an_independent_journal(tmp_path: Path) -> None:
     data = path.read_bytes()
     assert data.startswith(original), "appending never rewrites earlier bytes"
     result = verify_strict(data, TOY_SCHEMAS)
-    assert [r["seq"] for r in result.records] == list(range(8))
-    assert result.records[7]["at"] >= result.records[5]["at"]
+    # A transaction of two events: a journal.batch record announces them.
+    assert [r["seq"] for r in result.records] == list(range(9))
+    assert result.records[6]["kind"] == "journal.batch"
+    assert result.records[6]["data"] == {"records": 2}
+    assert result.records[8]["at"] >= result.records[5]["at"]
 
 
 def test_the_independent_verifier_is_strict(tmp_path: Path) -> None:

@@ -28,12 +28,12 @@ TRICKY = 'tab\t back\\slash nl\n quote" é 中 \u2028 \\u0000'
 
 
 def append_notes(journal: Journal, values: list[int], goal: str = "g") -> list[bytes]:
-    """One transaction appending a note per value; the lines written (no newline)."""
+    """One transaction appending a note per value; the lines written (no newline): a
+    transaction of several is led by its journal.batch record."""
     with journal.transaction() as txn:
-        pending = [
-            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal)) for n in values
-        ]
-    return [p.line[:-1] for p in pending]
+        for n in values:
+            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal))
+    return [p.line[:-1] for p in txn.committed if p.record.seq != 0]  # not the genesis
 
 
 def read_lines(target: str) -> list[bytes]:
@@ -110,12 +110,13 @@ def test_append_and_read_back(store_target: str) -> None:
         for n in range(3):
             written += append_notes(journal, [n])
         written += append_notes(journal, list(range(10, 22)))  # a batch (COPY in PostgreSQL)
-        assert journal.head.seq == 15
+        assert journal.head.seq == 16  # genesis, 3 notes, the batch's announcement, 12 notes
         state = journal.state
 
     lines = read_lines(store_target)
     assert lines[1:] == written  # byte for byte, after the genesis record
-    assert [json.loads(line)["seq"] for line in lines] == list(range(16))
+    assert [json.loads(line)["seq"] for line in lines] == list(range(17))
+    assert json.loads(lines[4])["kind"] == "journal.batch"
     assert json.loads(lines[5])["data"]["text"] == TRICKY
     with Journal.open(store_target, TOY, write=False) as reader:
         assert reader.state == state
@@ -186,10 +187,10 @@ def test_checkpoint_is_used_and_validated(
         checkpoint = journal.write_checkpoint()
         append_notes(journal, [100, 200])
         full_state = journal.state
-    assert checkpoint.seq == 20
+    assert checkpoint.seq == 21  # genesis, the batch's announcement, 20 notes
 
     with Journal.open(store_target, TOY, write=False) as reader:
-        assert reader.checkpoint_seq == 20
+        assert reader.checkpoint_seq == 21
         assert reader.state == full_state
     assert "ignoring checkpoint" not in capsys.readouterr().err
 
@@ -200,12 +201,12 @@ def test_checkpoint_is_used_and_validated(
     with Journal.open(store_target, TOY) as journal:
         journal.store.save_checkpoint(forged)
     with Journal.open(store_target, TOY, write=False) as reader:
-        assert reader.checkpoint_seq == 20 and reader.state.count == 1002
+        assert reader.checkpoint_seq == 21 and reader.state.count == 1002
 
     # A checkpoint that does not match the record at its seq is ignored, loudly.
     for bad in (
         msgspec.structs.replace(forged, hash="f" * 64),
-        msgspec.structs.replace(forged, seq=21),  # record 21 has another hash
+        msgspec.structs.replace(forged, seq=22),  # record 22 has another hash
         msgspec.structs.replace(forged, projection_version="toy/0"),
     ):
         with Journal.open(store_target, TOY) as journal:
