@@ -8,7 +8,9 @@ holds two mappings at once, yet a sequential per-process read can count both.
 Files in DIR: `pids.json` {"parent", "holder", "other"} once both workers run;
 `ready` when the first holder has touched its mapping. Controlled mode waits for
 `go` before the handoff, writes `done` when the new holder has touched its mapping,
-then both stay resident for 0.3 s and exit.
+then both stay resident until `finish` appears (the test writes it once the round
+that read them both has ended: a fixed stay would let the old holder exit mid-round
+on a loaded machine) and exit.
 """
 
 from __future__ import annotations
@@ -65,7 +67,10 @@ def worker(role_r: int, take_r: int, give_w: int, args: dict) -> None:
                 open(os.path.join(args["dir"], "done"), "w").close()
             holds = True
         done += 1
-    time.sleep(0.3 if args["mode"] == "controlled" else args["hold_s"])
+    if args["mode"] == "controlled":
+        wait_file(os.path.join(args["dir"], "finish"), 120.0)
+    else:
+        time.sleep(args["hold_s"])
     os._exit(0)
 
 

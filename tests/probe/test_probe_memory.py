@@ -75,11 +75,16 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
     def read_then_hand_off(pid: int) -> int | None:
         value = real_read(pid)
         pids_file, ready = tmp_path / "pids.json", tmp_path / "ready"
-        if "estimate_round" in seen or not (pids_file.exists() and ready.exists()):
+        if "estimate_round" in seen:
+            if pid == seen["holder"]:  # the next round began: the handoff round ended
+                (tmp_path / "finish").touch()  # the workers may exit now
+            return value
+        if not (pids_file.exists() and ready.exists()):
             return value
         pids = json.loads(pids_file.read_text())
         if pid != pids["holder"]:
             return value
+        seen["holder"] = pids["holder"]
         seen["phase_before"] = group_total(pids["parent"])
         (tmp_path / "go").touch()
         deadline = time.monotonic() + 30
