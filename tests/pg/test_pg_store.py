@@ -137,7 +137,8 @@ def test_columns_index_the_exact_lines(pg_journal: str, tmp_path: Path) -> None:
     assert run_cli("import", "--journal", pg_journal, "--json", str(source)).code == 0
     stored = rows(pg_journal, "seq, hash, prev, kind, goal, at, line")
     lines = source.read_bytes().splitlines()
-    assert len(stored) == len(lines) == 42  # genesis, 40 events, the probe
+    assert len(stored) == len(lines) == 43  # genesis, the batch's announcement, 40, the probe
+    assert json.loads(lines[1])["kind"] == "journal.batch"
     for (seq, hash_hex, prev, kind, goal, at, line), raw in zip(stored, lines, strict=True):
         record = json.loads(raw)
         assert line.encode() == raw
@@ -151,15 +152,14 @@ def test_columns_index_the_exact_lines(pg_journal: str, tmp_path: Path) -> None:
 def test_batches_with_awkward_text_go_through_copy_intact(pg_journal: str) -> None:
     goal = "a\\b\tc\\N"  # the engine does not restrict goals; COPY must escape them
     with Journal.open(pg_journal, TOY) as journal, journal.transaction() as txn:
-        written = [
-            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal)).line[:-1]
-            for n in range(30)
-        ]
-    stored = rows(pg_journal, "goal, line")[1:]
+        for n in range(30):
+            txn.append("toy.note", goal, Note(n=n, text=TRICKY), txn.time_for(goal))
+    written = [p.line[:-1] for p in txn.committed[2:]]  # after genesis and the announcement
+    stored = rows(pg_journal, "goal, line")[2:]
     assert [line.encode() for _goal, line in stored] == written
     assert {g for g, _line in stored} == {goal}
     with Journal.open(pg_journal, TOY, write=False) as reader:
-        assert reader.verify().seq == 30
+        assert reader.verify().seq == 31
 
 
 # -- round trip, import size ---------------------------------------------------------
@@ -172,7 +172,7 @@ def test_file_to_postgresql_to_file_is_byte_identical(pg_journal: str, tmp_path:
     imported = run_process("import", "--journal", pg_journal, "--json", str(source))
     import_s = time.monotonic() - started
     assert imported.code == 0, imported.stdout + imported.stderr
-    assert imported.json["records"] == 3002
+    assert imported.json["records"] == original.count(b"\n")  # 3000, 6 announcements, 2
     copy = tmp_path / "copy.jsonl"
     exported = run_process("export", "--journal", pg_journal, "--json", "--to", str(copy))
     assert exported.code == 0, exported.stdout + exported.stderr
@@ -387,19 +387,28 @@ def test_rows_deleted_behind_the_trigger_are_found(
             conn.execute(f"DELETE FROM {table} WHERE {where}")
             conn.execute(f"ALTER TABLE {table} ENABLE TRIGGER USER")
 
-    delete("seq > 850")
+    # Each transaction of 300 is led by its journal.batch record: seqs 1, 302 and 603.
+    delete("seq > 850")  # inside the third: committed rows never lack part of one
+    with (
+        Journal.open(pg_journal, TOY, write=False, allow_corrupt=True) as reader,
+        pytest.raises(JournalCorrupt) as partial,
+    ):
+        reader.verify()
+    assert partial.value.context["seq"] == 603
+    assert "incomplete transaction" in partial.value.context["reason"]
+    delete("seq > 602")  # a whole transaction gone: the chain just ends earlier
     with Journal.open(pg_journal, TOY, write=False) as reader:
-        assert reader.verify().seq == 850
+        assert reader.verify().seq == 602
         with pytest.raises(JournalCorrupt) as cut:
             JournalService(reader).verify(digest=digest)
     assert cut.value.code == "digest_not_found"
 
-    delete("seq BETWEEN 100 AND 699")
+    delete("seq BETWEEN 100 AND 499")  # rows 500-602 follow the gap
     reader = Journal.open(pg_journal, TOY, write=False, allow_corrupt=True)
     with reader, pytest.raises(JournalCorrupt) as gap:
         reader.verify()
-    assert gap.value.context["seq"] == 100
-    assert "700" in gap.value.context["reason"]
+    assert gap.value.context["seq"] == 100, gap.value.context
+    assert "500" in gap.value.context["reason"]
 
 
 def test_an_import_into_postgresql_leaves_a_checkpoint(pg_journal: str, tmp_path: Path) -> None:
