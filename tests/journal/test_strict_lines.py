@@ -80,7 +80,7 @@ def test_a_self_verifying_line_that_is_not_a_record_is_corruption(
     journal = tmp_path / "j.jsonl"
     journal.write_bytes(b"".join([*lines[:cut], strange, *lines[cut:]]))
     before = state(tmp_path)
-    args = [*command, *_minimal_args(COMMANDS[tuple(command)], journal)]
+    args = _args(tuple(command), journal, journal)
     result = run_cli(*args, "--journal", str(journal), "--json")
     assert result.code == 3, (result.stdout, result.stderr)
     error = result.json["error"]
@@ -115,6 +115,8 @@ WALKED = [path for path in COMMANDS if path != ("bench",)]  # bench writes scrat
 GIVEN: dict[tuple[str, ...], dict[str, str]] = {
     ("repair",): {"yes": "", "truncate_after": "0"},
     ("host", "replan"): {"open_": ""},
+    # observe takes its counts or --usage (neither is a required option to click)
+    ("observe",): {"uncached_input": "1", "cached_input": "0", "output": "0"},
 }
 
 
