@@ -27,8 +27,10 @@ from sortedcontainers import SortedSet
 from quotaledger.journal import InvalidInput, Record
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import capacity as cap
+from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
 from quotaledger.projections import settlement
+from quotaledger.projections.configrule import ConfigFields
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""
@@ -161,8 +163,17 @@ def compare(recorded: RecordedDecision, replayed: cap.Decision) -> tuple[str, ..
     return tuple(found)
 
 
+FIGURES_ADDED_LATER = ("dimensions", "binding_dimension")
+"""Members figures gained with dimensions (SPEC §3.6): figures recorded before them have
+none, and the replay's are not compared with what was never recorded."""
+
+
 def _field_differences(label: str, recorded: msgspec.Struct, replayed: msgspec.Struct) -> list[str]:
     left, right = _builtins(recorded), _builtins(replayed)
+    if left.get("dimensions") == {}:
+        for name in FIGURES_ADDED_LATER:
+            left.pop(name, None)
+            right.pop(name, None)
     return [
         f"{label}.{name}: recorded {left.get(name)!r}, replayed {right.get(name)!r}"
         for name in sorted(set(left) | set(right))
@@ -186,9 +197,12 @@ def explain(
     else:
         earliest = _at(cap.earliest_admissible_us(goal, request, at_us))
     samples = cap.window_samples(goal, at_us)
+    ev = cap.evaluate(goal, at_us)
     return {
         "binding_constraint": reasons[0] if reasons else None,
+        "binding_dimension": cap.binding_dimension(reasons),
         "shortfall_tpm": shortfall,
+        "shortfall": cap.shortfalls(ev, request, reasons),
         "usage_tpm": figures.usage_tpm,
         "reserved_tpm": figures.reserved_tpm,
         "load_tpm": figures.load_tpm,
@@ -203,7 +217,8 @@ def explain(
         "headroom_tpm": figures.headroom_tpm,
         "forecast_tpm": figures.forecast_tpm,
         "class": request.run_class,
-        "available_tpm": cap.evaluate(goal, at_us).available_tpm(request.run_class),
+        "available_tpm": ev.available_tpm(request.run_class),
+        "dimensions": _builtins(figures.dimensions),
         "cold_start_reserve_tpm": figures.cold_start_reserve_tpm,
         "evaluator_reserve_tpm": figures.evaluator_reserve_tpm,
         "quota_tpm": figures.quota_tpm,
@@ -352,75 +367,59 @@ def audit_settlement(
 
 @dataclass(frozen=True)
 class Overrides:
-    """The config fields a what-if changes (only these; everything else is as recorded)."""
+    """The config fields a what-if changes, applied by configure's rule (SPEC §3.5):
+    only these fields change, and a derived default never set explicitly follows its
+    source (so "what if I had 6 slots" moves a default target and caps)."""
 
-    cases: dict[str, int] = field(default_factory=dict)
-    tokens: dict[str, Any] = field(default_factory=dict)
+    fields: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fields: cap.ConfigFields) -> Overrides:
-        cases, tokens = cap.split_config_fields(fields)
-        return cls(
-            cases={k: v for k, v in cases.items() if v is not None},
-            tokens={k: v for k, v in tokens.items() if v is not None},
-        )
+    def of(cls, fields: ConfigFields) -> Overrides:
+        return cls(rule.given_fields(fields))
 
     def apply(
-        self, cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None
+        self,
+        cases: cap.CaseConfig | None,
+        tokens: cap.TokenConfig | None,
+        explicit: tuple[str, ...] | list[str] = (),
     ) -> tuple[cap.CaseConfig | None, cap.TokenConfig | None]:
         """The recorded config with the given fields changed (exit 2 if that is invalid).
 
-        A gate the record does not configure stays absent, unless the overrides name
-        its defining field (`max_active_cases`, `quota_tpm`): then it is built from
-        SPEC §3.1's defaults and the given fields.
+        A gate or dimension the record does not configure stays absent, unless the
+        overrides name its defining field (`max_active_cases`, a quota): then it is
+        built from the defaults and the given fields.
         """
-        return self._cases(cases), self._tokens(tokens)
+        if not self.fields:
+            return cases, tokens
+        current = rule.Config(cases, tokens, tuple(explicit))
+        flat = current.flat()
+        applicable = {n: v for n, v in self.fields.items() if self._applies(n, flat)}
+        try:
+            new = rule.reconfigure(current, applicable)
+        except InvalidInput as exc:
+            problems = exc.context.get("problems") or [str(exc)]
+            raise InvalidInput(
+                "the what-if config is invalid: " + "; ".join(problems),
+                code="invalid_config",
+                problems=problems,
+            ) from None
+        return new.cases, new.tokens
 
-    def _cases(self, cases: cap.CaseConfig | None) -> cap.CaseConfig | None:
-        if not self.cases:
-            return cases
-        if cases is None:
-            if "max_active_cases" not in self.cases:
-                return None
-            return cap.make_case_config(**self.cases)
-        new: cap.CaseConfig = _replaced(cases, self.cases)
-        return new
+    def _applies(self, name: str, flat: dict[str, Any]) -> bool:
+        """Does an override of `name` apply to a config whose values are `flat`?"""
+        given = self.fields
+        if name in cap.CASE_FIELDS:
+            return flat["max_active_cases"] is not None or "max_active_cases" in given
+        quotas = [rule.dimension_fields(d)[0] for d in cap.DIMENSIONS]
+        for dimension in cap.DIMENSIONS:
+            names = rule.dimension_fields(dimension)
+            if name in names:
+                return flat[names[0]] is not None or names[0] in given
+        # a token-gate field of no one dimension
+        return any(flat[q] is not None or q in given for q in quotas)
 
-    def _tokens(self, tokens: cap.TokenConfig | None) -> cap.TokenConfig | None:
-        if not self.tokens:
-            return tokens
-        if tokens is None:
-            if "quota_tpm" not in self.tokens:
-                return None
-            return cap.make_token_config(**self.tokens)
-        changes = dict(self.tokens)
-        if (
-            "quota_tpm" in changes
-            and "target_tpm" not in changes
-            and tokens.quota_tpm is not None
-            and tokens.target_tpm == cap.default_target_tpm(tokens.quota_tpm)
-        ):
-            # The recorded target is the default share of the recorded quota: a
-            # different quota moves it the same way, as configure would have.
-            changes["target_tpm"] = cap.default_target_tpm(changes["quota_tpm"])
-        if "cached_input_weight" in changes:
-            changes["cached_input_weight"] = float(changes["cached_input_weight"])
-        new: cap.TokenConfig = _replaced(tokens, changes)
-        return new
-
-
-def _replaced(config: Any, changes: dict[str, Any]) -> Any:
-    try:
-        new = msgspec.structs.replace(config, **changes)
-        # Range and type rules live in the Struct's constraints: decode to check them.
-        return msgspec.json.decode(msgspec.json.encode(new), type=type(config))
-    except (ValueError, TypeError, msgspec.ValidationError) as exc:
-        problems = str(exc).split("; ")
-        raise InvalidInput(
-            "the what-if config is invalid: " + "; ".join(problems),
-            code="invalid_config",
-            problems=problems,
-        ) from None
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.fields.items())
 
 
 @dataclass(frozen=True)
@@ -516,14 +515,14 @@ class WhatIf(_GoalFold):
         self._replaying = True
         goal = self.state.goals.get(self.goal)
         if goal is not None:
-            goal.cases, goal.tokens = self.overrides.apply(goal.cases, goal.tokens)
+            goal.cases, goal.tokens = self.overrides.apply(goal.cases, goal.tokens, goal.explicit)
 
     def _counterfactual(self, record: Record, payload: Any, at_us: int) -> Any:
         """The payload this record would have had in the replayed world."""
         goal = self.goal_state
         if isinstance(payload, cap.CapacityConfigured):
-            cases, tokens = self.overrides.apply(payload.cases, payload.tokens)
-            return cap.CapacityConfigured(cases=cases, tokens=tokens)
+            cases, tokens = self.overrides.apply(payload.cases, payload.tokens, payload.explicit)
+            return cap.CapacityConfigured(cases=cases, tokens=tokens, explicit=payload.explicit)
         if isinstance(payload, cap.CapacityRejected):
             plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
             return msgspec.structs.replace(
@@ -562,8 +561,7 @@ class WhatIf(_GoalFold):
 
     def assumptions(self) -> list[str]:
         """Every assumption the replay makes, stated for the operator."""
-        changed = {**self.overrides.cases, **self.overrides.tokens}
-        changes = ", ".join(f"{k}={v}" for k, v in changed.items()) or "none (the recorded config)"
+        changes = self.overrides.describe() or "none (the recorded config)"
         end = format_us(self.until_us) if self.until_us is not None else "the end of the journal"
         start = format_us(self.since_us) if self.since_us is not None else "the goal's first event"
         notes = [
@@ -586,13 +584,12 @@ class WhatIf(_GoalFold):
             "recorded configures apply even when the replay's occupancy exceeds their case "
             "limits (config_below_occupancy is not re-checked)",
         ]
-        if "quota_tpm" in self.overrides.tokens and "target_tpm" not in self.overrides.tokens:
-            notes.append(
-                "quota_tpm enters admission decisions only through target_tpm: where the "
-                "recorded target_tpm is the default (90% of the recorded quota) it becomes "
-                "90% of the new quota; an explicitly configured target_tpm keeps its "
-                "recorded value (give --target-tpm to change it)"
-            )
+        notes.append(
+            "the overrides are applied by configure's rule: a derived default never set "
+            "explicitly (a target from its quota, target_active_cases and the case caps "
+            "from max_active_cases) follows its source; a value set explicitly keeps its "
+            "recorded value unless overridden too"
+        )
         return notes
 
 

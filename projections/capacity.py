@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 import msgspec
-from sortedcontainers import SortedSet
 
-from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal import Record
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import reasons as R
 from quotaledger.projections.types import (
@@ -114,11 +113,7 @@ class DimensionLimit(Payload, frozen=True):
     target: TokenCount
     evaluator_reserve: TokenCount
     cold_start_reserve: TokenCount
-
-    def __post_init__(self) -> None:
-        problems = dimension_limit_problems("", self)
-        if problems:
-            raise ValueError("; ".join(problems))
+    # Checked by TokenConfig.__post_init__, which names the dimension in its messages.
 
 
 class TokenConfig(Payload, frozen=True, omit_defaults=True):
@@ -145,47 +140,11 @@ class TokenConfig(Payload, frozen=True, omit_defaults=True):
             raise ValueError("; ".join(problems))
 
 
-# The config fields `configure` and `whatif` take, by gate, in declaration order.
+# The config fields by gate, in declaration order (`configrule` flattens them).
 CASE_FIELDS: tuple[str, ...] = CaseConfig.__struct_fields__
 TOKEN_FIELDS: tuple[str, ...] = tuple(f for f in TokenConfig.__struct_fields__ if f != "limits")
-
-
-class ConfigFields(TypedDict, total=False):
-    """The config flags of `configure` and `whatif`; None (or absent) means not given."""
-
-    max_active_cases: int | None
-    target_active_cases: int | None
-    max_baseline_cases: int | None
-    max_test_cases: int | None
-    reserved_test_cases: int | None
-    quota_tpm: int | None
-    target_tpm: int | None
-    evaluator_reserve_tpm: int | None
-    cold_start_reserve_tpm: int | None
-    cached_input_weight: float | None
-    max_observation_age_s: int | None
-    cooldown_base_s: int | None
-    cooldown_max_s: int | None
-
-
-# The typed keyword arguments must name exactly the configs' fields.
-assert tuple(ConfigFields.__annotations__) == CASE_FIELDS + TOKEN_FIELDS
-
-
-def split_config_fields(
-    fields: ConfigFields,
-) -> tuple[dict[str, int | None], dict[str, int | float | None]]:
-    """The given flags by gate, every field present (None where not given).
-
-    An unknown name is a caller's typo, refused like a wrong keyword argument.
-    """
-    unknown = sorted(set(fields) - set(CASE_FIELDS) - set(TOKEN_FIELDS))
-    if unknown:
-        raise TypeError(f"unknown config fields: {unknown}")
-    values: dict[str, Any] = dict(fields)
-    cases = {name: values.get(name) for name in CASE_FIELDS}
-    tokens = {name: values.get(name) for name in TOKEN_FIELDS}
-    return cases, tokens
+LIMIT_PARTS: tuple[str, ...] = DimensionLimit.__struct_fields__
+"""A dimension's fields under `limits`; `configure` takes them as `--{part}-{dimension}`."""
 
 
 def _range_problem(name: str, value: Number, low: Number, high: Number) -> list[str]:
@@ -260,7 +219,7 @@ def dimension_limit_problems(dimension: str, d: DimensionLimit) -> list[str]:
     """Every rule of SPEC §3.6 one dimension's limit breaks, named by its config fields."""
 
     def name(field: str) -> str:
-        return f"{field}_{dimension}" if dimension else field
+        return f"{field}_{dimension}"
 
     problems = _range_problem(name("quota"), d.quota, 1, QUOTA_TPM_MAX)
     for field in ("target", "evaluator_reserve", "cold_start_reserve"):
@@ -287,84 +246,18 @@ def _broken_rules(*rules: tuple[str, int, str, int]) -> list[str]:
     ]
 
 
-def _invalid_config(problems: list[str]) -> InvalidInput:
-    return InvalidInput(
-        "invalid capacity config: " + "; ".join(problems), code="invalid_config", problems=problems
-    )
-
-
-def make_case_config(
-    *,
-    max_active_cases: int,
-    target_active_cases: int | None = None,
-    max_baseline_cases: int | None = None,
-    max_test_cases: int | None = None,
-    reserved_test_cases: int | None = None,
-) -> CaseConfig:
-    """A full case config from the given values and SPEC §3.1's defaults (exit 2 if invalid)."""
-    problems = _range_problem("max_active_cases", max_active_cases, 1, CASES_MAX)
-    reserved = 0 if reserved_test_cases is None else reserved_test_cases
-    problems += _range_problem("reserved_test_cases", reserved, 0, CASES_MAX)
-    if problems:
-        raise _invalid_config(problems)
-    fields = {
-        "max_active_cases": max_active_cases,
-        "target_active_cases": (
-            max_active_cases if target_active_cases is None else target_active_cases
-        ),
-        "max_baseline_cases": (
-            max_baseline_cases
-            if max_baseline_cases is not None
-            else max(0, max_active_cases - reserved)
-        ),
-        "max_test_cases": max_active_cases if max_test_cases is None else max_test_cases,
-        "reserved_test_cases": reserved,
-    }
-    try:
-        return CaseConfig(**fields)
-    except ValueError as exc:
-        raise _invalid_config(str(exc).split("; ")) from None
-
-
 def default_target_tpm(quota_tpm: int) -> int:
     """SPEC §3.1: the target defaults to 90% of the quota (rounded down)."""
     numerator, denominator = DEFAULT_TARGET_FRACTION
     return quota_tpm * numerator // denominator
 
 
-def make_token_config(
-    *,
-    quota_tpm: int,
-    target_tpm: int | None = None,
-    evaluator_reserve_tpm: int | None = None,
-    cold_start_reserve_tpm: int | None = None,
-    cached_input_weight: float | None = None,
-    max_observation_age_s: int | None = None,
-    cooldown_base_s: int | None = None,
-    cooldown_max_s: int | None = None,
-) -> TokenConfig:
-    """A full token config from the given values and SPEC §3.1's defaults (exit 2 if invalid)."""
-    problems = _range_problem("quota_tpm", quota_tpm, 1, QUOTA_TPM_MAX)
-    if problems:
-        raise _invalid_config(problems)
-    fields: dict[str, Any] = {
-        "quota_tpm": quota_tpm,
-        "target_tpm": default_target_tpm(quota_tpm) if target_tpm is None else target_tpm,
-        "evaluator_reserve_tpm": evaluator_reserve_tpm or 0,
-        "cold_start_reserve_tpm": cold_start_reserve_tpm or 0,
-        "cached_input_weight": 1.0 if cached_input_weight is None else float(cached_input_weight),
-        "max_observation_age_s": (
-            max_observation_age_s
-            if max_observation_age_s is not None
-            else DEFAULT_MAX_OBSERVATION_AGE_S
-        ),
-        "cooldown_base_s": DEFAULT_COOLDOWN_BASE_S if cooldown_base_s is None else cooldown_base_s,
-        "cooldown_max_s": DEFAULT_COOLDOWN_MAX_S if cooldown_max_s is None else cooldown_max_s,
-    }
-    try:
-        return TokenConfig(**fields)
-    except ValueError as exc:
-        raise _invalid_config(str(exc).split("; ")) from None
+def config_json(cases: CaseConfig | None, tokens: TokenConfig | None) -> dict[str, Any]:
+    """The config as answers show it: `limits` always present (events omit it when empty)."""
+    tokens_json = None if tokens is None else {**msgspec.to_builtins(tokens), "limits": {}}
+    if tokens_json is not None and tokens is not None:
+        tokens_json["limits"] = msgspec.to_builtins(tokens.limits)
+    return {"cases": msgspec.to_builtins(cases), "tokens": tokens_json}
 
 
 # -- event payloads (SPEC §3.1) --------------------------------------------------------
@@ -540,9 +433,25 @@ DECISION_KINDS = (ADMITTED, REFUSED)
 
 # -- state -----------------------------------------------------------------------------
 
+Totals = tuple[int, int, int, int, int, int, int]
+"""Running totals over a goal's observations: uncached, cached, cache-write and output
+tokens, requests, and how many samples were unmetered and estimated."""
+ZERO_TOTALS: Totals = (0, 0, 0, 0, 0, 0, 0)
+TOTALS_REBASE_AT = 2**62
+"""Totals are rebased before they could leave MessagePack's 64-bit integers."""
+COMPACT_MIN = 64
+"""Samples that left the window are dropped in bulk, once at least this many (and at
+least half the list) have: amortised O(1) per event, never a shift per event."""
+PROVIDER_REPORT_MAX_AGE_US = 60 * US_PER_S
+"""A provider report stays live at most this long (and never past its reset)."""
+
 
 class Sample(StateStruct, gc=False):
     """One `capacity.observed` event, as the window needs it.
+
+    `totals` are the goal's running totals up to and including this sample: the usage
+    of consecutive samples is the difference of two totals, so a window's usage costs
+    two bisections however many samples it holds (SPEC §9).
 
     Untracked by the cycle collector (it holds only ints and strings, so it can never
     be part of a cycle): a busy goal keeps a minute of samples, often hundreds of
@@ -557,6 +466,32 @@ class Sample(StateStruct, gc=False):
     run: str | None = None
     seq: int = -1
     cache_write_input: int = 0
+    requests: int = 0
+    """As counted for rpm: given, else one for a sample with tokens, none for a heartbeat."""
+    totals: Totals = ZERO_TOTALS
+
+
+class ProviderState(StateStruct, gc=False):
+    """The latest provider report of one dimension (SPEC §3.6)."""
+
+    at_us: int
+    seq: int
+    limit: int | None
+    remaining: int | None
+    reset_at_us: int | None
+    totals: Totals
+    """The goal's running totals when the report was folded: usage observed after it is
+    the difference."""
+
+    def live_at(self, at_us: int) -> bool:
+        if at_us - self.at_us > PROVIDER_REPORT_MAX_AGE_US:
+            return False
+        return self.reset_at_us is None or at_us < self.reset_at_us
+
+    def ends_us(self) -> int:
+        """The first time the report is no longer live."""
+        aged_us = self.at_us + PROVIDER_REPORT_MAX_AGE_US + 1
+        return aged_us if self.reset_at_us is None else min(aged_us, self.reset_at_us)
 
 
 class ActiveRun(StateStruct):
@@ -583,11 +518,21 @@ class GoalCapacity(StateStruct):
 
     cases: CaseConfig | None = None
     tokens: TokenConfig | None = None
+    explicit: list[str] = msgspec.field(default_factory=list)
+    """The latest configure's `explicit` (SPEC §3.5)."""
     last_at_us: int = 0
     samples: list[Sample] = msgspec.field(default_factory=list)
-    """Time-ordered (per-goal `at` never decreases in a journal)."""
+    """Time-ordered (per-goal `at` never decreases in a journal); those before `head`
+    have left the window and wait to be dropped in bulk."""
+    head: int = 0
+    base_totals: Totals = ZERO_TOTALS
+    """The running totals before `samples[0]`."""
+    totals: Totals = ZERO_TOTALS
+    """The running totals over every observation folded."""
     last_metered_at_us: int | None = None
     """The latest measured or estimated observation, however old (for staleness)."""
+    provider: dict[str, ProviderState] = msgspec.field(default_factory=dict)
+    """The latest provider report of each dimension reported."""
     runs: dict[str, ActiveRun] = msgspec.field(default_factory=dict)
     lease_check_us: int | None = None
     """No lease ends before this time (a lower bound: renewals only push ends later), so
@@ -624,22 +569,42 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
         goal = state.goals[record.goal] = GoalCapacity()
     at_us = parse_at(record.at)
     if isinstance(payload, CapacityObserved):  # most events: folded inline
+        uncached, cached, output = payload.uncached_input, payload.cached_input, payload.output
+        cache_write = payload.cache_write_input
+        requests = payload.requests
+        if requests is None:  # SPEC §3.6: one request when it carries tokens
+            requests = 1 if uncached or cached or output or cache_write else 0
+        coverage = payload.coverage
+        t = goal.totals
+        totals = goal.totals = (
+            t[0] + uncached,
+            t[1] + cached,
+            t[2] + cache_write,
+            t[3] + output,
+            t[4] + requests,
+            t[5] + (coverage == "unmetered"),
+            t[6] + (coverage == "estimated"),
+        )
         goal.samples.append(
             Sample(
                 at_us=at_us,
-                uncached_input=payload.uncached_input,
-                cached_input=payload.cached_input,
-                output=payload.output,
-                coverage=payload.coverage,
+                uncached_input=uncached,
+                cached_input=cached,
+                output=output,
+                coverage=coverage,
                 run=payload.run,
                 seq=record.seq,
-                cache_write_input=payload.cache_write_input,
+                cache_write_input=cache_write,
+                requests=requests,
+                totals=totals,
             )
         )
-        if payload.coverage != "unmetered":
+        if coverage != "unmetered":
             goal.last_metered_at_us = at_us
         if payload.run is not None and goal.runs:
             _renew_lease(goal, payload.run, at_us)
+        if payload.provider is not None:
+            _note_provider(goal, payload.provider, record.seq, at_us)
     elif isinstance(payload, CapacityAdmitted):
         _apply_admitted(goal, payload, record, at_us)
     elif isinstance(payload, CapacityRefused):
@@ -652,22 +617,60 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:
         goal.cooldown_until_us = until_us if previous is None else max(previous, until_us)
         goal.streak = payload.streak
         goal.rejections_total += 1
+        if payload.provider is not None:
+            _note_provider(goal, payload.provider, record.seq, at_us)
     elif isinstance(payload, CapacityReleased):
         if goal.runs.pop(payload.run, None) is not None:
             goal.releases_total += 1
     elif isinstance(payload, CapacityConfigured):
         goal.cases, goal.tokens = payload.cases, payload.tokens
+        goal.explicit = list(payload.explicit)
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us
-    # Drop what no question "as of t >= the goal's latest event" can need; the checks
+    # Forget what no question "as of t >= the goal's latest event" can need; the checks
     # are inline because they run for every event and rarely find anything.
     last_us = goal.last_at_us
     cutoff_us = last_us - WINDOW_US
     samples = goal.samples
-    if samples and samples[0].at_us <= cutoff_us:
-        del samples[: bisect.bisect_right(samples, cutoff_us, key=_sample_at)]
+    head = goal.head
+    if head < len(samples) and samples[head].at_us <= cutoff_us:
+        goal.head = bisect.bisect_right(samples, cutoff_us, lo=head, key=_sample_at)
+        if goal.head >= COMPACT_MIN and goal.head * 2 >= len(samples):
+            _compact(goal)
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
+
+
+def _compact(goal: GoalCapacity) -> None:
+    """Drop the samples that left the window (and rebase totals grown too large)."""
+    head = goal.head
+    goal.base_totals = goal.samples[head - 1].totals
+    del goal.samples[:head]
+    goal.head = 0
+    if max(goal.totals) >= TOTALS_REBASE_AT:
+        base = goal.base_totals
+
+        def rebased(totals: Totals) -> Totals:
+            return tuple(a - b for a, b in zip(totals, base, strict=True))  # type: ignore[return-value]
+
+        for sample in goal.samples:
+            sample.totals = rebased(sample.totals)
+        for report in goal.provider.values():
+            report.totals = rebased(report.totals)
+        goal.totals = rebased(goal.totals)
+        goal.base_totals = ZERO_TOTALS
+
+
+def _note_provider(goal: GoalCapacity, report: ProviderReport, seq: int, at_us: int) -> None:
+    for dimension, limit in report.items():
+        goal.provider[dimension] = ProviderState(
+            at_us=at_us,
+            seq=seq,
+            limit=limit.limit,
+            remaining=limit.remaining,
+            reset_at_us=None if limit.reset_at is None else parse_at(limit.reset_at),
+            totals=goal.totals,
+        )
 
 
 def _renew_lease(goal: GoalCapacity, run_id: str, at_us: int) -> None:
@@ -711,12 +714,23 @@ def _sample_at(sample: Sample) -> int:
 # -- questions as of a time ------------------------------------------------------------
 
 
-def window_samples(goal: GoalCapacity, at_us: int) -> list[Sample]:
-    """The observations counting at `at_us`: `at_us - 60 s < at <= at_us`, oldest first."""
+def window_range(goal: GoalCapacity, at_us: int) -> tuple[int, int]:
+    """`samples[start:end]` are the observations counting at `at_us`:
+    `at_us - 60 s < at <= at_us`."""
     samples = goal.samples
-    start = bisect.bisect_right(samples, at_us - WINDOW_US, key=_sample_at)
-    end = bisect.bisect_right(samples, at_us, key=_sample_at)
-    return samples[start:end]
+    start = bisect.bisect_right(samples, at_us - WINDOW_US, lo=goal.head, key=_sample_at)
+    end = bisect.bisect_right(samples, at_us, lo=start, key=_sample_at)
+    return start, end
+
+
+def window_samples(goal: GoalCapacity, at_us: int) -> list[Sample]:
+    """The observations counting at `at_us`, oldest first (a copy: O(window))."""
+    start, end = window_range(goal, at_us)
+    return goal.samples[start:end]
+
+
+def _totals_before(goal: GoalCapacity, index: int) -> Totals:
+    return goal.samples[index - 1].totals if index > 0 else goal.base_totals
 
 
 def weighted_tpm(
@@ -731,6 +745,31 @@ def weighted_tpm(
     return int(value) if value.is_integer() else value
 
 
+def dimension_usage(totals: Totals, weight: float, dimension: str) -> Number:
+    """One dimension's usage of the tokens and requests in `totals` (SPEC §3.6)."""
+    uncached, cached, cache_write, output, requests = totals[:5]
+    if dimension == "tpm":
+        return weighted_tpm(uncached, cached, output, weight, cache_write)
+    if dimension == "itpm":
+        return weighted_tpm(uncached, cached, 0, weight, cache_write)
+    if dimension == "otpm":
+        return output
+    return requests
+
+
+def _difference(after: Totals, before: Totals) -> Totals:
+    a, b = after, before
+    return (
+        a[0] - b[0],
+        a[1] - b[1],
+        a[2] - b[2],
+        a[3] - b[3],
+        a[4] - b[4],
+        a[5] - b[5],
+        a[6] - b[6],
+    )
+
+
 class Usage(msgspec.Struct, frozen=True):
     """The trailing-window usage as of a time."""
 
@@ -738,7 +777,12 @@ class Usage(msgspec.Struct, frozen=True):
     parts: UsageParts
     coverage: Coverage
     unmetered_in_window: bool
-    samples: tuple[Sample, ...]
+    totals: Totals
+    """The window's raw sums (see `Totals`)."""
+    weight: float
+
+    def of(self, dimension: str) -> Number:
+        return dimension_usage(self.totals, self.weight, dimension)
 
 
 def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
@@ -748,15 +792,10 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
     unmetered (usage is then unknown until it leaves), else `estimated` if any is
     estimated, else `measured`.
     """
-    samples = window_samples(goal, at_us)
-    uncached = sum(s.uncached_input for s in samples)
-    cached = sum(s.cached_input for s in samples)
-    cache_write = sum(s.cache_write_input for s in samples)
-    output = sum(s.output for s in samples)
-    kinds = {s.coverage for s in samples}
-    coverage: Coverage = (
-        "unmetered" if "unmetered" in kinds else "estimated" if "estimated" in kinds else "measured"
-    )
+    start, end = window_range(goal, at_us)
+    window = _difference(_totals_before(goal, end), _totals_before(goal, start))
+    uncached, cached, cache_write, output, _, unmetered, estimated = window
+    coverage: Coverage = "unmetered" if unmetered else "estimated" if estimated else "measured"
     weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
     return Usage(
         usage_tpm=weighted_tpm(uncached, cached, output, weight, cache_write),
@@ -767,8 +806,9 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
             output=output,
         ),
         coverage=coverage,
-        unmetered_in_window="unmetered" in kinds,
-        samples=tuple(samples),
+        unmetered_in_window=unmetered > 0,
+        totals=window,
+        weight=weight,
     )
 
 
@@ -790,6 +830,110 @@ def max_observation_age_us(goal: GoalCapacity) -> int:
     return age_s * US_PER_S
 
 
+def forecast_of(request: AdmitRequest, dimension: str) -> int | None:
+    """The request's forecast of one dimension; `forecast_tpm`, when absent, is
+    `forecast_itpm + forecast_otpm` if both are given (SPEC §3.6)."""
+    if dimension == "tpm":
+        if request.forecast_tpm is not None:
+            return request.forecast_tpm
+        if request.forecast_itpm is not None and request.forecast_otpm is not None:
+            return request.forecast_itpm + request.forecast_otpm
+        return None
+    if dimension == "itpm":
+        return request.forecast_itpm
+    if dimension == "otpm":
+        return request.forecast_otpm
+    return request.forecast_rpm
+
+
+class Limit(msgspec.Struct, frozen=True):
+    """One configured dimension's envelope, whichever way the config spells it."""
+
+    quota: int
+    target: int
+    evaluator_reserve: int
+    cold_start_reserve: int
+
+
+def limits_of(tokens: TokenConfig | None) -> dict[Dimension, Limit]:
+    """The configured dimensions, in reporting order."""
+    if tokens is None:
+        return {}
+    found: dict[Dimension, Limit] = {}
+    if tokens.quota_tpm is not None and tokens.target_tpm is not None:
+        found["tpm"] = Limit(
+            tokens.quota_tpm,
+            tokens.target_tpm,
+            tokens.evaluator_reserve_tpm,
+            tokens.cold_start_reserve_tpm,
+        )
+    for dimension in LIMIT_DIMENSIONS:
+        limit = tokens.limits.get(dimension)
+        if limit is not None:
+            found[dimension] = Limit(
+                limit.quota, limit.target, limit.evaluator_reserve, limit.cold_start_reserve
+            )
+    return found
+
+
+class ProviderView(msgspec.Struct, frozen=True):
+    """A dimension's latest provider report as of a time."""
+
+    report: ProviderState
+    live: bool
+    used_since: Number
+    """The dimension's usage observed after the report."""
+
+    @property
+    def used(self) -> int | None:
+        """What the provider counts as used (limit - remaining), while live."""
+        report = self.report
+        if not self.live or report.limit is None or report.remaining is None:
+            return None
+        return max(0, report.limit - report.remaining)
+
+    @property
+    def room(self) -> Number | None:
+        """What the provider would still accept: remaining minus usage since, while live."""
+        if not self.live or self.report.remaining is None:
+            return None
+        return _tidy(self.report.remaining - self.used_since)
+
+
+class DimensionState(msgspec.Struct, frozen=True):
+    """One dimension as of a time (configured or not: `limit` is None when it is not)."""
+
+    dimension: Dimension
+    limit: Limit | None
+    usage: Number
+    reserved: int
+    provider: ProviderView | None
+
+    @property
+    def provider_used(self) -> int | None:
+        return None if self.provider is None else self.provider.used
+
+    @property
+    def load(self) -> Number:
+        # Forecasts already cover the usage of the runs they belong to, and the
+        # provider's count covers both: the largest is the load, never their sum.
+        return max(self.usage, self.reserved, self.provider_used or 0)
+
+    def available(self, run_class: str) -> int | None:
+        """The part of the target a run of this class may fill (None: not configured)."""
+        if self.limit is None:
+            return None
+        protected = self.limit.evaluator_reserve if run_class == "solver" else 0
+        return self.limit.target - protected
+
+    def headroom(self, run_class: str) -> Number | None:
+        """Largest forecast a run of this class could be admitted with (may be negative)."""
+        available = self.available(run_class)
+        if available is None or self.limit is None:
+            return None
+        return _tidy(available - self.limit.cold_start_reserve - self.load)
+
+
 class Evaluation(msgspec.Struct, frozen=True):
     """Everything about a goal as of `at_us` that does not depend on a request."""
 
@@ -797,8 +941,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     cases: CaseConfig | None
     tokens: TokenConfig | None
     usage: Usage
-    reserved_tpm: int
-    load_tpm: Number
+    every_dimension: dict[Dimension, DimensionState]
+    """All four dimensions, configured or not (reports are kept for every one)."""
     observation_stale: bool
     last_observation_at_us: int | None
     cooldown_until_us: int | None
@@ -810,22 +954,34 @@ class Evaluation(msgspec.Struct, frozen=True):
     def configured(self) -> bool:
         return self.cases is not None or self.tokens is not None
 
+    @property
+    def dimensions(self) -> dict[Dimension, DimensionState]:
+        """The configured dimensions, in reporting order."""
+        return {d: s for d, s in self.every_dimension.items() if s.limit is not None}
+
+    @property
+    def tpm(self) -> DimensionState:
+        return self.every_dimension["tpm"]
+
+    @property
+    def reserved_tpm(self) -> int:
+        return self.tpm.reserved
+
+    @property
+    def load_tpm(self) -> Number:
+        return self.tpm.load
+
     def available_tpm(self, run_class: str) -> int | None:
-        """The part of the target a run of this class may fill (None: no token gate)."""
-        if self.tokens is None or self.tokens.target_tpm is None:
-            return None
-        protected = self.tokens.evaluator_reserve_tpm if run_class == "solver" else 0
-        return self.tokens.target_tpm - protected
+        return self.tpm.available(run_class)
 
     def headroom_tpm(self, run_class: str) -> Number | None:
-        """Largest forecast a run of this class could be admitted with (may be negative)."""
-        available = self.available_tpm(run_class)
-        if available is None or self.tokens is None:
-            return None
-        return _tidy(available - self.tokens.cold_start_reserve_tpm - self.load_tpm)
+        return self.tpm.headroom(run_class)
 
-    def figures(self, forecast_tpm: int | None, run_class: str) -> Figures:
+    def figures(
+        self, request: AdmitRequest | None, run_class: str, binding: Dimension | None = None
+    ) -> Figures:
         cases, tokens = self.cases, self.tokens
+        forecasts = {d: None if request is None else forecast_of(request, d) for d in DIMENSIONS}
         return Figures(
             usage_tpm=self.usage.usage_tpm,
             usage=self.usage.parts,
@@ -833,7 +989,7 @@ class Evaluation(msgspec.Struct, frozen=True):
             load_tpm=self.load_tpm,
             target_tpm=None if tokens is None else tokens.target_tpm,
             headroom_tpm=self.headroom_tpm(run_class),
-            forecast_tpm=forecast_tpm,
+            forecast_tpm=forecasts["tpm"],
             coverage=self.usage.coverage,
             observation_stale=self.observation_stale,
             last_observation_at=_at_or_none(self.last_observation_at_us),
@@ -844,14 +1000,49 @@ class Evaluation(msgspec.Struct, frozen=True):
             quota_tpm=None if tokens is None else tokens.quota_tpm,
             evaluator_reserve_tpm=None if tokens is None else tokens.evaluator_reserve_tpm,
             cold_start_reserve_tpm=None if tokens is None else tokens.cold_start_reserve_tpm,
+            dimensions={
+                d: _dimension_figures(s, forecasts[d], run_class)
+                for d, s in self.dimensions.items()
+            },
+            binding_dimension=binding,
         )
+
+
+def _dimension_figures(s: DimensionState, forecast: int | None, run_class: str) -> DimensionFigures:
+    assert s.limit is not None
+    headroom = s.headroom(run_class)
+    assert headroom is not None
+    return DimensionFigures(
+        usage=s.usage,
+        reserved=s.reserved,
+        provider_used=s.provider_used,
+        load=s.load,
+        target=s.limit.target,
+        headroom=headroom,
+        forecast=forecast,
+    )
 
 
 def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
     """The goal as of `at_us` (which must be at or after the goal's latest folded event)."""
     usage = usage_at(goal, at_us)
     runs = active_runs_at(goal, at_us)
-    reserved_tpm = sum(r.request.forecast_tpm or 0 for r in runs)
+    limits = limits_of(goal.tokens)
+    now_totals = _totals_before(goal, len(goal.samples))
+    every: dict[Dimension, DimensionState] = {}
+    for dimension in DIMENSIONS:
+        report = goal.provider.get(dimension)
+        view = None
+        if report is not None and report.at_us <= at_us:
+            since = dimension_usage(_difference(now_totals, report.totals), usage.weight, dimension)
+            view = ProviderView(report, report.live_at(at_us), since)
+        every[dimension] = DimensionState(
+            dimension=dimension,
+            limit=limits.get(dimension),
+            usage=usage.of(dimension),
+            reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs),
+            provider=view,
+        )
     metered_us = goal.last_metered_at_us
     if metered_us is not None and metered_us > at_us:
         metered_us = None  # not yet observed as of at_us
@@ -861,9 +1052,7 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         cases=goal.cases,
         tokens=goal.tokens,
         usage=usage,
-        reserved_tpm=reserved_tpm,
-        # Forecasts already cover the usage of the runs they belong to: take the larger.
-        load_tpm=max(usage.usage_tpm, reserved_tpm),
+        every_dimension=every,
         observation_stale=metered_us is None or at_us - metered_us > max_observation_age_us(goal),
         last_observation_at_us=metered_us,
         cooldown_until_us=cooldown_us,
@@ -892,7 +1081,7 @@ def _at_or_none(at_us: int | None) -> str | None:
     return None if at_us is None else format_us(at_us)
 
 
-# -- the admission decision (SPEC §3.3) ------------------------------------------------
+# -- the admission decision (SPEC §3.3, §3.6) ------------------------------------------
 
 
 class Decision(msgspec.Struct, frozen=True):
@@ -907,25 +1096,40 @@ class Decision(msgspec.Struct, frozen=True):
     original: ActiveRun | None = None
     """The active admission of the same run, if any."""
 
+    @property
+    def binding_dimension(self) -> str | None:
+        return self.figures.binding_dimension
+
 
 def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> Decision:
     """May `request` start at `at_us`? Pure: the same answer for the same inputs.
 
     `goal` is the goal's state folded up to (not including) the decision; `at_us` is the
-    decision's time, at or after the goal's latest folded event.
+    decision's time, at or after the goal's latest folded event. `admit`, `audit` and
+    `whatif` all decide with this one function.
     """
     ev = evaluate(goal, at_us)
-    figures = ev.figures(request.forecast_tpm, request.run_class)
     original = next((r for r in ev.active_runs if r.request.run == request.run), None)
     if original is not None:
+        figures = ev.figures(request, request.run_class)
         if original.request == request:
             return Decision(True, True, (), figures, original.receipt, original)
         conflict = (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,)
         return Decision(False, False, conflict, figures, None, original)
     reasons = refusal_reasons(ev, request)
+    figures = ev.figures(request, request.run_class, binding_dimension(reasons))
     if reasons:
         return Decision(False, False, reasons, figures, None)
     return Decision(True, False, (), figures, _receipt(ev, figures, request))
+
+
+def binding_dimension(reasons: tuple[str, ...] | list[str]) -> Dimension | None:
+    """The first dimension with a failing reason (gate-wide reasons name none)."""
+    for reason in reasons:
+        dimension = R.REASON_DIMENSION.get(reason)
+        if dimension is not None:
+            return dimension  # type: ignore[return-value]
+    return None
 
 
 def refusal_reasons(ev: Evaluation, request: AdmitRequest) -> tuple[str, ...]:
@@ -936,7 +1140,7 @@ def refusal_reasons(ev: Evaluation, request: AdmitRequest) -> tuple[str, ...]:
     if ev.cases is not None:
         reasons += case_reasons(ev.cases, ev.active_cases, request.arm)
     if ev.tokens is not None:
-        reasons += token_reasons(ev, request.forecast_tpm, request.run_class)
+        reasons += token_reasons(ev, request)
     return tuple(reasons)
 
 
@@ -963,34 +1167,61 @@ def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> lis
     return reasons
 
 
-def token_reasons(ev: Evaluation, forecast_tpm: int | None, run_class: str) -> list[str]:
-    """The token gate's failing reasons for a run of `run_class` forecasting `forecast_tpm`."""
-    tokens = ev.tokens
-    assert tokens is not None
+def token_reasons(ev: Evaluation, request: AdmitRequest) -> list[str]:
+    """The token gate's failing reasons for `request`, in SPEC §3.6's order: tpm's
+    forecast checks, the gate-wide checks, tpm's room checks, then itpm, otpm, rpm."""
+    dimensions = ev.dimensions
+    run_class = request.run_class
     reasons: list[str] = []
-    target_tpm = tokens.target_tpm
-    if target_tpm is None:
-        pass  # no tpm dimension: only the gate-wide reasons
-    elif forecast_tpm is None:
-        reasons.append(R.TOKEN_FORECAST_REQUIRED)
-    elif forecast_tpm > target_tpm:
-        reasons.append(R.FORECAST_EXCEEDS_TARGET)
+    tpm = dimensions.get("tpm")
+    if tpm is not None:
+        reasons += _forecast_checks(tpm, forecast_of(request, "tpm"))
     if ev.cooldown_active:
         reasons.append(R.CAPACITY_COOLDOWN_ACTIVE)
     if ev.usage.unmetered_in_window:
         reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
     if ev.observation_stale:
         reasons.append(R.USAGE_OBSERVATION_STALE)
-    if forecast_tpm is not None and target_tpm is not None:
-        needed = ev.load_tpm + forecast_tpm + tokens.cold_start_reserve_tpm
-        available = ev.available_tpm(run_class)
-        assert available is not None
-        if needed > available:
-            # A solver that only lacks room because of the evaluator reserve is told so.
-            protected = run_class == "solver" and needed <= target_tpm
-            reasons.append(
-                R.EVALUATOR_RESERVE_PROTECTED if protected else R.TOKEN_HEADROOM_EXHAUSTED
-            )
+    if tpm is not None:
+        reasons += _room_checks(tpm, forecast_of(request, "tpm"), run_class)
+    for dimension in LIMIT_DIMENSIONS:
+        state = dimensions.get(dimension)
+        if state is not None:
+            forecast = forecast_of(request, dimension)
+            reasons += _forecast_checks(state, forecast)
+            reasons += _room_checks(state, forecast, run_class)
+    return reasons
+
+
+def _forecast_checks(s: DimensionState, forecast: int | None) -> list[str]:
+    assert s.limit is not None
+    names = R.DIMENSION_REASONS[s.dimension]
+    if forecast is None:
+        return [names["forecast_required"]]
+    if forecast > s.limit.target:
+        return [names["forecast_exceeds_target"]]
+    return []
+
+
+def _room_checks(s: DimensionState, forecast: int | None, run_class: str) -> list[str]:
+    """The headroom check (with the evaluator-reserve rule) and the provider's remaining."""
+    if forecast is None:
+        return []
+    assert s.limit is not None
+    names = R.DIMENSION_REASONS[s.dimension]
+    reasons: list[str] = []
+    needed = s.load + forecast + s.limit.cold_start_reserve
+    available = s.available(run_class)
+    assert available is not None
+    if needed > available:
+        # A solver that only lacks room because of the evaluator reserve is told so.
+        protected = run_class == "solver" and needed <= s.limit.target
+        reasons.append(
+            names["evaluator_reserve_protected"] if protected else names["headroom_exhausted"]
+        )
+    room = None if s.provider is None else s.provider.room
+    if room is not None and forecast > room:
+        reasons.append(names["provider_exhausted"])
     return reasons
 
 
@@ -1013,26 +1244,66 @@ def shortfall_tpm(figures: Figures, run_class: str) -> Number | None:
     return _tidy(figures.forecast_tpm - figures.headroom_tpm)
 
 
+def shortfalls(
+    ev: Evaluation, request: AdmitRequest, reasons: tuple[str, ...]
+) -> dict[str, Number]:
+    """Per dimension with a failing reason: how much its forecast is over what that
+    dimension allows (its headroom, and the provider's remaining room where that
+    refused it). A dimension refused only for a missing forecast has no number."""
+    found: dict[str, Number] = {}
+    for dimension, state in ev.dimensions.items():
+        names = R.DIMENSION_REASONS[dimension]
+        failing = {check for check, reason in names.items() if reason in reasons}
+        forecast = forecast_of(request, dimension)
+        if not failing or forecast is None:
+            continue
+        over: list[Number] = []
+        if failing - {"provider_exhausted"}:
+            headroom = state.headroom(request.run_class)
+            assert headroom is not None
+            over.append(forecast - headroom)
+        room = None if state.provider is None else state.provider.room
+        if "provider_exhausted" in failing and room is not None:
+            over.append(forecast - room)
+        if over:
+            found[dimension] = _tidy(max(over))
+    return found
+
+
 # -- when things change by themselves --------------------------------------------------
 
 
-def change_points_after(goal: GoalCapacity, at_us: int) -> list[int]:
+def change_points_after(
+    goal: GoalCapacity, at_us: int, *, samples_after_seq: int = -1
+) -> list[int]:
     """Times after `at_us` at which the evaluation changes with no new event: a sample
-    leaves the window, a lease ends, a cooldown ends. Sorted, without duplicates."""
-    points: SortedSet = SortedSet()
-    for sample in window_samples(goal, at_us):
-        points.add(sample.at_us + WINDOW_US)
-    for run in active_runs_at(goal, at_us):
-        if run.lease_until_us is not None:
+    leaves the window, a lease ends, a cooldown ends, a provider report stops being
+    live. Sorted, without duplicates.
+
+    With `samples_after_seq`, only the samples folded after that record are looked at
+    (the others' times were asked for before): a timeline asking after every event
+    pays for each sample once, never for the whole window again.
+    """
+    points: set[int] = set()
+    samples = goal.samples
+    index = len(samples) - 1
+    while index >= goal.head and samples[index].seq > samples_after_seq:
+        points.add(samples[index].at_us + WINDOW_US)
+        index -= 1
+    for run in goal.runs.values():
+        if run.lease_until_us is not None and run.active_at(at_us):
             points.add(run.lease_until_us)
-    if goal.cooldown_until_us is not None and goal.cooldown_until_us > at_us:
+    if goal.cooldown_until_us is not None:
         points.add(goal.cooldown_until_us)
-    return [int(p) for p in points if p > at_us]
+    for report in goal.provider.values():
+        points.add(report.ends_us())
+    return sorted(p for p in points if p > at_us)
 
 
 def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> int | None:
     """The earliest time after `at_us` at which `request` would pass had nothing else
-    happened (samples ageing out, cooldown ending, leases expiring); None if never."""
+    happened (samples ageing out, cooldown ending, leases expiring, provider reports
+    lapsing: every dimension); None if never."""
     for point_us in change_points_after(goal, at_us):
         if decide_admission(goal, request, point_us).admitted:
             return point_us
@@ -1082,13 +1353,28 @@ def config_below_occupancy(active: ActiveCases, cases: CaseConfig | None) -> lis
     return [f"{name} {limit} < {count} active" for name, limit, count in limits if limit < count]
 
 
+READY_PROBE = AdmitRequest(
+    run="admission-ready-probe",
+    case=None,
+    arm=None,
+    run_class="solver",
+    forecast_tpm=1,
+    lease_s=None,
+    forecast_itpm=1,
+    forecast_otpm=1,
+    forecast_rpm=1,
+)
+"""The request `admission_ready` asks about: a solver forecasting 1 in every dimension."""
+
+
 def admission_ready(ev: Evaluation) -> bool:
-    """Would a solver run forecasting 1 TPM pass the token gate, with a case slot free?"""
+    """Would a solver run forecasting 1 per dimension pass the token gate, with a case
+    slot free?"""
     if not ev.configured:
         return False
     if ev.cases is not None and ev.active_cases.total >= ev.cases.target_active_cases:
         return False
-    return ev.tokens is None or not token_reasons(ev, 1, "solver")
+    return ev.tokens is None or not token_reasons(ev, READY_PROBE)
 
 
 def next_action(ev: Evaluation) -> str:
@@ -1106,8 +1392,8 @@ def next_action(ev: Evaluation) -> str:
         or active.baseline > cases.max_baseline_cases
         or active.test > cases.max_test_cases
     )
-    over_tokens = (
-        tokens is not None and tokens.target_tpm is not None and ev.reserved_tpm > tokens.target_tpm
+    over_tokens = any(
+        s.limit is not None and s.reserved > s.limit.target for s in ev.dimensions.values()
     )
     if over_cases or over_tokens:
         return "release_runs"

@@ -30,6 +30,40 @@ USAGE_OBSERVATION_STALE = "usage_observation_stale"
 TOKEN_HEADROOM_EXHAUSTED = "token_headroom_exhausted"
 EVALUATOR_RESERVE_PROTECTED = "evaluator_reserve_protected"
 
+TPM_PROVIDER_EXHAUSTED = "tpm_provider_exhausted"
+
+# -- admission: the other dimensions of the token gate (SPEC §3.6) ---------------------
+# For D in itpm, otpm, rpm: D_forecast_required, D_forecast_exceeds_target,
+# D_headroom_exhausted, D_evaluator_reserve_protected, D_provider_exhausted.
+DIMENSION_CHECKS = (
+    "forecast_required",
+    "forecast_exceeds_target",
+    "headroom_exhausted",
+    "evaluator_reserve_protected",
+    "provider_exhausted",
+)
+"""A dimension's checks, in the order its reasons are reported."""
+DIMENSION_REASONS: dict[str, dict[str, str]] = {
+    "tpm": {
+        "forecast_required": TOKEN_FORECAST_REQUIRED,
+        "forecast_exceeds_target": FORECAST_EXCEEDS_TARGET,
+        "headroom_exhausted": TOKEN_HEADROOM_EXHAUSTED,
+        "evaluator_reserve_protected": EVALUATOR_RESERVE_PROTECTED,
+        "provider_exhausted": TPM_PROVIDER_EXHAUSTED,
+    },
+    **{
+        dimension: {check: f"{dimension}_{check}" for check in DIMENSION_CHECKS}
+        for dimension in ("itpm", "otpm", "rpm")
+    },
+}
+"""Dimension -> check -> reason code (tpm keeps the names it had before dimensions)."""
+REASON_DIMENSION: dict[str, str] = {
+    reason: dimension
+    for dimension, checks in DIMENSION_REASONS.items()
+    for reason in checks.values()
+}
+"""The dimension a reason belongs to (the gate-wide reasons belong to none)."""
+
 # -- configure and release (SPEC §3.1, §3.4) -----------------------------------------
 CONFIG_BELOW_OCCUPANCY = "config_below_occupancy"
 RUN_NOT_ACTIVE = "run_not_active"
@@ -50,6 +84,8 @@ TOKEN_GATE_REASONS = (
     USAGE_OBSERVATION_STALE,
     TOKEN_HEADROOM_EXHAUSTED,
     EVALUATOR_RESERVE_PROTECTED,
+    TPM_PROVIDER_EXHAUSTED,
+    *(DIMENSION_REASONS[d][check] for d in ("itpm", "otpm", "rpm") for check in DIMENSION_CHECKS),
 )
 ADMISSION_REASONS = (
     RUN_EXISTS_WITH_DIFFERENT_REQUEST,

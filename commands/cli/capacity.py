@@ -17,7 +17,8 @@ from quotaledger.cli.common import (
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES, ConfigFields
+from quotaledger.projections.capacity import ARMS, COVERAGES, DIMENSIONS, RUN_CLASSES
+from quotaledger.projections.configrule import ConfigFields
 from quotaledger.services.capacity import CapacityService
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
@@ -46,14 +47,35 @@ def register(app: typer.Typer) -> None:
         "--target-tpm 90000 --evaluator-reserve-tpm 10000",
     )
     @config_options(show_defaults=True)
-    def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
-        """Set a goal's case gate and/or token gate.
+    def configure(
+        ctx: Ctx,
+        goal: GoalOpt,
+        config: ConfigFields,
+        remove_limit: Annotated[
+            list[str] | None,
+            choice_option(
+                "--remove-limit", DIMENSIONS, "Remove a dimension of the token gate (repeatable)."
+            ),
+        ] = None,
+        remove_gate: Annotated[
+            list[str] | None,
+            choice_option("--remove-gate", ("cases", "tokens"), "Remove a gate (repeatable)."),
+        ] = None,
+        at: AtOpt = None,
+    ) -> Output:
+        """Change a goal's case gate and/or token gate: only the flags given change.
 
-        The flags of one gate replace that gate's whole config (unset values take their
-        defaults); a gate whose flags are absent keeps its current config.
+        A default never set explicitly follows its source (a target its quota, the case
+        target and caps --max-active-cases); the answer lists every change.
         """
         with ctx.service(CapacityService, write=True) as ledger:
-            result = ledger.configure(goal=goal, at=at, **config)
+            result = ledger.configure(
+                goal=goal,
+                at=at,
+                remove_limit=remove_limit or [],
+                remove_gate=remove_gate or [],
+                **config,
+            )
         return Output(result, text=configure_text(result))
 
     @command(
@@ -176,7 +198,20 @@ def register(app: typer.Typer) -> None:
             str, choice_option("--class", RUN_CLASSES, "The run's class [default: solver].")
         ] = "solver",
         forecast_tpm: Annotated[
-            int | None, _int_opt("--forecast-tpm", "TPM this run will use (reserved).")
+            int | None,
+            _int_opt(
+                "--forecast-tpm",
+                "TPM this run will use (reserved) [default: itpm + otpm forecasts if both].",
+            ),
+        ] = None,
+        forecast_itpm: Annotated[
+            int | None, _int_opt("--forecast-itpm", "Input tokens per minute it will use.")
+        ] = None,
+        forecast_otpm: Annotated[
+            int | None, _int_opt("--forecast-otpm", "Output tokens per minute it will use.")
+        ] = None,
+        forecast_rpm: Annotated[
+            int | None, _int_opt("--forecast-rpm", "Requests per minute it will make.")
         ] = None,
         lease_s: Annotated[
             int | None,
@@ -202,6 +237,9 @@ def register(app: typer.Typer) -> None:
                 arm=arm,
                 class_=class_,
                 forecast_tpm=forecast_tpm,
+                forecast_itpm=forecast_itpm,
+                forecast_otpm=forecast_otpm,
+                forecast_rpm=forecast_rpm,
                 lease_s=lease_s,
                 at=at,
                 dry_run=dry_run,
@@ -321,7 +359,11 @@ def configure_text(result: dict[str, Any]) -> str:
             f"REFUSED configure {result['goal']}: {', '.join(result['reasons'])} "
             f"({'; '.join(result['detail'])})"
         )
-    return f"configured {result['goal']}: {config_summary(config)}"
+    changes = result.get("changes") or {}
+    changed = ", ".join(f"{k} {_num(old)} -> {_num(new)}" for k, (old, new) in changes.items())
+    return f"configured {result['goal']}: {config_summary(config)}" + (
+        f"\n  changed: {changed}" if changed else "\n  changed: nothing"
+    )
 
 
 def config_summary(config: dict[str, Any]) -> str:
@@ -333,11 +375,17 @@ def config_summary(config: dict[str, Any]) -> str:
             f"(baseline <= {cases['max_baseline_cases']}, test <= {cases['max_test_cases']}, "
             f"reserved test {cases['reserved_test_cases']})"
         )
-    if tokens:
+    if tokens and tokens.get("quota_tpm") is not None:
         parts.append(
             f"tokens target {tokens['target_tpm']}/quota {tokens['quota_tpm']} TPM "
             f"(evaluator reserve {tokens['evaluator_reserve_tpm']}, cold start "
             f"{tokens['cold_start_reserve_tpm']}, cached weight {tokens['cached_input_weight']})"
+        )
+    for dimension, limit in (tokens or {}).get("limits", {}).items():
+        parts.append(
+            f"{dimension} target {limit['target']}/quota {limit['quota']} "
+            f"(evaluator reserve {limit['evaluator_reserve']}, cold start "
+            f"{limit['cold_start_reserve']})"
         )
     return "; ".join(parts) if parts else "no gate"
 
@@ -391,11 +439,31 @@ def figures_text(figures: dict[str, Any]) -> str:
             f" (evaluator reserve {figures['evaluator_reserve_tpm']}); headroom "
             f"{_num(figures['headroom_tpm'])} TPM"
         )
+    lines += dimension_lines(figures.get("dimensions") or {}, figures.get("binding_dimension"))
+    if figures["target_tpm"] is not None or figures.get("dimensions"):
         lines.append(
             coverage_text(figures, with_last=True)
             + f", cooldown until {figures['cooldown_until'] or '-'}"
         )
     return "\n  ".join(lines) if lines else "no gate configured"
+
+
+def dimension_lines(dimensions: dict[str, Any], binding: str | None) -> list[str]:
+    """One line per dimension other than tpm (tpm has its own line)."""
+    lines = []
+    for name, d in dimensions.items():
+        if name == "tpm":
+            continue
+        headroom = d["headroom"]
+        if isinstance(headroom, dict):  # inspect gives it per class
+            headroom = headroom["solver"]
+        provider = "" if d["provider_used"] is None else f", provider used {d['provider_used']}"
+        lines.append(
+            f"{name}{' (binding)' if name == binding else ''}: load {_num(d['load'])} (usage "
+            f"{_num(d['usage'])}, reserved {d['reserved']}{provider}) vs target {d['target']}; "
+            f"headroom {_num(headroom)}"
+        )
+    return lines
 
 
 def inspect_text(result: dict[str, Any]) -> str:
@@ -418,6 +486,16 @@ def inspect_text(result: dict[str, Any]) -> str:
             f"{goal['reserved_tpm']}, load {_num(goal['load_tpm'])}, headroom solver "
             f"{_num(headroom['solver'])} / evaluator {_num(headroom['evaluator'])}"
         )
+        lines += ["  " + line for line in dimension_lines(goal.get("dimensions") or {}, None)]
+        for dimension, report in (goal.get("provider") or {}).items():
+            if report["live"]:
+                above = (
+                    ", config above provider limit" if report["config_above_provider_limit"] else ""
+                )
+                lines.append(
+                    f"  provider {dimension}: {report['remaining']} of {report['limit']} left "
+                    f"until {report['reset_at'] or '-'}{above}"
+                )
         lines.append(f"  {coverage_text(goal)}, cooldown until {goal['cooldown_until'] or '-'}")
         runs = goal["active_runs"]
         if runs:

@@ -5,7 +5,7 @@
     def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
         ... ledger.configure(goal=goal, at=at, **config) ...
 
-The decorator puts the thirteen options where the `config` parameter stands and hands
+The decorator puts the config options where the `config` parameter stands and hands
 them to the command gathered in that one dict, so both commands declare the same
 flags, with the same help, from this one table.
 """
@@ -18,7 +18,7 @@ from typing import Annotated, Any, get_type_hints
 import typer
 
 from quotaledger.cli.common import duration_option
-from quotaledger.projections.capacity import CASE_FIELDS, TOKEN_FIELDS, ConfigFields
+from quotaledger.projections.configrule import FIELDS, ConfigFields, dimension_fields
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
 # second part out: there an absent flag keeps the recorded value instead.
@@ -40,7 +40,17 @@ _HELP: dict[str, tuple[str, str]] = {
     "cooldown_base_s": ("Token gate: first cooldown after a 429, doubling", "[15]"),
     "cooldown_max_s": ("Token gate: longest cooldown, Retry-After included", "[300]"),
 }
-_FIELDS = CASE_FIELDS + TOKEN_FIELDS
+for _dimension, _what in (
+    ("itpm", "input tokens per minute"),
+    ("otpm", "output tokens per minute"),
+    ("rpm", "requests per minute"),
+):
+    _quota, _target, _evaluator, _cold = dimension_fields(_dimension)
+    _HELP[_quota] = (f"Token gate: the provider's quota of {_what}", "")
+    _HELP[_target] = (f"Token gate: {_what} to fill", "[default: 90% of quota]")
+    _HELP[_evaluator] = (f"Token gate: {_what} solvers leave to evaluators", "[default: 0]")
+    _HELP[_cold] = (f"Token gate: {_what} kept free for start-up bursts", "[default: 0]")
+_FIELDS = FIELDS
 assert tuple(_HELP) == _FIELDS
 _TYPES = get_type_hints(ConfigFields)  # int | None, or float | None
 
@@ -57,7 +67,7 @@ def _option(name: str, kind: Any, show_defaults: bool) -> inspect.Parameter:
 
 
 def config_options(*, show_defaults: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Replace the command's `config` parameter with the thirteen config options."""
+    """Replace the command's `config` parameter with the config options."""
 
     def decorate(func: Callable[..., Any]) -> Callable[..., Any]:
         signature = inspect.signature(func)

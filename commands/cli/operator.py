@@ -12,7 +12,7 @@ from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput
-from quotaledger.projections.capacity import ConfigFields
+from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService
 from quotaledger.services.outfile import check_out_path

@@ -7,7 +7,7 @@ fdatasync. The results are the JSON objects the CLI prints with `--json`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -16,7 +16,9 @@ from quotaledger.journal import InvalidInput
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
+from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
+from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
 from quotaledger.services.base import (
     ServiceBase,
@@ -62,27 +64,42 @@ class CapacityService(ServiceBase):
     # -- configure ---------------------------------------------------------------------
 
     def configure(
-        self, *, goal: str, at: str | None = None, **fields: Unpack[cap.ConfigFields]
+        self,
+        *,
+        goal: str,
+        at: str | None = None,
+        remove_limit: Sequence[str] = (),
+        remove_gate: Sequence[str] = (),
+        **fields: Unpack[ConfigFields],
     ) -> dict[str, Any]:
-        """Set a goal's case gate and/or token gate; a gate whose flags are absent is kept."""
+        """Change a goal's capacity config: only the fields given change (SPEC §3.5).
+
+        A derived default never set explicitly (a target from its quota, the case
+        target and caps from max_active_cases) follows its source. `remove_limit`
+        removes dimensions (tpm, itpm, otpm, rpm), `remove_gate` gates (cases, tokens).
+        """
         check_identifier("--goal", goal)
-        case_flags, token_flags = cap.split_config_fields(fields)
-        new_cases = _case_config(case_flags)
-        new_tokens = _token_config(token_flags)
-        if new_cases is None and new_tokens is None:
+        remove_limit, remove_gate = _names(remove_limit), _names(remove_gate)
+        given = rule.given_fields(fields)
+        if not given and not remove_limit and not remove_gate:
             raise InvalidInput(
-                "nothing to configure: give the case gate (--max-active-cases ...) and/or the "
-                "token gate (--quota-tpm ...)",
+                "nothing to configure: give the case gate (--max-active-cases ...), the token "
+                "gate (--quota-tpm, --quota-itpm ...), --remove-limit or --remove-gate",
                 code="invalid_config",
             )
+        # The rule needs the goal's config: an invalid result raises inside the
+        # transaction, which then appends nothing.
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
-            current = cap.goal_of(txn.state.capacity, goal)
-            cases = new_cases if new_cases is not None else current.cases
-            tokens = new_tokens if new_tokens is not None else current.tokens
-            config = {"cases": _builtins(cases), "tokens": _builtins(tokens)}
-            active = cap.evaluate(current, parse_at(at_text)).active_cases
-            below = cap.config_below_occupancy(active, cases)
+            state = cap.goal_of(txn.state.capacity, goal)
+            current = rule.Config(state.cases, state.tokens, tuple(state.explicit))
+            new = rule.reconfigure(
+                current, given, remove_limits=remove_limit, remove_gates=remove_gate
+            )
+            config = rule.config_json(new)
+            changes = rule.changes(current, new)
+            active = cap.evaluate(state, parse_at(at_text)).active_cases
+            below = cap.config_below_occupancy(active, new.cases)
             if below:
                 return {
                     "ok": False,
@@ -92,14 +109,19 @@ class CapacityService(ServiceBase):
                     "detail": below,
                     "active_cases": _builtins(active),
                     "config": config,
+                    "changes": changes,
                 }
-            payload = cap.CapacityConfigured(cases=cases, tokens=tokens)
+            payload = cap.CapacityConfigured(
+                cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
+            )
             pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
         return {
             "ok": True,
             "goal": goal,
             "appended": True,
             "config": config,
+            "explicit": list(new.explicit),
+            "changes": changes,
             "event": event_json(pending),
         }
 
@@ -536,6 +558,7 @@ def admit_json(
     else:
         result["reasons"] = list(decision.reasons)
         result["figures"] = _builtins(decision.figures)
+        result["binding_dimension"] = decision.binding_dimension
     result["event"] = event_json(pending) if pending is not None else None
     return result
 
@@ -545,7 +568,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
     ev = cap.evaluate(state, at_us)
     return {
         "at": format_us(at_us),
-        "config": {"cases": _builtins(ev.cases), "tokens": _builtins(ev.tokens)},
+        "config": cap.config_json(ev.cases, ev.tokens),
         "usage_tpm": ev.usage.usage_tpm,
         "usage": _builtins(ev.usage.parts),
         "reserved_tpm": ev.reserved_tpm,
@@ -561,6 +584,8 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
         "cooldown_active": ev.cooldown_active,
         "active_runs": [_active_run_json(r) for r in ev.active_runs],
         "active_counts": _builtins(ev.active_cases),
+        "dimensions": dimensions_json(ev),
+        "provider": provider_json(ev),
         "admission_ready": cap.admission_ready(ev),
         "next_action": cap.next_action(ev),
         "totals": {
@@ -573,6 +598,51 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
     }
 
 
+def dimensions_json(ev: cap.Evaluation) -> dict[str, Any]:
+    """Every configured dimension as of the evaluation (SPEC §3.6, inspect's shape)."""
+    return {
+        dimension: {
+            "usage": state.usage,
+            "reserved": state.reserved,
+            "provider_used": state.provider_used,
+            "load": state.load,
+            "quota": None if state.limit is None else state.limit.quota,
+            "target": None if state.limit is None else state.limit.target,
+            "headroom": {
+                "solver": state.headroom("solver"),
+                "evaluator": state.headroom("evaluator"),
+            },
+        }
+        for dimension, state in ev.dimensions.items()
+    }
+
+
+def provider_json(ev: cap.Evaluation) -> dict[str, Any]:
+    """The latest provider report of every dimension reported (SPEC §3.6)."""
+    found: dict[str, Any] = {}
+    for dimension, state in ev.every_dimension.items():
+        view = state.provider
+        if view is None:
+            continue
+        report = view.report
+        found[dimension] = {
+            "limit": report.limit,
+            "remaining": report.remaining,
+            "reset_at": _at(report.reset_at_us),
+            "reported_at": format_us(report.at_us),
+            "live": view.live,
+            "used": view.used,
+            "used_since": view.used_since,
+            "headroom": view.room,
+            "config_above_provider_limit": (
+                state.limit is not None
+                and report.limit is not None
+                and state.limit.quota > report.limit
+            ),
+        }
+    return found
+
+
 def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
     request = run.request
     return {
@@ -580,7 +650,8 @@ def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
         "case": request.case,
         "arm": request.arm,
         "class": request.run_class,
-        "forecast_tpm": request.forecast_tpm,
+        "forecast_tpm": cap.forecast_of(request, "tpm"),
+        "forecasts": {d: cap.forecast_of(request, d) for d in cap.DIMENSIONS},
         "admitted_at": format_us(run.admitted_at_us),
         "lease_until": _at(run.lease_until_us),
         "seq": run.seq,
@@ -591,23 +662,6 @@ def _at(at_us: int | None) -> str | None:
     return None if at_us is None else format_us(at_us)
 
 
-def _case_config(flags: dict[str, int | None]) -> cap.CaseConfig | None:
-    if all(value is None for value in flags.values()):
-        return None
-    if flags["max_active_cases"] is None:
-        raise InvalidInput(
-            "the case gate needs --max-active-cases (a gate's flags replace its whole config)",
-            code="invalid_config",
-        )
-    return cap.make_case_config(**flags)  # type: ignore[arg-type]
-
-
-def _token_config(flags: dict[str, Any]) -> cap.TokenConfig | None:
-    if all(value is None for value in flags.values()):
-        return None
-    if flags["quota_tpm"] is None:
-        raise InvalidInput(
-            "the token gate needs --quota-tpm (a gate's flags replace its whole config)",
-            code="invalid_config",
-        )
-    return cap.make_token_config(**flags)
+def _names(values: Sequence[str] | str) -> tuple[str, ...]:
+    """A list option given as one name or several."""
+    return (values,) if isinstance(values, str) else tuple(values)

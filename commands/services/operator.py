@@ -15,6 +15,7 @@ import msgspec
 from quotaledger.journal import InvalidInput, Record
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.projections import capacity as cap
+from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
 from quotaledger.services.base import ServiceBase, check_identifier
 from quotaledger.services.outfile import check_out_path, write_atomically
@@ -192,7 +193,7 @@ class OperatorService(ServiceBase):
         since: str | None = None,
         until: str | None = None,
         progress: Progress | None = None,
-        **fields: Unpack[cap.ConfigFields],
+        **fields: Unpack[ConfigFields],
     ) -> dict[str, Any]:
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
@@ -209,7 +210,7 @@ class OperatorService(ServiceBase):
             "assumptions": replay.assumptions(),
             "decisions": replay.decisions,
             "flips": [flip.to_json() for flip in replay.flips],
-            "changes": {**overrides.cases, **overrides.tokens},
+            "changes": dict(overrides.fields),
             "range": {"from": replay.first_at, "to": replay.last_at},
         }
 
@@ -399,6 +400,17 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "Tokens in the window that count against the quota (cached input weighted).",
     ),
     ("quotaledger_reserved_tpm", "gauge", "Sum of the forecasts of the active runs."),
+    (
+        "quotaledger_load",
+        "gauge",
+        "Per configured dimension: max(usage, reserved, provider-reported use).",
+    ),
+    ("quotaledger_target", "gauge", "Per configured dimension: the target admission fills."),
+    (
+        "quotaledger_provider_remaining",
+        "gauge",
+        "Per dimension: what the provider's live report says remains.",
+    ),
     ("quotaledger_load_tpm", "gauge", "max(weighted usage, reserved): what admission compares."),
     ("quotaledger_target_tpm", "gauge", "The token gate's target (absent without a token gate)."),
     ("quotaledger_quota_tpm", "gauge", "The provider quota (absent without a token gate)."),
@@ -458,12 +470,20 @@ def _goal_metrics(
     add("quotaledger_usage_weighted_tpm", ev.usage.usage_tpm)
     add("quotaledger_reserved_tpm", ev.reserved_tpm)
     add("quotaledger_load_tpm", ev.load_tpm)
-    if ev.tokens is not None:
+    if ev.tokens is not None and ev.tokens.target_tpm is not None:
         add("quotaledger_target_tpm", ev.tokens.target_tpm)
         add("quotaledger_quota_tpm", ev.tokens.quota_tpm)
         for run_class in cap.RUN_CLASSES:
             add("quotaledger_headroom_tpm", ev.headroom_tpm(run_class), **{"class": run_class})
     counts = ev.active_cases
+    for dimension, dim in ev.dimensions.items():
+        assert dim.limit is not None
+        add("quotaledger_load", dim.load, dimension=dimension)
+        add("quotaledger_target", dim.limit.target, dimension=dimension)
+    for dimension, dim in ev.every_dimension.items():
+        view = dim.provider
+        if view is not None and view.live and view.report.remaining is not None:
+            add("quotaledger_provider_remaining", view.report.remaining, dimension=dimension)
     add("quotaledger_active_runs", counts.baseline, group="baseline")
     add("quotaledger_active_runs", counts.test, group="test")
     add("quotaledger_active_runs", counts.total, group="total")

@@ -17,6 +17,12 @@ implementation does; see the test module's docstring for how they were settled):
   `release_runs`.
 - A rejection without a token gate uses the default cooldown parameters, and the
   cooldown then gates nothing (it is a token-gate check).
+- Dimensions (§3.6): a field given to configure is explicit from then on; a derived
+  default (a target from its quota, the case target and caps from max_active_cases)
+  that is not explicit -- or, in a config without `explicit`, that equals what its
+  source gives -- is recomputed from its source after every configure. A provider
+  report's "usage observed after the report" is every later observation of the goal
+  (not only the window's).
 """
 
 from __future__ import annotations
@@ -86,23 +92,141 @@ class Invalid(Exception):
 # -- config (SPEC §3.1) -----------------------------------------------------------------
 
 
+DIMS = ("tpm", "itpm", "otpm", "rpm")
+OTHER_DIMS = ("itpm", "otpm", "rpm")
+GENERAL_TOKEN_FLAGS = (
+    "cached_input_weight",
+    "max_observation_age_s",
+    "cooldown_base_s",
+    "cooldown_max_s",
+)
+
+
+def dim_flags(dim: str) -> tuple[str, str, str, str]:
+    return (
+        f"quota_{dim}",
+        f"target_{dim}",
+        f"evaluator_reserve_{dim}",
+        f"cold_start_reserve_{dim}",
+    )
+
+
+LIMIT_FLAGS = tuple(name for dim in OTHER_DIMS for name in dim_flags(dim))
+ALL_FLAGS = CASE_FLAGS + TOKEN_FLAGS + LIMIT_FLAGS
+
+
+def _follows(name: str, values: dict[str, Any]) -> Any:
+    """What a derived default is, given its source's value (SPEC §3.1, §3.5)."""
+    if name in ("target_active_cases", "max_test_cases"):
+        return values["max_active_cases"]
+    if name == "max_baseline_cases":
+        return max(0, values["max_active_cases"] - values["reserved_test_cases"])
+    quota = values["quota_" + name.split("_")[1]]
+    return None if quota is None else quota * 9 // 10
+
+
+DERIVED = (
+    "target_active_cases",
+    "max_baseline_cases",
+    "max_test_cases",
+    *(f"target_{dim}" for dim in DIMS),
+)
+
+
+def flat_of(cases: dict[str, Any] | None, tokens: dict[str, Any] | None) -> dict[str, Any]:
+    values: dict[str, Any] = dict.fromkeys(ALL_FLAGS)
+    if cases:
+        values.update(cases)
+    if tokens:
+        values.update({k: v for k, v in tokens.items() if k != "limits"})
+        if tokens["quota_tpm"] is None:
+            values.update(dict.fromkeys(dim_flags("tpm")))
+        for dim, limit in tokens.get("limits", {}).items():
+            for name, part in zip(
+                dim_flags(dim),
+                ("quota", "target", "evaluator_reserve", "cold_start_reserve"),
+                strict=True,
+            ):
+                values[name] = limit[part]
+    return values
+
+
+def reconfigure(
+    cases: dict[str, Any] | None,
+    tokens: dict[str, Any] | None,
+    explicit: list[str],
+    flags: dict[str, Any],
+    remove_limits: tuple[str, ...] = (),
+    remove_gates: tuple[str, ...] = (),
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None, list[str]]:
+    """SPEC §3.5: configure changes only what it is given."""
+    given = {k: v for k, v in flags.items() if v is not None}
+    values = flat_of(cases, tokens)
+    marked = set(explicit)
+    for name in DERIVED:  # a value its source would not give was given once
+        if values[name] is not None and values[name] != _follows(name, values):
+            marked.add(name)
+    dropped: set[str] = set()
+    for gate in remove_gates:
+        dropped |= set(CASE_FLAGS if gate == "cases" else TOKEN_FLAGS + LIMIT_FLAGS)
+    for dim in remove_limits:
+        dropped |= set(dim_flags(dim))
+    if dropped & set(given):
+        raise Invalid("a removed field given")
+    for name in dropped:
+        values[name] = None
+    marked -= dropped
+    values.update(given)
+    marked |= set(given)
+    # the case gate
+    if values["max_active_cases"] is None:
+        if any(name in given for name in CASE_FLAGS):
+            raise Invalid("case gate needs max_active_cases")
+        new_cases = None
+    else:
+        if values["reserved_test_cases"] is None:
+            values["reserved_test_cases"] = 0
+        for name in ("target_active_cases", "max_baseline_cases", "max_test_cases"):
+            if name not in marked or values[name] is None:
+                values[name] = _follows(name, values)
+        new_cases = case_config({n: values[n] for n in CASE_FLAGS})
+    # the token gate's dimensions
+    present = []
+    for dim in DIMS:
+        quota, target, evaluator, cold = dim_flags(dim)
+        if values[quota] is None:
+            if any(name in given for name in (target, evaluator, cold)):
+                raise Invalid(f"{dim} needs its quota")
+            continue
+        present.append(dim)
+        if target not in marked or values[target] is None:
+            values[target] = _follows(target, values)
+        for name in (evaluator, cold):
+            values[name] = _default(values[name], 0)
+    if not present:
+        if any(name in given for name in GENERAL_TOKEN_FLAGS):
+            raise Invalid("token gate needs a quota")
+        if tokens is not None and "tokens" not in remove_gates:
+            raise Invalid("the token gate's last dimension removed")
+        new_tokens = None
+    else:
+        new_tokens = token_config(values, present)
+    keep = set()
+    if new_cases is not None:
+        keep |= set(CASE_FLAGS)
+    if new_tokens is not None:
+        keep |= set(GENERAL_TOKEN_FLAGS) | {n for d in present for n in dim_flags(d)}
+    return new_cases, new_tokens, [n for n in ALL_FLAGS if n in marked & keep]
+
+
 def case_config(flags: dict[str, Any]) -> dict[str, int]:
-    top = flags.get("max_active_cases")
-    if top is None:
-        raise Invalid("case gate needs max_active_cases")
-    reserved = flags.get("reserved_test_cases")
-    reserved = 0 if reserved is None else reserved
-    config = {
-        "max_active_cases": top,
-        "target_active_cases": _default(flags.get("target_active_cases"), top),
-        "max_baseline_cases": _default(flags.get("max_baseline_cases"), top - reserved),
-        "max_test_cases": _default(flags.get("max_test_cases"), top),
-        "reserved_test_cases": reserved,
-    }
+    top = flags["max_active_cases"]
+    config = {name: flags[name] for name in CASE_FLAGS}
+    reserved = config["reserved_test_cases"]
     if not 1 <= top <= 1024:
         raise Invalid("max_active_cases out of 1..1024")
-    if any(value < 0 for value in config.values()):
-        raise Invalid("negative case limit")
+    if any(value < 0 or value > 1024 for value in config.values()):
+        raise Invalid("case limit out of range")
     target, base_cap = config["target_active_cases"], config["max_baseline_cases"]
     test_cap = config["max_test_cases"]
     rules = (
@@ -118,32 +242,71 @@ def case_config(flags: dict[str, Any]) -> dict[str, int]:
     return config
 
 
-def token_config(flags: dict[str, Any]) -> dict[str, Any]:
-    quota = flags.get("quota_tpm")
-    if quota is None:
-        raise Invalid("token gate needs quota_tpm")
+def _limit_ok(quota: int, target: int, evaluator: int, cold: int) -> None:
     if not 1 <= quota <= TOKEN_MAX:
         raise Invalid("quota out of range")
-    config: dict[str, Any] = {"quota_tpm": quota}
-    config["target_tpm"] = _default(flags.get("target_tpm"), quota * 9 // 10)
-    for name, default in TOKEN_DEFAULTS.items():
-        config[name] = _default(flags.get(name), default)
-    for name in ("target_tpm", "evaluator_reserve_tpm", "cold_start_reserve_tpm"):
-        if not 0 <= config[name] <= TOKEN_MAX:
-            raise Invalid(f"{name} out of range")
-    if config["target_tpm"] > quota:
+    for value in (target, evaluator, cold):
+        if not 0 <= value <= TOKEN_MAX:
+            raise Invalid("limit out of range")
+    if target > quota:
         raise Invalid("target above quota")
-    if config["evaluator_reserve_tpm"] + config["cold_start_reserve_tpm"] > config["target_tpm"]:
+    if evaluator + cold > target:
         raise Invalid("reserves above target")
+
+
+def token_config(values: dict[str, Any], present: list[str]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    if "tpm" in present:
+        for name in dim_flags("tpm"):
+            config[name] = values[name]
+        _limit_ok(*(values[n] for n in dim_flags("tpm")))
+    else:
+        config.update(
+            {"quota_tpm": None, "target_tpm": None, "evaluator_reserve_tpm": 0,
+             "cold_start_reserve_tpm": 0}
+        )  # fmt: skip
+    for name in GENERAL_TOKEN_FLAGS:
+        config[name] = _default(values[name], TOKEN_DEFAULTS[name])
     if not 0.0 <= config["cached_input_weight"] <= 1.0:
         raise Invalid("weight out of 0..1")
     if not 0 <= config["cooldown_max_s"] <= 86400:
         raise Invalid("cooldown_max_s out of 0..86400")
-    for name in ("max_observation_age_s", "cooldown_base_s"):
-        if config[name] < 0:
-            raise Invalid(f"{name} negative")
+    if not 0 <= config["cooldown_base_s"] <= 86400:
+        raise Invalid("cooldown_base_s out of 0..86400")
+    if not 0 <= config["max_observation_age_s"] <= 86400:
+        raise Invalid("max_observation_age_s out of 0..86400")
     config["cached_input_weight"] = float(config["cached_input_weight"])
+    limits = {}
+    for dim in OTHER_DIMS:
+        if dim in present:
+            quota, target, evaluator, cold = (values[n] for n in dim_flags(dim))
+            _limit_ok(quota, target, evaluator, cold)
+            limits[dim] = {
+                "quota": quota,
+                "target": target,
+                "evaluator_reserve": evaluator,
+                "cold_start_reserve": cold,
+            }
+    config["limits"] = limits
     return config
+
+
+def limits_of(tokens: dict[str, Any] | None) -> dict[str, dict[str, int]]:
+    """Configured dimensions in order: {quota, target, evaluator_reserve, cold_start_reserve}."""
+    if not tokens:
+        return {}
+    found = {}
+    if tokens["quota_tpm"] is not None:
+        found["tpm"] = {
+            "quota": tokens["quota_tpm"],
+            "target": tokens["target_tpm"],
+            "evaluator_reserve": tokens["evaluator_reserve_tpm"],
+            "cold_start_reserve": tokens["cold_start_reserve_tpm"],
+        }
+    for dim in OTHER_DIMS:
+        if dim in tokens.get("limits", {}):
+            found[dim] = tokens["limits"][dim]
+    return found
 
 
 def _default(value: Any, default: Any) -> Any:
@@ -174,15 +337,36 @@ class Run:
         return self.lease_until is None or self.lease_until > t
 
 
+def forecast_of(request: dict[str, Any], dim: str) -> int | None:
+    """SPEC §3.6: forecast_tpm, when absent, is forecast_itpm + forecast_otpm if both given."""
+    if dim == "tpm":
+        if request.get("forecast_tpm") is not None:
+            return int(request["forecast_tpm"])
+        i, o = request.get("forecast_itpm"), request.get("forecast_otpm")
+        return None if i is None or o is None else i + o
+    value = request.get(f"forecast_{dim}")
+    return None if value is None else int(value)
+
+
+def _tidy(value: float) -> float:
+    return round(value, 6)
+
+
 @dataclass
 class GoalState:
     t: int
     cases: dict[str, int] | None = None
     tokens: dict[str, Any] | None = None
-    samples: list[tuple[int, int, int, int, str]] = field(default_factory=list)
+    explicit: list[str] = field(default_factory=list)
+    # (at, uncached, cached, output, coverage, cache_write, requests, seq)
+    samples: list[tuple[Any, ...]] = field(default_factory=list)
     runs: dict[str, Run] = field(default_factory=dict)  # admitted, not released
     cooldown_until: int | None = None
     streak: int = 0
+    # dimension -> (at, seq, limit, remaining, reset_at or None)
+    provider: dict[str, tuple[int, int, int | None, int | None, int | None]] = field(
+        default_factory=dict
+    )
 
     # --- derived figures at self.t
     def active_runs(self) -> list[tuple[str, Run]]:
@@ -197,7 +381,7 @@ class GoalState:
                 counts[group] += 1
         return counts
 
-    def window(self) -> list[tuple[int, int, int, int, str]]:
+    def window(self) -> list[tuple[Any, ...]]:
         return [s for s in self.samples if self.t - WINDOW_US < s[0] <= self.t]
 
     def weight(self) -> float:
@@ -208,19 +392,61 @@ class GoalState:
         return {
             "uncached_input": sum(s[1] for s in window),
             "cached_input": sum(s[2] for s in window),
-            "cache_write_input": 0,
+            "cache_write_input": sum(s[5] for s in window),
             "output": sum(s[3] for s in window),
         }
 
+    def usage_of(self, samples: list[tuple[Any, ...]], dim: str) -> float:
+        w = self.weight()
+        inputs = sum(s[1] + s[5] + s[2] * w for s in samples)
+        outputs = sum(s[3] for s in samples)
+        if dim == "tpm":
+            return _tidy(inputs + outputs)
+        if dim == "itpm":
+            return _tidy(inputs)
+        if dim == "otpm":
+            return outputs
+        return sum(s[6] for s in samples)
+
     def usage_tpm(self) -> float:
-        parts = self.usage_parts()
-        return parts["uncached_input"] + parts["cached_input"] * self.weight() + parts["output"]
+        return self.usage_of(self.window(), "tpm")
+
+    def reserved(self, dim: str) -> int:
+        return sum(forecast_of(run.request, dim) or 0 for _, run in self.active_runs())
 
     def reserved_tpm(self) -> int:
-        return sum(run.request["forecast_tpm"] or 0 for _, run in self.active_runs())
+        return self.reserved("tpm")
+
+    def report(self, dim: str) -> tuple[int, int, int | None, int | None, int | None] | None:
+        """The latest provider report of `dim` while it is live (SPEC §3.6)."""
+        found = self.provider.get(dim)
+        if found is None:
+            return None
+        at, _seq, _limit, _remaining, reset_at = found
+        if self.t - at > WINDOW_US or (reset_at is not None and self.t >= reset_at):
+            return None
+        return found
+
+    def provider_used(self, dim: str) -> int | None:
+        live = self.report(dim)
+        if live is None or live[2] is None or live[3] is None:
+            return None
+        return max(0, live[2] - live[3])
+
+    def provider_room(self, dim: str) -> float | None:
+        live = self.report(dim)
+        if live is None or live[3] is None:
+            return None
+        after = [s for s in self.samples if s[7] > live[1] and s[0] <= self.t]
+        return _tidy(live[3] - self.usage_of(after, dim))
+
+    def load(self, dim: str) -> float:
+        return max(
+            self.usage_of(self.window(), dim), self.reserved(dim), self.provider_used(dim) or 0
+        )
 
     def load_tpm(self) -> float:
-        return max(self.usage_tpm(), self.reserved_tpm())
+        return self.load("tpm")
 
     def coverage(self) -> str:
         kinds = {s[4] for s in self.window()}
@@ -242,14 +468,20 @@ class GoalState:
     def cooling(self) -> bool:
         return self.cooldown_until is not None and self.t < self.cooldown_until
 
-    def headroom(self, klass: str) -> float | None:
-        if self.tokens is None:
+    def dim_headroom(self, dim: str, klass: str) -> float | None:
+        limit = limits_of(self.tokens).get(dim)
+        if limit is None:
             return None
-        tokens = self.tokens
-        reserve = tokens["evaluator_reserve_tpm"] if klass == "solver" else 0
-        return tokens["target_tpm"] - reserve - tokens["cold_start_reserve_tpm"] - self.load_tpm()
+        reserve = limit["evaluator_reserve"] if klass == "solver" else 0
+        return _tidy(limit["target"] - reserve - limit["cold_start_reserve"] - self.load(dim))
 
-    def figures(self, forecast: int | None, klass: str) -> dict[str, Any]:
+    def headroom(self, klass: str) -> float | None:
+        return self.dim_headroom("tpm", klass)
+
+    def figures(
+        self, request: dict[str, Any], klass: str, binding: str | None = None
+    ) -> dict[str, Any]:
+        limits = limits_of(self.tokens)
         return {
             "usage_tpm": self.usage_tpm(),
             "usage": self.usage_parts(),
@@ -257,10 +489,23 @@ class GoalState:
             "load_tpm": self.load_tpm(),
             "target_tpm": self.tokens["target_tpm"] if self.tokens else None,
             "headroom_tpm": self.headroom(klass),
-            "forecast_tpm": forecast,
+            "forecast_tpm": forecast_of(request, "tpm"),
             "coverage": self.coverage(),
             "cooldown_until": None if self.cooldown_until is None else fmt(self.cooldown_until),
             "active_cases": self.active_counts(),
+            "dimensions": {
+                dim: {
+                    "usage": self.usage_of(self.window(), dim),
+                    "reserved": self.reserved(dim),
+                    "provider_used": self.provider_used(dim),
+                    "load": self.load(dim),
+                    "target": limit["target"],
+                    "headroom": self.dim_headroom(dim, klass),
+                    "forecast": forecast_of(request, dim),
+                }
+                for dim, limit in limits.items()
+            },
+            "binding_dimension": binding,
         }
 
 
@@ -273,7 +518,7 @@ def cooldown_after(state: GoalState, at_us: int, retry_after_s: int | None) -> d
     streak = state.streak + 1 if within_horizon else 1
     wanted_s = retry_after_s if retry_after_s is not None else base_s * 2 ** (streak - 1)
     cooldown_s = min(wanted_s, max_s)
-    until = at_us + cooldown_s * US
+    until = at_us + math.ceil(round(cooldown_s * US, 3))  # fractions round up to a µs
     if previous is not None:
         until = max(previous, until)
     return {
@@ -311,47 +556,79 @@ def case_reasons(state: GoalState, request: dict[str, Any]) -> list[str]:
     return reasons
 
 
-def token_reasons(state: GoalState, forecast: int | None, klass: str) -> list[str]:
+def dim_reason(dim: str, check: str) -> str:
+    if dim == "tpm":
+        return {
+            "forecast_required": "token_forecast_required",
+            "forecast_exceeds_target": "forecast_exceeds_target",
+            "headroom_exhausted": "token_headroom_exhausted",
+            "evaluator_reserve_protected": "evaluator_reserve_protected",
+            "provider_exhausted": "tpm_provider_exhausted",
+        }[check]
+    return f"{dim}_{check}"
+
+
+def token_reasons(state: GoalState, request: dict[str, Any]) -> list[tuple[str, str | None]]:
+    """(reason, dimension or None) in SPEC §3.6's order."""
     tokens = state.tokens
     if tokens is None:
         return []
-    target, reasons = tokens["target_tpm"], []
-    if forecast is None:
-        reasons.append("token_forecast_required")
-    elif forecast > target:
-        reasons.append("forecast_exceeds_target")
+    klass = request["class"]
+    limits = limits_of(tokens)
+    found: list[tuple[str, str | None]] = []
+
+    def forecast_checks(dim: str) -> None:
+        forecast = forecast_of(request, dim)
+        if forecast is None:
+            found.append((dim_reason(dim, "forecast_required"), dim))
+        elif forecast > limits[dim]["target"]:
+            found.append((dim_reason(dim, "forecast_exceeds_target"), dim))
+
+    def room_checks(dim: str) -> None:
+        forecast = forecast_of(request, dim)
+        if forecast is None:
+            return
+        limit = limits[dim]
+        need = state.load(dim) + forecast + limit["cold_start_reserve"]
+        reserve = limit["evaluator_reserve"] if klass == "solver" else 0
+        if need > limit["target"] - reserve:
+            fits_without_reserve = klass == "solver" and need <= limit["target"]
+            check = "evaluator_reserve_protected" if fits_without_reserve else "headroom_exhausted"
+            found.append((dim_reason(dim, check), dim))
+        room = state.provider_room(dim)
+        if room is not None and forecast > room:
+            found.append((dim_reason(dim, "provider_exhausted"), dim))
+
+    if "tpm" in limits:
+        forecast_checks("tpm")
     if state.cooling():
-        reasons.append("capacity_cooldown_active")
+        found.append(("capacity_cooldown_active", None))
     if state.unmetered_in_window():
-        reasons.append("usage_unmetered_in_window")
+        found.append(("usage_unmetered_in_window", None))
     if state.stale():
-        reasons.append("usage_observation_stale")
-    if forecast is not None:
-        need = state.load_tpm() + forecast + tokens["cold_start_reserve_tpm"]
-        reserve = tokens["evaluator_reserve_tpm"] if klass == "solver" else 0
-        if need > target - reserve:
-            fits_without_reserve = klass == "solver" and need <= target
-            reasons.append(
-                "evaluator_reserve_protected"
-                if fits_without_reserve
-                else "token_headroom_exhausted"
-            )
-    return reasons
+        found.append(("usage_observation_stale", None))
+    if "tpm" in limits:
+        room_checks("tpm")
+    for dim in OTHER_DIMS:
+        if dim in limits:
+            forecast_checks(dim)
+            room_checks(dim)
+    return found
 
 
-def decide(state: GoalState, request: dict[str, Any]) -> tuple[str, list[str]]:
-    """('replay' | 'admit' | 'refuse', reasons)."""
+def decide(state: GoalState, request: dict[str, Any]) -> tuple[str, list[str], str | None]:
+    """('replay' | 'admit' | 'refuse', reasons, binding dimension)."""
     existing = state.runs.get(request["run"])
     if existing is not None and existing.active(state.t):
         if existing.request == request:
-            return "replay", []
-        return "refuse", ["run_exists_with_different_request"]
+            return "replay", [], None
+        return "refuse", ["run_exists_with_different_request"], None
     if state.cases is None and state.tokens is None:
-        return "refuse", ["not_configured"]
-    reasons = case_reasons(state, request) + token_reasons(
-        state, request["forecast_tpm"], request["class"]
-    )
-    return ("refuse", reasons) if reasons else ("admit", [])
+        return "refuse", ["not_configured"], None
+    tokens = token_reasons(state, request)
+    reasons = case_reasons(state, request) + [reason for reason, _ in tokens]
+    binding = next((dim for _, dim in tokens if dim is not None), None)
+    return ("refuse", reasons, binding) if reasons else ("admit", [], None)
 
 
 # -- the model journal --------------------------------------------------------------------
@@ -387,10 +664,27 @@ class Model:
         data, at = event.data, event.at_us
         if event.kind == "capacity.configured":
             state.cases, state.tokens = data["cases"], data["tokens"]
+            state.explicit = list(data.get("explicit", []))
         elif event.kind == "capacity.observed":
+            tokens = data["uncached_input"] + data["cached_input"] + data["output"]
+            tokens += data.get("cache_write_input", 0)
+            requests = data.get("requests")
+            if requests is None:  # SPEC §3.6: one request when it carries tokens
+                requests = 1 if tokens else 0
             state.samples.append(
-                (at, data["uncached_input"], data["cached_input"], data["output"], data["coverage"])
+                (
+                    at,
+                    data["uncached_input"],
+                    data["cached_input"],
+                    data["output"],
+                    data["coverage"],
+                    data.get("cache_write_input", 0),
+                    requests,
+                    event.seq,
+                )
             )
+            for dim, report in (data.get("provider") or {}).items():
+                state.provider[dim] = (at, event.seq, *report)
             run = state.runs.get(data["run"]) if data["run"] else None
             if run and run.lease_until is not None and run.active(at):
                 run.lease_until = max(run.lease_until, at + run.request["lease_s"] * US)
@@ -403,6 +697,8 @@ class Model:
         elif event.kind == "capacity.rejected":
             state.cooldown_until = data["cooldown_until_us"]
             state.streak = data["streak"]
+            for dim, report in (data.get("provider") or {}).items():
+                state.provider[dim] = (at, event.seq, *report)
 
     def _append(self, goal: str, kind: str, at_us: int, data: dict[str, Any]) -> Event:
         event = Event(len(self.events), goal, kind, at_us, data)
@@ -415,17 +711,26 @@ class Model:
             raise Invalid("time_regression")
 
     # -- commands: each returns the expected outcome, appending what the real one would
-    def configure(self, goal: str, at_us: int, flags: dict[str, Any]) -> dict[str, Any]:
+    def configure(
+        self,
+        goal: str,
+        at_us: int,
+        flags: dict[str, Any],
+        remove_limits: tuple[str, ...] = (),
+        remove_gates: tuple[str, ...] = (),
+    ) -> dict[str, Any]:
         self.check_time(goal, at_us)
-        has_case = any(flags.get(name) is not None for name in CASE_FLAGS)
-        has_token = any(flags.get(name) is not None for name in TOKEN_FLAGS)
-        if not has_case and not has_token:
+        given = {k: v for k, v in flags.items() if v is not None}
+        if not given and not remove_limits and not remove_gates:
             raise Invalid("nothing to configure")
         state = self.fold(goal, at_us)
-        cases = case_config(flags) if has_case else state.cases
-        tokens = token_config(flags) if has_token else state.tokens
+        cases, tokens, explicit = reconfigure(
+            state.cases, state.tokens, state.explicit, given, remove_limits, remove_gates
+        )
         config = {"cases": cases, "tokens": tokens}
-        if has_case and cases is not None:
+        before, after = flat_of(state.cases, state.tokens), flat_of(cases, tokens)
+        changes = {n: [before[n], after[n]] for n in ALL_FLAGS if before[n] != after[n]}
+        if cases is not None:
             counts = state.active_counts()
             below = (
                 cases["max_active_cases"] < counts["total"]
@@ -434,8 +739,20 @@ class Model:
             )
             if below:
                 return {"code": 1, "reasons": ["config_below_occupancy"], "config": config}
-        event = self._append(goal, "capacity.configured", at_us, config)
-        return {"code": 0, "config": config, "event": event}
+        data = {**config, "explicit": explicit}
+        event = self._append(goal, "capacity.configured", at_us, data)
+        return {
+            "code": 0,
+            "config": config,
+            "explicit": explicit,
+            "changes": changes,
+            "event": event,
+        }
+
+    def observe_provider(self, goal: str, at_us: int, data: dict[str, Any]) -> Event:
+        """An observation with every member given (cache writes, a provider report)."""
+        self.check_time(goal, at_us)
+        return self._append(goal, "capacity.observed", at_us, data)
 
     def observe(self, goal: str, at_us: int, sample: dict[str, Any]) -> dict[str, Any]:
         self.check_time(goal, at_us)
@@ -444,6 +761,7 @@ class Model:
             "uncached_input": sample["uncached_input"],
             "cached_input": sample["cached_input"],
             "output": sample["output"],
+            "requests": sample.get("requests"),
             "coverage": sample.get("coverage") or "measured",
         }
         event = self._append(goal, "capacity.observed", at_us, data)
@@ -466,8 +784,8 @@ class Model:
         # answers what the real command would answer; §2.2 does not single it out).
         self.check_time(goal, at_us)
         state = self.fold(goal, at_us)
-        verdict, reasons = decide(state, request)
-        figures = state.figures(request["forecast_tpm"], request["class"])
+        verdict, reasons, binding = decide(state, request)
+        figures = state.figures(request, request["class"], binding)
         if verdict == "replay":
             return {"code": 0, "verdict": verdict, "original": state.runs[request["run"]]}
         if dry_run:
@@ -535,7 +853,7 @@ class Model:
                 "case": run.request["case"],
                 "arm": run.request["arm"],
                 "class": run.request["class"],
-                "forecast_tpm": run.request["forecast_tpm"],
+                "forecast_tpm": forecast_of(run.request, "tpm"),
                 "admitted_at": fmt(run.admitted_at),
                 "lease_until": None if run.lease_until is None else fmt(run.lease_until),
             }
@@ -557,6 +875,21 @@ class Model:
             "cooldown_until": None if state.cooldown_until is None else fmt(state.cooldown_until),
             "active_runs": runs,
             "active_counts": state.active_counts(),
+            "dimensions": {
+                dim: {
+                    "usage": state.usage_of(state.window(), dim),
+                    "reserved": state.reserved(dim),
+                    "provider_used": state.provider_used(dim),
+                    "load": state.load(dim),
+                    "quota": limit["quota"],
+                    "target": limit["target"],
+                    "headroom": {
+                        "solver": state.dim_headroom(dim, "solver"),
+                        "evaluator": state.dim_headroom(dim, "evaluator"),
+                    },
+                }
+                for dim, limit in limits_of(state.tokens).items()
+            },
             "admission_ready": ready,
             "next_action": next_action(state, ready),
         }
@@ -591,7 +924,8 @@ def admission_ready(state: GoalState) -> bool:
     cases = state.cases
     if cases is not None and state.active_counts()["total"] >= cases["target_active_cases"]:
         return False
-    return not token_reasons(state, 1, "solver")
+    probe = {"class": "solver", **{f"forecast_{dim}": 1 for dim in DIMS}}
+    return not token_reasons(state, probe)
 
 
 def next_action(state: GoalState, ready: bool) -> str:
@@ -610,7 +944,9 @@ def next_action(state: GoalState, ready: bool) -> str:
         or counts["baseline"] > cases["max_baseline_cases"]
         or counts["test"] > cases["max_test_cases"]
     )
-    above_target = tokens is not None and state.reserved_tpm() > tokens["target_tpm"]
+    above_target = any(
+        state.reserved(dim) > limit["target"] for dim, limit in limits_of(tokens).items()
+    )
     if above_case_limit or above_target:
         return "release_runs"
     if ready:
@@ -656,13 +992,17 @@ def audit_records(records: list[dict[str, Any]]) -> list[str]:
             continue
         if kind in ("capacity.admitted", "capacity.refused"):
             state = model.fold(goal, at_us)
-            verdict, reasons = decide(state, data["request"])
+            verdict, reasons, binding = decide(state, data["request"])
             recorded = data.get("reasons", [])
             expected = "admit" if kind == "capacity.admitted" else "refuse"
             if (verdict, reasons) != (expected, recorded):
                 problems.append(f"{where}: model says {verdict} {reasons}, journal {recorded}")
             figures = data.get("receipt") or data.get("figures") or {}
-            wanted = state.figures(data["request"]["forecast_tpm"], data["request"]["class"])
+            figures = {"binding_dimension": None, **figures}
+            wanted = state.figures(data["request"], data["request"]["class"], binding)
+            if not figures.get("dimensions"):  # figures recorded before dimensions existed
+                wanted.pop("dimensions")
+                wanted.pop("binding_dimension")
             for key, value in wanted.items():
                 if not numbers_equal(figures.get(key), value):
                     problems.append(f"{where}: figure {key} {figures.get(key)!r} != {value!r}")

@@ -52,6 +52,8 @@ FIGURE_KEYS = (
     "coverage",
     "cooldown_until",
     "active_cases",
+    "dimensions",
+    "binding_dimension",
 )
 INSPECT_KEYS = (
     "config",
@@ -64,10 +66,12 @@ INSPECT_KEYS = (
     "cooldown_until",
     "active_runs",
     "active_counts",
+    "dimensions",
     "admission_ready",
     "next_action",
 )
 RUN_KEYS = ("run", "case", "arm", "class", "forecast_tpm", "admitted_at", "lease_until")
+FORECASTS = ("forecast_itpm", "forecast_otpm", "forecast_rpm")
 STEPS = [0, 0, 1, US, US, 7 * US, 7 * US, 20 * US, WINDOW_US - 1, WINDOW_US, 3 * WINDOW_US]
 
 
@@ -114,10 +118,45 @@ token_flags = st.fixed_dictionaries(
         "cooldown_max_s": maybe() | st.sampled_from([0, 20, 40, 300]),
     }
 )
+
+
+def _dimension_flags(dim: str, quotas: list[int]) -> st.SearchStrategy[dict[str, Any]]:
+    return st.fixed_dictionaries(
+        {
+            f"quota_{dim}": st.sampled_from(quotas),
+            f"target_{dim}": maybe() | st.sampled_from([0, 5, quotas[-1]]),
+            f"evaluator_reserve_{dim}": maybe() | st.sampled_from([0, 1, 2]),
+            f"cold_start_reserve_{dim}": maybe() | st.sampled_from([0, 1]),
+        }
+    )
+
+
+def _some(flags: dict[str, Any]) -> st.SearchStrategy[dict[str, Any]]:
+    """A later configure gives only some fields (only what is given changes)."""
+    return st.sets(st.sampled_from(sorted(flags)), min_size=1).map(
+        lambda names: {k: v for k, v in flags.items() if k in names}
+    )
+
+
+limit_flags = st.builds(
+    lambda dims: {k: v for d in dims for k, v in d.items()},
+    st.lists(
+        st.one_of(
+            _dimension_flags("itpm", [10, 1_000]),
+            _dimension_flags("otpm", [5, 100]),
+            _dimension_flags("rpm", [2, 3, 10]),
+        ),
+        max_size=2,
+    ),
+)
 configure_flags = st.one_of(
     case_flags,
     token_flags,
     st.builds(lambda a, b: {**a, **b}, case_flags, token_flags),
+    st.builds(lambda a, b: {**a, **b}, token_flags, limit_flags),
+    limit_flags.filter(bool),
+    st.builds(lambda a, b: {**a, **b}, case_flags, limit_flags).flatmap(_some),
+    st.builds(lambda a, b: {**a, **b}, token_flags, limit_flags).flatmap(_some),
 )
 observe_args = st.fixed_dictionaries(
     {
@@ -136,6 +175,9 @@ admit_args = st.fixed_dictionaries(
         "arm": st.sampled_from([*ARMS, *ARMS, None]),
         "class": maybe() | st.sampled_from(["solver", "evaluator"]),
         "forecast_tpm": st.sampled_from([None, 0, 1, 100, 100, 300, 300, 700, 2_000]),
+        "forecast_itpm": st.sampled_from([None, None, 0, 5, 100, 900]),
+        "forecast_otpm": st.sampled_from([None, None, 1, 50, 200]),
+        "forecast_rpm": st.sampled_from([None, None, 1, 1, 2, 5]),
         "lease_s": st.sampled_from([None, 1, 5, 60, 60, 600]),
     }
 )
@@ -250,6 +292,8 @@ class Scenario:
             return None
         assert body["ok"] is True
         assert numbers_equal(body["config"], expected["config"]), (body["config"], expected)
+        assert body["explicit"] == expected["explicit"], (flags, body, expected)
+        assert numbers_equal(body["changes"], expected["changes"]), (flags, body, expected)
         self.check_event(body, expected["event"])
         return None
 
@@ -316,13 +360,15 @@ class Scenario:
         elif request is None:
             request = self.draw(admit_args, "admit")
             request = {**request, "class": request["class"] or "solver"}
+        # As journaled: forecasts of the later dimensions only when given.
+        request = {k: v for k, v in request.items() if k not in FORECASTS or v is not None}
         dry_run = self.draw(st.booleans(), "dry run", dry_run) and self.draw(
             st.booleans(), "dry", dry_run
         )
         at_us = self.pick_time(goal, writes=True, at_s=at)
         args = ["admit", "--goal", goal, *self.at_args(at_us), "--run", request["run"]]
-        for name in ("case", "arm", "class", "forecast_tpm", "lease_s"):
-            args += opt("--" + name.replace("_", "-"), request[name])
+        for name in ("case", "arm", "class", "forecast_tpm", "lease_s", *FORECASTS):
+            args += opt("--" + name.replace("_", "-"), request.get(name))
         if dry_run:
             args.append("--dry-run")
         before = self.read()
@@ -350,7 +396,7 @@ class Scenario:
             token_gate = self.model.fold(goal, at_us).tokens is not None
             assert figures["tokens"] == ("reserved" if token_gate else "not_configured")
         else:
-            assert body["reasons"] == expected["reasons"], context
+            assert body["reasons"] == expected["reasons"], (expected, context)
             figures = body["figures"]
         for key in FIGURE_KEYS:
             assert numbers_equal(figures[key], expected["figures"][key]), (key, context)
@@ -475,7 +521,10 @@ class Scenario:
             )
             data = record["data"]
             if event.kind == "capacity.configured":
-                assert numbers_equal(data, event.data)
+                # Members with their default values are omitted from lines (SPEC §3.1).
+                if data["tokens"] is not None:
+                    data["tokens"].setdefault("limits", {})
+                assert numbers_equal({"explicit": [], **data}, event.data)
             elif event.kind in ("capacity.admitted", "capacity.refused"):
                 assert data["request"] == event.data["request"]
             elif event.kind == "capacity.observed":

@@ -214,12 +214,12 @@ def test_reject_payload_keys(goal, journal_path):
 
 
 def test_configure_with_one_gate_keeps_the_other(goal):
-    goal.ok("configure", 0, max_active_cases=3, **TOKENS, evaluator_reserve_tpm=1_000)
+    goal.ok("configure", 0, max_active_cases=3, quota_tpm=100_000, evaluator_reserve_tpm=1_000)
     tokens_only = goal.ok("configure", 1, quota_tpm=50_000)["config"]
     assert tokens_only["cases"]["max_active_cases"] == 3
     assert tokens_only["tokens"]["quota_tpm"] == 50_000
-    assert tokens_only["tokens"]["target_tpm"] == 45_000  # default 90 % of quota
-    assert tokens_only["tokens"]["evaluator_reserve_tpm"] == 0  # the gate is replaced whole
+    assert tokens_only["tokens"]["target_tpm"] == 45_000  # a default follows its quota
+    assert tokens_only["tokens"]["evaluator_reserve_tpm"] == 1_000  # only what is given changes
     cases_only = goal.ok("configure", 2, max_active_cases=5)["config"]
     assert cases_only["tokens"] == tokens_only["tokens"]
     assert cases_only["cases"]["max_active_cases"] == 5
@@ -239,6 +239,7 @@ def test_token_config_defaults(goal):
             "max_observation_age_s": 60,
             "cooldown_base_s": 15,
             "cooldown_max_s": 300,
+            "limits": {},
         },
     }
 
@@ -254,7 +255,7 @@ def test_token_config_defaults(goal):
         {"max_active_cases": 4, "max_test_cases": 2, "reserved_test_cases": 3},
         {"max_active_cases": 4, "reserved_test_cases": 5},
         {"max_active_cases": 4, "max_baseline_cases": 1, "max_test_cases": 2},
-        {"target_active_cases": 2},
+        {"target_active_cases": 5},
         {"quota_tpm": 0},
         {"quota_tpm": 10**12 + 1},
         {"quota_tpm": 1_000, "target_tpm": 1_001},
@@ -412,6 +413,7 @@ def test_inspect_shape_and_next_actions(cli, goal):
             "arm": "baseline",
             "class": "solver",
             "forecast_tpm": 20_000,
+            "forecasts": {"tpm": 20_000, "itpm": None, "otpm": None, "rpm": None},
             "admitted_at": at(2),
             "lease_until": at(62),
             "seq": view["active_runs"][0]["seq"],

@@ -240,8 +240,8 @@ def test_a_changed_rule_is_not_reproduced(journal_path: str, monkeypatch) -> Non
     seqs = _scenario(journal_path)
     original = cap.token_reasons
 
-    def lenient(ev, forecast_tpm, run_class):  # a "new release" that ignores headroom
-        reasons = original(ev, forecast_tpm, run_class)
+    def lenient(ev, request):  # a "new release" that ignores headroom
+        reasons = original(ev, request)
         return [r for r in reasons if r != R.TOKEN_HEADROOM_EXHAUSTED]
 
     monkeypatch.setattr(cap, "token_reasons", lenient)
