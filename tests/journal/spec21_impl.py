@@ -176,8 +176,18 @@ def _check_payload(seq: int, offset: int, top: dict[str, Any]) -> None:
         return
     if kind not in SPEC_KINDS:
         raise SpecViolation(seq, offset, f"unknown kind {kind}")
-    if set(data) != SPEC_KINDS[kind]:
+    later = LATER_MEMBERS.get(kind, set())
+    if not SPEC_KINDS[kind] <= set(data) <= SPEC_KINDS[kind] | later:
         raise SpecViolation(seq, offset, f"{kind} members {sorted(data)}")
+
+
+# §3.1: "Payload members added after the first version have defaults and may be absent
+# from a line".
+LATER_MEMBERS: dict[str, set[str]] = {
+    "capacity.configured": {"explicit"},
+    "capacity.observed": {"cache_write_input", "provider"},
+    "capacity.rejected": {"provider"},
+}
 
 
 class SpecWriter:
