@@ -359,11 +359,14 @@ def configure_text(result: dict[str, Any]) -> str:
             f"REFUSED configure {result['goal']}: {', '.join(result['reasons'])} "
             f"({'; '.join(result['detail'])})"
         )
+    # What a reconfiguration changed (a first configure's values are all new: the
+    # summary says them).
     changes = result.get("changes") or {}
-    changed = ", ".join(f"{k} {_num(old)} -> {_num(new)}" for k, (old, new) in changes.items())
-    return f"configured {result['goal']}: {config_summary(config)}" + (
-        f"\n  changed: {changed}" if changed else "\n  changed: nothing"
+    changed = ", ".join(
+        f"{k} {_num(old)} -> {_num(new)}" for k, (old, new) in changes.items() if old is not None
     )
+    text = f"configured {result['goal']}: {config_summary(config)}"
+    return text + (f"\n  changed: {changed}" if changed else "")
 
 
 def config_summary(config: dict[str, Any]) -> str:

@@ -80,7 +80,7 @@ def test_the_durable_figures_run_on_a_full_window(tmp_path: Path) -> None:
     # busy goal: the window holds thousands of samples while they append.
     from quotaledger import Ledger
     from quotaledger.journal.clock import wall_us
-    from quotaledger.projections.capacity import goal_of, usage_at
+    from quotaledger.projections.capacity import goal_of, window_samples
 
     for appender, kinds in (
         (observe_appender, ["capacity.observed"] * 4),
@@ -92,7 +92,7 @@ def test_the_durable_figures_run_on_a_full_window(tmp_path: Path) -> None:
                 append(i)
         with Ledger.open(path, write=False) as ledger:
             state = goal_of(ledger.journal.state.capacity, "bench")
-            assert len(usage_at(state, wall_us()).samples) >= 5_000
+            assert len(window_samples(state, wall_us())) >= 5_000
             tail = [r.kind for r, _, _ in ledger.journal.records()][-4:]
         assert tail == kinds
 
