@@ -645,6 +645,9 @@ class Timeline(_GoalFold):
         self.observations = 0
         self.configs: list[tuple[str, cap.CapacityConfigured]] = []
         self._pending: SortedSet = SortedSet()
+        self._samples_seen_seq = -1
+        """Samples up to this record already gave their change points (issue 20: each
+        sample is looked at once, not once per event while it is in the window)."""
         self._group_us: int | None = None
         self._last_us: int | None = None
         self._started = since_us is None
@@ -707,7 +710,12 @@ class Timeline(_GoalFold):
         self._group_us = None
         if self.since_us is None or group_us >= self.since_us:
             self._sample(group_us)
-        self._pending.update(cap.change_points_after(self.goal_state, group_us))
+        goal = self.goal_state
+        self._pending.update(
+            cap.change_points_after(goal, group_us, samples_after_seq=self._samples_seen_seq)
+        )
+        if len(goal.samples) > goal.head:
+            self._samples_seen_seq = goal.samples[-1].seq
 
     def _advance_to(self, until_us: int) -> None:
         """Sample the change points before `until_us` (the state holds until then)."""
