@@ -57,6 +57,8 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
     with Ledger.open(path) as ledger:
         capacity = demo_capacity.run(ledger, say)
         say("")
+        limits = demo_capacity.run_limits(ledger, say)
+        say("")
         hosts = demo_host.run(ledger, say, goal="demo-hosts")
         say("")
     settlement = demo_settlement.run(
@@ -72,6 +74,12 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         "journal": path,
         "head": {"seq": head["seq"], "hash": head["hash"]},
         "capacity": capacity,
+        "limits": {
+            "goal": limits["goal"],
+            "rpm_refusal_seq": limits["rpm_refusal"]["event"]["seq"],
+            "provider_refusal_seq": limits["provider_refusal"]["event"]["seq"],
+            "outside_tokens": limits["outside_tokens"],
+        },
         "hosts": hosts,
         "settlement": settlement,
         "inspect": inspect,

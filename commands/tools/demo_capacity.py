@@ -116,3 +116,69 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
         "base_at": t(0),
         "end_at": t(60),
     }
+
+
+LIMITS_GOAL = "demo-limits"
+
+
+def run_limits(
+    ledger: Ledger, say: Callable[[str], None], base_at: str | None = None
+) -> dict[str, Any]:
+    """The limits providers enforce (SPEC §3.6): a refusal bound by RPM while TPM has
+    headroom, a provider report that reveals traffic this journal never saw, and the
+    audit of the RPM refusal."""
+    last = ledger.journal.head.goal_last_at.get(LIMITS_GOAL)
+    base_us = parse_at(base_at) if base_at is not None else wall_us()
+    if last is not None:
+        base_us = max(base_us, parse_at(last))
+
+    def t(seconds: float) -> str:
+        return format_us(base_us + round(seconds * US_PER_S))
+
+    say(f"Goal {LIMITS_GOAL}: the provider enforces 100k TPM and 10 requests per minute.")
+    configured = ledger.configure(goal=LIMITS_GOAL, quota_tpm=100_000, quota_rpm=10, at=t(0))
+    say("  configured: " + config_summary(configured["config"]))
+    ledger.observe(goal=LIMITS_GOAL, uncached_input=6_000, output=1_000, requests=6, at=t(1))
+    say("  +  1s  6 requests, 7000 tokens observed")
+    rpm = ledger.admit(
+        goal=LIMITS_GOAL, run="agent-a", forecast_tpm=10_000, forecast_rpm=4, at=t(2)
+    )
+    say("  +  2s  " + admit_text(rpm, "agent-a").replace("\n", "\n         "))
+    say("The provider's headers on the next response reveal outside traffic:")
+    reset = t(21)
+    ledger.observe(
+        goal=LIMITS_GOAL,
+        uncached_input=1_500,
+        output=500,
+        provider={
+            "tpm": {"limit": 100_000, "remaining": 25_000, "reset_at": reset},
+            "rpm": {"limit": 10, "remaining": 2, "reset_at": t(7)},
+        },
+        at=t(3),
+    )
+    view = ledger.inspect(goal=LIMITS_GOAL, at=t(3))["goals"][LIMITS_GOAL]
+    seen = view["dimensions"]["tpm"]["usage"]
+    used = view["provider"]["tpm"]["used"]
+    say(
+        f"  +  3s  the provider counts {used} tokens used this minute; this journal saw "
+        f"{seen}: {used - seen} came from elsewhere on the organisation"
+    )
+    tpm = ledger.admit(
+        goal=LIMITS_GOAL, run="agent-b", forecast_tpm=30_000, forecast_rpm=1, at=t(4)
+    )
+    say("  +  4s  " + admit_text(tpm, "agent-b").replace("\n", "\n         "))
+    audit = ledger.audit(seq=rpm["event"]["seq"])
+    explanation = audit["explanation"]
+    say(
+        f"Audit of the agent-a refusal (seq {rpm['event']['seq']}): reproduced "
+        f"{audit['reproduced']}, binding dimension {explanation['binding_dimension']}, "
+        f"shortfall {explanation['shortfall']}, earliest admissible at "
+        f"{explanation['earliest_admissible_at']}"
+    )
+    return {
+        "goal": LIMITS_GOAL,
+        "rpm_refusal": rpm,
+        "provider_refusal": tpm,
+        "audit": audit,
+        "outside_tokens": used - seen,
+    }

@@ -32,3 +32,20 @@ def test_demo_session_reaches_a_token_refusal(journal_path):
     with Ledger.open(journal_path) as ledger:
         again = demo_capacity.run(ledger, said.append)
     assert again["refusal_seq"] > result["refusal_seq"]
+
+
+def test_demo_limits_chapter_shows_rpm_provider_and_audit(journal_path):
+    said: list[str] = []
+    with Ledger.open(journal_path) as ledger:
+        result = demo_capacity.run_limits(ledger, said.append, "2026-11-29T14:00:00Z")
+    rpm = result["rpm_refusal"]
+    assert rpm["reasons"] == ["rpm_headroom_exhausted"]
+    assert rpm["figures"]["dimensions"]["tpm"]["headroom"] > 70_000  # TPM had room
+    assert result["outside_tokens"] == 75_000 - 9_000
+    provider = result["provider_refusal"]
+    assert provider["reasons"] == [R.TOKEN_HEADROOM_EXHAUSTED, R.TPM_PROVIDER_EXHAUSTED]
+    audit = result["audit"]
+    assert audit["reproduced"] is True
+    assert audit["explanation"]["binding_dimension"] == "rpm"
+    assert audit["explanation"]["shortfall"] == {"rpm": 1}
+    assert any("from elsewhere" in line for line in said)
