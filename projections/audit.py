@@ -613,6 +613,8 @@ class Point:
     active_runs: int
     cooldown_active: bool
     coverage: str
+    dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = field(default_factory=dict)
+    """itpm, otpm, rpm where configured: (usage, load, target)."""
 
 
 @dataclass(frozen=True)
@@ -759,6 +761,11 @@ class Timeline(_GoalFold):
                 active_runs=ev.active_cases.total,
                 cooldown_active=ev.cooldown_active,
                 coverage=ev.usage.coverage,
+                dimensions={
+                    d: (s.usage, s.load, s.limit.target)
+                    for d, s in ev.dimensions.items()
+                    if d != "tpm" and s.limit is not None
+                },
             )
         )
 

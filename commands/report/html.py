@@ -115,6 +115,7 @@ def render_report(
                 else []
             ),
             svgchart.render(usage_chart(timeline)),
+            *(svgchart.render(c) for c in dimension_charts(timeline)),
             "<h2>Active runs</h2>",
             svgchart.render(active_chart(timeline)),
         ]
@@ -206,6 +207,43 @@ def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
         ("cooldown", COLORS["cooldown"], "span"),
     ]
     return chart
+
+
+def dimension_charts(timeline: au.Timeline) -> list[svgchart.Chart]:
+    """One usage chart per configured dimension other than tpm (SPEC §3.6)."""
+    points = timeline.points
+    origin_us, end_us = points[0].at_us, points[-1].at_us
+
+    def x(at_us: int) -> float:
+        return (at_us - origin_us) / US_PER_S
+
+    charts = []
+    for dimension in ("itpm", "otpm", "rpm"):
+        held = [p for p in points if dimension in p.dimensions]
+        if not held:
+            continue
+
+        def pts(index: int, dimension: str = dimension) -> list[tuple[float, float]]:
+            return [
+                (x(p.at_us), float(p.dimensions[dimension][index]))
+                for p in points
+                if dimension in p.dimensions
+            ]
+
+        charts.append(
+            svgchart.Chart(
+                title=f"Usage {dimension.upper()} of goal {timeline.goal}",
+                step=True,
+                x_range=(0.0, max(x(end_us), 1.0)),
+                x_label_at=_ticks(origin_us, end_us),
+                stacked=[svgchart.Series("usage", COLORS["uncached"], pts(0))],
+                lines=[
+                    svgchart.Series("load", COLORS["reserved"], pts(1)),
+                    svgchart.Series("target", COLORS["target"], pts(2)),
+                ],
+            )
+        )
+    return charts
 
 
 def active_chart(timeline: au.Timeline) -> svgchart.Chart:

@@ -306,3 +306,14 @@ def test_every_reason_of_a_dimension(ledger: Any, dimension: str, names: list[st
     ledger.reject(goal="g", retry_after_s=0, provider=report, at=at(2))
     assert reasons(6) == [provider]
     assert reasons(5) == []
+
+
+def test_report_draws_one_usage_chart_per_configured_dimension(ledger: Any, tmp_path: Path) -> None:
+    ledger.configure(goal="g", quota_tpm=1_000, quota_rpm=10, quota_otpm=500, at=at(0))
+    ledger.observe(goal="g", uncached_input=10, output=5, requests=3, at=at(1))
+    out = tmp_path / "r.html"
+    ledger.report(goal="g", out=str(out))
+    page = out.read_text()
+    assert "Usage TPM of goal g" in page
+    assert "Usage OTPM of goal g" in page and "Usage RPM of goal g" in page
+    assert "Usage ITPM of goal g" not in page  # not configured
