@@ -251,6 +251,6 @@ def _fixed(cells: list[str], widths: list[int]) -> str:
     return " ".join([*padded, *cells[len(widths) :]]).rstrip() + "\n"
 
 
-def _summary(data: dict, width: int = 80) -> str:
+def _summary(data: dict[str, Any], width: int = 80) -> str:
     text = json.dumps(data, separators=(",", ":"))
     return text if len(text) <= width else text[: width - 1] + "…"

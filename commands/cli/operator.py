@@ -30,7 +30,8 @@ def _opt(flag: str, text: str) -> Any:
 
 
 def _size_hint(ledger: Any) -> int | None:
-    return ledger.journal.store.size_hint(0, 0)
+    size: int | None = ledger.journal.store.size_hint(0, 0)
+    return size
 
 
 def register(app: typer.Typer) -> None:
