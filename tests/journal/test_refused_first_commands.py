@@ -47,7 +47,9 @@ def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Pat
             for args in commands
         ]
         codes = [proc.wait(timeout=120) for proc in procs]
-        assert codes == [0, 1] * 5, [p.stderr.read() for p in procs]  # type: ignore[union-attr]
+        # With --json an error is on stdout: show both, so a rare failure says which.
+        answers = [(p.stdout.read(), p.stderr.read()) for p in procs]  # type: ignore[union-attr]
+        assert codes == [0, 1] * 5, answers
         lines = Path(path).read_bytes().splitlines()
         kinds = [json.loads(line)["kind"] for line in lines]
         assert kinds == ["journal.created"] + ["capacity.observed"] * 5
