@@ -17,9 +17,8 @@ import os
 from typing import Any
 
 from quotaledger.arguments import checked
-from quotaledger.journal import InvalidInput, Journal
+from quotaledger.journal import InvalidInput
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.capacity import CapacityService
 from quotaledger.services.host import HostService
 from quotaledger.services.journal import JournalService
@@ -54,15 +53,13 @@ class Ledger(
                 code="invalid_argument",
                 parameter="target",
             )
-        journal = Journal.open(
+        return super().open(
             target,
-            PROJECTOR,
             write=write,
             lock_timeout_s=lock_timeout_s,
             checkpoint_every=checkpoint_every,
             allow_corrupt=allow_corrupt,
         )
-        return cls(journal)
 
     def close(self) -> None:
         if not self.closed:
