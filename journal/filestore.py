@@ -41,7 +41,10 @@ from quotaledger.journal.store import PendingRecord, Tail
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
 _TAIL_BYTES = 64 + len('"}\n')
 """A line's last bytes: its hash, the closing quote and brace, the newline."""
-_WRITE_FLAGS = os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+_WRITE_FLAGS = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK
+"""A writer reads and appends through one descriptor: with a second one, opened by path
+for reading, an empty file that another handle's refused first command removes between
+the two opens would leave the writer holding a file it cannot read ("no journal")."""
 
 
 def _refuse_special(path: str, exc: OSError) -> NotRegularFile | JournalCorrupt:
@@ -111,19 +114,14 @@ class FileStore:
         if create:
             # A missing file is created by the first lock() (a transaction, a repair or
             # an import), so a command refused before writing leaves nothing behind.
-            self.write_fd = self._open_writer(create_file=False)
-            if self.write_fd >= 0:
-                self._open_reader()
+            self.read_fd = self.write_fd = self._open_writer(create_file=False)
         else:
             self.read_fd = open_for_read(path)
 
-    def _open_reader(self) -> None:
-        try:
-            self.read_fd = open_for_read(self.path)
-        except BaseException:
-            os.close(self.write_fd)
-            self.write_fd = -1
-            raise
+    def _close_descriptors(self) -> None:
+        for fd in {self.read_fd, self.write_fd} - {-1}:  # a writer's are one descriptor
+            os.close(fd)
+        self.read_fd = self.write_fd = -1
 
     def _open_writer(self, *, create_file: bool = True) -> int:
         try:
@@ -161,8 +159,7 @@ class FileStore:
         if self.closed:
             raise StorageFailure(f"the handle of {self.path} is closed", code="closed")
         if self.writable and self.write_fd < 0 and not self.poisoned:
-            self.write_fd = self._open_writer()
-            self._open_reader()
+            self.read_fd = self.write_fd = self._open_writer()
         self._check_usable()
         deadline = time.monotonic() + timeout_s
         pause_s = LOCK_POLL_S_MIN
@@ -218,10 +215,7 @@ class FileStore:
             # command removed it (see close), or it was replaced before any write.
             # Open the path again, creating it if need be, and lock that instead.
             self.unlock()
-            for fd in (self.read_fd, self.write_fd):
-                if fd >= 0:
-                    os.close(fd)
-            self.read_fd = self.write_fd = -1
+            self._close_descriptors()
             self.created = False
             self._reopened = True
             self.lock(timeout_s)
@@ -423,13 +417,11 @@ class FileStore:
                 f"import into {self.path} failed; nothing was imported", exc
             ) from exc
         self.unlock()
-        for old in (self.read_fd, self.write_fd):
-            if old >= 0:
-                os.close(old)
-        self.write_fd, self._locked, self.created = fd, True, False
+        self._close_descriptors()
+        self.read_fd = self.write_fd = fd
+        self._locked, self.created = True, False
         found = os.fstat(fd)
         self._identity = (found.st_dev, found.st_ino)
-        self.read_fd = open_for_read(self.path)
         fsync_dir(self.path)
 
     def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
@@ -445,6 +437,7 @@ class FileStore:
     def created_durably(self) -> None:
         """The genesis record is durable: make the file's directory entry durable too."""
         fsync_dir(self.path)
+        self.created = False  # written: close has no empty file to remove
 
     def load_checkpoint(self) -> Checkpoint | None:
         return read_checkpoint(checkpoint_path(self.path))
@@ -514,10 +507,7 @@ class FileStore:
             self._remove_if_never_written()
         self.closed = True
         self.unlock()
-        for fd in (self.read_fd, self.write_fd):
-            if fd >= 0:
-                os.close(fd)
-        self.read_fd = self.write_fd = -1
+        self._close_descriptors()
 
 
 def flock_holder_pid(path: str) -> int | None:
