@@ -17,7 +17,7 @@ import os
 from typing import Any
 
 from quotaledger.arguments import checked
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.services.capacity import CapacityService
 from quotaledger.services.host import HostService
@@ -50,7 +50,7 @@ class Ledger(
         if not isinstance(target, str) or not target:
             raise InvalidInput(
                 f"target must name a journal (a path or a postgresql:// URL), not {target!r}",
-                code="invalid_argument",
+                code=codes.INVALID_ARGUMENT,
                 parameter="target",
             )
         return super().open(

@@ -16,6 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from quotaledger.journal import codes
 from quotaledger.journal.clock import format_us
 from quotaledger.journal.errors import InvalidInput
 
@@ -39,7 +40,7 @@ def _number(name: str, value: Any) -> Any:
         if isinstance(value, float) and not math.isfinite(value):
             raise InvalidInput(
                 f"{name} must be a finite number, not {value!r}",
-                code="invalid_argument",
+                code=codes.INVALID_ARGUMENT,
                 parameter=name,
             )
         return value
@@ -81,7 +82,7 @@ def _wrong(name: str, value: Any, expected: str) -> InvalidInput:
         shown = shown[:57] + "..."
     return InvalidInput(
         f"{name} must be {expected}, not {type(value).__name__} {shown}",
-        code="invalid_argument",
+        code=codes.INVALID_ARGUMENT,
         parameter=name,
     )
 
@@ -92,7 +93,7 @@ def _moment(name: str, value: Any) -> Any:
         if offset is None:
             raise InvalidInput(
                 f"{name} must be an aware datetime (with a time zone), not {value!r}",
-                code="invalid_argument",
+                code=codes.INVALID_ARGUMENT,
                 parameter=name,
             )
         naive = value.replace(tzinfo=None) - offset
@@ -166,7 +167,7 @@ def _typed_keywords(method: Callable[..., Any], annotation: str) -> dict[str, st
 
 
 class LedgerClosed(InvalidInput):
-    code = "ledger_closed"
+    code = codes.LEDGER_CLOSED
 
 
 def checked(method: F) -> F:
@@ -182,7 +183,7 @@ def checked(method: F) -> F:
         if args:
             raise InvalidInput(
                 f"{method.__name__}() takes keyword arguments only (got {len(args)} positional)",
-                code="invalid_argument",
+                code=codes.INVALID_ARGUMENT,
             )
         if checks is None:
             checks = _checks_for(method)
@@ -195,7 +196,7 @@ def checked(method: F) -> F:
         except TypeError as error:
             # A missing or unknown keyword: the caller's mistake, said plainly.
             if _is_call_error(error, method):
-                raise InvalidInput(str(error), code="invalid_argument") from None
+                raise InvalidInput(str(error), code=codes.INVALID_ARGUMENT) from None
             raise
 
     return call  # type: ignore[return-value]

@@ -14,6 +14,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 
+from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput, TimeInFuture, TimeRegression
 from quotaledger.journal.limits import CLOCK_SKEW_S_DEFAULT, CLOCK_SKEW_S_MAX
 
@@ -47,7 +48,7 @@ canonical form has a four-digit year, and nothing a runner records predates 1970
 def _out_of_range(what: str) -> InvalidInput:
     return InvalidInput(
         f"{what} is outside the supported range 1970-01-01T00:00:00Z .. 9999-12-31T23:59:59Z",
-        code="invalid_time",
+        code=codes.INVALID_TIME,
     )
 
 
@@ -118,11 +119,11 @@ def _parse_any(text: str) -> int:
             raise ValueError(text)
         parsed = datetime.fromisoformat(text.strip().upper())
     except ValueError as exc:
-        raise InvalidInput(f"not an RFC 3339 timestamp: {text!r}", code="invalid_time") from exc
+        raise InvalidInput(f"not an RFC 3339 timestamp: {text!r}", code=codes.INVALID_TIME) from exc
     if parsed.tzinfo is None:
         raise InvalidInput(
             f"timestamp {text!r} has no zone; add Z or an offset such as +00:00",
-            code="invalid_time",
+            code=codes.INVALID_TIME,
         )
     delta = parsed - _EPOCH
     at_us = (delta.days * 86400 + delta.seconds) * US_PER_S + delta.microseconds
@@ -157,7 +158,7 @@ def parse_duration_us(text: str) -> int:
     match = _DURATION.match(text.strip())
     if match is None:
         raise InvalidInput(
-            f"not a duration: {text!r} (use e.g. 90s, 30m, 2h, 1d)", code="invalid_duration"
+            f"not a duration: {text!r} (use e.g. 90s, 30m, 2h, 1d)", code=codes.INVALID_DURATION
         )
     return int(float(match.group(1)) * _UNIT_US[match.group(2) or "s"])
 
@@ -176,7 +177,7 @@ def parse_duration_s(text: str) -> float:
     if match is None:
         raise InvalidInput(
             f"not a duration: {text!r} (seconds, or e.g. 90s, 30m, 2h, 1d)",
-            code="invalid_duration",
+            code=codes.INVALID_DURATION,
         )
     seconds = float(match.group(1)) * _UNIT_US[match.group(2) or "s"] / US_PER_S
     return int(seconds) if seconds.is_integer() else seconds
@@ -204,7 +205,7 @@ def max_clock_skew_us() -> int:
     if not 0 <= skew_s <= CLOCK_SKEW_S_MAX:  # also refuses nan and inf
         raise InvalidInput(
             f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds from 0 to {CLOCK_SKEW_S_MAX}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option=CLOCK_SKEW_ENV,
         )
     return round(skew_s * US_PER_S)

@@ -12,17 +12,21 @@
         ├── LockTimeout             4  lock wait exceeded --lock-timeout-s
         └── JournalPoisoned         4  an fdatasync failed earlier on this handle
 
-Lower-level OSErrors are translated into these at the store boundary; the
-commands layer maps them to JSON error objects and exit codes in one place.
+Lower-level OSErrors are translated into these at the store boundary. A class's
+`exit_code` is the one statement of its exit code (SPEC §8); a raise site names its
+`code` from journal/codes.py. The commands layer turns an error into its JSON object
+and exit code in one place (`quotaledger.cli.output.exit_code_of`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from quotaledger.journal import codes
+
 
 class Error(Exception):
-    code = "error"
+    code = codes.ERROR
     exit_code = 2
 
     def __init__(self, message: str, *, code: str | None = None, **context: Any) -> None:
@@ -37,43 +41,43 @@ class Error(Exception):
 
 
 class InvalidInput(Error):
-    code = "invalid_input"
+    code = codes.INVALID_INPUT
     exit_code = 2
 
 
 class TimeRegression(InvalidInput):
-    code = "time_regression"
+    code = codes.TIME_REGRESSION
 
 
 class TimeInFuture(InvalidInput):
-    code = "time_in_future"
+    code = codes.TIME_IN_FUTURE
 
 
 class JournalCorrupt(Error):
-    code = "journal_corrupt"
+    code = codes.JOURNAL_CORRUPT
     exit_code = 3
 
 
 class NotRegularFile(JournalCorrupt):
-    code = "not_regular_file"
+    code = codes.NOT_REGULAR_FILE
 
 
 class NotAJournal(JournalCorrupt):
-    code = "not_a_journal"
+    code = codes.NOT_A_JOURNAL
 
 
 class JournalReplaced(JournalCorrupt):
-    code = "journal_replaced"
+    code = codes.JOURNAL_REPLACED
 
 
 class StorageFailure(Error):
-    code = "io_error"
+    code = codes.IO_ERROR
     exit_code = 4
 
 
 class LockTimeout(StorageFailure):
-    code = "lock_timeout"
+    code = codes.LOCK_TIMEOUT
 
 
 class JournalPoisoned(StorageFailure):
-    code = "journal_poisoned"
+    code = codes.JOURNAL_POISONED

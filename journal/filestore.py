@@ -15,6 +15,7 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 
+from quotaledger.journal import codes
 from quotaledger.journal.checkpoint import (
     Checkpoint,
     checkpoint_path,
@@ -53,7 +54,7 @@ def _refuse_special(path: str, exc: OSError) -> NotRegularFile | JournalCorrupt:
     if exc.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV):
         return NotRegularFile(f"{path} is not a regular file", path=path)
     return JournalCorrupt(
-        f"cannot open {path}: {exc.strerror}", code="journal_unreadable", path=path
+        f"cannot open {path}: {exc.strerror}", code=codes.JOURNAL_UNREADABLE, path=path
     )
 
 
@@ -72,7 +73,7 @@ def open_for_read(path: str) -> int:
     except FileNotFoundError:
         raise JournalCorrupt(
             f"no journal at {path} (a writing command creates it)",
-            code="journal_not_found",
+            code=codes.JOURNAL_NOT_FOUND,
             path=path,
         ) from None
     except OSError as exc:
@@ -82,7 +83,7 @@ def open_for_read(path: str) -> int:
 
 
 def _storage_failure(message: str, exc: OSError) -> StorageFailure:
-    code = "no_space" if exc.errno == errno.ENOSPC else "io_error"
+    code = codes.NO_SPACE if exc.errno == errno.ENOSPC else codes.IO_ERROR
     return StorageFailure(f"{message}: {exc.strerror}", code=code)
 
 
@@ -157,7 +158,7 @@ class FileStore:
             except OSError as exc:
                 raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
         if self.closed:
-            raise StorageFailure(f"the handle of {self.path} is closed", code="closed")
+            raise StorageFailure(f"the handle of {self.path} is closed", code=codes.CLOSED)
         if self.writable and self.write_fd < 0 and not self.poisoned:
             self.read_fd = self.write_fd = self._open_writer()
         self._check_usable()
@@ -320,13 +321,13 @@ class FileStore:
             raise self._write_failed(
                 offset,
                 f"write to {self.path} failed: {exc.strerror}; nothing was acknowledged",
-                "no_space" if exc.errno == errno.ENOSPC else "io_error",
+                codes.NO_SPACE if exc.errno == errno.ENOSPC else codes.IO_ERROR,
             ) from exc
         if written != len(data):
             raise self._write_failed(
                 offset,
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
-                "short_write",
+                codes.SHORT_WRITE,
             )
         self.sync()
         # The next transaction's tail check expects this line's end: slice it, once.
@@ -347,7 +348,7 @@ class FileStore:
             raise JournalPoisoned(
                 f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
                 "and the next open runs recovery",
-                code="fsync_failed",
+                code=codes.FSYNC_FAILED,
             ) from exc
 
     def _roll_back(self, size_before: int) -> None:
@@ -465,7 +466,7 @@ class FileStore:
             raise JournalPoisoned(
                 f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
                 "and the next open runs recovery",
-                code="fsync_failed",
+                code=codes.FSYNC_FAILED,
             ) from exc
 
     def _check_usable(self) -> None:
@@ -474,7 +475,7 @@ class FileStore:
                 f"an earlier fdatasync of {self.path} failed; reopen the journal to recover"
             )
         if self.write_fd < 0:
-            raise StorageFailure(f"{self.path} was opened read-only", code="read_only")
+            raise StorageFailure(f"{self.path} was opened read-only", code=codes.READ_ONLY)
 
     def ensure_linked(self, timeout_s: float) -> bool:
         """Whether the last lock() found the empty file it held removed or replaced and

@@ -22,6 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
+from quotaledger.journal import codes
 from quotaledger.journal.chain import (
     Failure,
     Head,
@@ -395,7 +396,9 @@ class Journal(Generic[S]):
         """Store the current state as a checkpoint (covers only durable records)."""
         self._check_poisoned()
         if self._head.journal_id is None:
-            raise InvalidInput("the journal is empty; nothing to checkpoint", code="empty_journal")
+            raise InvalidInput(
+                "the journal is empty; nothing to checkpoint", code=codes.EMPTY_JOURNAL
+            )
         checkpoint = Checkpoint(
             seq=self._head.seq,
             hash=self._head.prev_hash,
@@ -507,7 +510,7 @@ class Journal(Generic[S]):
                     raise InvalidInput(
                         f"record {truncate_after_seq} is inside the transaction of records "
                         f"{first}-{last}: truncate after {first - 1} or after {last}",
-                        code="repair_inside_transaction",
+                        code=codes.REPAIR_INSIDE_TRANSACTION,
                         transaction=[first, last],
                     )
             if head.seq < truncate_after_seq:
@@ -515,7 +518,7 @@ class Journal(Generic[S]):
                 raise InvalidInput(
                     f"record {truncate_after_seq} is not in the verified prefix, which ends at "
                     f"seq {head.seq} ({where})",
-                    code="repair_beyond_verified_prefix",
+                    code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
                     verified_seq=head.seq,
                 )
             rest = self.store.rest_from(head.offset, head.next_seq)
@@ -534,7 +537,7 @@ class Journal(Generic[S]):
                 raise InvalidInput(
                     f"every record after seq {truncate_after_seq} verifies: nothing to repair "
                     "(repair only quarantines corrupt or torn bytes and what follows them)",
-                    code="journal_not_corrupt",
+                    code=codes.JOURNAL_NOT_CORRUPT,
                 )
             # The record's time is checked before anything moves: a refused --at must
             # leave the journal as it was.
@@ -587,7 +590,7 @@ class Journal(Generic[S]):
                 raise InvalidInput(
                     f"{self.store.target} already holds {self._head.next_seq} records; "
                     "import needs an empty journal",
-                    code="journal_not_empty",
+                    code=codes.JOURNAL_NOT_EMPTY,
                 )
             pending = [
                 PendingRecord(record, payload, line + b"\n")
@@ -597,10 +600,12 @@ class Journal(Generic[S]):
                 raise InvalidInput(
                     f"{source.store.target} has a torn tail at byte {source.torn_tail.offset}; "
                     "open it for writing once (or repair it) before importing",
-                    code="source_torn_tail",
+                    code=codes.SOURCE_TORN_TAIL,
                 )
             if not pending:
-                raise InvalidInput(f"{source.store.target} holds no records", code="empty_source")
+                raise InvalidInput(
+                    f"{source.store.target} holds no records", code=codes.EMPTY_SOURCE
+                )
             self._state_valid = False
             self.store.load(pending)
             self.store.created_durably()
@@ -708,7 +713,7 @@ class Journal(Generic[S]):
             raise JournalCorrupt(
                 f"records up to seq {head.seq} of {self.store.target} changed while being "
                 "read (repaired or replaced)",
-                code="journal_changed",
+                code=codes.JOURNAL_CHANGED,
                 seq=head.seq,
             )
         batch: list[tuple[Record, Any, bytes]] = []
@@ -803,7 +808,7 @@ class Journal(Generic[S]):
                 "trusted it decided on a state the journal does not hold. Remove it (the "
                 "<journal>.checkpoint file, or the quotaledger_checkpoints row) so writers "
                 "fold from genesis, then `quotaledger audit` the decisions after it",
-                code="checkpoint_mismatch",
+                code=codes.CHECKPOINT_MISMATCH,
                 seq=checkpoint.seq,
                 differences=differences,
             )
@@ -928,7 +933,7 @@ class Transaction(Generic[S]):
 
     def _check_time(self, goal: str | None, at: str) -> None:
         if not is_canonical_at(at):
-            raise InvalidInput(f"event time {at!r} is not canonical", code="invalid_time")
+            raise InvalidInput(f"event time {at!r} is not canonical", code=codes.INVALID_TIME)
         last = self.last_at(goal)
         if last is not None and at < last:
             raise TimeRegression(f"event time {at} is earlier than {last}", at=at, last_at=last)
@@ -948,7 +953,7 @@ class Transaction(Generic[S]):
         if decode is None:
             found = journal.decoder(kind)
             if found is None:
-                raise InvalidInput(f"unknown event kind {kind!r}", code="unknown_kind")
+                raise InvalidInput(f"unknown event kind {kind!r}", code=codes.UNKNOWN_KIND)
             decode = journal._decoders[kind] = found
         staged = self._pending
         genesis = None
@@ -969,21 +974,23 @@ class Transaction(Generic[S]):
             decoded = decode(data)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise InvalidInput(
-                f"payload of {kind} is invalid: {exc}", code="invalid_payload"
+                f"payload of {kind} is invalid: {exc}", code=codes.INVALID_PAYLOAD
             ) from exc
         if kind == BATCH_KIND:
-            raise InvalidInput("journal.batch records are the journal's own", code="reserved_kind")
+            raise InvalidInput(
+                "journal.batch records are the journal's own", code=codes.RESERVED_KIND
+            )
         if staged and staged[-1].record.seq != 0:
             return self._stage_more(kind, goal, data, at, decoded)
         line, digest = encode_line(seq, at, kind, goal, data, prev)
         size = len(line)
         if size > LINE_BYTES_MAX:
             raise InvalidInput(
-                f"event of {size} bytes exceeds the 1 MiB line limit", code="line_too_large"
+                f"event of {size} bytes exceeds the 1 MiB line limit", code=codes.LINE_TOO_LARGE
             )
         pending_bytes = self._pending_bytes + size
         if len(staged) >= BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
-            raise InvalidInput("too many events in one transaction", code="batch_too_large")
+            raise InvalidInput("too many events in one transaction", code=codes.BATCH_TOO_LARGE)
         record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), prev, digest)
         pending = _new_pending(PendingRecord, (record, decoded, line))
         if genesis is not None:
@@ -1014,10 +1021,11 @@ class Transaction(Generic[S]):
         size = len(data) + len(kind) * 6 + len(goal or "") * 6 + 256
         pending_bytes = self._pending_bytes + size
         if events > BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
-            raise InvalidInput("too many events in one transaction", code="batch_too_large")
+            raise InvalidInput("too many events in one transaction", code=codes.BATCH_TOO_LARGE)
         if len(data) >= LINE_BYTES_MAX:
             raise InvalidInput(
-                f"event of {len(data)} bytes exceeds the 1 MiB line limit", code="line_too_large"
+                f"event of {len(data)} bytes exceeds the 1 MiB line limit",
+                code=codes.LINE_TOO_LARGE,
             )
         more.append((kind, goal, data, at, decoded))
         self._pending_bytes = pending_bytes
@@ -1062,7 +1070,7 @@ class Transaction(Generic[S]):
             if len(line) > LINE_BYTES_MAX:
                 raise InvalidInput(
                     f"event of {len(line)} bytes exceeds the 1 MiB line limit",
-                    code="line_too_large",
+                    code=codes.LINE_TOO_LARGE,
                 )
             record = Record(FORMAT_VERSION, seq, event_at, kind, goal, _Raw(data), prev, digest)
             written.append(_new_pending(PendingRecord, (record, payload, line)))

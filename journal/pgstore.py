@@ -46,6 +46,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
+from quotaledger.journal import codes
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.errors import (
     InvalidInput,
@@ -105,14 +106,14 @@ def split_url(url: str) -> tuple[str, str]:
         except psycopg.Error as exc:
             raise InvalidInput(
                 f"{redact(url)} is not a PostgreSQL URL: {_first_line(exc)}",
-                code="invalid_journal_url",
+                code=codes.INVALID_JOURNAL_URL,
             ) from None
         match = _SCHEMA_OPTION.search(str(options))
         schema = match.group(1).strip('"') if match else DEFAULT_SCHEMA
     if not schema or len(schema.encode()) > 63:
         raise InvalidInput(
             f"schema {schema!r} is not a PostgreSQL identifier (1-63 bytes)",
-            code="invalid_journal_url",
+            code=codes.INVALID_JOURNAL_URL,
         )
     return conninfo, schema
 
@@ -179,7 +180,7 @@ class PgStore:
         except psycopg.Error as exc:
             raise InvalidInput(
                 f"{self.target} is not a PostgreSQL URL: {_first_line(exc)}",
-                code="invalid_journal_url",
+                code=codes.INVALID_JOURNAL_URL,
             ) from None
         try:
             return psycopg.connect(
@@ -191,7 +192,7 @@ class PgStore:
         except psycopg.Error as exc:
             raise StorageFailure(
                 f"cannot connect to PostgreSQL at {self.target}: {_first_line(exc)}",
-                code="pg_unreachable",
+                code=codes.PG_UNREACHABLE,
             ) from None
 
     def _open(self, create: bool) -> None:
@@ -219,14 +220,14 @@ class PgStore:
             raise StorageFailure(
                 f"database of {self.target} uses encoding {encoding}; quotaledger stores UTF-8 "
                 "lines byte for byte and needs a UTF8 database",
-                code="pg_encoding",
+                code=codes.PG_ENCODING,
             )
         if table is None:
             if not create:
                 raise JournalCorrupt(
                     f"no journal in schema {self.schema!r} of {self.target} "
                     "(a writing command creates it)",
-                    code="journal_not_found",
+                    code=codes.JOURNAL_NOT_FOUND,
                     path=self.target,
                 )
             # Created by the first lock(): a command refused before it writes leaves
@@ -479,7 +480,7 @@ class PgStore:
         """
         self._check_usable()
         if not self._locked:
-            raise StorageFailure("append outside a locked transaction", code="not_locked")
+            raise StorageFailure("append outside a locked transaction", code=codes.NOT_LOCKED)
         if not records:
             return
         try:
@@ -564,7 +565,7 @@ class PgStore:
             f"and a trigger refuses DELETE: records from seq {next_seq} on cannot be cut. "
             "Export the verified prefix (`quotaledger export`) and import it into a new schema "
             "(`?schema=`) instead.",
-            code="repair_unsupported",
+            code=codes.REPAIR_UNSUPPORTED,
             seq=next_seq,
         )
 
@@ -624,7 +625,7 @@ class PgStore:
             f"record {where} in {self.schema}.{EVENTS_TABLE}: column {', '.join(columns)} "
             "disagrees with its line (edited behind the append-only trigger?); SQL readers "
             "of the columns would see what the journal does not say",
-            code="column_mismatch",
+            code=codes.COLUMN_MISMATCH,
             seq=line_seq,
             columns=columns,
         )
@@ -666,7 +667,7 @@ class PgStore:
         locked transaction it commits when the lock is released; outside, on its own.
         """
         if not self.writable:
-            raise StorageFailure(f"{self.target} was opened read-only", code="read_only")
+            raise StorageFailure(f"{self.target} was opened read-only", code=codes.READ_ONLY)
         statement = sql.SQL(
             "INSERT INTO {t} (id, seq, hash, projection_version, blob)"
             " VALUES (1, %s, %s, %s, %s)"
@@ -715,7 +716,7 @@ class PgStore:
             raise StorageFailure(
                 f"PostgreSQL {what} failed on {self.target}: {_first_line(exc)}"
                 + ("; nothing was acknowledged" if what == "append" else ""),
-                code="pg_error",
+                code=codes.PG_ERROR,
                 sqlstate=getattr(exc, "sqlstate", None),
             ) from exc
 
@@ -736,7 +737,7 @@ class PgStore:
                 f"the connection to {self.target} broke during a command; open the journal again"
             )
         if not self.writable:
-            raise StorageFailure(f"{self.target} was opened read-only", code="read_only")
+            raise StorageFailure(f"{self.target} was opened read-only", code=codes.READ_ONLY)
 
     def close(self) -> None:
         if self._conn.closed:
@@ -751,9 +752,9 @@ def _line_text(line: bytes) -> str:
     try:
         text = line.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InvalidInput(f"a record is not valid UTF-8: {exc}", code="invalid_utf8") from exc
+        raise InvalidInput(f"a record is not valid UTF-8: {exc}", code=codes.INVALID_UTF8) from exc
     if "\x00" in text:
-        raise InvalidInput("a record contains a NUL character", code="invalid_line")
+        raise InvalidInput("a record contains a NUL character", code=codes.INVALID_LINE)
     return text
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 
+from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 
 DEFAULT_JOURNAL = "./quotaledger.jsonl"
@@ -26,7 +27,7 @@ def is_pg_url(target: str) -> bool:
 def check_target(target: str, option: str = "--journal") -> None:
     """Refuse (InvalidInput, exit 2) a value that cannot name a journal."""
     if not target:
-        raise InvalidInput(f"{option} is empty", code="invalid_option", option=option)
+        raise InvalidInput(f"{option} is empty", code=codes.INVALID_OPTION, option=option)
     if is_pg_url(target):
         return
     scheme = _SCHEME.match(target)
@@ -35,7 +36,7 @@ def check_target(target: str, option: str = "--journal") -> None:
         raise InvalidInput(
             f"{option} {shown}: {scheme.group(0)} is not a journal store; give a file path "
             "or a postgresql:// URL",
-            code="invalid_journal_url",
+            code=codes.INVALID_JOURNAL_URL,
             option=option,
         )
     directory = os.path.dirname(target) or "."
@@ -43,7 +44,7 @@ def check_target(target: str, option: str = "--journal") -> None:
         what = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise InvalidInput(
             f"{option} {target}: directory {directory} {what}",
-            code="invalid_journal_path",
+            code=codes.INVALID_JOURNAL_PATH,
             option=option,
         )
 

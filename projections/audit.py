@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from sortedcontainers import SortedSet
 
-from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
@@ -348,7 +348,7 @@ def audit_settlement(
     else:
         raise InvalidInput(
             f"record {record.seq} ({record.kind}) is not a settlement decision",
-            code="not_a_decision",
+            code=codes.NOT_A_DECISION,
         )
     found: list[str] = []
     if not replayed.ok:
@@ -400,7 +400,7 @@ class Overrides:
             problems = exc.context.get("problems") or [str(exc)]
             raise InvalidInput(
                 "the what-if config is invalid: " + "; ".join(problems),
-                code="invalid_config",
+                code=codes.INVALID_CONFIG,
                 problems=problems,
             ) from None
         return new.cases, new.tokens

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 
 import msgspec
 
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections import capacity as cap
 
 
@@ -157,7 +157,7 @@ def effective_explicit(config: Config) -> set[str]:
 
 def _invalid(message: str, problems: list[str] | None = None) -> InvalidInput:
     problems = problems if problems is not None else [message]
-    return InvalidInput(message, code="invalid_config", problems=problems)
+    return InvalidInput(message, code=codes.INVALID_CONFIG, problems=problems)
 
 
 def given_fields(fields: Mapping[str, Any]) -> Flat:

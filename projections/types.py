@@ -14,6 +14,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 import msgspec
 
+from quotaledger.journal import codes
 from quotaledger.journal.clock import names_a_real_second
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.limits import IDENTIFIER_CHARS_MAX
@@ -56,14 +57,14 @@ class InvalidIdentifier(InvalidInput, ValueError):
     """An identifier field with a character outside A-Za-z0-9._:@/- (exit 2 when a
     payload is built with it; msgspec reports it as a ValidationError when decoding)."""
 
-    code = "invalid_identifier"
+    code = codes.INVALID_IDENTIFIER
 
 
 class InvalidPayloadTime(InvalidInput, ValueError):
     """A time field naming no real moment, e.g. 2026-02-30 (reported as
     InvalidIdentifier is)."""
 
-    code = "invalid_time"
+    code = codes.INVALID_TIME
 
 
 class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True, gc=False):

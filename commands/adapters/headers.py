@@ -34,6 +34,7 @@ from email.utils import parsedate_to_datetime
 from fractions import Fraction
 from typing import Any
 
+from quotaledger.journal import codes
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.limits import TOKEN_COUNT_MAX
@@ -82,7 +83,7 @@ _NS_PER_UNIT = {
 def _malformed(header: str, value: str, expected: str) -> InvalidInput:
     return InvalidInput(
         f"provider header {header}: {value!r} is not {expected}",
-        code="invalid_provider_headers",
+        code=codes.INVALID_PROVIDER_HEADERS,
         header=header,
         option="--provider-headers",
     )
@@ -226,13 +227,13 @@ def _text_pairs(text: str) -> list[tuple[str, Any]]:
         except ValueError as exc:
             raise InvalidInput(
                 f"provider headers are not valid JSON: {exc}",
-                code="invalid_provider_headers",
+                code=codes.INVALID_PROVIDER_HEADERS,
                 option="--provider-headers",
             ) from None
         if not isinstance(body, dict):
             raise InvalidInput(
                 "provider headers in JSON must be an object of header names to values",
-                code="invalid_provider_headers",
+                code=codes.INVALID_PROVIDER_HEADERS,
                 option="--provider-headers",
             )
         return list(body.items())
@@ -249,7 +250,7 @@ def _text_pairs(text: str) -> list[tuple[str, Any]]:
         if not colon or not name.strip() or name != name.rstrip():
             raise InvalidInput(
                 f"provider headers line {number} is not 'Name: value': {line[:80]!r}",
-                code="invalid_provider_headers",
+                code=codes.INVALID_PROVIDER_HEADERS,
                 option="--provider-headers",
                 line=number,
             )

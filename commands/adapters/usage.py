@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.limits import TOKEN_COUNT_MAX
 
@@ -56,7 +57,7 @@ def _invalid(message: str, field: str | None = None) -> InvalidInput:
     context: dict[str, Any] = {"option": "--usage"}
     if field is not None:
         context["field"] = field
-    return InvalidInput(message, code="invalid_usage", **context)
+    return InvalidInput(message, code=codes.INVALID_USAGE, **context)
 
 
 def parse_usage(text: str, usage_format: str = "auto") -> Usage:
@@ -75,7 +76,7 @@ def check_format(usage_format: str) -> str:
     if usage_format not in USAGE_FORMATS:
         raise InvalidInput(
             f"--usage-format must be one of {', '.join(USAGE_FORMATS)}, got {usage_format!r}",
-            code="invalid_choice",
+            code=codes.INVALID_CHOICE,
             option="--usage-format",
         )
     return usage_format

@@ -16,6 +16,7 @@ from quotaledger.cli.common import (
 )
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
+from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.capacity import ARMS, COVERAGES, DIMENSIONS, RUN_CLASSES
 from quotaledger.projections.configrule import ConfigFields
@@ -147,7 +148,7 @@ def register(app: typer.Typer) -> None:
             raise InvalidInput(
                 "observe needs --uncached-input, --cached-input and --output (zero "
                 f"included) or --usage; missing {', '.join(missing)}",
-                code="usage",
+                code=codes.USAGE,
             )
         usage_text = None if usage is None else read_input("--usage", usage)
         headers_text = (

@@ -24,7 +24,8 @@ import click
 import msgspec
 import typer
 
-from quotaledger.cli.output import Output, emit, emit_error
+from quotaledger.cli.output import EXIT_OK, Output, emit, emit_error
+from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
@@ -60,7 +61,7 @@ def duration_option(flag: str, text: str, *, whole: bool = True, **options: Any)
             raise OptionError(error.message, code=error.code) from None
         if whole and not isinstance(seconds, int):
             raise OptionError(
-                f"{value!r} is not a whole number of seconds", code="invalid_duration"
+                f"{value!r} is not a whole number of seconds", code=codes.INVALID_DURATION
             )
         return seconds if whole else float(seconds)
 
@@ -102,12 +103,12 @@ def read_input(option: str, value: str) -> str:
         where = "standard input" if value == "-" else repr(value)
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InvalidInput(
-            f"{option}: cannot read {where}: {detail}", code="invalid_option", option=option
+            f"{option}: cannot read {where}: {detail}", code=codes.INVALID_OPTION, option=option
         ) from None
     if len(text) > INPUT_CHARS_MAX:
         raise InvalidInput(
             f"{option}: more than 1 MiB; give the usage object or headers alone",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option=option,
         )
     return text
@@ -251,7 +252,7 @@ def command(
                 if not 0 <= ctx.lock_timeout_s <= LOCK_TIMEOUT_S_MAX:
                     raise InvalidInput(
                         f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
-                        code="invalid_option",
+                        code=codes.INVALID_OPTION,
                     )
                 # Input errors first (exit 2), before the command opens anything: a bad
                 # time or identifier is the user's to fix whatever state the journal is in.
@@ -290,7 +291,7 @@ def closed_stdout() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
-    return 0
+    return EXIT_OK
 
 
 def env_json() -> bool:

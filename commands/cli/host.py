@@ -6,6 +6,7 @@ import typer
 
 from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command
 from quotaledger.cli.output import Output, plural, table
+from quotaledger.journal import codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 from quotaledger.services.host import HostService
 
@@ -254,7 +255,7 @@ def register(app: typer.Typer) -> None:
         from quotaledger.journal import InvalidInput
 
         if open_ == settle:
-            raise InvalidInput("give exactly one of --open or --settle", code="invalid_option")
+            raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
         with ctx.service(HostService, write=True) as ledger:
             result = ledger.host_replan(
                 goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at

@@ -10,9 +10,9 @@ import typer
 
 from quotaledger.api import Ledger
 from quotaledger.cli.common import AtOpt, Ctx, command
-from quotaledger.cli.output import Output, plural, table
+from quotaledger.cli.output import EXIT_OK, Output, plural, table
 from quotaledger.cli.progress import progress_bar
-from quotaledger.journal import InvalidInput, JournalCorrupt
+from quotaledger.journal import InvalidInput, JournalCorrupt, codes
 from quotaledger.services.journal import JournalService, LogFilter, check_import_source
 from quotaledger.services.outfile import check_out_path
 
@@ -59,10 +59,10 @@ def register(app: typer.Typer) -> None:
         if not yes:
             raise InvalidInput(
                 "repair moves records out of the journal; add --yes to confirm",
-                code="confirmation_required",
+                code=codes.CONFIRMATION_REQUIRED,
             )
         if truncate_after < 0:
-            raise InvalidInput("--truncate-after must be >= 0", code="invalid_option")
+            raise InvalidInput("--truncate-after must be >= 0", code=codes.INVALID_OPTION)
         with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
             result = ledger.repair(truncate_after=truncate_after, at=at)
         return Output(result, text=repair_text(result))
@@ -121,7 +121,7 @@ def register(app: typer.Typer) -> None:
                     _follow(events, as_json=ctx.as_json)
                 return _listing(events, as_json=ctx.as_json)
             except KeyboardInterrupt:  # the way out of --follow: not an error
-                raise typer.Exit(0) from None
+                raise typer.Exit(EXIT_OK) from None
 
     @command(app, "export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
     def export(
@@ -219,7 +219,7 @@ def _listing(events: Iterator[dict[str, Any]], *, as_json: bool) -> Output:
     if as_json:
         for event in events:
             sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
     rows: list[list[str]] = []
     try:
         for event in events:

@@ -32,7 +32,8 @@ with _collector_paused():
     import typer
 
     from quotaledger.cli.common import closed_stdout, env_json
-    from quotaledger.cli.output import EXIT_IO, EXIT_USAGE, emit_error
+    from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
+    from quotaledger.journal import codes
     from quotaledger.journal.errors import InvalidInput, StorageFailure
 
 # Which module registers each top-level command. A runner calls the CLI once per
@@ -115,7 +116,7 @@ def _keep_only(app: typer.Typer, invoked: list[str]) -> None:
 def _show_version(wanted: bool) -> None:
     if wanted:
         print_version()
-        raise typer.Exit(0)
+        raise typer.Exit(EXIT_OK)
 
 
 def _root(
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     as_json = flags[-1] == "--json" if flags else env_json()
     if args == ["--version"]:  # answered before any command module is built
         print_version()
-        return _exit(0, argv)
+        return _exit(EXIT_OK, argv)
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
         with _collector_paused():
@@ -158,23 +159,24 @@ def main(argv: list[str] | None = None) -> int:
         code = done.exit_code
     except click_errors.NoArgsIsHelpError as error:  # bare `quotaledger` or `quotaledger host`
         sys.stdout.write(error.ctx.get_help() + "\n")
-        code = 0
+        code = EXIT_OK
     except click_errors.UsageError as error:
+        # An option parser of ours (a duration) says which input code it is.
+        usage = InvalidInput(error.format_message(), code=getattr(error, "code", codes.USAGE))
         if as_json:
-            # An option parser of ours (a duration) says which input code it is.
-            usage_code = getattr(error, "code", "usage")
-            code = emit_error(InvalidInput(error.format_message(), code=usage_code), as_json=True)
+            code = emit_error(usage, as_json=True)
         else:
-            error.show()
-            code = EXIT_USAGE
+            error.show()  # click's usage text, with its "Try --help" line
+            code = exit_code_of(usage)
     except (typer.Abort, KeyboardInterrupt):
-        sys.stderr.write("quotaledger: aborted\n")
-        code = EXIT_IO
+        aborted = StorageFailure("aborted")  # exit 4: an interrupted command acknowledged nothing
+        sys.stderr.write(f"quotaledger: {aborted.message}\n")
+        code = exit_code_of(aborted)
     except BrokenPipeError:  # help or a usage message piped into `head`
         code = closed_stdout()
     except OSError as error:
         code = emit_error(StorageFailure(f"I/O failure: {error}"), as_json=as_json)
-    return _exit(0 if code is None else int(code), argv)
+    return _exit(EXIT_OK if code is None else int(code), argv)
 
 
 def _exit(code: int, argv: list[str] | None) -> int:

@@ -11,7 +11,7 @@ from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService
@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
 
         if out is not None and listen is not None:
             raise InvalidInput(
-                "give --out FILE or --listen HOST:PORT, not both", code="invalid_option"
+                "give --out FILE or --listen HOST:PORT, not both", code=codes.INVALID_OPTION
             )
         if listen is not None:
             _listen(ctx, listen, goal, at)
@@ -193,7 +193,7 @@ def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn
         sys.stderr.flush()
 
     metrics_http.serve(host, port, render, ready)
-    raise typer.Exit(0)  # interrupted: the one JSON object was the "listening" line
+    raise typer.Exit(EXIT_OK)  # interrupted: the one JSON object was the "listening" line
 
 
 # -- text renderings -----------------------------------------------------------------------

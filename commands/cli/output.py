@@ -1,9 +1,10 @@
 """Printing results and errors: the one place that maps outcomes to exit codes.
 
 A command returns a JSON-ready dict (`{"ok": ...}`) or an `Output`; an expected
-failure is a `journal.Error`. Exit codes (SPEC §8): 0 ok (idempotent
-replays included), 1 a decision refused, 2 invalid input, 3 journal corrupt or
-wrong file type, 4 I/O failure or lock timeout.
+failure is a `journal.Error`. `exit_code_of` turns either into its exit code (SPEC
+§8): 0 ok (idempotent replays included), 1 a decision refused, and for an error the
+`exit_code` of its class, which the error tree in journal/errors.py states (2 invalid
+input, 3 journal corrupt, 4 I/O failure): every exit code the CLI gives comes from here.
 """
 
 from __future__ import annotations
@@ -17,9 +18,7 @@ from quotaledger.journal.errors import Error
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
-EXIT_USAGE = 2
-EXIT_CORRUPT = 3
-EXIT_IO = 4
+"""A decision refused (`{"ok": false, "reasons": [...]}`): an answer, not an error."""
 
 
 class Output(msgspec.Struct):
@@ -55,8 +54,11 @@ def write_json(body: dict[str, Any], stream: TextIO | None = None) -> None:
         stream.flush()
 
 
-def exit_code_of(data: dict[str, Any]) -> int:
-    return EXIT_OK if data.get("ok", True) else EXIT_REFUSED
+def exit_code_of(outcome: Error | dict[str, Any]) -> int:
+    """The exit code of an error (its class's) or of an answer (0 ok, 1 refused)."""
+    if isinstance(outcome, Error):
+        return outcome.exit_code
+    return EXIT_OK if outcome.get("ok", True) else EXIT_REFUSED
 
 
 def emit(result: Output | dict[str, Any], *, as_json: bool) -> int:
@@ -81,7 +83,7 @@ def emit_error(error: Error, *, as_json: bool) -> int:
         sys.stdout.flush()
     else:
         sys.stderr.write(f"quotaledger: error: {error.message} [{error.code}]\n")
-    return error.exit_code
+    return exit_code_of(error)
 
 
 def render_text(data: dict[str, Any], indent: int = 0) -> str:

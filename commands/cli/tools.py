@@ -7,7 +7,7 @@ import typer
 
 from quotaledger.cli.common import Ctx, command
 from quotaledger.cli.output import Output, table
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 
 DEMO_JOURNAL = "./quotaledger-demo.jsonl"
 DemoJournalOpt = Annotated[
@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
 
         if "://" in ctx.journal_target:
             raise InvalidInput(
-                "demo runs on an embedded file journal, not a URL", code="invalid_option"
+                "demo runs on an embedded file journal, not a URL", code=codes.INVALID_OPTION
             )
         stream = sys.stderr if ctx.as_json else sys.stdout
 
@@ -86,16 +86,18 @@ def register(app: typer.Typer) -> None:
 
         wanted = set(compare or ())
         if not wanted <= {"sqlite", "postgresql"}:
-            raise InvalidInput("--compare accepts 'sqlite' and 'postgresql'", code="invalid_option")
+            raise InvalidInput(
+                "--compare accepts 'sqlite' and 'postgresql'", code=codes.INVALID_OPTION
+            )
         if ("postgresql" in wanted) != (url is not None):
             raise InvalidInput(
                 "--compare postgresql takes the server's URL (and a URL needs it)",
-                code="invalid_option",
+                code=codes.INVALID_OPTION,
             )
         if url is not None and not url.startswith(("postgresql://", "postgres://")):
-            raise InvalidInput(f"{url!r} is not a postgresql:// URL", code="invalid_option")
+            raise InvalidInput(f"{url!r} is not a postgresql:// URL", code=codes.INVALID_OPTION)
         if not 1_000 <= events <= 10**8:
-            raise InvalidInput("--events must be between 1000 and 10^8", code="invalid_option")
+            raise InvalidInput("--events must be between 1000 and 10^8", code=codes.INVALID_OPTION)
 
         def step(text: str) -> None:
             if sys.stderr.isatty() or not ctx.as_json:

@@ -6,7 +6,7 @@ import difflib
 import re
 from typing import Any, TypeVar
 
-from quotaledger.journal import InvalidInput, Journal
+from quotaledger.journal import InvalidInput, Journal, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
 from quotaledger.journal.limits import (
     CHECKPOINT_EVERY_EVENTS,
@@ -106,7 +106,7 @@ class ServiceBase:
             hint = "the journal has no goals yet"
         raise InvalidInput(
             f"no event names goal {goal!r}; {hint}",
-            code="unknown_goal",
+            code=codes.UNKNOWN_GOAL,
             goal=goal,
             closest=closest,
         )
@@ -118,7 +118,7 @@ class ServiceBase:
         answers; anything else reports the corruption (SPEC §2.4).
         """
         if at is not None and seq is not None:
-            raise InvalidInput("give --at or --seq, not both", code="invalid_option")
+            raise InvalidInput("give --at or --seq, not both", code=codes.INVALID_OPTION)
         corruption = self.journal.corruption
         if corruption is not None and (seq is None or seq >= corruption.seq):
             # A handle opened on a corrupt journal shows only its verified prefix.
@@ -127,7 +127,7 @@ class ServiceBase:
             if seq < 0 or seq > self.journal.head.seq:
                 raise InvalidInput(
                     f"--seq {seq} is not in the journal (head is {self.journal.head.seq})",
-                    code="seq_out_of_range",
+                    code=codes.SEQ_OUT_OF_RANGE,
                 )
             return self.journal.fold_as_of(seq=seq)[0]
         if at is not None:
@@ -145,7 +145,7 @@ def check_identifier(option: str, value: str) -> str:
         raise InvalidInput(
             f"{option} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} characters of "
             "A-Z a-z 0-9 . _ : @ / -)",
-            code="invalid_identifier",
+            code=codes.INVALID_IDENTIFIER,
             option=option,
         )
     return value
@@ -155,7 +155,7 @@ def check_tokens(option: str, value: int) -> int:
     if not 0 <= value <= TOKEN_COUNT_MAX:
         raise InvalidInput(
             f"{option} must be an integer from 0 to 10^12, got {value}",
-            code="invalid_token_count",
+            code=codes.INVALID_TOKEN_COUNT,
             option=option,
         )
     return value
@@ -166,8 +166,10 @@ def check_text(option: str, value: str) -> str:
         encoded = value.encode()
     except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
         raise InvalidInput(
-            f"{option} is not valid UTF-8 text", code="invalid_text", option=option
+            f"{option} is not valid UTF-8 text", code=codes.INVALID_TEXT, option=option
         ) from None
     if len(encoded) > FREE_TEXT_BYTES_MAX:
-        raise InvalidInput(f"{option} is longer than 4 KiB", code="text_too_long", option=option)
+        raise InvalidInput(
+            f"{option} is longer than 4 KiB", code=codes.TEXT_TOO_LONG, option=option
+        )
     return value

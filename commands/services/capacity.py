@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
 
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
@@ -42,7 +42,7 @@ def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         raise InvalidInput(
             f"{option} must be one of {', '.join(choices)}, got {value!r}",
-            code="invalid_choice",
+            code=codes.INVALID_CHOICE,
             option=option,
         )
     return value
@@ -52,7 +52,7 @@ def _bounded(option: str, value: float | None, low: int, high: int) -> float | N
     if value is not None and not low <= value <= high:
         raise InvalidInput(
             f"{option} must be an integer from {low} to {high}, got {value}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option=option,
         )
     return value
@@ -85,7 +85,7 @@ class CapacityService(ServiceBase):
             raise InvalidInput(
                 "nothing to configure: give the case gate (--max-active-cases ...), the token "
                 "gate (--quota-tpm, --quota-itpm ...), --remove-limit or --remove-gate",
-                code="invalid_config",
+                code=codes.INVALID_CONFIG,
             )
         # The rule needs the goal's config: an invalid result raises inside the
         # transaction, which then appends nothing.
@@ -429,7 +429,7 @@ def provider_report(
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise InvalidInput(
             f"provider: not a report of {{dimension: {{limit, remaining, reset_at}}}} ({exc})",
-            code="invalid_provider_report",
+            code=codes.INVALID_PROVIDER_REPORT,
             option="provider",
         ) from None
     return {d: report[d] for d in cap.DIMENSIONS if d in report} or None
@@ -469,7 +469,7 @@ def observed_counts(
     if given:
         raise InvalidInput(
             f"--usage gives the counts: leave out {', '.join(given)}",
-            code="usage",
+            code=codes.USAGE,
             option="--usage",
         )
     mapped = (
@@ -492,14 +492,14 @@ def provider_headers_of(
     if provider is not None:
         raise InvalidInput(
             "give provider_headers or a resolved provider report, not both",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--provider-headers",
         )
     if not isinstance(source, str | Mapping | list | tuple):
         raise InvalidInput(
             "--provider-headers must be header text or a mapping of names to values, got "
             + type(source).__name__,
-            code="invalid_provider_headers",
+            code=codes.INVALID_PROVIDER_HEADERS,
             option="--provider-headers",
         )
     headers = parse_provider_headers(source)
@@ -513,13 +513,13 @@ def check_retry_after_s(value: float | None) -> float | None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidInput(
             f"--retry-after-s must be a number of seconds, got {value!r}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--retry-after-s",
         )
     if not 0 <= value <= cap.RETRY_AFTER_S_MAX:  # NaN fails this too
         raise InvalidInput(
             f"--retry-after-s must be from 0 to {cap.RETRY_AFTER_S_MAX} seconds, got {value}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--retry-after-s",
         )
     if isinstance(value, float) and value.is_integer():

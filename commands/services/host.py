@@ -19,7 +19,7 @@ import os
 import stat
 from typing import Any
 
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import (
     format_us,
     parse_at,
@@ -98,7 +98,7 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
     except UnicodeDecodeError as exc:
         raise InvalidInput(
             f"handoff {path} is not UTF-8 text (byte {exc.start}); handoffs are stored as text",
-            code="handoff_not_utf8",
+            code=codes.HANDOFF_NOT_UTF8,
         ) from None
     return HandoffCheck(expected_sha256, len(data), content)
 
@@ -116,12 +116,12 @@ def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
         return None
     if path is None or sha256 is None:
         raise InvalidInput(
-            "--handoff and --handoff-sha256 go together", code="handoff_digest_required"
+            "--handoff and --handoff-sha256 go together", code=codes.HANDOFF_DIGEST_REQUIRED
         )
     digest = _sha256_hex(sha256)
     if digest is None:
         raise InvalidInput(
-            f"--handoff-sha256 {sha256!r} is not 64 hex digits", code="invalid_sha256"
+            f"--handoff-sha256 {sha256!r} is not 64 hex digits", code=codes.INVALID_SHA256
         )
     return read_handoff(path, digest)
 
@@ -129,21 +129,21 @@ def _handoff_input(path: str | None, sha256: str | None) -> HandoffCheck | None:
 def _check_hash(option: str, value: str) -> str:
     digest = _sha256_hex(value)
     if digest is None:
-        raise InvalidInput(f"{option} {value!r} is not an event hash", code="invalid_hash")
+        raise InvalidInput(f"{option} {value!r} is not an event hash", code=codes.INVALID_HASH)
     return digest
 
 
 def _max_phase_us(text: str) -> int:
     value = parse_duration_us(text)
     if value <= 0:
-        raise InvalidInput("--max-phase must be positive", code="invalid_duration")
+        raise InvalidInput("--max-phase must be positive", code=codes.INVALID_DURATION)
     return value
 
 
 def _deadline_us(text: str, at: str) -> int:
     value = parse_deadline_us(text, parse_at(at))
     if not 0 <= value <= _DEADLINE_US_MAX:
-        raise InvalidInput(f"--deadline {text!r} is out of range", code="invalid_time")
+        raise InvalidInput(f"--deadline {text!r} is out of range", code=codes.INVALID_TIME)
     return value
 
 
@@ -327,9 +327,9 @@ class HostService(ServiceBase):
         ):
             check_identifier(option, value)
         if pid is not None and not 1 <= pid <= 2**31 - 1:
-            raise InvalidInput(f"--pid {pid} is not a process id", code="invalid_pid")
+            raise InvalidInput(f"--pid {pid} is not a process id", code=codes.INVALID_PID)
         if max_attempts < 1:
-            raise InvalidInput("--max-attempts must be >= 1", code="invalid_option")
+            raise InvalidInput("--max-attempts must be >= 1", code=codes.INVALID_OPTION)
         request = StartRequest(lane, attempt, session, profile, pid, max_attempts)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
@@ -369,11 +369,11 @@ class HostService(ServiceBase):
         check_identifier("--goal", goal)
         check_identifier("--attempt", attempt)
         if exit_code is not None and signal is not None:
-            raise InvalidInput("give --exit-code or --signal, not both", code="invalid_option")
+            raise InvalidInput("give --exit-code or --signal, not both", code=codes.INVALID_OPTION)
         if exit_code is not None and not 0 <= exit_code <= 255:
-            raise InvalidInput("--exit-code must be 0..255", code="invalid_option")
+            raise InvalidInput("--exit-code must be 0..255", code=codes.INVALID_OPTION)
         if signal is not None and not 1 <= signal <= 128:
-            raise InvalidInput("--signal must be 1..128", code="invalid_option")
+            raise InvalidInput("--signal must be 1..128", code=codes.INVALID_OPTION)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
             state = self._goal_hosts(txn.state, goal)
@@ -404,22 +404,22 @@ class HostService(ServiceBase):
         check_identifier("--attempt", attempt)
         if outcome not in OUTCOMES:
             raise InvalidInput(
-                f"--outcome must be one of {', '.join(OUTCOMES)}", code="invalid_outcome"
+                f"--outcome must be one of {', '.join(OUTCOMES)}", code=codes.INVALID_OUTCOME
             )
         if outcome == "failed" and failure is None:
-            raise InvalidInput("--outcome failed needs --failure CODE", code="failure_required")
+            raise InvalidInput("--outcome failed needs --failure CODE", code=codes.FAILURE_REQUIRED)
         if outcome != "failed" and failure is not None:
             raise InvalidInput(
                 f"--failure is given only with --outcome failed (not {outcome})",
-                code="invalid_option",
+                code=codes.INVALID_OPTION,
             )
         if failure is not None and failure not in hosts.FAILURE_CODES:
             raise InvalidInput(
                 f"--failure must be one of {', '.join(hosts.FAILURE_CODES)}",
-                code="invalid_failure",
+                code=codes.INVALID_FAILURE,
             )
         if detail is not None and outcome != "failed":
-            raise InvalidInput("--detail describes a failure", code="invalid_option")
+            raise InvalidInput("--detail describes a failure", code=codes.INVALID_OPTION)
         if cursor is not None:
             check_text("--cursor", cursor)
         if detail is not None:
@@ -568,7 +568,7 @@ class HostService(ServiceBase):
         check_identifier("--lane", lane)
         check_identifier("--replan", replan)
         if action not in ("open", "settle"):
-            raise InvalidInput("give --open or --settle", code="invalid_option")
+            raise InvalidInput("give --open or --settle", code=codes.INVALID_OPTION)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
             state = self._goal_hosts(txn.state, goal)
@@ -660,7 +660,7 @@ class HostService(ServiceBase):
         if lane is not None:
             check_identifier("--lane", lane)
         if max_attempts < 1:
-            raise InvalidInput("--max-attempts must be >= 1", code="invalid_option")
+            raise InvalidInput("--max-attempts must be >= 1", code=codes.INVALID_OPTION)
         self.require_goal(goal)
         ledger, at_us = self._reader_state(goal, at)
         state = self._goal_hosts(ledger, goal)

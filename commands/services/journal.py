@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure
+from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure, codes
 from quotaledger.journal.chain import Head
 from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
@@ -28,7 +28,7 @@ def parse_digest(text: str) -> tuple[int, str]:
     if not seq_text.isdigit() or len(hash_hex) != 64 or hash_hex.strip("0123456789abcdef"):
         raise InvalidInput(
             f"--digest {text!r} is not SEQ:HASH (a seq and 64 lowercase hex digits)",
-            code="invalid_digest",
+            code=codes.INVALID_DIGEST,
         )
     return int(seq_text), hash_hex
 
@@ -67,14 +67,14 @@ class JournalService(ServiceBase):
             if seq > head.seq:
                 raise JournalCorrupt(
                     f"the journal ends at seq {head.seq}: it no longer holds digest seq {seq}",
-                    code="digest_not_found",
+                    code=codes.DIGEST_NOT_FOUND,
                     seq=seq,
                 )
             if seen.get("hash") != hash_hex:
                 raise JournalCorrupt(
                     f"record {seq} has hash {seen.get('hash')}, not the digest's {hash_hex}: "
                     "history was rewritten since the digest was taken",
-                    code="digest_mismatch",
+                    code=codes.DIGEST_MISMATCH,
                     seq=seq,
                     expected=hash_hex,
                     found=seen.get("hash"),
@@ -87,7 +87,7 @@ class JournalService(ServiceBase):
     def digest(self) -> dict[str, Any]:
         head = self._head_json()
         if head["seq"] < 0:
-            raise InvalidInput("the journal is empty", code="empty_journal")
+            raise InvalidInput("the journal is empty", code=codes.EMPTY_JOURNAL)
         return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
 
     def repair(self, *, truncate_after: int, at: str | None = None) -> dict[str, Any]:
@@ -189,7 +189,8 @@ class JournalService(ServiceBase):
             )
         except FileExistsError:
             raise InvalidInput(
-                f"{to_path} already exists; export never overwrites", code="export_target_exists"
+                f"{to_path} already exists; export never overwrites",
+                code=codes.EXPORT_TARGET_EXISTS,
             ) from None
         except OSError as exc:
             raise StorageFailure(f"cannot create {to_path}: {exc.strerror}") from exc
@@ -274,7 +275,9 @@ def check_import_source(path: str) -> None:
     missing journal gets ("a writing command creates it") would be wrong here."""
     check_target(path, option="FILE")
     if not is_pg_url(path) and not os.path.lexists(path):
-        raise InvalidInput(f"no file {path} to import", code="import_source_not_found", path=path)
+        raise InvalidInput(
+            f"no file {path} to import", code=codes.IMPORT_SOURCE_NOT_FOUND, path=path
+        )
 
 
 class LogFilter(msgspec.Struct, frozen=True):
@@ -305,25 +308,25 @@ class LogFilter(msgspec.Struct, frozen=True):
             check_identifier("--run", run)
         for option, count in (("--limit", limit), ("--last", last)):
             if count is not None and count < 0:
-                raise InvalidInput(f"{option} must be >= 0", code="invalid_option")
+                raise InvalidInput(f"{option} must be >= 0", code=codes.INVALID_OPTION)
         if limit is not None and last is not None:
             raise InvalidInput(
                 "give --limit N (the first N) or --last N (the last N), not both",
-                code="invalid_option",
+                code=codes.INVALID_OPTION,
             )
         wanted = None if kind is None else kind.rstrip(".")
         if wanted is not None and not any(_kind_matches(known, wanted) for known in EVENT_KINDS):
             raise InvalidInput(
                 f"--kind {kind!r} names no event kind or domain "
                 "(e.g. capacity, capacity.observed, journal)",
-                code="unknown_kind",
+                code=codes.UNKNOWN_KIND,
             )
         # Checked like every time (SPEC §7): an empty --since is a mistake, not "all".
         since_at = None if since is None else _range_end("--since", since)
         until_at = None if until is None else _range_end("--until", until)
         if since_at is not None and until_at is not None and until_at < since_at:
             raise InvalidInput(
-                f"--since {since_at} is after --until {until_at}", code="invalid_option"
+                f"--since {since_at} is after --until {until_at}", code=codes.INVALID_OPTION
             )
         return cls(goal, run, wanted, since_at, until_at)
 

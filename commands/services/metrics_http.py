@@ -15,7 +15,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
 from typing import Any
 
-from quotaledger.journal import Error, InvalidInput, StorageFailure
+from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -29,7 +29,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     if match is None or not 0 <= port <= 65535:
         raise InvalidInput(
             f"--listen {text!r} is not HOST:PORT (e.g. 127.0.0.1:9464, :9464; port 0-65535)",
-            code="invalid_listen_address",
+            code=codes.INVALID_LISTEN_ADDRESS,
         )
     host = (match.group(1) or DEFAULT_HOST).strip("[]")
     return host, port
@@ -90,7 +90,7 @@ def serve(
         server = server_class((host, port), Handler)
     except OSError as exc:
         raise StorageFailure(
-            f"cannot listen on {host}:{port}: {exc.strerror}", code="listen_failed"
+            f"cannot listen on {host}:{port}: {exc.strerror}", code=codes.LISTEN_FAILED
         ) from exc
 
     def stop(signum: int, frame: FrameType | None) -> None:

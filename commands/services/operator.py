@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from quotaledger.journal import InvalidInput, Record
+from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.configrule import ConfigFields
@@ -48,7 +48,7 @@ def _optional_at(option: str, text: str | None) -> int | None:
 def _range(since: str | None, until: str | None) -> tuple[int | None, int | None]:
     since_us, until_us = _optional_at("--since", since), _optional_at("--until", until)
     if since_us is not None and until_us is not None and until_us < since_us:
-        raise InvalidInput("--until is before --since", code="invalid_option")
+        raise InvalidInput("--until is before --since", code=codes.INVALID_OPTION)
     return since_us, until_us
 
 
@@ -93,12 +93,12 @@ class OperatorService(ServiceBase):
         if chosen != 1 or (by_run and (goal is None or run is None)):
             raise InvalidInput(
                 "give exactly one of --seq N, --hash H, or --goal G --run R",
-                code="invalid_option",
+                code=codes.INVALID_OPTION,
             )
         if seq is not None and seq < 0:
-            raise InvalidInput("--seq must be >= 0", code="invalid_option")
+            raise InvalidInput("--seq must be >= 0", code=codes.INVALID_OPTION)
         if hash is not None and (len(hash) != 64 or hash.strip("0123456789abcdef")):
-            raise InvalidInput("--hash must be 64 lowercase hex digits", code="invalid_option")
+            raise InvalidInput("--hash must be 64 lowercase hex digits", code=codes.INVALID_OPTION)
         if run is not None:
             check_identifier("--run", run)
         if goal is not None:
@@ -128,7 +128,7 @@ class OperatorService(ServiceBase):
                 if hash is not None
                 else f"capacity decision for goal {goal!r} run {run!r}"
             )
-            raise InvalidInput(f"the journal holds no {what}", code="decision_not_found")
+            raise InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
         record = found[0]
         if record.kind in cap.DECISION_KINDS or record.kind in au.SETTLEMENT_DECISION_KINDS:
             return found
@@ -137,14 +137,14 @@ class OperatorService(ServiceBase):
                 f"record {record.seq} ({record.kind}) is a host decision whose inputs (handoff "
                 "file, --cursor, --max-attempts, --max-phase) are not all journaled: it cannot "
                 "be re-decided from the journal; see `quotaledger host status`",
-                code="not_auditable_by_replay",
+                code=codes.NOT_AUDITABLE_BY_REPLAY,
                 seq=record.seq,
                 kind=record.kind,
             )
         raise InvalidInput(
             f"record {record.seq} ({record.kind}) is not a decision; audit takes "
             "capacity.admitted / capacity.refused (and turn/budget decisions)",
-            code="not_a_decision",
+            code=codes.NOT_A_DECISION,
             seq=record.seq,
             kind=record.kind,
         )

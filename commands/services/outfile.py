@@ -7,7 +7,7 @@ import contextlib
 import os
 import uuid
 
-from quotaledger.journal import InvalidInput, StorageFailure
+from quotaledger.journal import InvalidInput, StorageFailure, codes
 from quotaledger.journal.fsutil import fsync_dir, write_all
 
 OUT_FILE_MODE = 0o644
@@ -18,14 +18,14 @@ def check_out_path(option: str, path: str) -> None:
     """Refuse (exit 2) a path no file can be written to: empty, in a missing
     directory, or a directory itself."""
     if not path:
-        raise InvalidInput(f"{option} is empty: give the file to write", code="invalid_option")
+        raise InvalidInput(f"{option} is empty: give the file to write", code=codes.INVALID_OPTION)
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise InvalidInput(
-            f"{option} {path}: directory {directory} does not exist", code="invalid_option"
+            f"{option} {path}: directory {directory} does not exist", code=codes.INVALID_OPTION
         )
     if os.path.isdir(path):
-        raise InvalidInput(f"{option} {path} is a directory", code="invalid_option")
+        raise InvalidInput(f"{option} {path} is a directory", code=codes.INVALID_OPTION)
 
 
 def write_atomically(option: str, path: str, data: bytes) -> None:

@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.journal import Error, InvalidInput, StorageFailure
+from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_runner as runner
@@ -58,7 +58,7 @@ class ProbeService(ServiceBase):
         if runner.resolve_command(argv) is None:
             raise InvalidInput(
                 f"command {argv[0]!r} not found or not executable",
-                code="command_not_found",
+                code=codes.COMMAND_NOT_FOUND,
                 command=argv[0],
             )
         self._check_journal_can_grow(goal, argv, paths, input_revision, sidecar)
@@ -75,7 +75,7 @@ class ProbeService(ServiceBase):
             if sidecar_file is not None:
                 sidecar_file.discard()
             raise InvalidInput(
-                f"command could not be started: {exc}", code="command_not_started"
+                f"command could not be started: {exc}", code=codes.COMMAND_NOT_STARTED
             ) from exc
         except BaseException:
             if sidecar_file is not None:
@@ -120,7 +120,9 @@ class ProbeService(ServiceBase):
             with self.journal.transaction() as txn:
                 pending = txn.append(probes.OBSERVED, goal, payload, txn.time_for(goal, at))
         except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked earlier
-            raise InvalidInput(f"observation is invalid: {exc}", code="invalid_payload") from exc
+            raise InvalidInput(
+                f"observation is invalid: {exc}", code=codes.INVALID_PAYLOAD
+            ) from exc
         except Error as error:
             # The command already ran: hand its result back with the error so the
             # caller does not have to run it again to learn it.
@@ -164,7 +166,7 @@ class ProbeService(ServiceBase):
                 f"the journal {self.journal.store.path} ({size} bytes) cannot take the "
                 f"observation (at least {needed} bytes) under this process's file-size limit "
                 f"(ulimit -f: {limit} bytes); the command was not run",
-                code="file_size_limit",
+                code=codes.FILE_SIZE_LIMIT,
                 journal_bytes=size,
                 limit_bytes=limit,
                 needed_bytes=needed,
@@ -212,12 +214,12 @@ def _check_command(command: Sequence[str]) -> list[str]:
     if not argv or not argv[0]:
         raise InvalidInput(
             "give the command to probe after `--`: probe run --goal G -- CMD ARGS...",
-            code="command_missing",
+            code=codes.COMMAND_MISSING,
         )
     if len(argv) > probes.COMMAND_ARGS_MAX:
         raise InvalidInput(
             f"the command has more than {probes.COMMAND_ARGS_MAX} arguments",
-            code="command_too_long",
+            code=codes.COMMAND_TOO_LONG,
         )
     for arg in argv:
         _check_utf8("command argument", arg)
@@ -234,7 +236,7 @@ def _check_options(
 ) -> None:
     if len(paths) > probes.CANDIDATES_MAX:
         raise InvalidInput(
-            f"at most {probes.CANDIDATES_MAX} --candidate files", code="too_many_candidates"
+            f"at most {probes.CANDIDATES_MAX} --candidate files", code=codes.TOO_MANY_CANDIDATES
         )
     for path in paths:
         _check_utf8("--candidate", path)
@@ -245,19 +247,19 @@ def _check_options(
     if reference_bytes is not None and not 0 <= reference_bytes <= probes.BYTES_MAX:
         raise InvalidInput(
             "--reference-bytes must be from 0 to 2^62",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--reference-bytes",
         )
     if not runner.INTERVAL_MS_MIN <= interval_ms <= runner.INTERVAL_MS_MAX:
         raise InvalidInput(
             f"--interval-ms must be from {runner.INTERVAL_MS_MIN} to {runner.INTERVAL_MS_MAX}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--interval-ms",
         )
     if timeout_s is not None and not 0 < timeout_s <= runner.TIMEOUT_S_MAX:
         raise InvalidInput(
             f"--timeout-s must be > 0 and <= {runner.TIMEOUT_S_MAX:g}",
-            code="invalid_option",
+            code=codes.INVALID_OPTION,
             option="--timeout-s",
         )
 
@@ -267,7 +269,7 @@ def _check_utf8(option: str, value: str) -> None:
         value.encode()
     except UnicodeEncodeError as exc:
         raise InvalidInput(
-            f"{option} is not valid UTF-8", code="invalid_text", option=option
+            f"{option} is not valid UTF-8", code=codes.INVALID_TEXT, option=option
         ) from exc
 
 
@@ -277,14 +279,14 @@ def _hash_candidate(path: str) -> str:
     except OSError as exc:
         raise InvalidInput(
             f"--candidate {path!r} cannot be read: {exc.strerror or exc}",
-            code="candidate_unreadable",
+            code=codes.CANDIDATE_UNREADABLE,
             path=path,
         ) from exc
 
 
 def _create_sidecar(path: str) -> runner.SidecarFile:
     if not path:
-        raise InvalidInput("--sidecar needs a path", code="invalid_option", option="--sidecar")
+        raise InvalidInput("--sidecar needs a path", code=codes.INVALID_OPTION, option="--sidecar")
     _check_utf8("--sidecar", path)
     check_text("--sidecar", path)
     try:
@@ -293,7 +295,7 @@ def _create_sidecar(path: str) -> runner.SidecarFile:
         raise InvalidInput(
             f"--sidecar {path!r} already exists (a symlink counts); "
             "the probe never overwrites a file: choose a new path",
-            code="sidecar_exists",
+            code=codes.SIDECAR_EXISTS,
             path=path,
         ) from exc
 

@@ -13,7 +13,7 @@ import re
 import shlex
 from typing import Any
 
-from quotaledger.journal import InvalidInput
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
 from quotaledger.journal.target import follow_up_journal
 from quotaledger.projections import settlement
@@ -28,7 +28,7 @@ def check_effect(value: str) -> str:
         raise InvalidInput(
             f"--effect {value!r} is not an effect id (32 lowercase hex digits, as printed by "
             "`turn writeback` and `turn resume`)",
-            code="invalid_effect",
+            code=codes.INVALID_EFFECT,
             option="--effect",
         )
     return value
@@ -39,7 +39,7 @@ def check_window_hours(value: float) -> float:
         raise InvalidInput(
             f"--window-hours must be a number > 0 and <= {settlement.WINDOW_HOURS_MAX}, "
             f"got {value}",
-            code="invalid_window_hours",
+            code=codes.INVALID_WINDOW_HOURS,
             option="--window-hours",
         )
     return float(value)
