@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import uuid
 
 import msgspec
 
-from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 
 class JournalHeadState(msgspec.Struct, forbid_unknown_fields=True):
@@ -62,10 +61,7 @@ def checkpoint_path(journal_path: str) -> str:
 
 def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
     # Unique per writer: two handles (threads or processes) may refresh at once.
-    tmp = f"{path}.tmp.{os.getpid()}.{uuid.uuid4().hex}"
-    fd = os.open(
-        tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC | os.O_NOFOLLOW, FILE_MODE
-    )
+    fd, tmp = create_temp_beside(path)
     try:
         try:
             write_all(fd, _encode(checkpoint))

@@ -30,7 +30,7 @@ from quotaledger.journal.errors import (
     NotRegularFile,
     StorageFailure,
 )
-from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.fsutil import FILE_MODE, create_temp_beside, fsync_dir, write_all
 from quotaledger.journal.limits import (
     LINE_BYTES_MAX,
     LOCK_POLL_S_MAX,
@@ -401,13 +401,11 @@ class FileStore:
         durable, and one that waited on the old file finds it replaced while empty and
         opens the path again (_check_still_named)."""
         self._check_usable()
-        temp = f"{self.path}.import.{os.getpid()}.{time.time_ns()}.tmp"
         try:
-            fd = os.open(temp, _WRITE_FLAGS | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            fd, temp = create_temp_beside(self.path, flags=_WRITE_FLAGS)
         except OSError as exc:
-            raise _storage_failure(f"cannot create {temp}", exc) from exc
+            raise _storage_failure(f"cannot create a file beside {self.path}", exc) from exc
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # a new file: nobody else can hold it
             write_all(fd, b"".join([record.line for record in records]))
             os.fdatasync(fd)
             os.rename(temp, self.path)

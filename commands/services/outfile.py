@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
-from quotaledger.journal.fsutil import fsync_dir, write_all
+from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 OUT_FILE_MODE = 0o644
 """Readable by the collector or browser that reads it (no secret in it)."""
@@ -33,12 +32,9 @@ def write_atomically(option: str, path: str, data: bytes) -> None:
     never part of one: a temporary file beside it (a name no collector globs), fsync,
     rename over `path`, fsync the directory."""
     check_out_path(option, path)
-    directory, name = os.path.split(os.path.abspath(path))
-    tmp = os.path.join(directory, f".{name}.tmp.{os.getpid()}.{uuid.uuid4().hex}")
+    directory = os.path.dirname(os.path.abspath(path))
     try:
-        fd = os.open(
-            tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, OUT_FILE_MODE
-        )
+        fd, tmp = create_temp_beside(path, mode=OUT_FILE_MODE, hidden=True)
     except OSError as exc:
         raise StorageFailure(f"{option}: cannot write in {directory}: {exc.strerror}") from exc
     try:
