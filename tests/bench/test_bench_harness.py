@@ -10,8 +10,6 @@ from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
-from conftest import run_cli
-
 from quotaledger.tools.bench import (
     TARGETS,
     admit_release_appender,
@@ -25,6 +23,7 @@ from quotaledger.tools.bench import (
     with_targets,
 )
 from quotaledger.tools.bench_process import build_operators_journal
+from tests.support import run_cli
 
 
 def _wal_bytes(db: Path) -> int:

@@ -8,10 +8,9 @@ import sys
 import time
 from typing import Any
 
-from conftest import REPO
-
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from tests.support import REPO
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
 

@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import pytest
-from capacity_helpers import race
-from conftest import line_count, run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from independent_model import (
+
+from tests.capacity.capacity_helpers import race
+from tests.capacity.independent_model import (
     ARMS,
     US,
     WINDOW_US,
@@ -37,6 +37,7 @@ from independent_model import (
     numbers_equal,
     verify_journal_bytes,
 )
+from tests.support import line_count, run_cli
 
 BASE_US = int(datetime(2026, 11, 29, 14, 0, tzinfo=UTC).timestamp()) * US
 GOALS = ("g1", "g1", "g1", "g2")

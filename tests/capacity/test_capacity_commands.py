@@ -6,11 +6,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from capacity_helpers import Goal, at, flags
-from conftest import line_count, run_cli
 
 from quotaledger.api import Ledger
 from quotaledger.projections import reasons as R
+from tests.capacity.capacity_helpers import Goal, at, flags
+from tests.support import line_count, run_cli
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 

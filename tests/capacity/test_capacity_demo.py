@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 
-from conftest import run_cli
-
 from quotaledger.api import Ledger
 from quotaledger.projections import reasons as R
 from quotaledger.tools import demo_capacity
+from tests.support import run_cli
 
 
 def test_demo_session_reaches_a_token_refusal(journal_path):

@@ -7,9 +7,9 @@ import uuid
 
 import psycopg
 import pytest
-from capacity_helpers import Goal, race
 
 from quotaledger.projections import reasons as R
+from tests.capacity.capacity_helpers import Goal, race
 
 pytestmark = pytest.mark.pg
 
@@ -23,7 +23,7 @@ def pg_journal(pg_server):
 
 
 def test_capacity_session_on_postgresql(pg_journal):
-    from conftest import run_cli
+    from tests.support import run_cli
 
     goal = Goal(lambda *args: run_cli(*args, "--journal", pg_journal, "--json"))
     goal.ok("configure", 0, max_active_cases=1, quota_tpm=100_000)

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import time
 
-from capacity_helpers import STARTUP_S, finish, race, spawn
-from conftest import run_cli
-
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 from quotaledger.projections import capacity as cap
+from tests.capacity.capacity_helpers import STARTUP_S, finish, race, spawn
+from tests.support import run_cli
 
 
 def kinds(journal: str) -> list[str]:

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 
 import pytest
-from capacity_helpers import Goal
 
 from quotaledger.projections import reasons as R
+from tests.capacity.capacity_helpers import Goal
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 

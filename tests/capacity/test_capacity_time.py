@@ -6,9 +6,9 @@ functions of event times, driven through the CLI with explicit `--at`.
 from __future__ import annotations
 
 import pytest
-from capacity_helpers import Goal, at
 
 from quotaledger.projections import reasons as R
+from tests.capacity.capacity_helpers import Goal, at
 
 TOKENS = {"quota_tpm": 100_000, "target_tpm": 90_000}
 

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capacity_helpers import at
-from conftest import run_cli
 
 from quotaledger.api import Ledger
+from tests.capacity.capacity_helpers import at
+from tests.support import run_cli
 
 
 @pytest.fixture

@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from capacity_helpers import at
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
 from quotaledger.projections import reasons as R
+from tests.capacity.capacity_helpers import at
 
 
 @pytest.fixture

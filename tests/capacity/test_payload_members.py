@@ -12,11 +12,11 @@ from typing import Any
 
 import msgspec
 import pytest
-from capacity_helpers import at
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
 from quotaledger.projections import capacity as cap
+from tests.capacity.capacity_helpers import at
 
 # Payloads as the first version wrote them (its canonical encoding, member order kept).
 OLD_LINES: dict[str, bytes] = {

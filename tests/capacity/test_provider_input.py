@@ -11,11 +11,11 @@ from typing import Any
 
 import httpx
 import pytest
-from capacity_helpers import at
-from conftest import line_count, run_cli
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
+from tests.capacity.capacity_helpers import at
+from tests.support import line_count, run_cli
 
 OPENAI_HEADERS = """\
 HTTP/2 200

@@ -13,12 +13,11 @@ import math
 from pathlib import Path
 from typing import Any
 
-from capacity_helpers import BASE_US
-
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
+from tests.capacity.capacity_helpers import BASE_US
 
 
 class CountingList(list):  # type: ignore[type-arg]

@@ -7,11 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_process
 
 import quotaledger
 from quotaledger.journal import InvalidInput
 from quotaledger.journal.clock import parse_duration_s
+from tests.support import run_cli, run_process
 
 AT = "2026-11-29T14:00:00Z"
 

@@ -11,10 +11,10 @@ from typing import Any
 import click
 import pytest
 import typer
-from conftest import REPO, run_cli
 
 from quotaledger.cli.common import IDENTIFIER_OPTIONS
 from quotaledger.cli.main import app
+from tests.support import REPO, run_cli
 
 ROOT = typer.main.get_command(app)
 JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event per line

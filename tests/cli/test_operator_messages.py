@@ -9,9 +9,8 @@ import os
 import subprocess
 import sys
 
-from conftest import run_cli
-
 from quotaledger import Ledger
+from tests.support import run_cli
 
 T0 = "2026-11-29T14:00:00Z"
 

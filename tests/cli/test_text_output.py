@@ -18,7 +18,8 @@ import shlex
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+
+from tests.support import run_cli
 
 GOLDEN = Path(__file__).parent / "golden" / "text_output.txt"
 J = "j.jsonl"

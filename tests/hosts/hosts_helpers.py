@@ -8,7 +8,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from conftest import CliResult, hours_ahead_t0, line_count, run_cli
+from tests.support import CliResult, hours_ahead_t0, line_count, run_cli
 
 T0 = hours_ahead_t0()
 """Hours ahead of the wall clock, so implicit times between explicit ones stay in

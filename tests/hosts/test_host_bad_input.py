@@ -12,9 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from tests.support import run_cli
 
 G, L = "g", "l1"
 

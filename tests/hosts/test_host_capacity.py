@@ -6,7 +6,8 @@ A goal with no gate configured does not block host work."""
 from __future__ import annotations
 
 import pytest
-from hosts_helpers import Lane, lane_with_failure, nothing_appended, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, lane_with_failure, nothing_appended, ok, refused
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -7,10 +7,10 @@ import os
 import stat
 
 import pytest
-from conftest import run_process
-from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from tests.hosts.hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
+from tests.support import run_process
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -5,7 +5,8 @@ and release it again once cleared or settled."""
 from __future__ import annotations
 
 import pytest
-from hosts_helpers import Lane, lane_with_failure, nothing_appended, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, lane_with_failure, nothing_appended, ok, refused
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli, run_process
-from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
+from tests.support import run_cli, run_process
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

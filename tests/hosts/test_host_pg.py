@@ -8,8 +8,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from hosts_helpers import Lane, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, ok, refused
+from tests.support import run_cli
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -6,13 +6,13 @@ import hashlib
 
 import msgspec
 import pytest
-from conftest import run_cli
-from hosts_helpers import Lane, lane_with_failure, ok
 
 from quotaledger.api import Ledger
 from quotaledger.projections import hosts
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.tools.demo_host import run as run_demo
+from tests.hosts.hosts_helpers import Lane, lane_with_failure, ok
+from tests.support import run_cli
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -6,7 +6,8 @@ erases a later failure."""
 from __future__ import annotations
 
 import pytest
-from hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -4,7 +4,8 @@ proving that nothing was appended (line count and head hash unchanged)."""
 from __future__ import annotations
 
 import pytest
-from hosts_helpers import Lane, at, nothing_appended, ok, refused
+
+from tests.hosts.hosts_helpers import Lane, at, nothing_appended, ok, refused
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 

@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, CliResult, line_count, run_cli, run_process
+
+from tests.support import REPO, CliResult, line_count, run_cli, run_process
 
 pytestmark = pytest.mark.usefixtures("clock_far_ahead")
 
@@ -494,7 +495,7 @@ def test_capacity_not_ready_refuses_a_quota_continuation(op):
 
 
 def test_deadline_exhausted_before_the_continuation_refuses(op):
-    from hosts_helpers import at
+    from tests.hosts.hosts_helpers import at
 
     op.ok(*op.phase_args(at(120), "--at", at(0)))
     op.ok(*op.start_args("a1", "--at", at(1)))

@@ -8,10 +8,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from toyprojector import TOY, Note, ToyState
-
 from quotaledger.journal import Journal
 from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired
+from tests.toyprojector import TOY, Note, ToyState
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "fixtures"
@@ -39,7 +38,7 @@ def toy_fold(notes: list[int]) -> ToyState:
 
 def notes_in(path: str) -> list[int]:
     """The toy notes of a journal file, read with the independent verifier."""
-    from independent_verifier import TOY_SCHEMAS, verify
+    from tests.journal.independent_verifier import TOY_SCHEMAS, verify
 
     result = verify(Path(path).read_bytes(), TOY_SCHEMAS)
     assert result.corrupt is None, result.corrupt

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
 
 from quotaledger.journal.fsutil import TEMP_MARK, create_temp_beside
+from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
 needs_strace = pytest.mark.skipif(

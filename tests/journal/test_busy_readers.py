@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+
+from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from conftest import run_cli
 
 from quotaledger.api import Ledger
 from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from quotaledger.projections.ledger import PROJECTOR
+from tests.support import run_cli
 
 T = "2026-11-29T10:00:{:02d}Z"
 

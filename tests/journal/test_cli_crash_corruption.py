@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_process
-from spec21_impl import SpecViolation, read_journal
+
+from tests.journal.spec21_impl import SpecViolation, read_journal
+from tests.support import REPO, run_process
 
 OBSERVE = (
     "observe",

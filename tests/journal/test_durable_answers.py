@@ -18,14 +18,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+
+from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
 pytestmark = pytest.mark.skipif(
     STRACE is None and os.environ.get("CI") != "true", reason="needs strace (CI installs it)"
 )
 QUOTALEDGER = [sys.executable, "-m", "quotaledger"]
-sys.path[:0] = [str(REPO / "tests" / "settlement"), str(REPO / "tests" / "hosts")]
 
 
 def killed_before_fdatasync(journal: Path, *args: str) -> None:
@@ -166,7 +166,7 @@ def test_the_python_api_syncs_before_answering(admitted_not_durable: Path, tmp_p
 
 
 def _budgeted(tmp_path: Path) -> Path:
-    from settlement_helpers import budget_args, open_args
+    from tests.settlement.settlement_helpers import budget_args, open_args
 
     journal = tmp_path / "s.jsonl"
     for args in (budget_args("s", 1000, 1), open_args("s", "a1", "t1", "task1")):
@@ -176,7 +176,7 @@ def _budgeted(tmp_path: Path) -> Path:
 
 
 def test_turn_writeback_and_spend_replays_sync_before_answering(tmp_path: Path) -> None:
-    from settlement_helpers import effect, spend_args, writeback_args
+    from tests.settlement.settlement_helpers import effect, spend_args, writeback_args
 
     journal = _budgeted(tmp_path)
     writeback = writeback_args("s", "a1", "t1", 40)
@@ -194,7 +194,7 @@ def test_turn_writeback_and_spend_replays_sync_before_answering(tmp_path: Path) 
 
 
 def test_a_host_continue_replay_syncs_before_answering(tmp_path: Path) -> None:
-    from hosts_helpers import Lane, lane_with_failure
+    from tests.hosts.hosts_helpers import Lane, lane_with_failure
 
     journal = tmp_path / "h.jsonl"
     lane = Lane(str(journal), tmp_path)

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import REPO
 
 from quotaledger.api import Ledger
 from quotaledger.journal import JournalReplaced
+from tests.support import REPO
 
 STRACE = shutil.which("strace")
 

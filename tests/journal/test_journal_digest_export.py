@@ -7,8 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from jhelpers import FIXTURES, engine_journal, line_offsets
+
+from tests.journal.jhelpers import FIXTURES, engine_journal, line_offsets
+from tests.support import run_cli
 
 
 def _healthy(tmp_path: Path) -> Path:

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
-from independent_verifier import TOY_SCHEMAS, verify_strict
-from jhelpers import FIXTURES, notes_in, toy_fold, toy_journal
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal, JournalPoisoned, StorageFailure
+from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
+from tests.journal.jhelpers import FIXTURES, notes_in, toy_fold, toy_journal
+from tests.support import run_cli
+from tests.toyprojector import TOY, Note
 
 NOTES = [1, 2, 3]
 

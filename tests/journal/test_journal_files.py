@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli, run_process
-from independent_verifier import TOY_SCHEMAS, verify_strict
-from jhelpers import FIXTURES, engine_journal, toy_journal
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal, LockTimeout, NotRegularFile, StorageFailure
+from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
+from tests.journal.jhelpers import FIXTURES, engine_journal, toy_journal
+from tests.support import run_cli, run_process
+from tests.toyprojector import TOY, Note
 
 READERS = [("verify",), ("digest",), ("log",)]
 WRITERS = [("checkpoint",), ("repair", "--truncate-after", "0", "--yes")]

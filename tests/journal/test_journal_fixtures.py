@@ -8,9 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_cli
-from independent_verifier import verify as independent_verify
-from jhelpers import FIXTURES, manifest, side_files
+
+from tests.journal.independent_verifier import verify as independent_verify
+from tests.journal.jhelpers import FIXTURES, manifest, side_files
+from tests.support import run_cli
 
 MANIFEST = manifest()
 NAMES = sorted(MANIFEST)

@@ -6,13 +6,18 @@ import hashlib
 from pathlib import Path
 
 import msgspec
-from conftest import run_cli
-from independent_verifier import TOY_SCHEMAS, Writer, parse_self_verifying, verify_strict
-from jhelpers import engine_journal, repaired_payload
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal
 from quotaledger.journal.record import REPAIRED_KIND
+from tests.journal.independent_verifier import (
+    TOY_SCHEMAS,
+    Writer,
+    parse_self_verifying,
+    verify_strict,
+)
+from tests.journal.jhelpers import engine_journal, repaired_payload
+from tests.support import run_cli
+from tests.toyprojector import TOY, Note
 
 
 def test_quotaledger_journals_verify_independently(tmp_path: Path) -> None:

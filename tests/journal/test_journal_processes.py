@@ -10,23 +10,19 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import REPO
-from independent_verifier import TOY_SCHEMAS, verify_strict
-from jhelpers import toy_fold
-from toyprojector import TOY
-
 from quotaledger.journal import Journal
-
-TESTS = str(REPO / "tests")
+from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
+from tests.journal.jhelpers import toy_fold
+from tests.support import REPO
+from tests.toyprojector import TOY
 
 # A child: appends `count` notes (forever if count < 0), one transaction each, and after
 # each transaction RETURNS writes "seq hash n" to its side channel, flushed. Only then
 # is the append acknowledged, so every line there must survive anything.
-CHILD = f"""
+CHILD = """
 import sys
-sys.path[:0] = [{TESTS!r}]
 from quotaledger.journal import Journal
-from toyprojector import TOY, Note
+from tests.toyprojector import TOY, Note
 child, count, path, acks = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], sys.argv[4]
 journal = Journal.open(path, TOY, checkpoint_every=25)
 with open(acks, "a", buffering=1) as side:
@@ -34,9 +30,9 @@ with open(acks, "a", buffering=1) as side:
     while count < 0 or i < count:
         n = child * 1_000_000 + i
         with journal.transaction() as txn:
-            pending = txn.append("toy.note", f"child-{{child}}", Note(n=n, text="x" * (i % 50)),
-                                 txn.time_for(f"child-{{child}}"))
-        side.write(f"{{pending.record.seq}} {{pending.record.hash}} {{n}}\\n")
+            pending = txn.append("toy.note", f"child-{child}", Note(n=n, text="x" * (i % 50)),
+                                 txn.time_for(f"child-{child}"))
+        side.write(f"{pending.record.seq} {pending.record.hash} {n}\\n")
         side.flush()
         i += 1
 """
@@ -45,6 +41,7 @@ with open(acks, "a", buffering=1) as side:
 def _spawn(child: int, count: int, path: str, acks: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-c", CHILD, str(child), str(count), path, acks],
+        cwd=REPO,  # `python -c` puts its working directory first on sys.path: tests.*
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )

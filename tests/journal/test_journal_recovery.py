@@ -8,9 +8,12 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import run_cli, run_process
-from independent_verifier import TOY_SCHEMAS, verify_strict
-from jhelpers import (
+
+from quotaledger.journal import InvalidInput, Journal, JournalCorrupt
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.record import encode_line
+from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
+from tests.journal.jhelpers import (
     engine_journal,
     flip_byte,
     line_offsets,
@@ -19,11 +22,8 @@ from jhelpers import (
     toy_fold,
     toy_journal,
 )
-from toyprojector import TOY, Note
-
-from quotaledger.journal import InvalidInput, Journal, JournalCorrupt
-from quotaledger.journal.clock import format_us, parse_at
-from quotaledger.journal.record import encode_line
+from tests.support import run_cli, run_process
+from tests.toyprojector import TOY, Note
 
 NOTES = [5, 6, 7, 8, 9]
 

@@ -18,11 +18,11 @@ import hypothesis.strategies as st
 import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from jhelpers import flip_byte, line_offsets, notes_in, toy_fold
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal, JournalCorrupt
 from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint
+from tests.journal.jhelpers import flip_byte, line_offsets, notes_in, toy_fold
+from tests.toyprojector import TOY, Note
 
 
 class _Abort(Exception):
@@ -161,7 +161,7 @@ class JournalMachine(RuleBasedStateMachine):
 
 
 def _last_note_seq(path: str) -> int:
-    from independent_verifier import TOY_SCHEMAS, verify
+    from tests.journal.independent_verifier import TOY_SCHEMAS, verify
 
     if not os.path.exists(path):
         return -1

@@ -13,14 +13,14 @@ from typing import Any
 
 import msgspec
 import pytest
-from conftest import hours_ahead_t0
-from jhelpers import line_offsets, repaired_payload, toy_fold, toy_journal
-from toyprojector import TOY, Note, ToyProjector, ToyState
 
 from quotaledger.journal import Journal, TimeRegression
 from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.record import REPAIRED_KIND
+from tests.journal.jhelpers import line_offsets, repaired_payload, toy_fold, toy_journal
+from tests.support import hours_ahead_t0
+from tests.toyprojector import TOY, Note, ToyProjector, ToyState
 
 NOTES = [10, 20, 30, 40, 50, 60]
 

@@ -6,12 +6,12 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from independent_verifier import TOY_SCHEMAS, verify_strict
-from jhelpers import engine_journal, line_offsets, side_files, toy_fold, toy_journal
-from toyprojector import TOY
 
 from quotaledger.journal import Journal
+from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
+from tests.journal.jhelpers import engine_journal, line_offsets, side_files, toy_fold, toy_journal
+from tests.support import run_cli
+from tests.toyprojector import TOY
 
 NOTES = [3, 1, 4, 1, 5, 9, 2]
 

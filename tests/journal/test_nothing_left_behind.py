@@ -15,8 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from jhelpers import engine_journal, flip_byte, line_offsets
+
+from tests.journal.jhelpers import engine_journal, flip_byte, line_offsets
+from tests.support import run_cli
 
 TMPFS_BYTES = 64 << 10
 CONFIGURE = ["configure", "--goal", "g", "--max-active-cases", "1"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import run_cli
+from tests.support import run_cli
 
 
 def test_inspect_shows_the_verified_prefix_and_reports_the_rest(journal_path: str) -> None:

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
+
+from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
 STOP_WAIT_S = 120.0
@@ -66,9 +67,8 @@ def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Pat
 
 def test_a_writer_holding_a_removed_empty_file_writes_to_the_path_again(tmp_path: Path) -> None:
     """The interleaving the race above can only hit by chance, made deterministic."""
-    from toyprojector import TOY, Note
-
     from quotaledger.journal import Journal
+    from tests.toyprojector import TOY, Note
 
     path = str(tmp_path / "j.jsonl")
     first = Journal.open(path, TOY)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import run_process
-from spec21_impl import SPEC_KINDS, SpecViolation, SpecWriter, read_journal
+
+from tests.journal.spec21_impl import SPEC_KINDS, SpecViolation, SpecWriter, read_journal
+from tests.support import run_process
 
 # SPEC §5.1: effect = first 32 hex of SHA-256 of goal \0 agent \0 task \0 turn.
 EFFECT = hashlib.sha256(b"s\0a1\0k1\0t1").hexdigest()[:32]

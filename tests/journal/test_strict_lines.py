@@ -8,19 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
-
-sys.path.insert(0, str(REPO / "tests" / "cli"))
-from test_cli_walk import CHEAP_ARGS, COMMANDS, _minimal_args
 
 from quotaledger.api import Ledger
 from quotaledger.journal import NotAJournal
 from quotaledger.journal.record import HASH_MEMBER, encode_line, genesis_line
+from tests.cli.test_cli_walk import CHEAP_ARGS, COMMANDS, _minimal_args
+from tests.support import REPO, run_cli
 
 HEALTHY = REPO / "fixtures" / "healthy.jsonl"
 
@@ -90,7 +87,7 @@ def test_a_self_verifying_line_that_is_not_a_record_is_corruption(
 
 
 def test_the_independent_verifier_agrees(tmp_path: Path) -> None:
-    from independent_verifier import verify
+    from tests.journal.independent_verifier import verify
 
     lines = HEALTHY.read_bytes().splitlines(keepends=True)
     data = b"".join(lines) + hashed(newer_version(next_record(lines)))

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import run_cli
 
 from quotaledger.journal.clock import AT_US_MAX, format_us, parse_at
 from quotaledger.journal.record import encode_line
+from tests.support import run_cli
 
 OBSERVE = [
     "observe",

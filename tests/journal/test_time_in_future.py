@@ -11,11 +11,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
 
 from quotaledger import Error
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us, wall_us
+from tests.support import REPO, run_cli
 
 FAR = "2062-12-01T06:00:00Z"
 HOUR_US = 3600 * 1_000_000

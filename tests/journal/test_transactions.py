@@ -21,14 +21,14 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
-from independent_verifier import verify as independent_verify
-from jhelpers import engine_journal, line_offsets, repaired_payload, side_files
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput, Journal
 from quotaledger.journal.record import BATCH_KIND, REPAIRED_KIND
 from quotaledger.projections.ledger import PROJECTOR
+from tests.journal.independent_verifier import verify as independent_verify
+from tests.journal.jhelpers import engine_journal, line_offsets, repaired_payload, side_files
+from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
 needs_strace = pytest.mark.skipif(

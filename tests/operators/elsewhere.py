@@ -9,23 +9,12 @@ computation on journals quotaledger never wrote.
 
 from __future__ import annotations
 
-import importlib.util
 import random
-import sys
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
-_VERIFIER = Path(__file__).resolve().parent.parent / "journal" / "independent_verifier.py"
-_spec = importlib.util.spec_from_file_location("independent_verifier", _VERIFIER)
-assert _spec is not None and _spec.loader is not None
-independent_verifier = sys.modules.setdefault(
-    "independent_verifier", importlib.util.module_from_spec(_spec)
-)
-if not hasattr(independent_verifier, "Writer"):
-    _spec.loader.exec_module(independent_verifier)
-Writer = independent_verifier.Writer
+from tests.journal.independent_verifier import Writer
 
 US = 1_000_000
 WINDOW_US = 60 * US

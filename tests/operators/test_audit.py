@@ -8,10 +8,14 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_process
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from operators_helpers import (
+
+from quotaledger.api import Ledger
+from quotaledger.journal.clock import parse_at
+from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
+from tests.operators.operators_helpers import (
     STEP_DT_US,
     at,
     decision_seqs,
@@ -20,11 +24,7 @@ from operators_helpers import (
     random_step,
     rewrite,
 )
-
-from quotaledger.api import Ledger
-from quotaledger.journal.clock import parse_at
-from quotaledger.projections import capacity as cap
-from quotaledger.projections import reasons as R
+from tests.support import run_cli, run_process
 
 operation = st.randoms(use_true_random=False).map(random_step)
 history = st.lists(st.tuples(st.sampled_from(STEP_DT_US), operation), min_size=5, max_size=60)

@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
 
 from quotaledger import InvalidInput, Ledger
+from tests.support import REPO, run_cli
 
 T0 = "2026-11-29T14:00:00Z"
 T1 = "2026-11-29T14:00:10Z"

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli
 
 from quotaledger import Ledger
+from tests.support import REPO, run_cli
 
 T0 = "2026-11-29T14:00:00Z"
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from operators_helpers import at, parse_prometheus, sample_value
 
 from quotaledger.api import Ledger
 from quotaledger.services.operator import prometheus_text
+from tests.operators.operators_helpers import at, parse_prometheus, sample_value
+from tests.support import run_cli
 
 REQUIRED = {
     "quotaledger_usage_tpm",

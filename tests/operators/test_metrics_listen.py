@@ -14,9 +14,9 @@ import urllib.error
 import urllib.request
 
 import pytest
-from conftest import REPO, run_cli
 
 from quotaledger import Ledger
+from tests.support import REPO, run_cli
 
 T0 = "2026-11-29T14:00:00Z"
 

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, run_cli, run_process
-from elsewhere import WINDOW_US, Elsewhere, Goal, random_history, ts, us_of
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
+from tests.operators.elsewhere import WINDOW_US, Elsewhere, Goal, random_history, ts, us_of
+from tests.support import REPO, run_cli, run_process
 
 AUDIT_KEYS = {"ok", "event", "recorded", "replayed", "reproduced", "explanation"}
 EXPLANATION_KEYS = {
@@ -347,7 +347,7 @@ def _replay_until(world: Elsewhere, into: Elsewhere, t: int) -> None:
         elif kind == "capacity.admitted":
             req = data["request"]
             end = None if req["lease_s"] is None else at_us + req["lease_s"] * 1_000_000
-            from elsewhere import Run
+            from tests.operators.elsewhere import Run
 
             g.runs[req["run"]] = Run(req, at_us, end, record["seq"])
             g.admissions += 1

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, run_process
+
+from tests.support import REPO, run_cli, run_process
 
 HEALTHY = REPO / "fixtures" / "healthy.jsonl"
 

@@ -6,12 +6,11 @@ from html.parser import HTMLParser
 from itertools import pairwise
 from pathlib import Path
 
-from conftest import run_cli
-from operators_helpers import at, random_history
-
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
+from tests.operators.operators_helpers import at, random_history
+from tests.support import run_cli
 
 
 class Page(HTMLParser):

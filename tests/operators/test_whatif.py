@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from operators_helpers import at, decision_seqs, random_history
 
 from quotaledger.api import Ledger
+from tests.operators.operators_helpers import at, decision_seqs, random_history
+from tests.support import run_cli
 
 
 def _scenario(path: str) -> dict[str, int]:

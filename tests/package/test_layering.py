@@ -51,3 +51,21 @@ def test_no_generic_top_level_import_anywhere() -> None:
         for path in sorted((REPO / folder).rglob("*.py")):
             bare = {n for n in _imports(path) if n.split(".")[0] in generic}
             assert not bare, f"{path.relative_to(REPO)} imports {sorted(bare)}"
+
+
+def test_tests_import_their_helpers_by_package_path() -> None:
+    """tests/ is a package: a helper is `tests.journal.jhelpers`, never a module found
+    because some file put its folder on sys.path (two helpers of one name would then
+    shadow each other, depending on which test ran first)."""
+    helpers = {path.stem for path in (REPO / "tests").rglob("*.py")} - {"__init__"}
+    for path in sorted((REPO / "tests").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "path":
+                owner = node.value
+                assert not (isinstance(owner, ast.Name) and owner.id == "sys"), (
+                    f"{path.relative_to(REPO)}:{node.lineno} changes sys.path"
+                )
+        bare = {n.split(".")[0] for n in _imports(path)} & helpers
+        assert not bare, f"{path.relative_to(REPO)} imports test helpers {sorted(bare)} bare"
+        assert (path.parent / "__init__.py").exists(), f"{path.parent} is not a package"

@@ -2,15 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "store"))
-
-from store_helpers import drop_schema, fresh_schema, with_schema
-
 from quotaledger.journal.pgstore import split_url
+from tests.store.store_helpers import drop_schema, fresh_schema, with_schema
 
 
 def connect(journal_url: str, **options: Any) -> Any:

@@ -14,8 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from pg_helpers import fresh_schema
+
+from tests.pg.pg_helpers import fresh_schema
+from tests.support import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 RACERS = 12

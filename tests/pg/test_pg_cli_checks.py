@@ -16,12 +16,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import REPO, run_process
-from pg_helpers import connect, events_table, fresh_schema
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "journal"))
-
-from spec21_impl import read_journal
+from tests.journal.spec21_impl import read_journal
+from tests.pg.pg_helpers import connect, events_table, fresh_schema
+from tests.support import REPO, run_process
 
 pytestmark = pytest.mark.pg
 

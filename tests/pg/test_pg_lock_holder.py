@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from conftest import run_cli
-from pg_helpers import connect, fresh_schema
 
 from quotaledger.journal.pgstore import lock_key, split_url
+from tests.pg.pg_helpers import connect, fresh_schema
+from tests.support import run_cli
 
 
 @pytest.fixture

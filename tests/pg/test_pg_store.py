@@ -15,15 +15,15 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from conftest import run_cli, run_process
-from pg_helpers import connect, events_table, fresh_schema
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal, JournalCorrupt, JournalPoisoned, StorageFailure, pgstore
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.pgstore import PgStore, lock_key, redact, split_url
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.journal import JournalService
+from tests.pg.pg_helpers import connect, events_table, fresh_schema
+from tests.support import run_cli, run_process
+from tests.toyprojector import TOY, Note
 
 TRICKY = 'tab\t back\\slash \\N nl\n quote" é 中 \\.'
 

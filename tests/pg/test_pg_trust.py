@@ -14,12 +14,12 @@ from collections.abc import Iterator
 
 import msgspec
 import pytest
-from conftest import run_cli
-from pg_helpers import connect, events_table, fresh_schema
 
 from quotaledger.api import Ledger
 from quotaledger.journal.pgstore import lock_key, split_url
 from quotaledger.projections.ledger import PROJECTOR
+from tests.pg.pg_helpers import connect, events_table, fresh_schema
+from tests.support import run_cli
 
 T = "2026-11-29T10:00:{:02d}Z"
 

@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_process
-from probe_spec import OBSERVATION_KEYS
+
+from tests.probe.probe_spec import OBSERVATION_KEYS
+from tests.support import run_cli, run_process
 
 PY = sys.executable
 

@@ -15,10 +15,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_process
 
 from quotaledger.api import Ledger
 from quotaledger.services import probe_runner
+from tests.support import run_process
 
 WORKLOAD = str(Path(__file__).with_name("handoff_workload.py"))
 MIB = 1 << 20

@@ -33,11 +33,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, line_count, run_cli, run_process
-from held_probe import ROUNDS_FORCED, needs_strace, run_held
-from probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
 
 from quotaledger.services import probe_runner
+from tests.probe.held_probe import ROUNDS_FORCED, needs_strace, run_held
+from tests.probe.probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
+from tests.support import REPO, line_count, run_cli, run_process
 
 MIB = 1 << 20
 VERDICT_WORDS = ("limit", "exceed", "verdict", "action", "recommend", "challenge", "select")

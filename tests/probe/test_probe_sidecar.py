@@ -17,11 +17,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from held_probe import ROUNDS_FORCED, needs_strace, run_held
 
 from quotaledger.api import Ledger
 from quotaledger.services import probe_runner
+from tests.probe.held_probe import ROUNDS_FORCED, needs_strace, run_held
+from tests.support import run_cli
 
 SHORT_CMD = ["sh", "-c", "echo cmd-out; sleep 0.4; exit 7"]
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from conftest import REPO, CliResult, line_count, run_cli
+from tests.support import REPO, CliResult, line_count, run_cli
 
 T0 = "2026-11-29T10:00:00.000000Z"
 

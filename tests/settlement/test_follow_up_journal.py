@@ -16,8 +16,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
-from settlement_helpers import effect, events, open_args, writeback_args
+
+from tests.settlement.settlement_helpers import effect, events, open_args, writeback_args
+from tests.support import run_cli
 
 G, A = "g-follow", "agent-1"
 RESUME = ("turn", "resume", "--goal", G, "--agent", A)

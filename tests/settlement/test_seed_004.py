@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import CliResult, hours_ahead_t0, line_count, run_cli, run_process
-from settlement_helpers import (
+
+from tests.settlement.settlement_helpers import (
     assert_refused,
     budget_args,
     effect,
@@ -39,6 +39,7 @@ from settlement_helpers import (
     spend_line,
     writeback_args,
 )
+from tests.support import CliResult, hours_ahead_t0, line_count, run_cli, run_process
 
 G, A = "goal-004", "agent-7"
 T0 = hours_ahead_t0()

@@ -9,10 +9,17 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from settlement_helpers import budget_args, effect, open_args, spend_args, writeback_args
+
+from tests.settlement.settlement_helpers import (
+    budget_args,
+    effect,
+    open_args,
+    spend_args,
+    writeback_args,
+)
+from tests.support import run_cli
 
 G, A = "g", "a1"
 EFFECT = effect(G, A, "k1", "t1")

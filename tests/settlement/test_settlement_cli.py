@@ -4,8 +4,10 @@ appending nothing, the rolling budget window with explicit times, readers as of 
 from __future__ import annotations
 
 import pytest
-from conftest import run_cli
-from settlement_helpers import (
+
+from quotaledger.api import Ledger
+from quotaledger.cli.main import app
+from tests.settlement.settlement_helpers import (
     T0,
     Snapshot,
     assert_refused,
@@ -19,9 +21,7 @@ from settlement_helpers import (
     spend_line,
     writeback_args,
 )
-
-from quotaledger.api import Ledger
-from quotaledger.cli.main import app
+from tests.support import run_cli
 
 G, A = "goal-1", "agent-1"
 

@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli, run_process
-from settlement_helpers import (
+
+from quotaledger.api import Ledger
+from tests.settlement.settlement_helpers import (
     Snapshot,
     budget_args,
     effect,
@@ -26,8 +27,7 @@ from settlement_helpers import (
     spend_line,
     writeback_args,
 )
-
-from quotaledger.api import Ledger
+from tests.support import REPO, run_cli, run_process
 
 G, A = "goal-1", "agent-1"
 RESUME = ("turn", "resume", "--goal", G, "--agent", A)

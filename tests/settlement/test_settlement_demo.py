@@ -3,11 +3,10 @@ then the resumed spend runs once and its replay adds nothing."""
 
 from __future__ import annotations
 
-from conftest import run_cli
-from settlement_helpers import events
-
 from quotaledger.api import Ledger
 from quotaledger.tools import demo_settlement
+from tests.settlement.settlement_helpers import events
+from tests.support import run_cli
 
 
 def test_demo_resumes_a_settlement_after_a_sigkilled_runtime(journal_path) -> None:

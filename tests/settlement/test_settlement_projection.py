@@ -8,13 +8,13 @@ import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from settlement_helpers import effect, spend_line
 
 from quotaledger.journal import Record
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.projections import settlement as s
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.projections.types import IDENTIFIER_PATTERN
+from tests.settlement.settlement_helpers import effect, spend_line
 
 HOUR_US = 3600 * 1_000_000
 T0_US = parse_at("2026-11-29T10:00:00Z")

@@ -1,4 +1,5 @@
-"""A worker process for the concurrency tests: `python appender.py TARGET WORKER COUNT`.
+"""A worker process for the concurrency tests: `python -m tests.store.appender TARGET WORKER COUNT`
+(from the repository root).
 
 Appends COUNT toy notes, one transaction each, through the engine (file or
 PostgreSQL store); prints the seqs it was acknowledged as JSON.
@@ -8,13 +9,9 @@ from __future__ import annotations
 
 import json
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/ (toyprojector)
-
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal
+from tests.toyprojector import TOY, Note
 
 
 def main(target: str, worker: int, count: int) -> None:

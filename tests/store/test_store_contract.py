@@ -16,14 +16,13 @@ from pathlib import Path
 
 import msgspec
 import pytest
-from conftest import run_cli
-from store_helpers import fresh_schema
-from toyprojector import TOY, Note
 
 from quotaledger.journal import Journal, JournalCorrupt, LockTimeout, TimeRegression, open_store
 from quotaledger.journal.clock import format_us, parse_at
+from tests.store.store_helpers import fresh_schema
+from tests.support import REPO, run_cli
+from tests.toyprojector import TOY, Note
 
-APPENDER = str(Path(__file__).with_name("appender.py"))
 TRICKY = 'tab\t back\\slash nl\n quote" é 中 \u2028 \\u0000'
 
 
@@ -240,7 +239,8 @@ def test_processes_appending_concurrently_leave_a_contiguous_verifying_chain(
     # The store does not exist yet: the processes also race to create it.
     procs = [
         subprocess.Popen(
-            [sys.executable, APPENDER, store_target, str(w), str(each)],
+            [sys.executable, "-m", "tests.store.appender", store_target, str(w), str(each)],
+            cwd=REPO,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
