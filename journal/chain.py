@@ -103,6 +103,7 @@ def scan(
     batches: list[tuple[int, int]] | None = None,
     _span: tuple[int, int] | None = None,
     _in_batch: bool = False,
+    _staged: list[tuple[Record, Any, bytes]] | None = None,
 ) -> Failure | None:
     """Verify the complete lines of `buf` (which starts at `head.offset`) in order.
 
@@ -239,7 +240,9 @@ def scan(
                     pos += found.offset - offset
                     next_seq, prev_hash, offset = found.next_seq, found.prev_hash, found.offset
                     continue
-            if visit is not None:
+            if _staged is not None:  # inside a transaction: visited once all of it verifies
+                _staged.append((record, payload, line))
+            elif visit is not None:
                 try:
                     visit(record, payload, line)
                 except (ValueError, OverflowError, Error) as exc:
@@ -280,16 +283,22 @@ def _scan_transaction(
     stop_at = last_seq if stop < 0 else min(stop, last_seq)
     inner = Head(marker.seq + 1, marker.hash, after_offset, journal_id, dict(goal_last_at))
     inner.goal_last_at[None] = marker.at
-    staged: list[tuple[Record, Any, bytes]] = []
-    collect = None if visit is None else (lambda r, p, line: staged.append((r, p, line)))
+    staged: list[tuple[Record, Any, bytes]] | None = None if visit is None else []
     failure = scan(
-        data, inner, decoders, collect, stop_after_seq=stop_at, _span=span, _in_batch=True
+        data,
+        inner,
+        decoders,
+        None,
+        stop_after_seq=stop_at,
+        _span=span,
+        _in_batch=True,
+        _staged=staged,
     )
     if failure is not None:
         return msgspec.structs.replace(failure, cut_seq=marker.seq, cut_offset=marker_offset)
     if inner.next_seq <= stop_at:
         return None
-    if visit is not None:
+    if visit is not None and staged is not None:
         at_offset = marker_offset
         for record, payload, line in [(marker, announced, marker_line), *staged]:
             try:

@@ -62,3 +62,42 @@ def test_times_in_one_second_and_shared_times_verify() -> None:
     ]
     head, reason = _scan_times(*times)
     assert reason is None and head.next_seq == 5
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        SECOND + "000002Z",
+        SECOND + "12345Z",
+        SECOND + "1234567Z",
+        SECOND + "123456z",
+        SECOND + "12345\u0661Z",  # a non-ASCII digit
+        SECOND + "+12345Z",
+        SECOND + "1_2345Z",
+        SECOND + " 12345Z",
+        SECOND + "123456Z\n",
+        SECOND + "123456ZZ",
+        SECOND + "123456+00:00",
+        SECOND[:-1] + "Z",
+        "2026-11-29T11:08:23.000000Z",
+    ],
+)
+def test_parse_at_in_a_known_second_parses_what_the_full_path_parses(text: str) -> None:
+    """parse_at skips the regex for a time in the second it parsed last: whatever that
+    shortcut takes, the full parse must give the same microseconds or the same error."""
+    from quotaledger.journal import clock
+
+    def full(value: str) -> int | str:
+        try:
+            return clock._parse_any(value)
+        except clock.InvalidInput as exc:
+            return exc.code
+
+    def shortcut(value: str) -> int | str:
+        clock.parse_at(SECOND + "000001Z")  # the second is now the cached one
+        try:
+            return clock.parse_at(value)
+        except clock.InvalidInput as exc:
+            return exc.code
+
+    assert shortcut(text) == full(text)
