@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from html import escape
+from typing import NamedTuple
 
 WIDTH_PX = 960
 HEIGHT_PX = 320
@@ -82,17 +83,29 @@ def _bounds(chart: Chart) -> tuple[float, float, float]:
     return x_min, x_max, _nice_ceiling(y_max * 1.05)
 
 
+class _Frame(NamedTuple):
+    """The plot area of a chart and the mapping of data onto it, in pixels."""
+
+    x_min: float
+    x_max: float
+    y_max: float
+    plot_w: float
+    plot_h: float
+
+    def px(self, x: float) -> float:
+        return MARGIN_LEFT_PX + (x - self.x_min) / (self.x_max - self.x_min) * self.plot_w
+
+    def py(self, y: float) -> float:
+        return MARGIN_TOP_PX + self.plot_h - y / self.y_max * self.plot_h
+
+    def points(self, xy: list[tuple[float, float]]) -> str:
+        return " ".join(f"{self.px(x):.1f},{self.py(y):.1f}" for x, y in xy)
+
+
 def render(chart: Chart) -> str:
-    x_min, x_max, y_max = _bounds(chart)
     plot_w = WIDTH_PX - MARGIN_LEFT_PX - MARGIN_RIGHT_PX
     plot_h = HEIGHT_PX - MARGIN_TOP_PX - MARGIN_BOTTOM_PX
-
-    def px(x: float) -> float:
-        return MARGIN_LEFT_PX + (x - x_min) / (x_max - x_min) * plot_w
-
-    def py(y: float) -> float:
-        return MARGIN_TOP_PX + plot_h - y / y_max * plot_h
-
+    frame = _Frame(*_bounds(chart), plot_w, plot_h)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH_PX}" '
         f'height="{HEIGHT_PX}" viewBox="0 0 {WIDTH_PX} {HEIGHT_PX}" role="img" '
@@ -101,25 +114,53 @@ def render(chart: Chart) -> str:
         f'<rect x="{MARGIN_LEFT_PX}" y="{MARGIN_TOP_PX}" width="{plot_w}" height="{plot_h}" '
         'fill="#fff" stroke="#ccc"/>',
     ]
+    out += _spans(chart, frame)
+    out += _grid(frame)
+    out += _stacks(chart, frame)
+    out += _lines(chart, frame)
+    out += [_marker(marker, frame) for marker in chart.markers]
+    out += _x_axis(chart, frame)
+    out.append(
+        f'<text x="14" y="{MARGIN_TOP_PX + plot_h / 2:.1f}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 14 {MARGIN_TOP_PX + plot_h / 2:.1f})">{escape(chart.y_unit)}</text>'
+    )
+    out.append(_legend(chart))
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _spans(chart: Chart, frame: _Frame) -> list[str]:
+    out = []
     for span in chart.spans:
-        x0, x1 = px(max(span.x0, x_min)), px(min(span.x1, x_max))
+        x0, x1 = frame.px(max(span.x0, frame.x_min)), frame.px(min(span.x1, frame.x_max))
         width = max(x1 - x0, 1)
         out.append(
             f'<rect class="cooldown" x="{x0:.1f}" y="{MARGIN_TOP_PX}" width="{width:.1f}" '
-            f'height="{plot_h}" fill="{span.color}" fill-opacity="0.18">'
+            f'height="{frame.plot_h}" fill="{span.color}" fill-opacity="0.18">'
             f"<title>{escape(span.label)}</title></rect>"
         )
-    y_step = _nice_step(y_max / 5)
-    while y_max / y_step > 6.5:  # the ceiling may have rounded up a step size
+    return out
+
+
+def _grid(frame: _Frame) -> list[str]:
+    """Horizontal grid lines with their y labels."""
+    y_step = _nice_step(frame.y_max / 5)
+    while frame.y_max / y_step > 6.5:  # the ceiling may have rounded up a step size
         y_step = _nice_step(y_step * 1.01)
-    for i in range(round(y_max / y_step) + 1):  # horizontal grid with y labels
+    out = []
+    for i in range(round(frame.y_max / y_step) + 1):
         value = y_step * i
-        y = py(value)
+        y = frame.py(value)
         out.append(
             f'<line x1="{MARGIN_LEFT_PX}" x2="{WIDTH_PX - MARGIN_RIGHT_PX}" y1="{y:.1f}" '
             f'y2="{y:.1f}" stroke="#eee"/><text x="{MARGIN_LEFT_PX - 6}" y="{y + 4:.1f}" '
             f'font-size="11" text-anchor="end">{_short(value)}</text>'
         )
+    return out
+
+
+def _stacks(chart: Chart, frame: _Frame) -> list[str]:
+    out = []
     baseline: dict[float, float] = {}
     for series in chart.stacked:
         points = sorted(series.points)
@@ -129,61 +170,65 @@ def render(chart: Chart) -> str:
         bottom = [(x, baseline.get(x, 0.0)) for x, _ in points]
         if chart.step:
             top, bottom = _stepped(top), _stepped(bottom)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in top)
-        back = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in reversed(bottom))
         out.append(
-            f'<polygon class="stack" points="{path} {back}" fill="{series.color}" '
+            f'<polygon class="stack" points="{frame.points(top)} '
+            f'{frame.points(bottom[::-1])}" fill="{series.color}" '
             f'fill-opacity="0.75"><title>{escape(series.label)}</title></polygon>'
         )
         for x, y in points:
             baseline[x] = baseline.get(x, 0.0) + y
+    return out
+
+
+def _lines(chart: Chart, frame: _Frame) -> list[str]:
+    out = []
     for series in chart.lines:
         points = sorted(series.points)
         if not points:
             continue
         if chart.step:
             points = _stepped(points)
-        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in points)
         out.append(
-            f'<polyline class="line" points="{path}" fill="none" stroke="{series.color}" '
-            f'stroke-width="2"><title>{escape(series.label)}</title></polyline>'
+            f'<polyline class="line" points="{frame.points(points)}" fill="none" '
+            f'stroke="{series.color}" stroke-width="2"><title>{escape(series.label)}</title>'
+            "</polyline>"
         )
-    for marker in chart.markers:
-        x, y = px(marker.x), MARGIN_TOP_PX + plot_h - 8 - 14 * marker.row
-        title = f"<title>{escape(marker.label)}</title>"
-        if marker.shape == "cross":
-            out.append(
-                f'<g class="marker refusal" stroke="{marker.color}" stroke-width="2">{title}'
-                f'<line x1="{x - 5:.1f}" y1="{y - 5:.1f}" x2="{x + 5:.1f}" y2="{y + 5:.1f}"/>'
-                f'<line x1="{x - 5:.1f}" y1="{y + 5:.1f}" x2="{x + 5:.1f}" y2="{y - 5:.1f}"/></g>'
-            )
-        elif marker.shape == "triangle":
-            out.append(
-                f'<polygon class="marker rejection" points="{x:.1f},{y - 6:.1f} '
-                f'{x - 5:.1f},{y + 4:.1f} {x + 5:.1f},{y + 4:.1f}" fill="{marker.color}">'
-                f"{title}</polygon>"
-            )
-        else:
-            out.append(
-                f'<circle class="marker admission" cx="{x:.1f}" cy="{y:.1f}" r="4" '
-                f'fill="{marker.color}">{title}</circle>'
-            )
-    axis_y = MARGIN_TOP_PX + plot_h
+    return out
+
+
+def _marker(marker: Marker, frame: _Frame) -> str:
+    x, y = frame.px(marker.x), MARGIN_TOP_PX + frame.plot_h - 8 - 14 * marker.row
+    title = f"<title>{escape(marker.label)}</title>"
+    if marker.shape == "cross":
+        return (
+            f'<g class="marker refusal" stroke="{marker.color}" stroke-width="2">{title}'
+            f'<line x1="{x - 5:.1f}" y1="{y - 5:.1f}" x2="{x + 5:.1f}" y2="{y + 5:.1f}"/>'
+            f'<line x1="{x - 5:.1f}" y1="{y + 5:.1f}" x2="{x + 5:.1f}" y2="{y - 5:.1f}"/></g>'
+        )
+    if marker.shape == "triangle":
+        return (
+            f'<polygon class="marker rejection" points="{x:.1f},{y - 6:.1f} '
+            f'{x - 5:.1f},{y + 4:.1f} {x + 5:.1f},{y + 4:.1f}" fill="{marker.color}">'
+            f"{title}</polygon>"
+        )
+    return (
+        f'<circle class="marker admission" cx="{x:.1f}" cy="{y:.1f}" r="4" '
+        f'fill="{marker.color}">{title}</circle>'
+    )
+
+
+def _x_axis(chart: Chart, frame: _Frame) -> list[str]:
+    axis_y = MARGIN_TOP_PX + frame.plot_h
+    out = []
     for x, label in chart.x_label_at:
-        if not x_min <= x <= x_max:
+        if not frame.x_min <= x <= frame.x_max:
             continue
         out.append(
-            f'<line x1="{px(x):.1f}" x2="{px(x):.1f}" y1="{axis_y}" y2="{axis_y + 4}" '
-            f'stroke="#888"/><text x="{px(x):.1f}" y="{axis_y + 16}" font-size="11" '
-            f'text-anchor="middle">{escape(label)}</text>'
+            f'<line x1="{frame.px(x):.1f}" x2="{frame.px(x):.1f}" y1="{axis_y}" '
+            f'y2="{axis_y + 4}" stroke="#888"/><text x="{frame.px(x):.1f}" y="{axis_y + 16}" '
+            f'font-size="11" text-anchor="middle">{escape(label)}</text>'
         )
-    out.append(
-        f'<text x="14" y="{MARGIN_TOP_PX + plot_h / 2:.1f}" font-size="11" text-anchor="middle" '
-        f'transform="rotate(-90 14 {MARGIN_TOP_PX + plot_h / 2:.1f})">{escape(chart.y_unit)}</text>'
-    )
-    out.append(_legend(chart))
-    out.append("</svg>")
-    return "\n".join(out)
+    return out
 
 
 def _legend(chart: Chart) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import signal
+import socket
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, HTTPServer
 from types import FrameType
@@ -39,6 +40,50 @@ class _Stop(Exception):
     """SIGTERM: stop serving as Ctrl-C does."""
 
 
+class _MetricsHandler(BaseHTTPRequestHandler):
+    server: _MetricsServer
+
+    def do_GET(self) -> None:
+        self._answer(send_body=True)
+
+    def do_HEAD(self) -> None:
+        self._answer(send_body=False)
+
+    def _answer(self, *, send_body: bool) -> None:
+        if self.path.split("?", 1)[0] != "/metrics":
+            self._send(404, "text/plain; charset=utf-8", "only /metrics is served\n", send_body)
+            return
+        try:
+            body = self.server.render()
+        except Error as error:  # a corrupt or missing journal: say so, keep serving
+            message = f"quotaledger: {error.message} [{error.code}]\n"
+            self._send(500, "text/plain; charset=utf-8", message, send_body)
+            return
+        self._send(200, CONTENT_TYPE, body, send_body)
+
+    def _send(self, status: int, content_type: str, text: str, send_body: bool) -> None:
+        data = text.encode()
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if send_body:
+            self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass  # a scrape every few seconds is not news
+
+
+class _MetricsServer(HTTPServer):
+    def __init__(self, address: tuple[str, int], render: Callable[[], str]) -> None:
+        self.render = render
+        super().__init__(address, _MetricsHandler)
+
+
+class _MetricsServerV6(_MetricsServer):
+    address_family = socket.AF_INET6
+
+
 def serve(
     host: str,
     port: int,
@@ -46,48 +91,9 @@ def serve(
     on_ready: Callable[[str], None],
 ) -> None:
     """Serve GET /metrics with `render()` until SIGINT or SIGTERM; returns then."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            self._answer(send_body=True)
-
-        def do_HEAD(self) -> None:
-            self._answer(send_body=False)
-
-        def _answer(self, *, send_body: bool) -> None:
-            if self.path.split("?", 1)[0] != "/metrics":
-                self._send(404, "text/plain; charset=utf-8", "only /metrics is served\n", send_body)
-                return
-            try:
-                body = render()
-            except Error as error:  # a corrupt or missing journal: say so, keep serving
-                message = f"quotaledger: {error.message} [{error.code}]\n"
-                self._send(500, "text/plain; charset=utf-8", message, send_body)
-                return
-            self._send(200, CONTENT_TYPE, body, send_body)
-
-        def _send(self, status: int, content_type: str, text: str, send_body: bool) -> None:
-            data = text.encode()
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            if send_body:
-                self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # a scrape every few seconds is not news
-
-    server_class = HTTPServer
-    if ":" in host:
-        import socket
-
-        class V6Server(HTTPServer):
-            address_family = socket.AF_INET6
-
-        server_class = V6Server
+    server_class = _MetricsServerV6 if ":" in host else _MetricsServer
     try:
-        server = server_class((host, port), Handler)
+        server = server_class((host, port), render)
     except OSError as exc:
         raise StorageFailure(
             f"cannot listen on {host}:{port}: {exc.strerror}", code=codes.LISTEN_FAILED
