@@ -347,6 +347,17 @@ class Scenario:
             request["lease_s"] = None if request["lease_s"] else 60
         return self.admit(goal, request)
 
+    def _admit_request(self, request: dict[str, Any] | None, given: dict[str, Any]) -> Any:
+        """The request as given, drawn, or taken from an earlier one; as journaled, the
+        forecasts of the later dimensions only when given."""
+        if given:
+            request = {"case": None, "arm": None, "class": "solver", "forecast_tpm": None}
+            request |= {"lease_s": None, **given}
+        elif request is None:
+            request = self.draw(admit_args, "admit")
+            request = {**request, "class": request["class"] or "solver"}
+        return {k: v for k, v in request.items() if k not in FORECASTS or v is not None}
+
     def admit(
         self,
         goal: str,
@@ -355,14 +366,7 @@ class Scenario:
         dry_run: bool = False,
         **given: Any,
     ) -> None:
-        if given:
-            request = {"case": None, "arm": None, "class": "solver", "forecast_tpm": None}
-            request |= {"lease_s": None, **given}
-        elif request is None:
-            request = self.draw(admit_args, "admit")
-            request = {**request, "class": request["class"] or "solver"}
-        # As journaled: forecasts of the later dimensions only when given.
-        request = {k: v for k, v in request.items() if k not in FORECASTS or v is not None}
+        request = self._admit_request(request, given)
         dry_run = self.draw(st.booleans(), "dry run", dry_run) and self.draw(
             st.booleans(), "dry", dry_run
         )
