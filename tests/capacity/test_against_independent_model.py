@@ -698,6 +698,7 @@ def test_scripted_scenarios_agree_with_the_model(name: str, tmp_path: Any) -> No
     scenario.check_journal()
 
 
+@pytest.mark.slow
 def test_racing_processes_leave_a_journal_the_model_reproduces(journal_path: str) -> None:
     """Real processes race admits (case slots and tokens), usage, a 429 and a release at
     implicit times; the journal then verifies (§2.1, checked here) and every decision in

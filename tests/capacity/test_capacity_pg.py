@@ -41,6 +41,7 @@ def test_capacity_session_on_postgresql(pg_journal):
     assert [r["run"] for r in goal.inspect(5)["active_runs"]] == ["r1"]
 
 
+@pytest.mark.slow
 def test_processes_race_for_case_slots_on_postgresql(pg_journal):
     from quotaledger.api import Ledger
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import time
 
+import pytest
+
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 from quotaledger.projections import capacity as cap
@@ -21,6 +23,7 @@ def kinds(journal: str) -> list[str]:
         return [json.loads(line)["kind"] for line in handle.read().splitlines()]
 
 
+@pytest.mark.slow
 def test_twelve_processes_race_for_three_free_case_slots(journal_path):
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=4)
@@ -40,6 +43,7 @@ def test_twelve_processes_race_for_three_free_case_slots(journal_path):
     assert sorted(r["run"] for r in view["active_runs"]) == sorted(["r0", *admitted])
 
 
+@pytest.mark.slow
 def test_processes_racing_token_forecasts_never_reserve_beyond_target(journal_path):
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, target_tpm=90_000)

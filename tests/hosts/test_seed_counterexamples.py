@@ -523,6 +523,7 @@ def test_deadline_exhausted_before_the_continuation_refuses(op):
     )
 
 
+@pytest.mark.slow
 def test_stop_racing_a_continuation_never_lets_an_attempt_start(real):
     """Real processes: `host stop` and `host continue` race for the lock. Whichever
     wins, no attempt starts afterwards and the chain verifies."""

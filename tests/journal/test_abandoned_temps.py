@@ -59,6 +59,7 @@ def source(tmp_path: Path) -> Path:
     return journal
 
 
+@pytest.mark.slow
 @needs_strace
 def test_an_import_killed_mid_write_leaves_a_temp_the_next_import_removes(
     source: Path, tmp_path: Path
@@ -79,6 +80,7 @@ def test_an_import_killed_mid_write_leaves_a_temp_the_next_import_removes(
     assert temps(target.parent) == []
 
 
+@pytest.mark.slow
 @needs_strace
 def test_a_checkpoint_killed_mid_write_leaves_a_temp_the_next_checkpoint_removes(
     source: Path,
@@ -90,6 +92,7 @@ def test_a_checkpoint_killed_mid_write_leaves_a_temp_the_next_checkpoint_removes
     assert (source.parent / "j.jsonl.checkpoint").exists()
 
 
+@pytest.mark.slow
 @needs_strace
 def test_a_metrics_out_killed_mid_write_leaves_a_temp_the_next_one_removes(
     source: Path, tmp_path: Path

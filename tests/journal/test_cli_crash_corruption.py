@@ -290,6 +290,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_kill_9_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
     assert rl(path, "configure", "--goal", "g", "--max-active-cases", "3")[0] == 0

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from quotaledger.journal import Journal
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
 from tests.journal.jhelpers import toy_fold
@@ -57,6 +59,7 @@ def _acks(path: Path) -> list[tuple[int, str, int]]:
     return result
 
 
+@pytest.mark.slow
 def test_concurrent_appenders_leave_one_contiguous_chain(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
     children, per_child = 6, 40
@@ -86,6 +89,7 @@ def test_concurrent_appenders_leave_one_contiguous_chain(tmp_path: Path) -> None
         journal.close()
 
 
+@pytest.mark.slow
 def test_kill_9_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
     rng = random.Random(20261129)

@@ -39,6 +39,7 @@ def test_refused_and_invalid_first_commands_leave_no_file(tmp_path: Path) -> Non
     assert Path(path).read_bytes().count(b"\n") == 2  # genesis and the observation
 
 
+@pytest.mark.slow
 def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Path) -> None:
     for round_ in range(3):
         path = str(tmp_path / f"j{round_}.jsonl")
@@ -92,6 +93,7 @@ REFUSING = ["host", "phase", "--goal", "h", "--lane", "l", "--deadline", "+0s"]
 REFUSING += ["--session", "s", "--profile", "p"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(
     STRACE is None and os.environ.get("CI") != "true", reason="needs strace (CI installs it)"
 )

@@ -128,6 +128,7 @@ CUTS = [
 ]
 
 
+@pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("cut_name", CUTS)
 def test_a_kill_inside_a_large_transaction_keeps_none_of_it(
@@ -240,6 +241,7 @@ sys.exit(main(["import", sys.argv[1], "--journal", sys.argv[2], "--json"]))
 """
 
 
+@pytest.mark.slow
 @needs_strace
 def test_an_import_killed_before_its_rename_leaves_no_journal(
     batch_layout: tuple[bytes, bytes], tmp_path: Path

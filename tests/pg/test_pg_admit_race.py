@@ -36,6 +36,7 @@ def admit_args(journal: str, i: int) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_racing_admit_through_postgresql_admits_exactly_the_free_slots(pg_journal: str) -> None:
     configured = run_cli(
         "configure", "--journal", pg_journal, "--json", "--goal", "g",

@@ -51,6 +51,7 @@ for i in range(count):
 """
 
 
+@pytest.mark.slow
 def test_processes_race_through_postgresql_and_the_export_verifies_independently(
     pg_journal: str, tmp_path: Path
 ) -> None:

@@ -241,6 +241,7 @@ def test_readers_never_create_and_an_empty_store_is_an_empty_journal(pg_journal:
     assert cli(pg_journal, "digest").json["error"]["code"] == "empty_journal"
 
 
+@pytest.mark.slow
 def test_concurrent_first_users_create_the_schema_once(pg_server: str) -> None:
     import subprocess
     import sys

@@ -33,6 +33,7 @@ G, A = "goal-1", "agent-1"
 RESUME = ("turn", "resume", "--goal", G, "--agent", A)
 
 
+@pytest.mark.slow
 def test_sigkill_between_writeback_and_spend_resumes_the_original_spend(cli, journal_path) -> None:
     assert cli(*budget_args(G, 500, 24)).code == 0
     assert cli(*open_args(G, A, "t1", "k1")).code == 0
@@ -148,6 +149,7 @@ def test_cut_spend_recovered_by_the_spend_itself(cli, journal_path) -> None:
     assert len(events(journal_path, "quota.spent")) == 1
 
 
+@pytest.mark.slow
 def test_racing_processes_spend_once_and_open_one_turn(cli, journal_path) -> None:
     """Real processes racing the same owed spend append one debit; racing `turn open`
     for different tasks of one agent open exactly one turn."""
@@ -182,6 +184,7 @@ def _finish(proc: subprocess.Popen[str], ok_codes: tuple[int, ...] = (0,)) -> di
     return json.loads(out)
 
 
+@pytest.mark.slow
 @pytest.mark.pg
 def test_sigkill_resume_on_the_postgresql_store(pg_server) -> None:
     """The same crash and resume with the journal in PostgreSQL (store-agnostic fold)."""

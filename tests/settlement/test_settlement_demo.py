@@ -3,12 +3,15 @@ then the resumed spend runs once and its replay adds nothing."""
 
 from __future__ import annotations
 
+import pytest
+
 from quotaledger.api import Ledger
 from quotaledger.tools import demo_settlement
 from tests.settlement.settlement_helpers import events
 from tests.support import run_cli
 
 
+@pytest.mark.slow
 def test_demo_resumes_a_settlement_after_a_sigkilled_runtime(journal_path) -> None:
     said: list[str] = []
     summary = demo_settlement.run(

@@ -232,6 +232,7 @@ def test_checkpoint_command(store_target: str) -> None:
 # -- concurrency and locking ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_processes_appending_concurrently_leave_a_contiguous_verifying_chain(
     store_target: str,
 ) -> None:
