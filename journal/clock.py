@@ -29,9 +29,11 @@ _UNIT_US = {
     "h": 3600 * US_PER_S,
     "d": 86400 * US_PER_S,
 }
-CANONICAL_AT_PATTERN = _CANONICAL = re.compile(
-    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"
-)
+_CANONICAL_AT = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z"
+CANONICAL_AT_PATTERN = rf"^{_CANONICAL_AT}\Z"  # \Z: "$" would accept a trailing newline
+"""The canonical time (RFC 3339 UTC, microseconds, Z) as a whole-string pattern, for
+msgspec's `pattern` (which searches); this module matches it with `fullmatch`."""
+_CANONICAL = re.compile(_CANONICAL_AT)
 
 
 def wall_us() -> int:

@@ -78,9 +78,43 @@ ARM_GROUP: dict[str, Group] = {
     "explore": "test",
 }
 
-CaseCount = Annotated[int, msgspec.Meta(ge=0, le=CASES_MAX)]
-Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
 Number = int | float
+Range = tuple[Number, Number]
+"""The lowest and highest value a field takes, both included."""
+
+CONFIG_RANGES: dict[str, Range] = {
+    "max_active_cases": (1, CASES_MAX),
+    "target_active_cases": (0, CASES_MAX),
+    "max_baseline_cases": (0, CASES_MAX),
+    "max_test_cases": (0, CASES_MAX),
+    "reserved_test_cases": (0, CASES_MAX),
+    "quota_tpm": (1, QUOTA_TPM_MAX),
+    "target_tpm": (0, QUOTA_TPM_MAX),
+    "evaluator_reserve_tpm": (0, QUOTA_TPM_MAX),
+    "cold_start_reserve_tpm": (0, QUOTA_TPM_MAX),
+    "cached_input_weight": (0.0, 1.0),
+    "max_observation_age_s": (0, OBSERVATION_AGE_S_MAX),
+    "cooldown_base_s": (0, COOLDOWN_S_LIMIT),
+    "cooldown_max_s": (0, COOLDOWN_S_LIMIT),
+}
+"""Each config field's range (SPEC §3.1), stated once: the Structs' field constraints
+and `*_config_problems` both read it."""
+LIMIT_RANGES: dict[str, Range] = {
+    "quota": (1, QUOTA_TPM_MAX),
+    "target": (0, QUOTA_TPM_MAX),
+    "evaluator_reserve": (0, QUOTA_TPM_MAX),
+    "cold_start_reserve": (0, QUOTA_TPM_MAX),
+}
+"""The range of each field of a dimension's limit (SPEC §3.6), under `limits`."""
+
+
+def _range_of(field: str, ranges: dict[str, Range] = CONFIG_RANGES) -> msgspec.Meta:
+    """The field's range from `ranges`, as the constraint msgspec checks on decode."""
+    low, high = ranges[field]
+    return msgspec.Meta(ge=low, le=high)
+
+
+Seconds = Annotated[int, msgspec.Meta(ge=0, le=10**9)]
 FractionalSeconds = (
     Annotated[int, msgspec.Meta(ge=0, le=RETRY_AFTER_S_MAX)]
     | Annotated[float, msgspec.Meta(ge=0.0, le=RETRY_AFTER_S_MAX)]
@@ -94,11 +128,11 @@ FractionalSeconds = (
 class CaseConfig(Payload, frozen=True):
     """The concurrency envelope: how many runs may be active, by group."""
 
-    max_active_cases: Annotated[int, msgspec.Meta(ge=1, le=CASES_MAX)]
-    target_active_cases: CaseCount
-    max_baseline_cases: CaseCount
-    max_test_cases: CaseCount
-    reserved_test_cases: CaseCount
+    max_active_cases: Annotated[int, _range_of("max_active_cases")]
+    target_active_cases: Annotated[int, _range_of("target_active_cases")]
+    max_baseline_cases: Annotated[int, _range_of("max_baseline_cases")]
+    max_test_cases: Annotated[int, _range_of("max_test_cases")]
+    reserved_test_cases: Annotated[int, _range_of("reserved_test_cases")]
 
     def __post_init__(self) -> None:
         problems = case_config_problems(self)
@@ -109,10 +143,10 @@ class CaseConfig(Payload, frozen=True):
 class DimensionLimit(Payload, frozen=True):
     """One more dimension's envelope (itpm, otpm or rpm), per minute (SPEC §3.6)."""
 
-    quota: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)]
-    target: TokenCount
-    evaluator_reserve: TokenCount
-    cold_start_reserve: TokenCount
+    quota: Annotated[int, _range_of("quota", LIMIT_RANGES)]
+    target: Annotated[int, _range_of("target", LIMIT_RANGES)]
+    evaluator_reserve: Annotated[int, _range_of("evaluator_reserve", LIMIT_RANGES)]
+    cold_start_reserve: Annotated[int, _range_of("cold_start_reserve", LIMIT_RANGES)]
     # Checked by TokenConfig.__post_init__, which names the dimension in its messages.
 
 
@@ -124,14 +158,14 @@ class TokenConfig(Payload, frozen=True, omit_defaults=True):
     `omit_defaults`: a config without limits encodes as it did before they existed.
     """
 
-    quota_tpm: Annotated[int, msgspec.Meta(ge=1, le=QUOTA_TPM_MAX)] | None
-    target_tpm: TokenCount | None
-    evaluator_reserve_tpm: TokenCount
-    cold_start_reserve_tpm: TokenCount
-    cached_input_weight: Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
-    max_observation_age_s: Annotated[int, msgspec.Meta(ge=0, le=OBSERVATION_AGE_S_MAX)]
-    cooldown_base_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
-    cooldown_max_s: Annotated[int, msgspec.Meta(ge=0, le=COOLDOWN_S_LIMIT)]
+    quota_tpm: Annotated[int, _range_of("quota_tpm")] | None
+    target_tpm: Annotated[int, _range_of("target_tpm")] | None
+    evaluator_reserve_tpm: Annotated[int, _range_of("evaluator_reserve_tpm")]
+    cold_start_reserve_tpm: Annotated[int, _range_of("cold_start_reserve_tpm")]
+    cached_input_weight: Annotated[float, _range_of("cached_input_weight")]
+    max_observation_age_s: Annotated[int, _range_of("max_observation_age_s")]
+    cooldown_base_s: Annotated[int, _range_of("cooldown_base_s")]
+    cooldown_max_s: Annotated[int, _range_of("cooldown_max_s")]
     limits: dict[LimitDimension, DimensionLimit] = msgspec.field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -146,8 +180,20 @@ TOKEN_FIELDS: tuple[str, ...] = tuple(f for f in TokenConfig.__struct_fields__ i
 LIMIT_PARTS: tuple[str, ...] = DimensionLimit.__struct_fields__
 """A dimension's fields under `limits`; `configure` takes them as `--{part}-{dimension}`."""
 
+# The range tables name exactly the configs' fields, in their order.
+assert tuple(CONFIG_RANGES) == CASE_FIELDS + TOKEN_FIELDS
+assert tuple(LIMIT_RANGES) == LIMIT_PARTS
+assert TOKEN_FIELDS[:2] == ("quota_tpm", "target_tpm")
 
-def _range_problem(name: str, value: Number, low: Number, high: Number) -> list[str]:
+
+def _range_problem(
+    name: str,
+    value: Number,
+    field: str | None = None,
+    ranges: dict[str, Range] = CONFIG_RANGES,
+) -> list[str]:
+    """The problem of a value outside its field's range (`field`, or `name` itself)."""
+    low, high = ranges[name if field is None else field]
     if isinstance(value, bool) or not low <= value <= high:
         return [f"{name} must be from {low} to {high}, got {value}"]
     return []
@@ -155,10 +201,7 @@ def _range_problem(name: str, value: Number, low: Number, high: Number) -> list[
 
 def case_config_problems(c: CaseConfig) -> list[str]:
     """Every rule of SPEC §3.1 the case config breaks (empty when valid)."""
-    problems = _range_problem("max_active_cases", c.max_active_cases, 1, CASES_MAX)
-    for name in ("target_active_cases", "max_baseline_cases", "max_test_cases"):
-        problems += _range_problem(name, getattr(c, name), 0, CASES_MAX)
-    problems += _range_problem("reserved_test_cases", c.reserved_test_cases, 0, CASES_MAX)
+    problems = [p for name in CASE_FIELDS for p in _range_problem(name, getattr(c, name))]
     if problems:
         return problems
     return _broken_rules(
@@ -187,19 +230,13 @@ def token_config_problems(t: TokenConfig) -> list[str]:
         if t.evaluator_reserve_tpm or t.cold_start_reserve_tpm:
             problems.append("evaluator_reserve_tpm and cold_start_reserve_tpm need quota_tpm")
     else:
-        problems += _range_problem("quota_tpm", t.quota_tpm, 1, QUOTA_TPM_MAX)
+        problems += _range_problem("quota_tpm", t.quota_tpm)
         if t.target_tpm is None:
             problems.append("target_tpm is required with quota_tpm")
         else:
-            problems += _range_problem("target_tpm", t.target_tpm, 0, QUOTA_TPM_MAX)
-    for name in ("evaluator_reserve_tpm", "cold_start_reserve_tpm"):
-        problems += _range_problem(name, getattr(t, name), 0, QUOTA_TPM_MAX)
-    problems += _range_problem("cached_input_weight", t.cached_input_weight, 0.0, 1.0)
-    problems += _range_problem(
-        "max_observation_age_s", t.max_observation_age_s, 0, OBSERVATION_AGE_S_MAX
-    )
-    problems += _range_problem("cooldown_base_s", t.cooldown_base_s, 0, COOLDOWN_S_LIMIT)
-    problems += _range_problem("cooldown_max_s", t.cooldown_max_s, 0, COOLDOWN_S_LIMIT)
+            problems += _range_problem("target_tpm", t.target_tpm)
+    for name in TOKEN_FIELDS[2:]:  # the fields after quota_tpm and target_tpm
+        problems += _range_problem(name, getattr(t, name))
     for dimension, limit in t.limits.items():
         problems += dimension_limit_problems(dimension, limit)
     if problems or t.quota_tpm is None or t.target_tpm is None:
@@ -221,9 +258,11 @@ def dimension_limit_problems(dimension: str, d: DimensionLimit) -> list[str]:
     def name(field: str) -> str:
         return f"{field}_{dimension}"
 
-    problems = _range_problem(name("quota"), d.quota, 1, QUOTA_TPM_MAX)
-    for field in ("target", "evaluator_reserve", "cold_start_reserve"):
-        problems += _range_problem(name(field), getattr(d, field), 0, QUOTA_TPM_MAX)
+    problems = [
+        p
+        for field in LIMIT_PARTS
+        for p in _range_problem(name(field), getattr(d, field), field, LIMIT_RANGES)
+    ]
     if problems:
         return problems
     return _broken_rules(

@@ -8,6 +8,7 @@ the spec forbids.
 from __future__ import annotations
 
 import inspect
+import re
 import sys
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -15,13 +16,15 @@ from typing import Annotated, Any, Union, get_args, get_origin
 import msgspec
 
 from quotaledger.journal import codes
-from quotaledger.journal.clock import names_a_real_second
+from quotaledger.journal.clock import CANONICAL_AT_PATTERN, names_a_real_second
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import IDENTIFIER_CHARS_MAX
+from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
 
-IDENTIFIER_PATTERN = r"^[A-Za-z0-9._:@/-]{1,128}\Z"  # \Z: "$" would accept a trailing newline
-"""The identifier rule as a regular expression (the CLI checks options with it)."""
 IDENTIFIER_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@/-"
+"""The characters an identifier is made of (SPEC §8: A-Za-z0-9._:@/-)."""
+# \Z: "$" would accept a trailing newline.
+IDENTIFIER_PATTERN = rf"^[{re.escape(IDENTIFIER_CHARS)}]{{1,{IDENTIFIER_CHARS_MAX}}}\Z"
+"""The identifier rule as a regular expression (the CLI checks options with it)."""
 
 
 class _IdentifierChars:
@@ -37,10 +40,21 @@ class _IdentifierChars:
 Identifier = Annotated[
     str, msgspec.Meta(min_length=1, max_length=IDENTIFIER_CHARS_MAX), _IdentifierChars()
 ]
-TokenCount = Annotated[int, msgspec.Meta(ge=0, le=10**12)]
-FreeText = Annotated[str, msgspec.Meta(max_length=4096)]
+TokenCount = Annotated[int, msgspec.Meta(ge=0, le=TOKEN_COUNT_MAX)]
+
+
+class _TextBytes:
+    """Marks a free-text field (or a list of them) whose UTF-8 size Payload.__post_init__
+    checks: SPEC §8 bounds free text at 4 KiB, in bytes as the services' `check_text`
+    counts, while msgspec's `max_length` counts characters. The `max_length` stays as a
+    first, cheap check: a text with more characters than the bytes allowed is too long."""
+
+
+FreeText = Annotated[str, msgspec.Meta(max_length=FREE_TEXT_BYTES_MAX), _TextBytes()]
+_TEXT_CHARS_ALWAYS_FIT = FREE_TEXT_BYTES_MAX // 4
+"""A text of at most this many characters fits whatever they are (UTF-8 takes at most
+four bytes a character), so only a longer one is encoded to be measured."""
 Sha256Hex = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}\Z")]
-CANONICAL_AT_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z\Z"
 
 
 class _RealTime:
@@ -58,6 +72,12 @@ class InvalidIdentifier(InvalidInput, ValueError):
     payload is built with it; msgspec reports it as a ValidationError when decoding)."""
 
     code = codes.INVALID_IDENTIFIER
+
+
+class TextTooLong(InvalidInput, ValueError):
+    """A free-text field longer than 4 KiB in UTF-8 (reported as InvalidIdentifier is)."""
+
+    code = codes.TEXT_TOO_LONG
 
 
 class InvalidPayloadTime(InvalidInput, ValueError):
@@ -81,7 +101,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
         checked = _CHECKED_FIELDS.get(type(self))
         if checked is None:
             checked = _CHECKED_FIELDS[type(self)] = _checked_fields(type(self))
-        identifiers, times = checked
+        identifiers, times, texts = checked
         for name in identifiers:
             value = getattr(self, name)
             if value is not None and value.strip(IDENTIFIER_CHARS):
@@ -95,23 +115,51 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
             # append); the date is checked here, from a cache of seconds.
             if value is not None and not names_a_real_second(value):
                 raise InvalidPayloadTime(f"{name} {value!r} is not a real time from 1970 to 9999")
+        for name in texts:
+            value = getattr(self, name)
+            if value is not None and _longer_than_free_text(value):
+                raise TextTooLong(f"{name} is longer than 4 KiB")
 
 
-_CHECKED_FIELDS: dict[type[Payload], tuple[tuple[str, ...], tuple[str, ...]]] = {}
-"""Each payload type's Identifier fields and CanonicalAt fields, found on first use."""
+def _longer_than_free_text(value: str | list[str]) -> bool:
+    for text in (value,) if isinstance(value, str) else value:
+        # surrogatepass: a lone surrogate is measured, as three bytes, not raised on.
+        if len(text) > _TEXT_CHARS_ALWAYS_FIT and (
+            len(text.encode("utf-8", "surrogatepass")) > FREE_TEXT_BYTES_MAX
+        ):
+            return True
+    return False
 
 
-def _checked_fields(cls: type[Payload]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+_Names = tuple[str, ...]
+_CHECKED_FIELDS: dict[type[Payload], tuple[_Names, _Names, _Names]] = {}
+"""Each payload type's Identifier, CanonicalAt and FreeText fields, found on first use."""
+
+
+def _checked_fields(cls: type[Payload]) -> tuple[_Names, _Names, _Names]:
     annotations = _field_annotations(cls)
-    return _marked_fields(annotations, _IdentifierChars), _marked_fields(annotations, _RealTime)
+    return (
+        _marked_fields(annotations, _IdentifierChars),
+        _marked_fields(annotations, _RealTime),
+        _marked_fields(annotations, _TextBytes, in_lists=True),
+    )
 
 
-def _marked_fields(annotations: dict[str, Any], marker: type) -> tuple[str, ...]:
+def _marked_fields(
+    annotations: dict[str, Any], marker: type, *, in_lists: bool = False
+) -> tuple[str, ...]:
+    """The fields annotated with `marker`; with `in_lists`, also lists of such values
+    (`Annotated[list[FreeText], ...]`)."""
+
     def marked(annotation: Any) -> bool:  # e.g. Identifier or Identifier | None
-        if get_origin(annotation) is Annotated:
-            return any(isinstance(extra, marker) for extra in get_args(annotation)[1:])
-        if get_origin(annotation) in (Union, UnionType):
+        origin = get_origin(annotation)
+        if origin is Annotated:
+            base, *extras = get_args(annotation)
+            return any(isinstance(extra, marker) for extra in extras) or marked(base)
+        if origin in (Union, UnionType):
             return any(marked(arg) for arg in get_args(annotation))
+        if in_lists and origin is list:
+            return marked(get_args(annotation)[0])
         return False
 
     return tuple(name for name, annotation in annotations.items() if marked(annotation))

@@ -18,12 +18,19 @@ from typing import Annotated, Any, get_type_hints
 import typer
 
 from quotaledger.cli.common import duration_option
-from quotaledger.projections.configrule import FIELDS, ConfigFields, dimension_fields
+from quotaledger.projections.capacity import CONFIG_RANGES
+from quotaledger.projections.configrule import DEFAULTS, FIELDS, ConfigFields, dimension_fields
+
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
 # second part out: there an absent flag keeps the recorded value instead.
+def _range(name: str) -> str:
+    low, high = CONFIG_RANGES[name]
+    return f"{low}-{high}"
+
+
 _HELP: dict[str, tuple[str, str]] = {
-    "max_active_cases": ("Case gate: runs active at most (1-1024)", ""),
+    "max_active_cases": (f"Case gate: runs active at most ({_range('max_active_cases')})", ""),
     "target_active_cases": ("Case gate: runs to keep active", "[default: max]"),
     "max_baseline_cases": ("Case gate: baseline runs at most", "[default: max - reserved]"),
     "max_test_cases": ("Case gate: control/treatment/explore runs at most", "[default: max]"),
@@ -33,12 +40,21 @@ _HELP: dict[str, tuple[str, str]] = {
     "evaluator_reserve_tpm": ("Token gate: TPM solvers leave to evaluators", "[default: 0]"),
     "cold_start_reserve_tpm": ("Token gate: TPM kept free for start-up bursts", "[default: 0]"),
     "cached_input_weight": (
-        "Token gate: how much a cached input token counts, 0.0-1.0",
-        "[default: 1.0]",
+        f"Token gate: how much a cached input token counts, {_range('cached_input_weight')}",
+        f"[default: {DEFAULTS['cached_input_weight']}]",
     ),
-    "max_observation_age_s": ("Token gate: usage observations stay fresh this long", "[60]"),
-    "cooldown_base_s": ("Token gate: first cooldown after a 429, doubling", "[15]"),
-    "cooldown_max_s": ("Token gate: longest cooldown, Retry-After included", "[300]"),
+    "max_observation_age_s": (
+        "Token gate: usage observations stay fresh this long",
+        f"[{DEFAULTS['max_observation_age_s']}]",
+    ),
+    "cooldown_base_s": (
+        "Token gate: first cooldown after a 429, doubling",
+        f"[{DEFAULTS['cooldown_base_s']}]",
+    ),
+    "cooldown_max_s": (
+        "Token gate: longest cooldown, Retry-After included",
+        f"[{DEFAULTS['cooldown_max_s']}]",
+    ),
 }
 for _dimension, _what in (
     ("itpm", "input tokens per minute"),
