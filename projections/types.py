@@ -117,18 +117,16 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
                 raise InvalidPayloadTime(f"{name} {value!r} is not a real time from 1970 to 9999")
         for name in texts:
             value = getattr(self, name)
-            if value is not None and _longer_than_free_text(value):
+            if isinstance(value, str):  # the common case: one short text, no call
+                if len(value) > _TEXT_CHARS_ALWAYS_FIT and _too_long(value):
+                    raise TextTooLong(f"{name} is longer than 4 KiB")
+            elif value is not None and any(map(_too_long, value)):
                 raise TextTooLong(f"{name} is longer than 4 KiB")
 
 
-def _longer_than_free_text(value: str | list[str]) -> bool:
-    for text in (value,) if isinstance(value, str) else value:
-        # surrogatepass: a lone surrogate is measured, as three bytes, not raised on.
-        if len(text) > _TEXT_CHARS_ALWAYS_FIT and (
-            len(text.encode("utf-8", "surrogatepass")) > FREE_TEXT_BYTES_MAX
-        ):
-            return True
-    return False
+def _too_long(text: str) -> bool:
+    # surrogatepass: a lone surrogate is measured (three bytes), not raised on.
+    return len(text.encode("utf-8", "surrogatepass")) > FREE_TEXT_BYTES_MAX
 
 
 _Names = tuple[str, ...]
