@@ -58,6 +58,10 @@ class Head(msgspec.Struct):
             self.next_seq, self.prev_hash, self.offset, self.journal_id, dict(self.goal_last_at)
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The head as `verify` and `digest` print it: `{"seq", "hash", "journal_id"}`."""
+        return {"seq": self.seq, "hash": self.prev_hash, "journal_id": self.journal_id}
+
 
 class FirstAt(NamedTuple):
     """A goal's first record in a segment of the journal: its time and position."""

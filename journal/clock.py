@@ -80,6 +80,11 @@ def format_us(at_us: int) -> str:
     return text
 
 
+def format_us_or_none(at_us: int | None) -> str | None:
+    """`format_us`, with None for no time (a lease that never ends, no cooldown)."""
+    return None if at_us is None else format_us(at_us)
+
+
 @lru_cache(maxsize=1024)
 def _format_second(seconds: int) -> str:
     # Every append formats its time: the date part changes once a second, so cache it.

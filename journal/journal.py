@@ -347,7 +347,7 @@ class Journal(Generic[S]):
     def corrupt_error(self, failure: Failure, verified: Head | None = None) -> JournalCorrupt:
         """The error that reports mid-log corruption at `failure` (SPEC §2.4)."""
         # Readers report the corruption and can still show the verified prefix.
-        prefix: dict[str, Any] = {} if verified is None else {"verified_head": _head_json(verified)}
+        prefix: dict[str, Any] = {} if verified is None else {"verified_head": verified.to_json()}
         return JournalCorrupt(
             f"journal {self.store.target} is corrupt at seq {failure.seq} "
             f"(byte {failure.offset}): {failure.reason}",
@@ -1103,10 +1103,6 @@ def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | 
     if isinstance(repaired, JournalRepaired) and repaired.truncated_after_seq == truncate_after_seq:
         return repaired
     return None
-
-
-def _head_json(head: Head) -> dict[str, Any]:
-    return {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id}
 
 
 def _raw(blob: bytes) -> Any:

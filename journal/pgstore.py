@@ -34,7 +34,6 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -47,7 +46,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 
 from quotaledger.journal import codes
-from quotaledger.journal.checkpoint import Checkpoint
+from quotaledger.journal.checkpoint import Checkpoint, warn
 from quotaledger.journal.errors import (
     InvalidInput,
     JournalCorrupt,
@@ -237,7 +236,7 @@ class PgStore:
             if create:
                 self._create_schema()  # someone dropped or disabled the guard: put it back
             else:
-                _warn(
+                warn(
                     f"the append-only triggers of {self.schema}.{EVENTS_TABLE} are missing or "
                     "disabled: rows can be edited; run `quotaledger verify`"
                 )
@@ -385,7 +384,7 @@ class PgStore:
                 with self._db("commit the checkpoint"):
                     self._commit()
             except StorageFailure as exc:
-                _warn(f"could not store the checkpoint: {exc.message}")
+                warn(f"could not store the checkpoint: {exc.message}")
             return
         self._rollback_quietly()
 
@@ -503,7 +502,7 @@ class PgStore:
         try:
             self._conn.execute(sql.SQL("ANALYZE {}").format(self._events))
         except psycopg.Error as exc:  # only an optimisation; the records are committed
-            _warn(f"ANALYZE of {self.schema}.{EVENTS_TABLE} failed: {_first_line(exc)}")
+            warn(f"ANALYZE of {self.schema}.{EVENTS_TABLE} failed: {_first_line(exc)}")
 
     def _insert(self, records: Sequence[PendingRecord]) -> None:
         rows = [
@@ -656,7 +655,7 @@ class PgStore:
         try:
             return _decode_checkpoint(bytes(row[0]))
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            _warn(f"ignoring the checkpoint in {self.schema}.{CHECKPOINTS_TABLE}: {exc}")
+            warn(f"ignoring the checkpoint in {self.schema}.{CHECKPOINTS_TABLE}: {exc}")
             return None
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
@@ -761,7 +760,3 @@ def _line_text(line: bytes) -> str:
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
-
-
-def _warn(message: str) -> None:
-    print(f"quotaledger: warning: {message}", file=sys.stderr)

@@ -25,7 +25,7 @@ import msgspec
 from sortedcontainers import SortedSet
 
 from quotaledger.journal import InvalidInput, Record, codes
-from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
@@ -48,14 +48,6 @@ SETTLEMENT_DECISION_KINDS = (
 HOST_DECISION_KINDS = ("host.phase_appended", "host.attempt_started")
 """Journaled host decisions: their inputs (handoff file, --cursor, --max-attempts,
 --max-phase) are not all recorded, so they cannot be re-decided from the journal."""
-
-
-def _builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)
-
-
-def _at(at_us: int | None) -> str | None:
-    return None if at_us is None else format_us(at_us)
 
 
 # -- the decision events ---------------------------------------------------------------
@@ -169,7 +161,7 @@ none, and the replay's are not compared with what was never recorded."""
 
 
 def _field_differences(label: str, recorded: msgspec.Struct, replayed: msgspec.Struct) -> list[str]:
-    left, right = _builtins(recorded), _builtins(replayed)
+    left, right = msgspec.to_builtins(recorded), msgspec.to_builtins(replayed)
     if left.get("dimensions") == {}:
         for name in FIGURES_ADDED_LATER:
             left.pop(name, None)
@@ -195,7 +187,7 @@ def explain(
     if decision.admitted:
         earliest: str | None = format_us(at_us)  # it was admissible right then
     else:
-        earliest = _at(cap.earliest_admissible_us(goal, request, at_us))
+        earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
     samples = cap.window_samples(goal, at_us)
     ev = cap.evaluate(goal, at_us)
     return {
@@ -213,12 +205,12 @@ def explain(
         "earliest_admissible_at": earliest,
         # More context (SPEC: more keys are welcome).
         "reasons": list(reasons),
-        "usage": _builtins(figures.usage),
+        "usage": msgspec.to_builtins(figures.usage),
         "headroom_tpm": figures.headroom_tpm,
         "forecast_tpm": figures.forecast_tpm,
         "class": request.run_class,
         "available_tpm": ev.available_tpm(request.run_class),
-        "dimensions": _builtins(figures.dimensions),
+        "dimensions": msgspec.to_builtins(figures.dimensions),
         "cold_start_reserve_tpm": figures.cold_start_reserve_tpm,
         "evaluator_reserve_tpm": figures.evaluator_reserve_tpm,
         "quota_tpm": figures.quota_tpm,
@@ -226,7 +218,7 @@ def explain(
         or (figures.cooldown_until is not None and parse_at(figures.cooldown_until) > at_us),
         "observation_stale": figures.observation_stale,
         "last_observation_at": figures.last_observation_at,
-        "active_cases": _builtins(figures.active_cases),
+        "active_cases": msgspec.to_builtins(figures.active_cases),
         "target_active_cases": figures.target_active_cases,
         "max_active_cases": figures.max_active_cases,
         "reservations": reservations(goal, at_us),
@@ -300,7 +292,7 @@ def reservations(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]]:
             "class": r.request.run_class,
             "forecast_tpm": r.request.forecast_tpm,
             "admitted_at": format_us(r.admitted_at_us),
-            "lease_until": _at(r.lease_until_us),
+            "lease_until": format_us_or_none(r.lease_until_us),
             "seq": r.seq,
         }
         for r in cap.active_runs_at(goal, at_us)
@@ -357,7 +349,7 @@ def audit_settlement(
         found.append("replayed: an idempotent replay (appends nothing)")
     elif replayed.kind != record.kind:
         found.append(f"kind: recorded {record.kind}, replayed {replayed.kind}")
-    elif _builtins(replayed.payload) != _builtins(payload):
+    elif msgspec.to_builtins(replayed.payload) != msgspec.to_builtins(payload):
         found += _field_differences("data", payload, replayed.payload)  # type: ignore[arg-type]
     return SettlementAudit(record, payload, replayed, tuple(found))
 

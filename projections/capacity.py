@@ -26,7 +26,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, parse_at
 from quotaledger.projections import reasons as R
 from quotaledger.projections.types import (
     CanonicalAt,
@@ -1038,8 +1038,8 @@ class Evaluation(msgspec.Struct, frozen=True):
             forecast_tpm=forecasts["tpm"],
             coverage=self.usage.coverage,
             observation_stale=self.observation_stale,
-            last_observation_at=_at_or_none(self.last_observation_at_us),
-            cooldown_until=_at_or_none(self.cooldown_until_us),
+            last_observation_at=format_us_or_none(self.last_observation_at_us),
+            cooldown_until=format_us_or_none(self.cooldown_until_us),
             active_cases=self.active_cases,
             target_active_cases=None if cases is None else cases.target_active_cases,
             max_active_cases=None if cases is None else cases.max_active_cases,
@@ -1121,10 +1121,6 @@ def _tidy(value: Number) -> Number:
         value = round(value, USAGE_DECIMALS)
         return int(value) if value.is_integer() else value
     return value
-
-
-def _at_or_none(at_us: int | None) -> str | None:
-    return None if at_us is None else format_us(at_us)
 
 
 # -- the admission decision (SPEC §3.3, §3.6) ------------------------------------------

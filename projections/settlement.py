@@ -46,7 +46,7 @@ from typing import Annotated, Any
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.clock import format_us_or_none, parse_at
 from quotaledger.projections.types import Identifier, Payload, StateStruct, TokenCount
 
 VERSION = "1"
@@ -298,10 +298,6 @@ def reopens_at_us(book: GoalSettlement, at_us: int) -> int | None:
     return None  # unreachable: once every spend has left, spent is 0 < allowed
 
 
-def _format_or_none(at_us: int | None) -> str | None:
-    return None if at_us is None else format_us(at_us)
-
-
 def _window_us(budget: Budget) -> int:
     return round(budget.window_hours * US_PER_HOUR)
 
@@ -377,7 +373,7 @@ def budget_view(book: GoalSettlement | None, at_us: int) -> dict[str, Any]:
         },
         "window_spent_units": spent,
         "throttled": spent >= book.budget.allowed_units,
-        "reopens_at": _format_or_none(reopens_at_us(book, at_us)),
+        "reopens_at": format_us_or_none(reopens_at_us(book, at_us)),
         "spent_total": book.spent_total,
     }
 

@@ -193,7 +193,3 @@ def _evaluated(annotation: Any, namespace: dict[str, Any]) -> Any:
 
 class StateStruct(msgspec.Struct, kw_only=True):
     """Base of mutable projection state (checkpointed with MessagePack)."""
-
-
-def to_builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)

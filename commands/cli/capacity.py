@@ -150,10 +150,8 @@ def register(app: typer.Typer) -> None:
                 f"included) or --usage; missing {', '.join(missing)}",
                 code=codes.USAGE,
             )
-        usage_text = None if usage is None else read_input("--usage", usage)
-        headers_text = (
-            None if provider_headers is None else read_input("--provider-headers", provider_headers)
-        )
+        usage_text = read_input("--usage", usage)
+        headers_text = read_input("--provider-headers", provider_headers)
         with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.observe(
                 goal=goal,
@@ -275,9 +273,7 @@ def register(app: typer.Typer) -> None:
         It does not release the run. Without --retry-after-s, the Retry-After of
         --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
         """
-        headers_text = (
-            None if provider_headers is None else read_input("--provider-headers", provider_headers)
-        )
+        headers_text = read_input("--provider-headers", provider_headers)
         with ctx.service(CapacityService, write=True) as ledger:
             result = ledger.reject(
                 goal=goal,

@@ -88,11 +88,13 @@ INPUT_CHARS_MAX = 1 << 20
 body or a header block is a few KiB; anything larger is not one."""
 
 
-def read_input(option: str, value: str) -> str:
+def read_input(option: str, value: str | None) -> str | None:
     """The text of a `FILE|-` option: the file, or standard input for `-` (exit 2 if it
-    cannot be read, is not UTF-8, or is over 1 MiB)."""
+    cannot be read, is not UTF-8, or is over 1 MiB); None when the option is not given."""
     import sys
 
+    if value is None:
+        return None
     try:
         if value == "-":
             text = sys.stdin.read(INPUT_CHARS_MAX + 1)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
@@ -32,10 +32,6 @@ if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
     from typing_extensions import Unpack
 
     from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
-
-
-def _builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
@@ -107,7 +103,7 @@ class CapacityService(ServiceBase):
                     "appended": False,
                     "reasons": [R.CONFIG_BELOW_OCCUPANCY],
                     "detail": below,
-                    "active_cases": _builtins(active),
+                    "active_cases": msgspec.to_builtins(active),
                     "config": config,
                     "changes": changes,
                 }
@@ -191,10 +187,10 @@ class CapacityService(ServiceBase):
             "run": run,
             "appended": True,
             "usage_tpm": ev.usage.usage_tpm,
-            "usage": _builtins(ev.usage.parts),
+            "usage": msgspec.to_builtins(ev.usage.parts),
             "coverage": ev.usage.coverage,
-            "provider": _builtins(report),
-            "lease_until": _at(leased.lease_until_us) if leased is not None else None,
+            "provider": msgspec.to_builtins(report),
+            "lease_until": format_us_or_none(leased.lease_until_us) if leased is not None else None,
             "event": event_json(pending),
         }
 
@@ -305,7 +301,7 @@ class CapacityService(ServiceBase):
             "ok": True,
             "goal": goal,
             "appended": True,
-            **_builtins(payload),
+            **msgspec.to_builtins(payload),
             "event": event_json(pending),
         }
 
@@ -554,10 +550,10 @@ def admit_json(
             seq, hash_ = decision.original.seq, decision.original.hash
         elif pending is not None:
             seq, hash_ = pending.record.seq, pending.record.hash
-        result["receipt"] = {**_builtins(decision.receipt), "seq": seq, "hash": hash_}
+        result["receipt"] = {**msgspec.to_builtins(decision.receipt), "seq": seq, "hash": hash_}
     else:
         result["reasons"] = list(decision.reasons)
-        result["figures"] = _builtins(decision.figures)
+        result["figures"] = msgspec.to_builtins(decision.figures)
         result["binding_dimension"] = decision.binding_dimension
     result["event"] = event_json(pending) if pending is not None else None
     return result
@@ -570,7 +566,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
         "at": format_us(at_us),
         "config": cap.config_json(ev.cases, ev.tokens),
         "usage_tpm": ev.usage.usage_tpm,
-        "usage": _builtins(ev.usage.parts),
+        "usage": msgspec.to_builtins(ev.usage.parts),
         "reserved_tpm": ev.reserved_tpm,
         "load_tpm": ev.load_tpm,
         "headroom_tpm": {
@@ -579,11 +575,11 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
         },
         "coverage": ev.usage.coverage,
         "observation_stale": ev.observation_stale,
-        "last_observation_at": _at(ev.last_observation_at_us),
-        "cooldown_until": _at(ev.cooldown_until_us),
+        "last_observation_at": format_us_or_none(ev.last_observation_at_us),
+        "cooldown_until": format_us_or_none(ev.cooldown_until_us),
         "cooldown_active": ev.cooldown_active,
         "active_runs": [_active_run_json(r) for r in ev.active_runs],
-        "active_counts": _builtins(ev.active_cases),
+        "active_counts": msgspec.to_builtins(ev.active_cases),
         "dimensions": dimensions_json(ev),
         "provider": provider_json(ev),
         "admission_ready": cap.admission_ready(ev),
@@ -628,7 +624,7 @@ def provider_json(ev: cap.Evaluation) -> dict[str, Any]:
         found[dimension] = {
             "limit": report.limit,
             "remaining": report.remaining,
-            "reset_at": _at(report.reset_at_us),
+            "reset_at": format_us_or_none(report.reset_at_us),
             "reported_at": format_us(report.at_us),
             "live": view.live,
             "used": view.used,
@@ -653,13 +649,9 @@ def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
         "forecast_tpm": cap.forecast_of(request, "tpm"),
         "forecasts": {d: cap.forecast_of(request, d) for d in cap.DIMENSIONS},
         "admitted_at": format_us(run.admitted_at_us),
-        "lease_until": _at(run.lease_until_us),
+        "lease_until": format_us_or_none(run.lease_until_us),
         "seq": run.seq,
     }
-
-
-def _at(at_us: int | None) -> str | None:
-    return None if at_us is None else format_us(at_us)
 
 
 def _names(values: Sequence[str] | str) -> tuple[str, ...]:

@@ -34,10 +34,6 @@ def parse_digest(text: str) -> tuple[int, str]:
 
 
 class JournalService(ServiceBase):
-    def _head_json(self) -> dict[str, Any]:
-        head = self.journal.head
-        return {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id}
-
     def verify(
         self, *, digest: str | None = None, progress: Progress | None = None
     ) -> dict[str, Any]:
@@ -54,7 +50,7 @@ class JournalService(ServiceBase):
         head = self.journal.verify(progress=progress, visit=remember if anchor else None)
         result: dict[str, Any] = {
             "ok": True,
-            "head": {"seq": head.seq, "hash": head.prev_hash, "journal_id": head.journal_id},
+            "head": head.to_json(),
             "records": head.next_seq,
             "bytes": head.offset,
             "torn_tail": None,
@@ -85,7 +81,7 @@ class JournalService(ServiceBase):
         return result
 
     def digest(self) -> dict[str, Any]:
-        head = self._head_json()
+        head = self.journal.head.to_json()
         if head["seq"] < 0:
             raise InvalidInput("the journal is empty", code=codes.EMPTY_JOURNAL)
         return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
@@ -98,7 +94,7 @@ class JournalService(ServiceBase):
             "truncated_after_seq": result.truncated_after_seq,
             "quarantine": result.quarantine,
             "quarantined_bytes": result.quarantined_bytes,
-            "head": self._head_json(),
+            "head": self.journal.head.to_json(),
         }
         if result.event is not None:
             body["event"] = event_json(result.event)
@@ -179,7 +175,7 @@ class JournalService(ServiceBase):
         if to_path == "-":
             records, size_bytes = self._export_to_stdout(progress)
             return {"ok": True, "to": "-", "records": records, "bytes": size_bytes,
-                    "head": self._head_json()}  # fmt: skip
+                    "head": self.journal.head.to_json()}  # fmt: skip
         check_out_path("--to", to_path)
         try:
             fd = os.open(
@@ -212,7 +208,7 @@ class JournalService(ServiceBase):
             "to": to_path,
             "records": records,
             "bytes": size_bytes,
-            "head": self._head_json(),
+            "head": self.journal.head.to_json(),
         }
 
     def _export_lines(
@@ -265,7 +261,7 @@ class JournalService(ServiceBase):
             "ok": True,
             "appended": True,
             "records": self.journal.head.next_seq,
-            "head": self._head_json(),
+            "head": self.journal.head.to_json(),
             "event": event_json(last),  # the last record loaded
         }
 
@@ -366,9 +362,6 @@ def _poll_wait() -> None:
 
 def _kind_matches(kind: str, wanted: str) -> bool:
     return kind == wanted or kind.startswith(wanted + ".")
-
-
-_to_builtins = msgspec.to_builtins
 
 
 def record_json(record: Record) -> dict[str, Any]:

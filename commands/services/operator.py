@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from quotaledger.journal import InvalidInput, Record, codes
-from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
@@ -30,10 +30,6 @@ if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
 Progress = Callable[[int], None]
 
 NOT_REPRODUCED = "not_reproduced"
-
-
-def _builtins(value: Any) -> Any:
-    return msgspec.to_builtins(value)
 
 
 def _optional_at(option: str, text: str | None) -> int | None:
@@ -182,7 +178,7 @@ class OperatorService(ServiceBase):
                 "admission_ready": view["admission_ready"],
                 "next_action": view["next_action"],
             }
-        return {"ok": True, "at": None if at_us is None else format_us(at_us), "goals": goals}
+        return {"ok": True, "at": format_us_or_none(at_us), "goals": goals}
 
     # -- whatif ------------------------------------------------------------------------
 
@@ -290,7 +286,7 @@ class OperatorService(ServiceBase):
         )
         result: dict[str, Any] = {
             "ok": True,
-            "at": None if at_us is None else format_us(at_us),
+            "at": format_us_or_none(at_us),
             "goals": names,
             "metrics": families,
         }
@@ -336,7 +332,7 @@ def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
         "reproduced": result.reproduced,
         "differences": list(result.differences),
         "explanation": result.explanation,
-        "request": _builtins(recorded.request),
+        "request": msgspec.to_builtins(recorded.request),
     }
     if not result.reproduced:
         body["reasons"] = [NOT_REPRODUCED]
@@ -345,7 +341,7 @@ def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
 
 def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
     record, replayed = result.record, result.replayed
-    data = _builtins(result.recorded_payload)
+    data = msgspec.to_builtins(result.recorded_payload)
     body: dict[str, Any] = {
         "ok": result.reproduced,
         "event": {

@@ -20,6 +20,20 @@ def at(seconds: float) -> str:
     return format_us(BASE_US + round(seconds * US_PER_S))
 
 
+def observed_data(**fields: Any) -> dict[str, Any]:
+    """A capacity.observed payload as JSON data (one metered sample), `fields` replaced."""
+    return {
+        "run": None,
+        "uncached_input": 1,
+        "cached_input": 0,
+        "output": 1,
+        "requests": None,
+        "coverage": "measured",
+        "source": None,
+        **fields,
+    }
+
+
 def flags(**options: Any) -> list[str]:
     """`--kebab-case VALUE` arguments; True is a bare flag, None and False are left out."""
     args: list[str] = []

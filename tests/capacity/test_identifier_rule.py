@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity, hosts, probes, settlement
 from quotaledger.projections.types import IDENTIFIER_PATTERN, _checked_fields
+from tests.capacity.capacity_helpers import observed_data
 
 RULE = re.compile(IDENTIFIER_PATTERN)
 ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.EVENTS}
@@ -47,17 +48,7 @@ def test_every_identifier_field_is_found() -> None:
 
 
 def observed(run: Any) -> bytes:
-    return msgspec.json.encode(
-        {
-            "run": run,
-            "uncached_input": 1,
-            "cached_input": 0,
-            "output": 1,
-            "requests": None,
-            "coverage": "measured",
-            "source": None,
-        }
-    )
+    return msgspec.json.encode(observed_data(run=run))
 
 
 DECODE_OBSERVED = msgspec.json.Decoder(capacity.CapacityObserved).decode

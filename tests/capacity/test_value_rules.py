@@ -20,6 +20,7 @@ from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, TOKEN_COUNT_MAX
 from quotaledger.projections import capacity, hosts, probes, settlement
 from quotaledger.projections.types import FreeText, Payload, TextTooLong, _checked_fields
 from quotaledger.services.base import check_text, check_tokens
+from tests.capacity.capacity_helpers import observed_data
 
 AT_LIMIT = {
     "ascii": "a" * 4096,
@@ -38,17 +39,7 @@ DECODE_OBSERVED = msgspec.json.Decoder(capacity.CapacityObserved).decode
 
 
 def observed(source: str) -> bytes:
-    return msgspec.json.encode(
-        {
-            "run": None,
-            "uncached_input": 1,
-            "cached_input": 0,
-            "output": 1,
-            "requests": None,
-            "coverage": "measured",
-            "source": source,
-        }
-    )
+    return msgspec.json.encode(observed_data(source=source))
 
 
 def test_every_free_text_field_is_found() -> None:

@@ -17,7 +17,7 @@ from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
-from tests.capacity.capacity_helpers import BASE_US
+from tests.capacity.capacity_helpers import BASE_US, observed_data
 
 
 class CountingList(list):  # type: ignore[type-arg]
@@ -42,16 +42,8 @@ def _journal(path: str, samples: int, spacing_us: int) -> None:
         ledger.configure(goal="g", quota_tpm=10**9, max_active_cases=4, at=format_us(BASE_US))
         with ledger.journal.transaction() as txn:
             for i in range(samples):
-                data = {
-                    "run": None,
-                    "uncached_input": 1,
-                    "cached_input": 0,
-                    "output": 1,
-                    "requests": None,
-                    "coverage": "measured",
-                    "source": None,
-                }
-                txn.append(cap.OBSERVED, "g", data, format_us(BASE_US + 1 + i * spacing_us))
+                at = format_us(BASE_US + 1 + i * spacing_us)
+                txn.append(cap.OBSERVED, "g", observed_data(), at)
 
 
 def _questions_reads(tmp_path: Path, samples: int) -> int:
