@@ -186,3 +186,13 @@ def test_each_code_spec_names_is_a_constant_with_spec_s_exit_code(
 ) -> None:
     assert code in CONSTANTS.values()
     assert DOCUMENTED[code] == exit_code
+
+
+def test_the_error_tree_drawn_in_errors_py_matches_the_classes() -> None:
+    # The drawing states each class's exit code again, for a reader: it must agree.
+    drawn = {name: int(code) for name, code in re.findall(r"(\w+)\s+(\d)  ", errors.__doc__ or "")}
+    assert drawn == {
+        name: cls.exit_code
+        for name, cls in _error_classes().items()
+        if cls.__module__ == errors.__name__ and cls is not errors.Error
+    }
