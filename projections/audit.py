@@ -28,8 +28,8 @@ from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
+from quotaledger.projections import hosts, settlement
 from quotaledger.projections import reasons as R
-from quotaledger.projections import settlement
 from quotaledger.projections.configrule import ConfigFields
 
 TOP_CONTRIBUTORS = 5
@@ -45,7 +45,7 @@ SETTLEMENT_DECISION_KINDS = (
 )
 """Journaled settlement decisions: every input is in the event, so they replay too."""
 
-HOST_DECISION_KINDS = ("host.phase_appended", "host.attempt_started")
+HOST_DECISION_KINDS = (hosts.PHASE_APPENDED, hosts.ATTEMPT_STARTED)
 """Journaled host decisions: their inputs (handoff file, --cursor, --max-attempts,
 --max-phase) are not all recorded, so they cannot be re-decided from the journal."""
 
@@ -118,7 +118,7 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
 @dataclass(frozen=True)
 class Audit:
     recorded: RecordedDecision
-    replayed: cap.Decision
+    replayed: cap.AdmissionDecision
     differences: tuple[str, ...]
     explanation: dict[str, Any]
 
@@ -135,23 +135,24 @@ def audit_decision(goal: cap.GoalCapacity, recorded: RecordedDecision) -> Audit:
     return Audit(recorded, replayed, differences, explain(goal, recorded.request, at_us, replayed))
 
 
-def compare(recorded: RecordedDecision, replayed: cap.Decision) -> tuple[str, ...]:
+def compare(recorded: RecordedDecision, replayed: cap.AdmissionDecision) -> tuple[str, ...]:
     """What differs between the record and the replay (empty: reproduced)."""
     found: list[str] = []
     if replayed.idempotent:
         # An idempotent replay appends nothing: a journaled decision never is one.
         found.append("replayed: an idempotent replay of an active run (appends nothing)")
-    if recorded.admitted != replayed.admitted:
-        found.append(f"admitted: recorded {recorded.admitted}, replayed {replayed.admitted}")
+    if recorded.admitted != replayed.ok:
+        found.append(f"admitted: recorded {recorded.admitted}, replayed {replayed.ok}")
     if recorded.reasons != replayed.reasons:
         found.append(
             f"reasons: recorded {list(recorded.reasons)}, replayed {list(replayed.reasons)}"
         )
-    if recorded.admitted and replayed.admitted and not replayed.idempotent:
-        assert recorded.receipt is not None and replayed.receipt is not None
-        found += _field_differences("receipt", recorded.receipt, replayed.receipt)
-    elif not recorded.admitted and not replayed.admitted:
-        found += _field_differences("figures", recorded.figures, replayed.figures)
+    detail = replayed.detail
+    if recorded.admitted and replayed.ok and not replayed.idempotent:
+        assert recorded.receipt is not None and detail.receipt is not None
+        found += _field_differences("receipt", recorded.receipt, detail.receipt)
+    elif not recorded.admitted and not replayed.ok:
+        found += _field_differences("figures", recorded.figures, detail.figures)
     return tuple(found)
 
 
@@ -174,17 +175,17 @@ def _field_differences(label: str, recorded: msgspec.Struct, replayed: msgspec.S
 
 
 def explain(
-    goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.Decision
+    goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.AdmissionDecision
 ) -> dict[str, Any]:
     """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
-    figures = decision.figures
+    figures = decision.detail.figures
     reasons = decision.reasons
     shortfall = None
     # SPEC §7: "when a token reason refused it" -- any reason of the token gate (§3.3
     # item 3), computed by the formula whenever the request carries a forecast.
     if any(reason in R.TOKEN_GATE_REASONS for reason in reasons):
         shortfall = cap.shortfall_tpm(figures, request.run_class)
-    if decision.admitted:
+    if decision.ok:
         earliest: str | None = format_us(at_us)  # it was admissible right then
     else:
         earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
@@ -308,7 +309,7 @@ class SettlementAudit:
 
     record: Record
     recorded_payload: Any
-    replayed: settlement.Decision
+    replayed: settlement.TurnDecision | settlement.BudgetDecision
     differences: tuple[str, ...]
 
     @property
@@ -321,6 +322,7 @@ def audit_settlement(
 ) -> SettlementAudit:
     """Re-take `budget configure` / `turn open|writeback|spend` with the recorded inputs."""
     goal = record.goal or ""
+    replayed: settlement.TurnDecision | settlement.BudgetDecision
     if isinstance(payload, settlement.BudgetConfigured):
         replayed = settlement.decide_budget(
             state, goal, payload.allowed_units, payload.window_hours
@@ -345,7 +347,7 @@ def audit_settlement(
     found: list[str] = []
     if not replayed.ok:
         found.append(f"replayed: refused {list(replayed.reasons)}")
-    elif replayed.kind is None:
+    elif replayed.idempotent:
         found.append("replayed: an idempotent replay (appends nothing)")
     elif replayed.kind != record.kind:
         found.append(f"kind: recorded {record.kind}, replayed {replayed.kind}")
@@ -529,27 +531,21 @@ class WhatIf(_GoalFold):
             return payload  # observations and releases happen as recorded
         decision = cap.decide_admission(goal, recorded.request, at_us)
         self.decisions += 1
-        if decision.admitted != recorded.admitted:
+        if decision.ok != recorded.admitted:
             self.flips.append(
                 Flip(
                     record.seq,
                     recorded.request.run,
                     record.at,
                     recorded.admitted,
-                    decision.admitted,
+                    decision.ok,
                     decision.reasons,
                     recorded.reasons,
                     decision.idempotent,
                 )
             )
-        if decision.idempotent:
-            return None  # nothing would have been appended: fold nothing
-        if decision.admitted:
-            assert decision.receipt is not None
-            return cap.CapacityAdmitted(request=recorded.request, receipt=decision.receipt)
-        return cap.CapacityRefused(
-            request=recorded.request, reasons=list(decision.reasons), figures=decision.figures
-        )
+        # What admit would have appended (None for an idempotent replay: fold nothing).
+        return decision.payload
 
     def assumptions(self) -> list[str]:
         """Every assumption the replay makes, stated for the operator."""

@@ -28,6 +28,7 @@ import msgspec
 from quotaledger.journal import Record
 from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, parse_at
 from quotaledger.projections import reasons as R
+from quotaledger.projections.decision import Decision
 from quotaledger.projections.types import (
     CanonicalAt,
     FreeText,
@@ -1126,24 +1127,22 @@ def _tidy(value: Number) -> Number:
 # -- the admission decision (SPEC §3.3, §3.6) ------------------------------------------
 
 
-class Decision(msgspec.Struct, frozen=True):
-    """What `decide_admission` concluded, with the figures it used."""
+class Admission(msgspec.Struct, frozen=True):
+    """What an admission decision used and took (its `Decision.detail`)."""
 
-    admitted: bool
-    idempotent: bool
-    reasons: tuple[str, ...]
     figures: Figures
     receipt: Receipt | None
     """For an admission: the new receipt, or the original one on an idempotent replay."""
     original: ActiveRun | None = None
     """The active admission of the same run, if any."""
 
-    @property
-    def binding_dimension(self) -> str | None:
-        return self.figures.binding_dimension
+
+AdmissionDecision = Decision[Admission]
+"""`ok` is admitted; the event is `capacity.admitted` or, for a refusal, the journaled
+`capacity.refused`; an idempotent replay appends nothing."""
 
 
-def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> Decision:
+def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> AdmissionDecision:
     """May `request` start at `at_us`? Pure: the same answer for the same inputs.
 
     `goal` is the goal's state folded up to (not including) the decision; `at_us` is the
@@ -1155,14 +1154,32 @@ def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> D
     if original is not None:
         figures = ev.figures(request, request.run_class)
         if original.request == request:
-            return Decision(True, True, (), figures, original.receipt, original)
-        conflict = (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,)
-        return Decision(False, False, conflict, figures, None, original)
+            detail = Admission(figures, original.receipt, original)
+            return Decision(idempotent=True, detail=detail)
+        return _refusal(request, (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,), figures, original)
     reasons = refusal_reasons(ev, request)
     figures = ev.figures(request, request.run_class, binding_dimension(reasons))
     if reasons:
-        return Decision(False, False, reasons, figures, None)
-    return Decision(True, False, (), figures, _receipt(ev, figures, request))
+        return _refusal(request, reasons, figures, None)
+    receipt = _receipt(ev, figures, request)
+    admitted = CapacityAdmitted(request=request, receipt=receipt)
+    return Decision(kind=ADMITTED, payload=admitted, detail=Admission(figures, receipt))
+
+
+def _refusal(
+    request: AdmitRequest,
+    reasons: tuple[str, ...],
+    figures: Figures,
+    original: ActiveRun | None,
+) -> AdmissionDecision:
+    """A refusal is journaled, with the figures it was decided on (SPEC §3.3)."""
+    refused = CapacityRefused(request=request, reasons=list(reasons), figures=figures)
+    return Decision(
+        reasons=reasons,
+        kind=REFUSED,
+        payload=refused,
+        detail=Admission(figures, None, original),
+    )
 
 
 def binding_dimension(reasons: tuple[str, ...] | list[str]) -> Dimension | None:
@@ -1347,7 +1364,7 @@ def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int
     happened (samples ageing out, cooldown ending, leases expiring, provider reports
     lapsing: every dimension); None if never."""
     for point_us in change_points_after(goal, at_us):
-        if decide_admission(goal, request, point_us).admitted:
+        if decide_admission(goal, request, point_us).ok:
             return point_us
     return None
 

@@ -7,7 +7,9 @@ its `host.attempt_returned` event) to one new phase. Nothing is ever erased: a
 continuation appends, failures stay in the history, attempt numbers never reset.
 
 This module holds the events, the fold and the pure decisions (`decide_phase`,
-`decide_start`, `decide_continue`). It does no I/O: the handoff file is read by the
+`decide_start`, `decide_continue`, `decide_exit`, `decide_return`, `decide_stop`,
+`decide_replan`: each a `projections.decision.Decision` naming the event to append).
+It does no I/O: the handoff file is read by the
 command layer, which passes in the digest it verified (or the reasons it failed),
 and the goal's capacity readiness comes in as two booleans.
 """
@@ -20,8 +22,10 @@ from typing import Annotated, Any, Literal, get_args
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.clock import parse_at
+from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.projections import reasons as R
+from quotaledger.projections.decision import Decision
 from quotaledger.projections.types import (
     CanonicalAt,
     FreeText,
@@ -147,15 +151,24 @@ class ReplanSettled(Payload, frozen=True):
     replan: Identifier
 
 
+PHASE_APPENDED = "host.phase_appended"
+ATTEMPT_STARTED = "host.attempt_started"
+PROCESS_EXITED = "host.process_exited"
+ATTEMPT_RETURNED = "host.attempt_returned"
+STOP_REQUESTED = "host.stop_requested"
+STOP_CLEARED = "host.stop_cleared"
+REPLAN_OPENED = "host.replan_opened"
+REPLAN_SETTLED = "host.replan_settled"
+
 EVENTS: dict[str, type[Payload]] = {
-    "host.phase_appended": PhaseAppended,
-    "host.attempt_started": AttemptStarted,
-    "host.process_exited": ProcessExited,
-    "host.attempt_returned": AttemptReturned,
-    "host.stop_requested": StopRequested,
-    "host.stop_cleared": StopCleared,
-    "host.replan_opened": ReplanOpened,
-    "host.replan_settled": ReplanSettled,
+    PHASE_APPENDED: PhaseAppended,
+    ATTEMPT_STARTED: AttemptStarted,
+    PROCESS_EXITED: ProcessExited,
+    ATTEMPT_RETURNED: AttemptReturned,
+    STOP_REQUESTED: StopRequested,
+    STOP_CLEARED: StopCleared,
+    REPLAN_OPENED: ReplanOpened,
+    REPLAN_SETTLED: ReplanSettled,
 }
 """Event kind -> payload Struct."""
 
@@ -498,26 +511,26 @@ class StartRequest(msgspec.Struct, frozen=True):
     max_attempts: int = MAX_ATTEMPTS_DEFAULT
 
 
-class Decision(msgspec.Struct):
-    """A decision's outcome. `ok` with `idempotent` means: nothing to append."""
+class HostDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """What a host decision found, for the application's answer (`Decision.detail`)."""
 
-    ok: bool
-    reasons: list[str] = msgspec.field(default_factory=list)
-    idempotent: bool = False
     phase: PhaseState | None = None
-    """The existing phase (replay) or the lane's current phase (start)."""
+    """The existing phase (a replay, or the one a refused request differs from) or the
+    lane's current phase (start)."""
     attempt: AttemptState | None = None
-    """The existing attempt (start replay) or the bound attempt (continue)."""
+    """The existing attempt (start, exit, return) or the bound attempt (continue)."""
     number: int = 0
     """Next phase number (phase/continue) or attempt number (start)."""
-    basis: str = "initial"
+
+
+HostDecision = Decision[HostDetail]
 
 
 def _deadline_reasons(deadline_us: int, at_us: int, max_phase_us: int) -> list[str]:
     if deadline_us <= at_us:
-        return ["deadline_not_in_future"]
+        return [R.DEADLINE_NOT_IN_FUTURE]
     if deadline_us - at_us > max_phase_us:
-        return ["deadline_too_far"]
+        return [R.DEADLINE_TOO_FAR]
     return []
 
 
@@ -525,11 +538,18 @@ def _handoff_reasons(handoff: HandoffCheck | None) -> list[str]:
     return list(handoff.reasons) if handoff is not None else []
 
 
+def _handoff_payload(check: HandoffCheck | None) -> Handoff | None:
+    if check is None:
+        return None
+    assert check.content is not None  # a failed check is a reason: never appended
+    return Handoff(sha256=check.sha256, bytes=check.bytes, content=check.content)
+
+
 def _next_phase_number(lane: LaneState | None) -> int:
     return (lane.phases[-1].phase + 1) if lane is not None and lane.phases else 1
 
 
-def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> Decision:
+def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> HostDecision:
     """`host phase`: a lane's first phase, or a further one after a completed attempt.
 
     A lane whose last attempt failed or was interrupted refuses `lane_failed`: it goes
@@ -554,24 +574,37 @@ def decide_phase(goal: GoalHosts | None, request: PhaseRequest, at_us: int) -> D
         and phase.profile == request.profile
         and phase.handoff_sha256 == handoff_sha
     ):
-        return Decision(ok=True, idempotent=True, phase=phase)
+        return Decision(idempotent=True, detail=HostDetail(phase=phase))
     if unused and phase is not None and at_us < phase.deadline_us:
         # The current phase is still open and nothing ran in it: another request
         # would replace its deadline or its handoff before any attempt saw them. A
         # replay can never extend time and a phase's input is immutable (seed 002);
         # a further phase comes after a completed attempt (or once this one expired).
         # The handoff was read first: a file failing its checks is not compared.
-        refusal = handoff_reasons or ["phase_exists_with_different_request"]
-        return Decision(ok=False, reasons=refusal, phase=phase)
+        refusal = handoff_reasons or [R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST]
+        return Decision(reasons=tuple(refusal), detail=HostDetail(phase=phase))
     reasons: list[str] = []
     last = last_attempt(goal, lane)
     if last is not None and last.returned and last.failure_kind is not None:
-        reasons.append("lane_failed")
+        reasons.append(R.LANE_FAILED)
     if in_flight(last):
-        reasons.append("attempt_in_flight")
+        reasons.append(R.ATTEMPT_IN_FLIGHT)
     reasons += _deadline_reasons(request.deadline_us, at_us, request.max_phase_us)
     reasons += handoff_reasons
-    return Decision(ok=not reasons, reasons=reasons, number=_next_phase_number(lane))
+    detail = HostDetail(number=_next_phase_number(lane))
+    if reasons:
+        return Decision(reasons=tuple(reasons), detail=detail)
+    payload = PhaseAppended(
+        lane=request.lane,
+        phase=detail.number,
+        deadline=format_us(request.deadline_us),
+        session=request.session,
+        profile=request.profile,
+        basis="initial",
+        bound=None,
+        handoff=_handoff_payload(request.handoff),
+    )
+    return Decision(kind=PHASE_APPENDED, payload=payload, detail=detail)
 
 
 def _ok_handoff_sha(handoff: HandoffCheck | None) -> str | None:
@@ -598,24 +631,24 @@ def start_reasons(
     last = last_attempt(goal, lane)
     reasons: list[str] = []
     if phase is None:
-        reasons.append("no_open_phase")
+        reasons.append(R.NO_OPEN_PHASE)
     elif at_us >= phase.deadline_us:
-        reasons.append("phase_deadline_passed")
+        reasons.append(R.PHASE_DEADLINE_PASSED)
     if goal.stop:
-        reasons.append("stop_requested")
+        reasons.append(R.STOP_REQUESTED)
     if unsettled_replans(lane):
-        reasons.append("replan_unsettled")
+        reasons.append(R.REPLAN_UNSETTLED)
     if phase is not None:
         phase_session = effective_session(goal, phase)
         phase_profile = effective_profile(goal, phase)
         if session is not None and phase_session is not None and session != phase_session:
-            reasons.append("session_mismatch")
+            reasons.append(R.SESSION_MISMATCH)
         if profile is not None and phase_profile is not None and profile != phase_profile:
-            reasons.append("profile_mismatch")
+            reasons.append(R.PROFILE_MISMATCH)
     if in_flight(last):
-        reasons.append("attempt_in_flight")
+        reasons.append(R.ATTEMPT_IN_FLIGHT)
     if lane_failure(goal, lane) is not None:
-        reasons.append("lane_failed")
+        reasons.append(R.LANE_FAILED)
     if (
         last is not None
         and last.failure_kind == "retryable"
@@ -623,15 +656,15 @@ def start_reasons(
         and phase is not None
         and len(phase.attempts) >= max_attempts
     ):
-        reasons.append("retry_limit_reached")
+        reasons.append(R.RETRY_LIMIT_REACHED)
     if not readiness.capacity_ready:
-        reasons.append("capacity_not_ready")
+        reasons.append(R.CAPACITY_NOT_READY)
     return reasons
 
 
 def decide_start(
     goal: GoalHosts | None, request: StartRequest, at_us: int, readiness: Readiness
-) -> Decision:
+) -> HostDecision:
     """`host start`, the dispatch gate: every failing reason, or the attempt's number.
 
     An attempt id names one attempt forever: the same start again (same lane,
@@ -643,7 +676,8 @@ def decide_start(
     goal = goal or GoalHosts()
     existing = goal.attempts.get(request.attempt)
     if existing is not None and (existing.exited or existing.returned):
-        return Decision(ok=False, reasons=["attempt_already_finished"], attempt=existing)
+        found = HostDetail(attempt=existing)
+        return Decision(reasons=(R.ATTEMPT_ALREADY_FINISHED,), detail=found)
     if existing is not None:
         same = (
             existing.lane == request.lane
@@ -652,8 +686,9 @@ def decide_start(
             and existing.pid == request.pid
         )
         if same:
-            return Decision(ok=True, idempotent=True, attempt=existing, number=existing.number)
-        return Decision(ok=False, reasons=["attempt_exists_with_different_request"])
+            found = HostDetail(attempt=existing, number=existing.number)
+            return Decision(idempotent=True, detail=found)
+        return Decision(reasons=(R.ATTEMPT_EXISTS_WITH_DIFFERENT_REQUEST,), detail=HostDetail())
     reasons = start_reasons(
         goal,
         request.lane,
@@ -664,14 +699,27 @@ def decide_start(
         max_attempts=request.max_attempts,
     )
     lane = goal.lanes.get(request.lane)
+    phase = current_phase(lane)
     # Attempt numbers count every attempt the lane ever started: they never reset.
-    number = len(lane.attempts) + 1 if lane is not None else 1
-    return Decision(ok=not reasons, reasons=reasons, phase=current_phase(lane), number=number)
+    detail = HostDetail(phase=phase, number=len(lane.attempts) + 1 if lane is not None else 1)
+    if reasons:
+        return Decision(reasons=tuple(reasons), detail=detail)
+    assert phase is not None  # no phase is a reason (no_open_phase)
+    payload = AttemptStarted(
+        lane=request.lane,
+        phase=phase.phase,
+        attempt=request.attempt,
+        number=detail.number,
+        session=request.session,
+        profile=request.profile,
+        pid=request.pid,
+    )
+    return Decision(kind=ATTEMPT_STARTED, payload=payload, detail=detail)
 
 
 def decide_continue(
     goal: GoalHosts | None, request: ContinueRequest, at_us: int, readiness: Readiness
-) -> Decision:
+) -> HostDecision:
     """`host continue`: bind exactly one failure to one new, finite phase.
 
     Replay first: when a phase is already bound to that failure, the same request
@@ -688,7 +736,7 @@ def decide_continue(
         # The handoff was read first; a file that fails its checks cannot be
         # compared with the phase's digest at all.
         if handoff_reasons:
-            return Decision(ok=False, reasons=handoff_reasons)
+            return Decision(reasons=tuple(handoff_reasons), detail=HostDetail())
         lane = goal.lanes.get(str(bound_ref[0]))
         phase = _phase(lane, int(bound_ref[1])) if lane is not None else None
         bound_attempt = goal.attempts.get(goal.returns.get(request.bind, ""))
@@ -702,14 +750,10 @@ def decide_continue(
             and bound_attempt is not None
             and bound_attempt.cursor == request.cursor
         )
+        found = HostDetail(phase=phase, attempt=bound_attempt)
         if same:
-            return Decision(ok=True, idempotent=True, phase=phase, attempt=bound_attempt)
-        return Decision(
-            ok=False,
-            reasons=["phase_exists_with_different_request"],
-            phase=phase,
-            attempt=bound_attempt,
-        )
+            return Decision(idempotent=True, detail=found)
+        return Decision(reasons=(R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST,), detail=found)
     return _continue_checks(goal, request, at_us, readiness, handoff_reasons)
 
 
@@ -719,7 +763,7 @@ def _continue_checks(
     at_us: int,
     readiness: Readiness,
     handoff_reasons: list[str],
-) -> Decision:
+) -> HostDecision:
     reasons: list[str] = []
     attempt_id = goal.returns.get(request.bind)
     attempt = goal.attempts.get(attempt_id) if attempt_id is not None else None
@@ -727,53 +771,59 @@ def _continue_checks(
         # A return of another lane is not found *in this lane*; any other host
         # event of this lane is found but is not a failure.
         if request.bind in goal.other_events and attempt is None:
-            reasons.append("bound_event_not_a_failure")
+            reasons.append(R.BOUND_EVENT_NOT_A_FAILURE)
         else:
-            reasons.append("bound_event_not_found")
+            reasons.append(R.BOUND_EVENT_NOT_FOUND)
         attempt = None
     elif attempt.failure_kind is None:
         # A completed return: there is no failed attempt to compare the session,
         # profile or cursor with (as for any other event that is not a failure).
-        reasons.append("bound_event_not_a_failure")
+        reasons.append(R.BOUND_EVENT_NOT_A_FAILURE)
         attempt = None
     lane = goal.lanes.get(request.lane)
     if attempt is not None:
         last = last_attempt(goal, lane)
         if last is not None and last.number > attempt.number:
-            reasons.append("bound_failure_superseded")
+            reasons.append(R.BOUND_FAILURE_SUPERSEDED)
         if not attempt.exited:
-            reasons.append("process_not_exited")
+            reasons.append(R.PROCESS_NOT_EXITED)
         if request.session != attempt.session:
-            reasons.append("session_mismatch")
+            reasons.append(R.SESSION_MISMATCH)
         if request.profile != attempt.profile:
-            reasons.append("profile_mismatch")
+            reasons.append(R.PROFILE_MISMATCH)
         if request.cursor != attempt.cursor:
-            reasons.append("history_changed")
+            reasons.append(R.HISTORY_CHANGED)
         if attempt.failure_kind in NEVER_CONTINUED:
-            reasons.append("failure_not_continuable")
+            reasons.append(R.FAILURE_NOT_CONTINUABLE)
     if goal.stop:
-        reasons.append("stop_requested")
+        reasons.append(R.STOP_REQUESTED)
     if unsettled_replans(lane):
-        reasons.append("replan_unsettled")
+        reasons.append(R.REPLAN_UNSETTLED)
     if (
         attempt is not None
         and attempt.failure_kind == "quota_exhausted"
         and readiness.has_token_gate
         and not readiness.capacity_ready
     ):
-        reasons.append("capacity_not_ready")
+        reasons.append(R.CAPACITY_NOT_READY)
     reasons += _deadline_reasons(request.deadline_us, at_us, request.max_phase_us)
     reasons += handoff_reasons
-    basis = (
-        "interrupted_attempt" if attempt and attempt.outcome == "interrupted" else "failed_attempt"
-    )
-    return Decision(
-        ok=not reasons,
-        reasons=reasons,
-        attempt=attempt,
-        number=_next_phase_number(lane),
+    detail = HostDetail(attempt=attempt, number=_next_phase_number(lane))
+    if reasons:
+        return Decision(reasons=tuple(reasons), detail=detail)
+    assert attempt is not None  # a bind that names no failure is a reason
+    basis: Basis = "interrupted_attempt" if attempt.outcome == "interrupted" else "failed_attempt"
+    payload = PhaseAppended(
+        lane=request.lane,
+        phase=detail.number,
+        deadline=format_us(request.deadline_us),
+        session=request.session,
+        profile=request.profile,
         basis=basis,
+        bound=request.bind,
+        handoff=_handoff_payload(request.handoff),
     )
+    return Decision(kind=PHASE_APPENDED, payload=payload, detail=detail)
 
 
 class ExitRequest(msgspec.Struct, frozen=True):
@@ -784,30 +834,35 @@ class ExitRequest(msgspec.Struct, frozen=True):
 
 class ReturnRequest(msgspec.Struct, frozen=True):
     attempt: str
-    outcome: str
-    failure_code: str | None
+    outcome: Outcome
+    failure_code: FailureCode | None
     detail: str | None
     cursor: str | None
 
 
-def decide_exit(goal: GoalHosts | None, request: ExitRequest) -> Decision:
+def decide_exit(goal: GoalHosts | None, request: ExitRequest) -> HostDecision:
     """`host exit`: the attempt's process was observed gone (recorded once)."""
     attempt = (goal or GoalHosts()).attempts.get(request.attempt)
     if attempt is None:
-        return Decision(ok=False, reasons=["attempt_not_found"])
+        return Decision(reasons=(R.ATTEMPT_NOT_FOUND,), detail=HostDetail())
+    found = HostDetail(attempt=attempt)
     if attempt.exited:
         same = attempt.exit_code == request.exit_code and attempt.signal == request.signal
         if same:
-            return Decision(ok=True, idempotent=True, attempt=attempt)
-        return Decision(ok=False, reasons=["exit_exists_with_different_request"], attempt=attempt)
-    return Decision(ok=True, attempt=attempt)
+            return Decision(idempotent=True, detail=found)
+        return Decision(reasons=(R.EXIT_EXISTS_WITH_DIFFERENT_REQUEST,), detail=found)
+    payload = ProcessExited(
+        attempt=request.attempt, exit_code=request.exit_code, signal=request.signal
+    )
+    return Decision(kind=PROCESS_EXITED, payload=payload, detail=found)
 
 
-def decide_return(goal: GoalHosts | None, request: ReturnRequest) -> Decision:
+def decide_return(goal: GoalHosts | None, request: ReturnRequest) -> HostDecision:
     """`host return`: the attempt's outcome (recorded once; its hash is what binds)."""
     attempt = (goal or GoalHosts()).attempts.get(request.attempt)
     if attempt is None:
-        return Decision(ok=False, reasons=["attempt_not_found"])
+        return Decision(reasons=(R.ATTEMPT_NOT_FOUND,), detail=HostDetail())
+    found = HostDetail(attempt=attempt)
     if attempt.returned:
         same = (
             attempt.outcome == request.outcome
@@ -816,6 +871,47 @@ def decide_return(goal: GoalHosts | None, request: ReturnRequest) -> Decision:
             and attempt.cursor == request.cursor
         )
         if same:
-            return Decision(ok=True, idempotent=True, attempt=attempt)
-        return Decision(ok=False, reasons=["return_exists_with_different_request"], attempt=attempt)
-    return Decision(ok=True, attempt=attempt)
+            return Decision(idempotent=True, detail=found)
+        return Decision(reasons=(R.RETURN_EXISTS_WITH_DIFFERENT_REQUEST,), detail=found)
+    failure = None
+    if request.failure_code is not None:
+        failure = Failure(code=request.failure_code, detail=request.detail)
+    payload = AttemptReturned(
+        attempt=request.attempt, outcome=request.outcome, failure=failure, cursor=request.cursor
+    )
+    return Decision(kind=ATTEMPT_RETURNED, payload=payload, detail=found)
+
+
+def decide_stop(goal: GoalHosts | None, *, clear: bool) -> Decision[None]:
+    """`host stop [--clear]`: already in the requested state appends nothing."""
+    stopped = goal is not None and goal.stop
+    if stopped != clear:
+        return Decision(idempotent=True, detail=None)
+    if clear:
+        return Decision(kind=STOP_CLEARED, payload=StopCleared(), detail=None)
+    return Decision(kind=STOP_REQUESTED, payload=StopRequested(), detail=None)
+
+
+ReplanAction = Literal["open", "settle"]
+
+
+def decide_replan(
+    goal: GoalHosts | None, lane: str, replan: str, action: ReplanAction
+) -> Decision[ReplanState | None]:
+    """`host replan --open | --settle`: each once; an open replan holds its lane. The
+    detail is the replan as recorded (None: never opened)."""
+    lane_state = (goal or GoalHosts()).lanes.get(lane)
+    existing = lane_state.replans.get(replan) if lane_state is not None else None
+    if action == "open":
+        if existing is not None and existing.open:
+            return Decision(idempotent=True, detail=existing)
+        if existing is not None:
+            return Decision(reasons=(R.REPLAN_ALREADY_SETTLED,), detail=existing)
+        payload: Payload = ReplanOpened(lane=lane, replan=replan)
+        return Decision(kind=REPLAN_OPENED, payload=payload, detail=None)
+    if existing is None:
+        return Decision(reasons=(R.REPLAN_NOT_OPEN,), detail=None)
+    if not existing.open:
+        return Decision(idempotent=True, detail=existing)
+    payload = ReplanSettled(lane=lane, replan=replan)
+    return Decision(kind=REPLAN_SETTLED, payload=payload, detail=existing)

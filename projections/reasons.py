@@ -1,8 +1,8 @@
-"""Reason codes: the public words a refusal is made of (SPEC §3, §8).
+"""Reason codes: the public words a refusal is made of (SPEC §3, §4, §5, §8).
 
-Each is a plain string constant so callers compare against a name, never a literal
-they might misspell. The tuples give the documented order in which the admission
-decision reports them.
+Every reason code of every domain is listed here, once. Each is a plain string
+constant so callers compare against a name, never a literal they might misspell. The
+tuples give the documented order in which the admission decision reports them.
 """
 
 from __future__ import annotations
@@ -96,3 +96,98 @@ ADMISSION_REASONS = (
 """Every reason `decide_admission` can give, in the order it reports them."""
 
 CAPACITY_REASONS = (*ADMISSION_REASONS, CONFIG_BELOW_OCCUPANCY, RUN_NOT_ACTIVE)
+
+# -- host continuation (SPEC §4): phase, start, continue, exit, return, replan ---------
+DEADLINE_NOT_IN_FUTURE = "deadline_not_in_future"
+DEADLINE_TOO_FAR = "deadline_too_far"
+PHASE_EXISTS_WITH_DIFFERENT_REQUEST = "phase_exists_with_different_request"
+LANE_FAILED = "lane_failed"
+ATTEMPT_IN_FLIGHT = "attempt_in_flight"
+NO_OPEN_PHASE = "no_open_phase"
+PHASE_DEADLINE_PASSED = "phase_deadline_passed"
+STOP_REQUESTED = "stop_requested"
+REPLAN_UNSETTLED = "replan_unsettled"
+SESSION_MISMATCH = "session_mismatch"
+PROFILE_MISMATCH = "profile_mismatch"
+RETRY_LIMIT_REACHED = "retry_limit_reached"
+CAPACITY_NOT_READY = "capacity_not_ready"
+ATTEMPT_ALREADY_FINISHED = "attempt_already_finished"
+ATTEMPT_EXISTS_WITH_DIFFERENT_REQUEST = "attempt_exists_with_different_request"
+BOUND_EVENT_NOT_A_FAILURE = "bound_event_not_a_failure"
+BOUND_EVENT_NOT_FOUND = "bound_event_not_found"
+BOUND_FAILURE_SUPERSEDED = "bound_failure_superseded"
+PROCESS_NOT_EXITED = "process_not_exited"
+HISTORY_CHANGED = "history_changed"
+FAILURE_NOT_CONTINUABLE = "failure_not_continuable"
+ATTEMPT_NOT_FOUND = "attempt_not_found"
+EXIT_EXISTS_WITH_DIFFERENT_REQUEST = "exit_exists_with_different_request"
+RETURN_EXISTS_WITH_DIFFERENT_REQUEST = "return_exists_with_different_request"
+REPLAN_ALREADY_SETTLED = "replan_already_settled"
+REPLAN_NOT_OPEN = "replan_not_open"
+
+# -- host continuation: the handoff file, read before any decision (SPEC §4.2) --------
+HANDOFF_MISSING = "handoff_missing"
+HANDOFF_NOT_REGULAR = "handoff_not_regular"
+HANDOFF_TOO_LARGE = "handoff_too_large"
+HANDOFF_DIGEST_MISMATCH = "handoff_digest_mismatch"
+
+# -- settlement (SPEC §5). The first six are the spec's; the rest name cases it leaves
+# open (see projections/settlement.py's docstring). ----------------------------------
+SETTLEMENT_OWED = "settlement_owed"
+TURN_IN_PROGRESS = "turn_in_progress"
+QUOTA_THROTTLED = "quota_throttled"
+TURN_NOT_OPEN = "turn_not_open"
+SPEND_IDENTITY_MISMATCH = "spend_identity_mismatch"
+WRITEBACK_NOT_VERIFIED = "writeback_not_verified"
+WRITEBACK_AMOUNT_CONFLICT = "writeback_amount_conflict"
+"""A second writeback of a turn with a different amount: the first one stands."""
+TURN_EXISTS_WITH_DIFFERENT_TASK = "turn_exists_with_different_task"
+"""`turn open` names a turn id the agent already opened, for another task."""
+TURN_ALREADY_SETTLED = "turn_already_settled"
+"""`turn open` names a turn id that was already settled: its effect was spent."""
+
+HOST_REASONS = (
+    DEADLINE_NOT_IN_FUTURE,
+    DEADLINE_TOO_FAR,
+    PHASE_EXISTS_WITH_DIFFERENT_REQUEST,
+    LANE_FAILED,
+    ATTEMPT_IN_FLIGHT,
+    NO_OPEN_PHASE,
+    PHASE_DEADLINE_PASSED,
+    STOP_REQUESTED,
+    REPLAN_UNSETTLED,
+    SESSION_MISMATCH,
+    PROFILE_MISMATCH,
+    RETRY_LIMIT_REACHED,
+    CAPACITY_NOT_READY,
+    ATTEMPT_ALREADY_FINISHED,
+    ATTEMPT_EXISTS_WITH_DIFFERENT_REQUEST,
+    BOUND_EVENT_NOT_A_FAILURE,
+    BOUND_EVENT_NOT_FOUND,
+    BOUND_FAILURE_SUPERSEDED,
+    PROCESS_NOT_EXITED,
+    HISTORY_CHANGED,
+    FAILURE_NOT_CONTINUABLE,
+    ATTEMPT_NOT_FOUND,
+    EXIT_EXISTS_WITH_DIFFERENT_REQUEST,
+    RETURN_EXISTS_WITH_DIFFERENT_REQUEST,
+    REPLAN_ALREADY_SETTLED,
+    REPLAN_NOT_OPEN,
+    HANDOFF_MISSING,
+    HANDOFF_NOT_REGULAR,
+    HANDOFF_TOO_LARGE,
+    HANDOFF_DIGEST_MISMATCH,
+)
+SETTLEMENT_REASONS = (
+    SETTLEMENT_OWED,
+    TURN_IN_PROGRESS,
+    QUOTA_THROTTLED,
+    TURN_NOT_OPEN,
+    SPEND_IDENTITY_MISMATCH,
+    WRITEBACK_NOT_VERIFIED,
+    WRITEBACK_AMOUNT_CONFLICT,
+    TURN_EXISTS_WITH_DIFFERENT_TASK,
+    TURN_ALREADY_SETTLED,
+)
+EVERY_REASON = (*CAPACITY_REASONS, *HOST_REASONS, *SETTLEMENT_REASONS)
+"""Every reason code of every domain (each in exactly one domain)."""

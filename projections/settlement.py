@@ -46,7 +46,19 @@ from typing import Annotated, Any
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.clock import format_us_or_none, parse_at
+from quotaledger.journal.clock import parse_at
+from quotaledger.projections.decision import Decision
+from quotaledger.projections.reasons import (
+    QUOTA_THROTTLED,
+    SETTLEMENT_OWED,
+    SPEND_IDENTITY_MISMATCH,
+    TURN_ALREADY_SETTLED,
+    TURN_EXISTS_WITH_DIFFERENT_TASK,
+    TURN_IN_PROGRESS,
+    TURN_NOT_OPEN,
+    WRITEBACK_AMOUNT_CONFLICT,
+    WRITEBACK_NOT_VERIFIED,
+)
 from quotaledger.projections.types import Identifier, Payload, StateStruct, TokenCount
 
 VERSION = "1"
@@ -66,22 +78,6 @@ OPEN = "open"
 SPEND_OWED = "spend_owed"
 SETTLED = "settled"
 IDLE = "idle"
-
-# Reason codes (refusals, exit 1). The first six are SPEC §5; the rest name cases
-# the spec leaves open (see the module docstring).
-SETTLEMENT_OWED = "settlement_owed"
-TURN_IN_PROGRESS = "turn_in_progress"
-QUOTA_THROTTLED = "quota_throttled"
-TURN_NOT_OPEN = "turn_not_open"
-SPEND_IDENTITY_MISMATCH = "spend_identity_mismatch"
-WRITEBACK_NOT_VERIFIED = "writeback_not_verified"
-WRITEBACK_AMOUNT_CONFLICT = "writeback_amount_conflict"
-"""A second writeback of a turn with a different amount: the first one stands."""
-TURN_EXISTS_WITH_DIFFERENT_TASK = "turn_exists_with_different_task"
-"""`turn open` names a turn id the agent already opened, for another task."""
-TURN_ALREADY_SETTLED = "turn_already_settled"
-"""`turn open` names a turn id that was already settled: its effect was spent."""
-
 
 # -- events ---------------------------------------------------------------------------
 
@@ -302,105 +298,56 @@ def _window_us(budget: Budget) -> int:
     return round(budget.window_hours * US_PER_HOUR)
 
 
-# -- views ----------------------------------------------------------------------------
-
-
-def turn_view(goal: str, agent: str, turn: Turn) -> dict[str, Any]:
-    view: dict[str, Any] = {
-        "turn": turn.turn,
-        "task": turn.task,
-        "effect": turn.effect,
-        "phase": turn.phase,
-        "opened_at": turn.opened_at,
-        "amount": turn.amount,
-        "writeback_at": turn.writeback_at,
-        "spent_at": turn.spent_at,
-    }
-    if turn.phase == SPEND_OWED:
-        assert turn.amount is not None  # a writeback always records the amount
-        view["command"] = spend_command(goal, agent, turn.turn, turn.effect, turn.amount)
-    return view
-
-
-def resume_view(state: SettlementState, goal: str, agent: str) -> dict[str, Any]:
-    """`turn resume`: what the agent's latest turn needs next, from the fold alone."""
-    book = state.goals.get(goal)
-    turns = None if book is None else book.agents.get(agent)
-    if turns is None or turns.latest is None:
-        return {"phase": IDLE}
-    turn = turns.turns[turns.latest]
-    identity = {"turn": turn.turn, "task": turn.task, "effect": turn.effect}
-    if turn.phase == OPEN:
-        return {"phase": OPEN, "next_step": "writeback", **identity}
-    assert turn.amount is not None
-    if turn.phase == SPEND_OWED:
-        return {
-            "phase": SPEND_OWED,
-            "command": spend_command(goal, agent, turn.turn, turn.effect, turn.amount),
-            "argv": spend_argv(goal, agent, turn.turn, turn.effect, turn.amount),
-            "effect": turn.effect,
-            "amount": turn.amount,
-            "turn": turn.turn,
-            "task": turn.task,
-        }
-    return {
-        "phase": SETTLED,
-        "effective_action": "settled_skip",
-        **identity,
-        "amount": turn.amount,
-        "spent_at": turn.spent_at,
-        "spend_seq": turn.spend_seq,
-    }
-
-
-def budget_view(book: GoalSettlement | None, at_us: int) -> dict[str, Any]:
-    """The goal's budget and where the rolling window stands at `at_us`."""
-    if book is None or book.budget is None:
-        return {
-            "budget": None,
-            "window_spent_units": None,
-            "throttled": False,
-            "reopens_at": None,
-            "spent_total": 0 if book is None else book.spent_total,
-        }
-    spent = window_spent_units(book, at_us)
-    assert spent is not None
-    return {
-        "budget": {
-            "allowed_units": book.budget.allowed_units,
-            "window_hours": book.budget.window_hours,
-            "configured_at": book.budget.configured_at,
-        },
-        "window_spent_units": spent,
-        "throttled": spent >= book.budget.allowed_units,
-        "reopens_at": format_us_or_none(reopens_at_us(book, at_us)),
-        "spent_total": book.spent_total,
-    }
-
-
 # -- decisions ------------------------------------------------------------------------
 
 
-class Decision(msgspec.Struct, frozen=True):
-    """The outcome of a pure decision: refuse (reasons), append one event, or neither.
+class BudgetFigures(msgspec.Struct, frozen=True):
+    """The goal's budget and where its rolling window stands at one time."""
 
-    `reasons` empty and `kind` None means an idempotent replay: ok, nothing appended.
-    `view` is JSON-ready context for the caller's answer.
-    """
+    budget: Budget | None
+    window_spent_units: int | None
+    """None without a budget."""
+    throttled: bool
+    reopens_at_us: int | None
+    """When a throttled window re-opens by itself (None: not throttled, or never)."""
+    spent_total: int
 
-    reasons: tuple[str, ...] = ()
-    kind: str | None = None
-    payload: Payload | None = None
-    view: dict[str, Any] = msgspec.field(default_factory=dict)
 
-    @property
-    def ok(self) -> bool:
-        return not self.reasons
+def budget_figures(book: GoalSettlement | None, at_us: int) -> BudgetFigures:
+    if book is None or book.budget is None:
+        spent_total = 0 if book is None else book.spent_total
+        return BudgetFigures(None, None, False, None, spent_total)
+    spent = window_spent_units(book, at_us)
+    assert spent is not None
+    throttled = spent >= book.budget.allowed_units
+    return BudgetFigures(
+        book.budget, spent, throttled, reopens_at_us(book, at_us), book.spent_total
+    )
+
+
+class TurnDetail(msgspec.Struct, frozen=True, kw_only=True):
+    """What a turn decision found, for the application's answer."""
+
+    turn: Turn | None = None
+    """The turn the request names, as the journal holds it (None: never opened, or a
+    turn not opened yet)."""
+    owed: Turn | None = None
+    """The agent's latest turn while its spend is owed (it blocks a new turn)."""
+    in_progress: Turn | None = None
+    """The agent's latest turn while it awaits its writeback (it blocks a new turn)."""
+    figures: BudgetFigures | None = None
+    """`turn open`: the goal's budget window at the decision's time."""
+    effect: str | None = None
+    """The named turn's effect id (None when the turn is unknown)."""
+
+
+TurnDecision = Decision[TurnDetail]
+BudgetDecision = Decision[None]
 
 
 def decide_budget(
     state: SettlementState, goal: str, allowed_units: int, window_hours: float
-) -> Decision:
+) -> BudgetDecision:
     """`budget configure`: the same budget again changes nothing."""
     book = state.goals.get(goal)
     current = None if book is None else book.budget
@@ -409,84 +356,79 @@ def decide_budget(
         and current.allowed_units == allowed_units
         and current.window_hours == window_hours
     ):
-        return Decision(view={"idempotent": True})
+        return Decision(idempotent=True, detail=None)
     payload = BudgetConfigured(allowed_units=allowed_units, window_hours=window_hours)
-    return Decision(kind=BUDGET_CONFIGURED, payload=payload, view={"idempotent": False})
+    return Decision(kind=BUDGET_CONFIGURED, payload=payload, detail=None)
 
 
 def decide_open(
     state: SettlementState, goal: str, agent: str, turn: str, task: str, at_us: int
-) -> Decision:
+) -> TurnDecision:
     """`turn open`: a new turn only once the agent's previous turn is settled and the
     goal's rolling window has units left. Reopening the same open turn is a replay."""
     book = state.goals.get(goal) or GoalSettlement()
     turns = book.agents.get(agent) or AgentTurns()
     existing = turns.turns.get(turn)
     if existing is not None:
-        return _reopen(goal, agent, existing, task)
+        return _reopen(existing, task)
     reasons: list[str] = []
-    view: dict[str, Any] = {}
+    owed = in_progress = None
     latest = turns.turns.get(turns.latest) if turns.latest is not None else None
     if latest is not None and latest.phase == SPEND_OWED:
         reasons.append(SETTLEMENT_OWED)
-        view["owed"] = turn_view(goal, agent, latest)
-        view["command"] = view["owed"]["command"]
+        owed = latest
     elif latest is not None and latest.phase == OPEN:
         reasons.append(TURN_IN_PROGRESS)
-        view["in_progress"] = turn_view(goal, agent, latest)
-    figures = budget_view(book, at_us)
-    if figures["throttled"]:
+        in_progress = latest
+    figures = budget_figures(book, at_us)
+    if figures.throttled:
         reasons.append(QUOTA_THROTTLED)
-    view["figures"] = figures
+    detail = TurnDetail(
+        owed=owed,
+        in_progress=in_progress,
+        figures=figures,
+        effect=effect_of(goal, agent, task, turn),
+    )
     if reasons:
-        return Decision(reasons=tuple(reasons), view=view)
+        return Decision(reasons=tuple(reasons), detail=detail)
     payload = TurnOpened(agent=agent, turn=turn, task=task)
-    view |= {"phase": OPEN, "effect": effect_of(goal, agent, task, turn), "idempotent": False}
-    return Decision(kind=TURN_OPENED, payload=payload, view=view)
+    return Decision(kind=TURN_OPENED, payload=payload, detail=detail)
 
 
-def _reopen(goal: str, agent: str, existing: Turn, task: str) -> Decision:
-    view: dict[str, Any] = {"turn_state": turn_view(goal, agent, existing)}
+def _reopen(existing: Turn, task: str) -> TurnDecision:
+    detail = TurnDetail(turn=existing, effect=existing.effect)
     if existing.task != task:
-        return Decision(reasons=(TURN_EXISTS_WITH_DIFFERENT_TASK,), view=view)
+        return Decision(reasons=(TURN_EXISTS_WITH_DIFFERENT_TASK,), detail=detail)
     if existing.phase == SPEND_OWED:
         # The re-entering runner learns what it still owes, exactly as for a new turn.
-        view["command"] = view["turn_state"]["command"]
-        return Decision(reasons=(SETTLEMENT_OWED,), view=view)
+        return Decision(reasons=(SETTLEMENT_OWED,), detail=detail)
     if existing.phase == SETTLED:
-        return Decision(reasons=(TURN_ALREADY_SETTLED,), view=view)
-    return Decision(view={**view, "phase": OPEN, "effect": existing.effect, "idempotent": True})
+        return Decision(reasons=(TURN_ALREADY_SETTLED,), detail=detail)
+    return Decision(idempotent=True, detail=detail)
 
 
 def decide_writeback(
     state: SettlementState, goal: str, agent: str, turn: str, amount: int
-) -> Decision:
+) -> TurnDecision:
     """`turn writeback`: records the amount the turn's effect owes, once."""
     book = state.goals.get(goal)
     existing = None if book is None else _turn(book, agent, turn)
     if existing is None:
-        return Decision(reasons=(TURN_NOT_OPEN,))
-    view: dict[str, Any] = {"effect": existing.effect, "task": existing.task}
+        return Decision(reasons=(TURN_NOT_OPEN,), detail=TurnDetail())
+    detail = TurnDetail(turn=existing, effect=existing.effect)
     if existing.phase == OPEN:
         payload = TurnWritebackVerified(
             agent=agent, turn=turn, effect=existing.effect, amount=amount
         )
-        command = spend_command(goal, agent, turn, existing.effect, amount)
-        view |= {"phase": SPEND_OWED, "command": command, "idempotent": False}
-        return Decision(kind=TURN_WRITEBACK_VERIFIED, payload=payload, view=view)
-    view["turn_state"] = turn_view(goal, agent, existing)
+        return Decision(kind=TURN_WRITEBACK_VERIFIED, payload=payload, detail=detail)
     if existing.amount != amount:
-        view["recorded_amount"] = existing.amount
-        return Decision(reasons=(WRITEBACK_AMOUNT_CONFLICT,), view=view)
-    view |= {"phase": existing.phase, "idempotent": True}
-    if existing.phase == SPEND_OWED:
-        view["command"] = view["turn_state"]["command"]
-    return Decision(view=view)
+        return Decision(reasons=(WRITEBACK_AMOUNT_CONFLICT,), detail=detail)
+    return Decision(idempotent=True, detail=detail)
 
 
 def decide_spend(
     state: SettlementState, goal: str, agent: str, turn: str, effect: str, amount: int
-) -> Decision:
+) -> TurnDecision:
     """`turn spend`: debit the recorded identity exactly once.
 
     A turn the goal and agent never opened is a foreign identity
@@ -497,24 +439,19 @@ def decide_spend(
     """
     book = state.goals.get(goal) or GoalSettlement()
     existing = _turn(book, agent, turn)
-    view: dict[str, Any] = {}
     owed = _owed_turn(book, agent)
-    if owed is not None:
-        view["owed"] = turn_view(goal, agent, owed)
     if existing is None:
-        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), view=view)
-    view["turn_state"] = turn_view(goal, agent, existing)
-    reasons: list[str] = []
+        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), detail=TurnDetail(owed=owed))
+    detail = TurnDetail(turn=existing, owed=owed, effect=existing.effect)
     if existing.phase == OPEN:
-        reasons.append(WRITEBACK_NOT_VERIFIED)
+        reasons = [WRITEBACK_NOT_VERIFIED]
         if existing.effect != effect:
             reasons.append(SPEND_IDENTITY_MISMATCH)
-        return Decision(reasons=tuple(reasons), view=view)
+        return Decision(reasons=tuple(reasons), detail=detail)
     if existing.effect != effect or existing.amount != amount:
-        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), view=view)
+        return Decision(reasons=(SPEND_IDENTITY_MISMATCH,), detail=detail)
     if existing.phase == SETTLED:
-        view |= {"idempotent": True, "spend_seq": existing.spend_seq}
-        return Decision(view=view)
+        return Decision(idempotent=True, detail=detail)
     payload = QuotaSpent(
         agent=agent,
         turn=turn,
@@ -523,9 +460,7 @@ def decide_spend(
         spent_before=book.spent_total,
         spent_after=book.spent_total + amount,
     )
-    view |= {"idempotent": False, "spent_before": book.spent_total}
-    view["spent_after"] = book.spent_total + amount
-    return Decision(kind=QUOTA_SPENT, payload=payload, view=view)
+    return Decision(kind=QUOTA_SPENT, payload=payload, detail=detail)
 
 
 def _owed_turn(book: GoalSettlement, agent: str) -> Turn | None:

@@ -6,7 +6,7 @@ import difflib
 import re
 from typing import Any, TypeVar
 
-from quotaledger.journal import InvalidInput, Journal, codes
+from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
 from quotaledger.journal.limits import (
     CHECKPOINT_EVERY_EVENTS,
@@ -16,6 +16,7 @@ from quotaledger.journal.limits import (
     TOKEN_COUNT_MAX,
 )
 from quotaledger.journal.store import PendingRecord
+from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
 
@@ -133,6 +134,19 @@ class ServiceBase:
         if at is not None:
             return self.journal.fold_as_of(at=canonical_at(at))[0]
         return self.journal.state
+
+
+def conclude(
+    txn: Transaction[Ledger], goal: str, at: str, decision: Decision[Any]
+) -> PendingRecord | None:
+    """Every writer ends here: append the event its decision names, if it names one.
+
+    A refusal names none (except an admission refusal, which is journaled), nor does
+    an idempotent replay. The caller builds its answer from the decision and the
+    pending record (None: nothing appended)."""
+    if decision.kind is None:
+        return None
+    return txn.append(decision.kind, goal, decision.payload, at)
 
 
 def event_json(pending: PendingRecord) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from quotaledger.services.base import (
     check_identifier,
     check_text,
     check_tokens,
+    conclude,
     event_json,
 )
 
@@ -236,17 +237,7 @@ class CapacityService(ServiceBase):
             at_text = txn.time_for(goal, at)
             state = cap.goal_of(txn.state.capacity, goal)
             decision = cap.decide_admission(state, request, parse_at(at_text))
-            pending = None
-            if not dry_run and not decision.idempotent:
-                if decision.admitted:
-                    assert decision.receipt is not None
-                    admitted = cap.CapacityAdmitted(request=request, receipt=decision.receipt)
-                    pending = txn.append(cap.ADMITTED, goal, admitted, at_text)
-                else:
-                    refused = cap.CapacityRefused(
-                        request=request, reasons=list(decision.reasons), figures=decision.figures
-                    )
-                    pending = txn.append(cap.REFUSED, goal, refused, at_text)
+            pending = None if dry_run else conclude(txn, goal, at_text, decision)
         return admit_json(goal, decision, pending, at_text, dry_run=dry_run)
 
     # -- reject ------------------------------------------------------------------------
@@ -525,36 +516,37 @@ def check_retry_after_s(value: float | None) -> float | None:
 
 def admit_json(
     goal: str,
-    decision: cap.Decision,
+    decision: cap.AdmissionDecision,
     pending: PendingRecord | None,
     at_text: str,
     *,
     dry_run: bool,
 ) -> dict[str, Any]:
     """The `admit` result (SPEC §8): receipt on admission, reasons and figures on refusal."""
+    detail = decision.detail
     result: dict[str, Any] = {
-        "ok": decision.admitted,
+        "ok": decision.ok,
         "goal": goal,
         "at": at_text,
-        "admitted": decision.admitted,
+        "admitted": decision.ok,
         "idempotent": decision.idempotent,
         "appended": pending is not None,
         "dry_run": dry_run,
     }
-    if decision.admitted:
-        assert decision.receipt is not None
+    if decision.ok:
+        assert detail.receipt is not None
         # The receipt names its admission event: the original one on a replay, none on a
         # dry run. (It is added here because a record cannot contain its own hash.)
         seq = hash_ = None
-        if decision.idempotent and decision.original is not None:
-            seq, hash_ = decision.original.seq, decision.original.hash
+        if decision.idempotent and detail.original is not None:
+            seq, hash_ = detail.original.seq, detail.original.hash
         elif pending is not None:
             seq, hash_ = pending.record.seq, pending.record.hash
-        result["receipt"] = {**msgspec.to_builtins(decision.receipt), "seq": seq, "hash": hash_}
+        result["receipt"] = {**msgspec.to_builtins(detail.receipt), "seq": seq, "hash": hash_}
     else:
         result["reasons"] = list(decision.reasons)
-        result["figures"] = msgspec.to_builtins(decision.figures)
-        result["binding_dimension"] = decision.binding_dimension
+        result["figures"] = msgspec.to_builtins(detail.figures)
+        result["binding_dimension"] = detail.figures.binding_dimension
     result["event"] = event_json(pending) if pending is not None else None
     return result
 

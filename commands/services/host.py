@@ -17,7 +17,7 @@ import errno
 import hashlib
 import os
 import stat
-from typing import Any
+from typing import Any, cast
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import (
@@ -28,14 +28,17 @@ from quotaledger.journal.clock import (
     wall_us,
 )
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity, hosts
+from quotaledger.projections import reasons as R
+from quotaledger.projections.decision import Decision
 from quotaledger.projections.hosts import (
     OUTCOMES,
     ContinueRequest,
-    Decision,
     ExitRequest,
     GoalHosts,
     HandoffCheck,
+    HostDecision,
     PhaseRequest,
     Readiness,
     ReturnRequest,
@@ -46,6 +49,7 @@ from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
     check_text,
+    conclude,
     event_json,
 )
 
@@ -67,15 +71,15 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
         fd = os.open(path, flags)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a symlink: O_NOFOLLOW refused it
-            return HandoffCheck(expected_sha256, 0, None, ("handoff_not_regular",))
+            return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_NOT_REGULAR,))
         # Missing, or unreadable (permissions): either way there is no handoff to bind.
-        return HandoffCheck(expected_sha256, 0, None, ("handoff_missing",))
+        return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_MISSING,))
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            return HandoffCheck(expected_sha256, 0, None, ("handoff_not_regular",))
+            return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_NOT_REGULAR,))
         if info.st_size > HANDOFF_BYTES_MAX:
-            return HandoffCheck(expected_sha256, info.st_size, None, ("handoff_too_large",))
+            return HandoffCheck(expected_sha256, info.st_size, None, (R.HANDOFF_TOO_LARGE,))
         chunks: list[bytes] = []
         size = 0
         while size <= HANDOFF_BYTES_MAX:  # the file may grow while we read it
@@ -85,14 +89,14 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
             chunks.append(chunk)
             size += len(chunk)
     except OSError:
-        return HandoffCheck(expected_sha256, 0, None, ("handoff_missing",))
+        return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_MISSING,))
     finally:
         os.close(fd)
     data = b"".join(chunks)
     if len(data) > HANDOFF_BYTES_MAX:
-        return HandoffCheck(expected_sha256, len(data), None, ("handoff_too_large",))
+        return HandoffCheck(expected_sha256, len(data), None, (R.HANDOFF_TOO_LARGE,))
     if hashlib.sha256(data).hexdigest() != expected_sha256:
-        return HandoffCheck(expected_sha256, len(data), None, ("handoff_digest_mismatch",))
+        return HandoffCheck(expected_sha256, len(data), None, (R.HANDOFF_DIGEST_MISMATCH,))
     try:
         content = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -209,7 +213,7 @@ def failure_json(goal: GoalHosts, attempt: hosts.AttemptState | None) -> dict[st
     }
 
 
-def _refusal(decision: Decision, **context: Any) -> dict[str, Any]:
+def _refusal(decision: Decision[Any], **context: Any) -> dict[str, Any]:
     return {"ok": False, "appended": False, "reasons": list(decision.reasons), **context}
 
 
@@ -267,42 +271,33 @@ class HostService(ServiceBase):
                 max_phase_us=max_phase_us,
             )
             decision = hosts.decide_phase(state, request, parse_at(event_at))
-            if not decision.ok:
-                context: dict[str, Any] = {}
-                if decision.phase is not None:
-                    context["existing_phase"] = existing = phase_json(decision.phase)
-                    if "phase_exists_with_different_request" in decision.reasons:
-                        context["differences"] = _differences(
-                            existing,
-                            {
-                                "deadline": format_us(request.deadline_us),
-                                "session": session,
-                                "profile": profile,
-                                "handoff_sha256": _handoff_sha(handoff_check),
-                            },
-                        )
-                return _refusal(
-                    decision,
-                    lane=lane,
-                    deadline=format_us(request.deadline_us),
-                    at=event_at,
-                    **context,
-                )
-            if decision.idempotent:
-                assert decision.phase is not None
-                return _phase_result(decision.phase, appended=False, idempotent=True)
-            payload = hosts.PhaseAppended(
+            pending = conclude(txn, goal, event_at, decision)
+        detail = decision.detail
+        if not decision.ok:
+            context: dict[str, Any] = {}
+            if detail.phase is not None:
+                context["existing_phase"] = existing = phase_json(detail.phase)
+                if R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST in decision.reasons:
+                    context["differences"] = _differences(
+                        existing,
+                        {
+                            "deadline": format_us(request.deadline_us),
+                            "session": session,
+                            "profile": profile,
+                            "handoff_sha256": _handoff_sha(handoff_check),
+                        },
+                    )
+            return _refusal(
+                decision,
                 lane=lane,
-                phase=decision.number,
                 deadline=format_us(request.deadline_us),
-                session=session,
-                profile=profile,
-                basis="initial",
-                bound=None,
-                handoff=_handoff_payload(handoff_check),
+                at=event_at,
+                **context,
             )
-            pending = txn.append("host.phase_appended", goal, payload, event_at)
-        phase = _find_phase(self.journal.state, goal, lane, decision.number)
+        if pending is None:
+            assert detail.phase is not None
+            return _phase_result(detail.phase, appended=False, idempotent=True)
+        phase = _find_phase(self.journal.state, goal, lane, detail.number)
         return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
 
     def host_start(
@@ -337,24 +332,10 @@ class HostService(ServiceBase):
             state = self._goal_hosts(txn.state, goal)
             readiness = capacity_readiness(txn.state, goal, at_us)
             decision = hosts.decide_start(state, request, at_us, readiness)
-            if not decision.ok:
-                return _refusal(decision, lane=lane, attempt=attempt, at=event_at)
-            if decision.idempotent:
-                assert decision.attempt is not None
-                return _attempt_result(decision.attempt, appended=False)
-            assert decision.phase is not None
-            payload = hosts.AttemptStarted(
-                lane=lane,
-                phase=decision.phase.phase,
-                attempt=attempt,
-                number=decision.number,
-                session=session,
-                profile=profile,
-                pid=pid,
-            )
-            pending = txn.append("host.attempt_started", goal, payload, event_at)
-        started = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {**_attempt_result(started, appended=True), **_event(pending)}
+            pending = conclude(txn, goal, event_at, decision)
+        if not decision.ok:
+            return _refusal(decision, lane=lane, attempt=attempt, at=event_at)
+        return self._attempt_answer(goal, attempt, decision, pending)
 
     def host_exit(
         self,
@@ -378,15 +359,20 @@ class HostService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = self._goal_hosts(txn.state, goal)
             decision = hosts.decide_exit(state, ExitRequest(attempt, exit_code, signal))
-            if not decision.ok:
-                return _refusal(decision, attempt=attempt, at=event_at)
-            if decision.idempotent:
-                assert decision.attempt is not None
-                return _attempt_result(decision.attempt, appended=False)
-            payload = hosts.ProcessExited(attempt=attempt, exit_code=exit_code, signal=signal)
-            pending = txn.append("host.process_exited", goal, payload, event_at)
-        exited = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {**_attempt_result(exited, appended=True), **_event(pending)}
+            pending = conclude(txn, goal, event_at, decision)
+        if not decision.ok:
+            return _refusal(decision, attempt=attempt, at=event_at)
+        return self._attempt_answer(goal, attempt, decision, pending)
+
+    def _attempt_answer(
+        self, goal: str, attempt: str, decision: HostDecision, pending: PendingRecord | None
+    ) -> dict[str, Any]:
+        """`host start` / `host exit` that went ahead: the attempt as it now stands."""
+        if pending is None:
+            assert decision.detail.attempt is not None
+            return _attempt_result(decision.detail.attempt, appended=False)
+        now = self._goal_hosts(self.journal.state, goal).attempts[attempt]
+        return {**_attempt_result(now, appended=True), **_event(pending)}
 
     def host_return(
         self,
@@ -424,25 +410,23 @@ class HostService(ServiceBase):
             check_text("--cursor", cursor)
         if detail is not None:
             check_text("--detail", detail)
-        request = ReturnRequest(attempt, outcome, failure, detail, cursor)
+        request = ReturnRequest(
+            attempt,
+            cast("hosts.Outcome", outcome),  # checked above
+            cast("hosts.FailureCode | None", failure),
+            detail,
+            cursor,
+        )
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
             state = self._goal_hosts(txn.state, goal)
             decision = hosts.decide_return(state, request)
-            if not decision.ok:
-                return _refusal(decision, attempt=attempt, at=event_at)
-            if decision.idempotent:
-                assert decision.attempt is not None
-                return _return_result(decision.attempt, appended=False, idempotent=True)
-            payload = hosts.AttemptReturned(
-                attempt=attempt,
-                outcome=outcome,  # type: ignore[arg-type]  # checked above
-                failure=hosts.Failure(code=failure, detail=detail)  # type: ignore[arg-type]
-                if failure is not None
-                else None,
-                cursor=cursor,
-            )
-            pending = txn.append("host.attempt_returned", goal, payload, event_at)
+            pending = conclude(txn, goal, event_at, decision)
+        if not decision.ok:
+            return _refusal(decision, attempt=attempt, at=event_at)
+        if pending is None:
+            assert decision.detail.attempt is not None
+            return _return_result(decision.detail.attempt, appended=False, idempotent=True)
         returned = self._goal_hosts(self.journal.state, goal).attempts[attempt]
         return {**_return_result(returned, appended=True, idempotent=False), **_event(pending)}
 
@@ -491,53 +475,44 @@ class HostService(ServiceBase):
             )
             readiness = capacity_readiness(txn.state, goal, at_us)
             decision = hosts.decide_continue(state, request, at_us, readiness)
-            if not decision.ok:
-                context: dict[str, Any] = {
-                    "lane": lane,
-                    "bind": bind,
-                    "deadline": format_us(request.deadline_us),
-                    "at": event_at,
-                }
-                if decision.phase is not None:
-                    context["existing_phase"] = existing = phase_json(decision.phase)
-                    if "phase_exists_with_different_request" in decision.reasons:
-                        attempt_state = decision.attempt
-                        context["differences"] = _differences(
-                            {
-                                **existing,
-                                "cursor": None if attempt_state is None else attempt_state.cursor,
-                            },
-                            {
-                                "lane": lane,
-                                "deadline": format_us(request.deadline_us),
-                                "session": session,
-                                "profile": profile,
-                                "handoff_sha256": _handoff_sha(handoff_check),
-                                "cursor": cursor,
-                            },
-                        )
-                return _refusal(decision, **context)
-            if decision.idempotent:
-                assert decision.phase is not None
-                lane_state = state.lanes.get(lane)
-                return {
-                    **_phase_result(decision.phase, appended=False, idempotent=True),
-                    # A replay never erases what happened since: a later failure of
-                    # the continued phase is kept and reported here.
-                    "last_failure": failure_json(state, hosts.last_failure(state, lane_state)),
-                }
-            payload = hosts.PhaseAppended(
-                lane=lane,
-                phase=decision.number,
-                deadline=format_us(request.deadline_us),
-                session=session,
-                profile=profile,
-                basis=decision.basis,  # type: ignore[arg-type]  # from the decision
-                bound=bind,
-                handoff=_handoff_payload(handoff_check),
-            )
-            pending = txn.append("host.phase_appended", goal, payload, event_at)
-        phase = _find_phase(self.journal.state, goal, lane, decision.number)
+            pending = conclude(txn, goal, event_at, decision)
+        detail = decision.detail
+        if not decision.ok:
+            context: dict[str, Any] = {
+                "lane": lane,
+                "bind": bind,
+                "deadline": format_us(request.deadline_us),
+                "at": event_at,
+            }
+            if detail.phase is not None:
+                context["existing_phase"] = existing = phase_json(detail.phase)
+                if R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST in decision.reasons:
+                    attempt_state = detail.attempt
+                    context["differences"] = _differences(
+                        {
+                            **existing,
+                            "cursor": None if attempt_state is None else attempt_state.cursor,
+                        },
+                        {
+                            "lane": lane,
+                            "deadline": format_us(request.deadline_us),
+                            "session": session,
+                            "profile": profile,
+                            "handoff_sha256": _handoff_sha(handoff_check),
+                            "cursor": cursor,
+                        },
+                    )
+            return _refusal(decision, **context)
+        if pending is None:
+            assert detail.phase is not None
+            lane_state = state.lanes.get(lane)
+            return {
+                **_phase_result(detail.phase, appended=False, idempotent=True),
+                # A replay never erases what happened since: a later failure of
+                # the continued phase is kept and reported here.
+                "last_failure": failure_json(state, hosts.last_failure(state, lane_state)),
+            }
+        phase = _find_phase(self.journal.state, goal, lane, detail.number)
         return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
 
     def host_stop(self, *, goal: str, clear: bool = False, at: str | None = None) -> dict[str, Any]:
@@ -545,13 +520,10 @@ class HostService(ServiceBase):
         check_identifier("--goal", goal)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
-            state = self._goal_hosts(txn.state, goal)
-            if state.stop != clear:  # already in the requested state: nothing to append
-                return {"ok": True, "appended": False, "idempotent": True, "stop": state.stop}
-            if clear:
-                pending = txn.append("host.stop_cleared", goal, hosts.StopCleared(), event_at)
-            else:
-                pending = txn.append("host.stop_requested", goal, hosts.StopRequested(), event_at)
+            decision = hosts.decide_stop(txn.state.hosts.goals.get(goal), clear=clear)
+            pending = conclude(txn, goal, event_at, decision)
+        if pending is None:  # already in the requested state: nothing appended
+            return {"ok": True, "appended": False, "idempotent": True, "stop": not clear}
         return {
             "ok": True,
             "appended": True,
@@ -571,38 +543,14 @@ class HostService(ServiceBase):
             raise InvalidInput("give --open or --settle", code=codes.INVALID_OPTION)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
-            state = self._goal_hosts(txn.state, goal)
-            lane_state = state.lanes.get(lane)
-            existing = lane_state.replans.get(replan) if lane_state is not None else None
-            if action == "open":
-                if existing is not None and existing.open:
-                    return _replan_result(lane, existing, appended=False)
-                if existing is not None:
-                    return {
-                        "ok": False,
-                        "appended": False,
-                        "reasons": ["replan_already_settled"],
-                        "lane": lane,
-                        "replan": replan,
-                    }
-                kind = "host.replan_opened"
-                body: hosts.ReplanOpened | hosts.ReplanSettled = hosts.ReplanOpened(
-                    lane=lane, replan=replan
-                )
-            else:
-                if existing is None:
-                    return {
-                        "ok": False,
-                        "appended": False,
-                        "reasons": ["replan_not_open"],
-                        "lane": lane,
-                        "replan": replan,
-                    }
-                if not existing.open:
-                    return _replan_result(lane, existing, appended=False)
-                kind = "host.replan_settled"
-                body = hosts.ReplanSettled(lane=lane, replan=replan)
-            pending = txn.append(kind, goal, body, event_at)
+            state = txn.state.hosts.goals.get(goal)
+            decision = hosts.decide_replan(state, lane, replan, cast("hosts.ReplanAction", action))
+            pending = conclude(txn, goal, event_at, decision)
+        if not decision.ok:
+            return _refusal(decision, lane=lane, replan=replan)
+        if pending is None:
+            assert decision.detail is not None
+            return _replan_result(lane, decision.detail, appended=False)
         lane_after = self._goal_hosts(self.journal.state, goal).lanes[lane]
         return {
             **_replan_result(lane, lane_after.replans[replan], appended=True),
@@ -632,13 +580,13 @@ class HostService(ServiceBase):
         state = self._goal_hosts(ledger, goal)
         phase = hosts.current_phase(state.lanes.get(lane))
         if phase is None:
-            return {"ok": False, "reasons": ["no_open_phase"], "phase": None, "handoff": None}
+            return {"ok": False, "reasons": [R.NO_OPEN_PHASE], "phase": None, "handoff": None}
         phase_session = hosts.effective_session(state, phase)
         if phase_session is not None and phase_session != session:
             # The handoff belongs to the phase's session: never hand it to another.
             return {
                 "ok": False,
-                "reasons": ["session_mismatch"],
+                "reasons": [R.SESSION_MISMATCH],
                 "phase": phase_json(phase),
                 "handoff": None,
             }
@@ -682,13 +630,6 @@ class HostService(ServiceBase):
 
 def _event(pending: Any) -> dict[str, Any]:
     return {"event": event_json(pending)}
-
-
-def _handoff_payload(check: HandoffCheck | None) -> hosts.Handoff | None:
-    if check is None:
-        return None
-    assert check.content is not None  # a failed check never reaches an append
-    return hosts.Handoff(sha256=check.sha256, bytes=check.bytes, content=check.content)
 
 
 def _handoff_sha(check: HandoffCheck | None) -> str | None:

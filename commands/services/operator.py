@@ -328,7 +328,7 @@ def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
         "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
         # Exactly SPEC §7's keys (an idempotent replay shows in `differences` and in
         # `explanation.idempotent_replay`).
-        "replayed": {"admitted": replayed.admitted, "reasons": list(replayed.reasons)},
+        "replayed": {"admitted": replayed.ok, "reasons": list(replayed.reasons)},
         "reproduced": result.reproduced,
         "differences": list(result.differences),
         "explanation": result.explanation,
@@ -340,6 +340,8 @@ def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
 
 
 def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
+    from quotaledger.services.settlement import decision_view
+
     record, replayed = result.record, result.replayed
     data = msgspec.to_builtins(result.recorded_payload)
     body: dict[str, Any] = {
@@ -359,7 +361,7 @@ def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
             "admitted": replayed.ok and replayed.kind == record.kind,
             "reasons": list(replayed.reasons),
         },
-        "replayed_idempotent": replayed.ok and replayed.kind is None,
+        "replayed_idempotent": replayed.idempotent,
         "reproduced": result.reproduced,
         "differences": list(result.differences),
         "explanation": {
@@ -373,7 +375,7 @@ def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
             "cooldown_until": None,
             "coverage": None,
             "earliest_admissible_at": record.at if replayed.ok else None,
-            "settlement": replayed.view,
+            "settlement": decision_view(record.goal or "", result.recorded_payload, replayed),
         },
         "request": data,
     }

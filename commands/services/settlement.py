@@ -1,9 +1,10 @@
 """Settlement use cases (SPEC §5): budget, turn open/writeback/spend, resume, status.
 
 Writers run one transaction each (lock -> catch up -> time -> pure decision in
-`projections.settlement` -> append at most one event). Refusals append nothing.
-Readers (`turn_resume`, `turn_status`) take no lock and answer from the fold alone,
-as of `at` when given.
+`projections.settlement` -> `conclude`: append at most one event). Refusals append
+nothing. Readers (`turn_resume`, `turn_status`) take no lock and answer from the fold
+alone, as of `at` when given. The JSON answers are built here, from the decisions'
+typed detail: the projection holds no JSON.
 """
 
 from __future__ import annotations
@@ -13,12 +14,30 @@ import re
 import shlex
 from typing import Any
 
-from quotaledger.journal import InvalidInput, codes
-from quotaledger.journal.clock import canonical_at, format_us, parse_at, wall_us
+from quotaledger.journal import InvalidInput, Transaction, codes
+from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.journal.target import follow_up_journal
 from quotaledger.projections import settlement
-from quotaledger.projections.settlement import Decision, SettlementState
-from quotaledger.services.base import ServiceBase, check_identifier, check_tokens, event_json
+from quotaledger.projections.decision import Decision
+from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.reasons import SETTLEMENT_OWED
+from quotaledger.projections.settlement import (
+    OPEN,
+    SETTLED,
+    SPEND_OWED,
+    BudgetFigures,
+    QuotaSpent,
+    SettlementState,
+    Turn,
+    TurnDecision,
+)
+from quotaledger.services.base import (
+    ServiceBase,
+    check_identifier,
+    check_tokens,
+    conclude,
+    event_json,
+)
 
 _EFFECT = re.compile(r"^[0-9a-f]{32}$")
 
@@ -60,7 +79,7 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_budget(state, goal, allowed_units, window_hours)
-            result = self._settlement_answer(txn, goal, event_at, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision, budget_view(decision))
         result["budget"] = {"allowed_units": allowed_units, "window_hours": window_hours}
         return result
 
@@ -74,7 +93,8 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_open(state, goal, agent, turn, task, parse_at(event_at))
-            result = self._settlement_answer(txn, goal, event_at, decision)
+            view = open_view(goal, agent, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision, view)
         return {**result, "agent": agent, "turn": turn, "task": task}
 
     def turn_writeback(
@@ -87,7 +107,8 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_writeback(state, goal, agent, turn, amount)
-            result = self._settlement_answer(txn, goal, event_at, decision)
+            view = writeback_view(goal, agent, amount, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision, view)
         return {**result, "agent": agent, "turn": turn, "amount": amount}
 
     def turn_spend(
@@ -108,29 +129,26 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_spend(state, goal, agent, turn, effect, amount)
-            result = self._settlement_answer(txn, goal, event_at, decision)
+            view = spend_view(goal, agent, decision)
+            result = self._settlement_answer(txn, goal, event_at, decision, view)
         return {**result, "agent": agent, "turn": turn, "effect": effect, "amount": amount}
 
     def _settlement_answer(
-        self, txn: Any, goal: str, at: str, decision: Decision
+        self,
+        txn: Transaction[Ledger],
+        goal: str,
+        at: str,
+        decision: Decision[Any],
+        view: dict[str, Any],
     ) -> dict[str, Any]:
         """Append the decision's event (if any) and shape the JSON answer."""
+        pending = conclude(txn, goal, at, decision)
         if not decision.ok:
-            return self._naming_the_journal(
-                {
-                    "ok": False,
-                    "reasons": list(decision.reasons),
-                    "appended": False,
-                    "goal": goal,
-                    "at": at,
-                    **decision.view,
-                }
-            )
-        result: dict[str, Any] = {"ok": True, "appended": False, "goal": goal, "at": at}
-        result.update(decision.view)
-        if decision.kind is not None:
-            pending = txn.append(decision.kind, goal, decision.payload, at)
-            result["appended"] = True
+            refusal = {"ok": False, "reasons": list(decision.reasons), "appended": False}
+            return self._naming_the_journal({**refusal, "goal": goal, "at": at, **view})
+        result: dict[str, Any] = {"ok": True, "appended": pending is not None, "goal": goal}
+        result |= {"at": at, **view}
+        if pending is not None:
             result["event"] = event_json(pending)
         return self._naming_the_journal(result)
 
@@ -152,7 +170,7 @@ class SettlementService(ServiceBase):
         open -> writeback; spend_owed -> the exact spend command; settled -> skip."""
         _check_ids(goal=goal, agent=agent)
         state, _ = self._settlement_as_of(goal, at)
-        view = settlement.resume_view(state, goal, agent)
+        view = resume_view(state, goal, agent)
         return self._naming_the_journal({"ok": True, "goal": goal, "agent": agent, **view})
 
     def turn_status(
@@ -163,14 +181,14 @@ class SettlementService(ServiceBase):
         self.require_goal(goal)
         state, at_us = self._settlement_as_of(goal, at)
         book = state.goals.get(goal)
-        figures = settlement.budget_view(book, at_us)
+        figures = budget_json(settlement.budget_figures(book, at_us))
         agents: dict[str, Any] = {}
         for name, turns in sorted((book.agents if book is not None else {}).items()):
             if agent is not None and name != agent:
                 continue
             agents[name] = {
-                **settlement.resume_view(state, goal, name),
-                "turns": [settlement.turn_view(goal, name, t) for t in turns.turns.values()],
+                **resume_view(state, goal, name),
+                "turns": [turn_json(goal, name, t) for t in turns.turns.values()],
             }
         if agent is not None and agent not in agents:
             agents[agent] = {"phase": settlement.IDLE, "turns": []}
@@ -189,6 +207,155 @@ class SettlementService(ServiceBase):
         last = self.journal.head.goal_last_at.get(goal)
         now_us = wall_us()
         return state, now_us if last is None else max(now_us, parse_at(last))
+
+
+# -- the JSON views -------------------------------------------------------------------
+
+
+def turn_json(goal: str, agent: str, turn: Turn) -> dict[str, Any]:
+    view: dict[str, Any] = {
+        "turn": turn.turn,
+        "task": turn.task,
+        "effect": turn.effect,
+        "phase": turn.phase,
+        "opened_at": turn.opened_at,
+        "amount": turn.amount,
+        "writeback_at": turn.writeback_at,
+        "spent_at": turn.spent_at,
+    }
+    if turn.phase == SPEND_OWED:
+        assert turn.amount is not None  # a writeback always records the amount
+        view["command"] = settlement.spend_command(goal, agent, turn.turn, turn.effect, turn.amount)
+    return view
+
+
+def resume_view(state: SettlementState, goal: str, agent: str) -> dict[str, Any]:
+    """`turn resume`: what the agent's latest turn needs next, from the fold alone."""
+    book = state.goals.get(goal)
+    turns = None if book is None else book.agents.get(agent)
+    if turns is None or turns.latest is None:
+        return {"phase": settlement.IDLE}
+    turn = turns.turns[turns.latest]
+    identity = {"turn": turn.turn, "task": turn.task, "effect": turn.effect}
+    if turn.phase == OPEN:
+        return {"phase": OPEN, "next_step": "writeback", **identity}
+    assert turn.amount is not None
+    if turn.phase == SPEND_OWED:
+        return {
+            "phase": SPEND_OWED,
+            "command": settlement.spend_command(goal, agent, turn.turn, turn.effect, turn.amount),
+            "argv": settlement.spend_argv(goal, agent, turn.turn, turn.effect, turn.amount),
+            "effect": turn.effect,
+            "amount": turn.amount,
+            "turn": turn.turn,
+            "task": turn.task,
+        }
+    return {
+        "phase": SETTLED,
+        "effective_action": "settled_skip",
+        **identity,
+        "amount": turn.amount,
+        "spent_at": turn.spent_at,
+        "spend_seq": turn.spend_seq,
+    }
+
+
+def budget_json(figures: BudgetFigures) -> dict[str, Any]:
+    """The goal's budget and where the rolling window stands."""
+    budget = figures.budget
+    return {
+        "budget": None
+        if budget is None
+        else {
+            "allowed_units": budget.allowed_units,
+            "window_hours": budget.window_hours,
+            "configured_at": budget.configured_at,
+        },
+        "window_spent_units": figures.window_spent_units,
+        "throttled": figures.throttled,
+        "reopens_at": format_us_or_none(figures.reopens_at_us),
+        "spent_total": figures.spent_total,
+    }
+
+
+def budget_view(decision: Decision[None]) -> dict[str, Any]:
+    """`budget configure`: what the decision adds to the answer."""
+    return {"idempotent": decision.idempotent}
+
+
+def open_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
+    """`turn open`: the turn that blocks a new one (with the owed spend command), the
+    budget window, or the opened turn's phase and effect."""
+    detail = decision.detail
+    view: dict[str, Any] = {}
+    if detail.turn is not None:
+        view["turn_state"] = turn_json(goal, agent, detail.turn)
+    if detail.owed is not None:
+        view["owed"] = turn_json(goal, agent, detail.owed)
+    if detail.in_progress is not None:
+        view["in_progress"] = turn_json(goal, agent, detail.in_progress)
+    if SETTLEMENT_OWED in decision.reasons:
+        # What the runner must run first: the owed spend, alone at the top.
+        view["command"] = (view.get("owed") or view["turn_state"])["command"]
+    if detail.figures is not None:
+        view["figures"] = budget_json(detail.figures)
+    if decision.ok:
+        view |= {"phase": OPEN, "effect": detail.effect, "idempotent": decision.idempotent}
+    return view
+
+
+def writeback_view(goal: str, agent: str, amount: int, decision: TurnDecision) -> dict[str, Any]:
+    """`turn writeback`: the turn's identity, then the owed spend command (or, for a
+    repeat, the turn as recorded)."""
+    turn = decision.detail.turn
+    if turn is None:
+        return {}
+    view: dict[str, Any] = {"effect": turn.effect, "task": turn.task}
+    if decision.kind is not None:
+        command = settlement.spend_command(goal, agent, turn.turn, turn.effect, amount)
+        return view | {"phase": SPEND_OWED, "command": command, "idempotent": False}
+    view["turn_state"] = turn_json(goal, agent, turn)
+    if not decision.ok:
+        return view | {"recorded_amount": turn.amount}
+    view |= {"phase": turn.phase, "idempotent": True}
+    if turn.phase == SPEND_OWED:
+        view["command"] = view["turn_state"]["command"]
+    return view
+
+
+def spend_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
+    """`turn spend`: the owed turn and the named one, then the balance it moved."""
+    detail = decision.detail
+    view: dict[str, Any] = {}
+    if detail.owed is not None:
+        view["owed"] = turn_json(goal, agent, detail.owed)
+    if detail.turn is None:
+        return view
+    view["turn_state"] = turn_json(goal, agent, detail.turn)
+    if not decision.ok:
+        return view
+    if decision.idempotent:
+        return view | {"idempotent": True, "spend_seq": detail.turn.spend_seq}
+    assert isinstance(decision.payload, QuotaSpent)
+    spent = decision.payload
+    return view | {
+        "idempotent": False,
+        "spent_before": spent.spent_before,
+        "spent_after": spent.spent_after,
+    }
+
+
+def decision_view(goal: str, payload: Any, decision: Decision[Any]) -> dict[str, Any]:
+    """The view a settlement decision adds to its command's answer, for the request a
+    journaled event records (an audit shows it)."""
+    if isinstance(payload, settlement.BudgetConfigured):
+        return budget_view(decision)
+    if isinstance(payload, settlement.TurnOpened):
+        return open_view(goal, payload.agent, decision)
+    if isinstance(payload, settlement.TurnWritebackVerified):
+        return writeback_view(goal, payload.agent, payload.amount, decision)
+    assert isinstance(payload, QuotaSpent)
+    return spend_view(goal, payload.agent, decision)
 
 
 PASSWORD_NOTE = (

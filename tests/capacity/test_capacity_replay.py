@@ -113,12 +113,14 @@ def test_every_recorded_decision_replays_identically(steps):
                 replayed = cap.decide_admission(goal, payload.request, parse_at(record.at))
                 assert msgspec.msgpack.encode(goal) == frozen  # the decision is pure
                 if record.kind == cap.ADMITTED:
-                    assert replayed.admitted and not replayed.idempotent
-                    assert replayed.receipt == payload.receipt
+                    assert replayed.ok and not replayed.idempotent
+                    assert replayed.detail.receipt == payload.receipt
+                    assert (replayed.kind, replayed.payload) == (record.kind, payload)
                 else:
-                    assert not replayed.admitted
+                    assert not replayed.ok
                     assert list(replayed.reasons) == payload.reasons
-                    assert replayed.figures == payload.figures
+                    assert replayed.detail.figures == payload.figures
+                    assert (replayed.kind, replayed.payload) == (record.kind, payload)
             # A fold from genesis, a checkpointed state and the live state all agree.
             live = PROJECTOR.dump(journal.state)
             journal.write_checkpoint()

@@ -60,7 +60,7 @@ def _questions_reads(tmp_path: Path, samples: int) -> int:
     for step_us in (0, 1, 10_000_000, 30_000_000):  # now, and as time passes
         at_us = goal.last_at_us + step_us
         assert cap.evaluate(goal, at_us).usage.usage_tpm > 0
-        assert cap.decide_admission(goal, request, at_us).admitted
+        assert cap.decide_admission(goal, request, at_us).ok
     return CountingList.reads
 
 

@@ -101,11 +101,12 @@ def test_decide_continue_replay_is_decided_before_any_hold():
         lane="l", bind="b" * 64, deadline_us=100, session="s", profile="p", cursor="c", handoff=None
     )
     decision = hosts.decide_continue(goal, request, 200, not_ready)
-    assert decision.ok and decision.idempotent and decision.phase is phase
+    assert decision.ok and decision.idempotent and decision.detail.phase is phase
+    assert decision.kind is None and decision.payload is None
     longer = msgspec.structs.replace(request, deadline_us=101)
-    assert hosts.decide_continue(goal, longer, 0, not_ready).reasons == [
-        "phase_exists_with_different_request"
-    ]
+    assert hosts.decide_continue(goal, longer, 0, not_ready).reasons == (
+        "phase_exists_with_different_request",
+    )
 
 
 def test_demo_chapter_continues_a_quota_failure_on_its_session(journal_path):

@@ -287,12 +287,12 @@ def test_earliest_admissible_at_is_exact(steps: list) -> None:
                 earliest = body["explanation"]["earliest_admissible_at"]
                 if earliest is None:
                     later = [*cap.change_points_after(goal, at_us), at_us + 10**12]
-                    assert not any(cap.decide_admission(goal, request, t).admitted for t in later)
+                    assert not any(cap.decide_admission(goal, request, t).ok for t in later)
                     continue
                 earliest_us = parse_at(earliest)
                 assert earliest_us > at_us
-                assert cap.decide_admission(goal, request, earliest_us).admitted
-                assert not cap.decide_admission(goal, request, earliest_us - 1).admitted
+                assert cap.decide_admission(goal, request, earliest_us).ok
+                assert not cap.decide_admission(goal, request, earliest_us - 1).ok
 
 
 def test_earliest_admissible_at_when_a_lease_ends(journal_path: str) -> None:

@@ -14,6 +14,7 @@ from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.projections import settlement as s
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.projections.types import IDENTIFIER_PATTERN
+from quotaledger.services.settlement import resume_view
 from tests.settlement.settlement_helpers import effect, spend_line
 
 HOUR_US = 3600 * 1_000_000
@@ -116,7 +117,7 @@ def test_zero_allowance_pauses_new_turns_for_good() -> None:
     f.add(s.BudgetConfigured(allowed_units=0, window_hours=1.0), T0_US)
     d = s.decide_open(f.state, "g", "a", "t1", "k", T0_US)
     assert d.reasons == (s.QUOTA_THROTTLED,)
-    assert d.view["figures"]["reopens_at"] is None
+    assert d.detail.figures is not None and d.detail.figures.reopens_at_us is None
 
 
 def test_no_budget_never_throttles() -> None:
@@ -132,12 +133,12 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
     assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (s.SPEND_IDENTITY_MISMATCH,)
     f.add(s.TurnOpened(agent="a", turn="t1", task="k1"), T0_US)
     assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (s.TURN_IN_PROGRESS,)
-    assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).view["idempotent"] is True
+    assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).idempotent is True
     assert s.decide_open(f.state, "g", "a", "t1", "k9", T0_US).reasons == (
         s.TURN_EXISTS_WITH_DIFFERENT_TASK,
     )
     assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (s.WRITEBACK_NOT_VERIFIED,)
-    assert s.resume_view(f.state, "g", "a") == {
+    assert resume_view(f.state, "g", "a") == {
         "phase": "open",
         "next_step": "writeback",
         "turn": "t1",
@@ -145,11 +146,11 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
         "effect": eff,
     }
     f.add(s.TurnWritebackVerified(agent="a", turn="t1", effect=eff, amount=5), T0_US)
-    resume = s.resume_view(f.state, "g", "a")
+    resume = resume_view(f.state, "g", "a")
     assert resume["phase"] == "spend_owed"
     assert resume["command"] == spend_line("g", "a", "t1", eff, 5)
     assert (resume["effect"], resume["amount"]) == (eff, 5)
-    assert s.decide_writeback(f.state, "g", "a", "t1", 5).view["idempotent"] is True
+    assert s.decide_writeback(f.state, "g", "a", "t1", 5).idempotent is True
     assert s.decide_writeback(f.state, "g", "a", "t1", 6).reasons == (s.WRITEBACK_AMOUNT_CONFLICT,)
     assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (s.SETTLEMENT_OWED,)
     assert s.decide_open(f.state, "g", "b", "t2", "k2", T0_US).ok  # other agents go on
@@ -166,10 +167,10 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
     assert (spend.payload.spent_before, spend.payload.spent_after) == (0, 5)
     f.add(spend.payload, T0_US)
     replay = s.decide_spend(f.state, "g", "a", "t1", eff, 5)
-    assert replay.ok and replay.kind is None
-    assert s.resume_view(f.state, "g", "a")["effective_action"] == "settled_skip"
+    assert replay.ok and replay.idempotent and replay.kind is None
+    assert resume_view(f.state, "g", "a")["effective_action"] == "settled_skip"
     assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).reasons == (s.TURN_ALREADY_SETTLED,)
-    assert s.resume_view(f.state, "g", "nobody") == {"phase": "idle"}
+    assert resume_view(f.state, "g", "nobody") == {"phase": "idle"}
 
 
 def test_state_round_trips_through_the_checkpoint_codec() -> None:
