@@ -7,10 +7,10 @@ import typer
 from quotaledger.adapters.usage import USAGE_FORMATS
 from quotaledger.cli.common import (
     AtOpt,
+    CommandTable,
     Ctx,
     GoalOpt,
     choice_option,
-    command,
     duration_option,
     read_input,
 )
@@ -40,294 +40,296 @@ def _int_opt(flag: str, text: str) -> Any:
     return typer.Option(flag, help=text, show_default=False)
 
 
+commands = CommandTable()
+
+
 def register(app: typer.Typer) -> None:
-    @command(
-        app,
-        "configure",
-        example="quotaledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
-        "--target-tpm 90000 --evaluator-reserve-tpm 10000",
-    )
-    @config_options(show_defaults=True)
-    def configure(
-        ctx: Ctx,
-        goal: GoalOpt,
-        config: ConfigFields,
-        remove_limit: Annotated[
-            list[str] | None,
-            choice_option(
-                "--remove-limit", DIMENSIONS, "Remove a dimension of the token gate (repeatable)."
-            ),
-        ] = None,
-        remove_gate: Annotated[
-            list[str] | None,
-            choice_option("--remove-gate", ("cases", "tokens"), "Remove a gate (repeatable)."),
-        ] = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Change a goal's case gate and/or token gate: only the flags given change.
+    commands.add_to(app)
 
-        A default never set explicitly follows its source (a target its quota, the case
-        target and caps --max-active-cases); the answer lists every change.
-        """
-        with ctx.service(CapacityService, write=True) as ledger:
-            result = ledger.configure(
-                goal=goal,
-                at=at,
-                remove_limit=remove_limit or [],
-                remove_gate=remove_gate or [],
-                **config,
-            )
-        return Output(result, text=configure_text(result))
 
-    @command(
-        app,
-        "observe",
-        example="quotaledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
-        "--output 1500 --requests 12",
-    )
-    def observe(
-        ctx: Ctx,
-        goal: GoalOpt,
-        # Required without --usage, as in SPEC §3.5: a runner states all three
-        # counters, zero included (a zero-token measured observation is a heartbeat,
-        # never a forgotten flag). Checked below, since --usage replaces them.
-        uncached_input: Annotated[
-            int | None, _int_opt("--uncached-input", "Uncached input tokens.")
-        ] = None,
-        cached_input: Annotated[
-            int | None, _int_opt("--cached-input", "Cached input tokens.")
-        ] = None,
-        output: Annotated[int | None, _int_opt("--output", "Output tokens.")] = None,
-        cache_write_input: Annotated[
-            int | None,
-            _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0]."),
-        ] = None,
-        run: OptionalRunOpt = None,
-        requests: Annotated[
-            int | None, _int_opt("--requests", "Provider requests these tokens came from.")
-        ] = None,
-        usage: Annotated[
-            str | None,
-            typer.Option(
-                "--usage",
-                metavar="FILE|-",
-                help="The provider's usage object or whole response body (JSON) instead of "
-                "the count flags; - reads stdin. One request.",
-            ),
-        ] = None,
-        usage_format: Annotated[
-            str,
-            choice_option(
-                "--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."
-            ),
-        ] = "auto",
-        provider_headers: ProviderHeadersOpt = None,
-        coverage: Annotated[
-            str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
-        ] = "measured",
-        source: Annotated[
-            str | None, typer.Option("--source", help="Where the numbers come from.")
-        ] = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Record provider token usage; it counts for 60 seconds.
+@commands(
+    "configure",
+    example="quotaledger configure --goal g --max-active-cases 4 --quota-tpm 100000 "
+    "--target-tpm 90000 --evaluator-reserve-tpm 10000",
+)
+@config_options(show_defaults=True)
+def configure(
+    ctx: Ctx,
+    goal: GoalOpt,
+    config: ConfigFields,
+    remove_limit: Annotated[
+        list[str] | None,
+        choice_option(
+            "--remove-limit", DIMENSIONS, "Remove a dimension of the token gate (repeatable)."
+        ),
+    ] = None,
+    remove_gate: Annotated[
+        list[str] | None,
+        choice_option("--remove-gate", ("cases", "tokens"), "Remove a gate (repeatable)."),
+    ] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Change a goal's case gate and/or token gate: only the flags given change.
 
-        Give the counts (--uncached-input, --cached-input, --output, zero included) or
-        the provider's usage with --usage (OpenAI chat completions or Responses,
-        Anthropic). A zero-token measured observation is a heartbeat. With --run, an
-        active run's lease is renewed. --provider-headers records the rate limits the
-        response reported.
-        """
-        counts = {
-            "--uncached-input": uncached_input,
-            "--cached-input": cached_input,
-            "--output": output,
-        }
-        missing = [flag for flag, value in counts.items() if value is None]
-        if usage is None and missing:
-            raise InvalidInput(
-                "observe needs --uncached-input, --cached-input and --output (zero "
-                f"included) or --usage; missing {', '.join(missing)}",
-                code=codes.USAGE,
-            )
-        usage_text = read_input("--usage", usage)
-        headers_text = read_input("--provider-headers", provider_headers)
-        with ctx.service(CapacityService, write=True) as ledger:
-            result = ledger.observe(
-                goal=goal,
-                uncached_input=uncached_input,
-                cached_input=cached_input,
-                output=output,
-                cache_write_input=cache_write_input,
-                run=run,
-                requests=requests,
-                usage=usage_text,
-                usage_format=usage_format,
-                provider_headers=headers_text,
-                coverage=coverage,
-                source=source,
-                at=at,
-            )
-        text = (
-            f"observed {goal}: usage {_num(result['usage_tpm'])} TPM in the last 60 s "
-            f"({result['coverage']})"
+    A default never set explicitly follows its source (a target its quota, the case
+    target and caps --max-active-cases); the answer lists every change.
+    """
+    with ctx.service(CapacityService, write=True) as ledger:
+        result = ledger.configure(
+            goal=goal,
+            at=at,
+            remove_limit=remove_limit or [],
+            remove_gate=remove_gate or [],
+            **config,
         )
-        if result.get("provider"):
-            text += f"; provider reports {provider_summary(result['provider'])}"
-        if result.get("lease_until"):
-            text += f"; lease of {run} until {result['lease_until']}"
-        return Output(result, text=text)
+    return Output(result, text=configure_text(result))
 
-    @command(
-        app,
-        "admit",
-        example="quotaledger admit --goal g --run r1 --case c7 --arm treatment "
-        "--forecast-tpm 12000",
-    )
-    def admit(
-        ctx: Ctx,
-        goal: GoalOpt,
-        run: RunOpt,
-        case: Annotated[str | None, typer.Option("--case", help="Case identifier.")] = None,
-        arm: Annotated[
-            str | None,
-            choice_option("--arm", ARMS, "The run's arm (baseline group, or a test arm)."),
-        ] = None,
-        class_: Annotated[
-            str, choice_option("--class", RUN_CLASSES, "The run's class [default: solver].")
-        ] = "solver",
-        forecast_tpm: Annotated[
-            int | None,
-            _int_opt(
-                "--forecast-tpm",
-                "TPM this run will use (reserved) [default: itpm + otpm forecasts if both].",
-            ),
-        ] = None,
-        forecast_itpm: Annotated[
-            int | None, _int_opt("--forecast-itpm", "Input tokens per minute it will use.")
-        ] = None,
-        forecast_otpm: Annotated[
-            int | None, _int_opt("--forecast-otpm", "Output tokens per minute it will use.")
-        ] = None,
-        forecast_rpm: Annotated[
-            int | None, _int_opt("--forecast-rpm", "Requests per minute it will make.")
-        ] = None,
-        lease_s: Annotated[
-            int | None,
-            duration_option(
-                "--lease-s", "The admission lapses after this long unless observed with --run."
-            ),
-        ] = None,
-        at: AtOpt = None,
-        dry_run: Annotated[
-            bool, typer.Option("--dry-run", help="Decide, but append nothing (for polling).")
-        ] = False,
-    ) -> Output:
-        """Ask whether a run may start now: take a case slot and a token reservation.
 
-        Exit 0 admitted (an identical repeat returns the original receipt), exit 1
-        refused (journaled as capacity.refused unless --dry-run).
-        """
-        with ctx.service(CapacityService, write=not dry_run) as ledger:
-            result = ledger.admit(
-                goal=goal,
-                run=run,
-                case=case,
-                arm=arm,
-                class_=class_,
-                forecast_tpm=forecast_tpm,
-                forecast_itpm=forecast_itpm,
-                forecast_otpm=forecast_otpm,
-                forecast_rpm=forecast_rpm,
-                lease_s=lease_s,
-                at=at,
-                dry_run=dry_run,
-            )
-        return Output(result, text=admit_text(result, run))
+@commands(
+    "observe",
+    example="quotaledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
+    "--output 1500 --requests 12",
+)
+def observe(
+    ctx: Ctx,
+    goal: GoalOpt,
+    # Required without --usage, as in SPEC §3.5: a runner states all three
+    # counters, zero included (a zero-token measured observation is a heartbeat,
+    # never a forgotten flag). Checked below, since --usage replaces them.
+    uncached_input: Annotated[
+        int | None, _int_opt("--uncached-input", "Uncached input tokens.")
+    ] = None,
+    cached_input: Annotated[int | None, _int_opt("--cached-input", "Cached input tokens.")] = None,
+    output: Annotated[int | None, _int_opt("--output", "Output tokens.")] = None,
+    cache_write_input: Annotated[
+        int | None,
+        _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0]."),
+    ] = None,
+    run: OptionalRunOpt = None,
+    requests: Annotated[
+        int | None, _int_opt("--requests", "Provider requests these tokens came from.")
+    ] = None,
+    usage: Annotated[
+        str | None,
+        typer.Option(
+            "--usage",
+            metavar="FILE|-",
+            help="The provider's usage object or whole response body (JSON) instead of "
+            "the count flags; - reads stdin. One request.",
+        ),
+    ] = None,
+    usage_format: Annotated[
+        str,
+        choice_option(
+            "--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."
+        ),
+    ] = "auto",
+    provider_headers: ProviderHeadersOpt = None,
+    coverage: Annotated[
+        str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
+    ] = "measured",
+    source: Annotated[
+        str | None, typer.Option("--source", help="Where the numbers come from.")
+    ] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Record provider token usage; it counts for 60 seconds.
 
-    @command(
-        app,
-        "reject",
-        example="quotaledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
-    )
-    def reject(
-        ctx: Ctx,
-        goal: GoalOpt,
-        run: OptionalRunOpt = None,
-        retry_after_s: Annotated[
-            float | None,
-            duration_option(
-                "--retry-after-s",
-                "The provider's Retry-After, fractions allowed (clamped to the max cooldown).",
-                whole=False,
-            ),
-        ] = None,
-        detail: Annotated[
-            str | None, typer.Option("--detail", help="What the provider said.")
-        ] = None,
-        provider_headers: ProviderHeadersOpt = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
-
-        It does not release the run. Without --retry-after-s, the Retry-After of
-        --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
-        """
-        headers_text = read_input("--provider-headers", provider_headers)
-        with ctx.service(CapacityService, write=True) as ledger:
-            result = ledger.reject(
-                goal=goal,
-                run=run,
-                retry_after_s=retry_after_s,
-                detail=detail,
-                provider_headers=headers_text,
-                at=at,
-            )
-        text = (
-            f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "
-            f"{result['cooldown_until']} (streak {result['streak']}"
-            + (", clamped" if result["clamped"] else "")
-            + ")"
+    Give the counts (--uncached-input, --cached-input, --output, zero included) or
+    the provider's usage with --usage (OpenAI chat completions or Responses,
+    Anthropic). A zero-token measured observation is a heartbeat. With --run, an
+    active run's lease is renewed. --provider-headers records the rate limits the
+    response reported.
+    """
+    counts = {
+        "--uncached-input": uncached_input,
+        "--cached-input": cached_input,
+        "--output": output,
+    }
+    missing = [flag for flag, value in counts.items() if value is None]
+    if usage is None and missing:
+        raise InvalidInput(
+            "observe needs --uncached-input, --cached-input and --output (zero "
+            f"included) or --usage; missing {', '.join(missing)}",
+            code=codes.USAGE,
         )
-        return Output(result, text=text)
+    usage_text = read_input("--usage", usage)
+    headers_text = read_input("--provider-headers", provider_headers)
+    with ctx.service(CapacityService, write=True) as ledger:
+        result = ledger.observe(
+            goal=goal,
+            uncached_input=uncached_input,
+            cached_input=cached_input,
+            output=output,
+            cache_write_input=cache_write_input,
+            run=run,
+            requests=requests,
+            usage=usage_text,
+            usage_format=usage_format,
+            provider_headers=headers_text,
+            coverage=coverage,
+            source=source,
+            at=at,
+        )
+    text = (
+        f"observed {goal}: usage {_num(result['usage_tpm'])} TPM in the last 60 s "
+        f"({result['coverage']})"
+    )
+    if result.get("provider"):
+        text += f"; provider reports {provider_summary(result['provider'])}"
+    if result.get("lease_until"):
+        text += f"; lease of {run} until {result['lease_until']}"
+    return Output(result, text=text)
 
-    @command(app, "release", example="quotaledger release --goal g --run r1")
-    def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
-        """Release a run's case slot and token reservation.
 
-        Releasing a run that is not active is not an error: released is false, reason
-        run_not_active, nothing appended.
-        """
-        with ctx.service(CapacityService, write=True) as ledger:
-            result = ledger.release(goal=goal, run=run, at=at)
-        if result["released"]:
-            text = f"released {run}"
-        else:
-            text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
-        return Output(result, text=text)
+@commands(
+    "admit",
+    example="quotaledger admit --goal g --run r1 --case c7 --arm treatment --forecast-tpm 12000",
+)
+def admit(
+    ctx: Ctx,
+    goal: GoalOpt,
+    run: RunOpt,
+    case: Annotated[str | None, typer.Option("--case", help="Case identifier.")] = None,
+    arm: Annotated[
+        str | None,
+        choice_option("--arm", ARMS, "The run's arm (baseline group, or a test arm)."),
+    ] = None,
+    class_: Annotated[
+        str, choice_option("--class", RUN_CLASSES, "The run's class [default: solver].")
+    ] = "solver",
+    forecast_tpm: Annotated[
+        int | None,
+        _int_opt(
+            "--forecast-tpm",
+            "TPM this run will use (reserved) [default: itpm + otpm forecasts if both].",
+        ),
+    ] = None,
+    forecast_itpm: Annotated[
+        int | None, _int_opt("--forecast-itpm", "Input tokens per minute it will use.")
+    ] = None,
+    forecast_otpm: Annotated[
+        int | None, _int_opt("--forecast-otpm", "Output tokens per minute it will use.")
+    ] = None,
+    forecast_rpm: Annotated[
+        int | None, _int_opt("--forecast-rpm", "Requests per minute it will make.")
+    ] = None,
+    lease_s: Annotated[
+        int | None,
+        duration_option(
+            "--lease-s", "The admission lapses after this long unless observed with --run."
+        ),
+    ] = None,
+    at: AtOpt = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Decide, but append nothing (for polling).")
+    ] = False,
+) -> Output:
+    """Ask whether a run may start now: take a case slot and a token reservation.
 
-    @command(app, "inspect", example="quotaledger inspect --goal g --at 2026-11-29T14:02:00Z")
-    def inspect(
-        ctx: Ctx,
-        goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
-        at: Annotated[
-            str | None, typer.Option("--at", help="Show the state as of this time (RFC 3339).")
-        ] = None,
-        seq: Annotated[
-            int | None,
-            typer.Option(
-                "--seq",
-                help="Show the state as of this record (each goal at its last event up to it).",
-            ),
-        ] = None,
-    ) -> Output:
-        """Show each goal's config, usage, reservations, active runs and what to do next.
+    Exit 0 admitted (an identical repeat returns the original receipt), exit 1
+    refused (journaled as capacity.refused unless --dry-run).
+    """
+    with ctx.service(CapacityService, write=not dry_run) as ledger:
+        result = ledger.admit(
+            goal=goal,
+            run=run,
+            case=case,
+            arm=arm,
+            class_=class_,
+            forecast_tpm=forecast_tpm,
+            forecast_itpm=forecast_itpm,
+            forecast_otpm=forecast_otpm,
+            forecast_rpm=forecast_rpm,
+            lease_s=lease_s,
+            at=at,
+            dry_run=dry_run,
+        )
+    return Output(result, text=admit_text(result, run))
 
-        On a corrupt journal, --seq N before the corrupt record still answers.
-        """
-        with ctx.service(CapacityService, write=False, allow_corrupt=seq is not None) as ledger:
-            result = ledger.inspect(goal=goal, at=at, seq=seq)
-        return Output(result, text=inspect_text(result))
+
+@commands(
+    "reject",
+    example="quotaledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
+)
+def reject(
+    ctx: Ctx,
+    goal: GoalOpt,
+    run: OptionalRunOpt = None,
+    retry_after_s: Annotated[
+        float | None,
+        duration_option(
+            "--retry-after-s",
+            "The provider's Retry-After, fractions allowed (clamped to the max cooldown).",
+            whole=False,
+        ),
+    ] = None,
+    detail: Annotated[str | None, typer.Option("--detail", help="What the provider said.")] = None,
+    provider_headers: ProviderHeadersOpt = None,
+    at: AtOpt = None,
+) -> Output:
+    """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
+
+    It does not release the run. Without --retry-after-s, the Retry-After of
+    --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
+    """
+    headers_text = read_input("--provider-headers", provider_headers)
+    with ctx.service(CapacityService, write=True) as ledger:
+        result = ledger.reject(
+            goal=goal,
+            run=run,
+            retry_after_s=retry_after_s,
+            detail=detail,
+            provider_headers=headers_text,
+            at=at,
+        )
+    text = (
+        f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "
+        f"{result['cooldown_until']} (streak {result['streak']}"
+        + (", clamped" if result["clamped"] else "")
+        + ")"
+    )
+    return Output(result, text=text)
+
+
+@commands("release", example="quotaledger release --goal g --run r1")
+def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
+    """Release a run's case slot and token reservation.
+
+    Releasing a run that is not active is not an error: released is false, reason
+    run_not_active, nothing appended.
+    """
+    with ctx.service(CapacityService, write=True) as ledger:
+        result = ledger.release(goal=goal, run=run, at=at)
+    if result["released"]:
+        text = f"released {run}"
+    else:
+        text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
+    return Output(result, text=text)
+
+
+@commands("inspect", example="quotaledger inspect --goal g --at 2026-11-29T14:02:00Z")
+def inspect(
+    ctx: Ctx,
+    goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
+    at: Annotated[
+        str | None, typer.Option("--at", help="Show the state as of this time (RFC 3339).")
+    ] = None,
+    seq: Annotated[
+        int | None,
+        typer.Option(
+            "--seq",
+            help="Show the state as of this record (each goal at its last event up to it).",
+        ),
+    ] = None,
+) -> Output:
+    """Show each goal's config, usage, reservations, active runs and what to do next.
+
+    On a corrupt journal, --seq N before the corrupt record still answers.
+    """
+    with ctx.service(CapacityService, write=False, allow_corrupt=seq is not None) as ledger:
+        result = ledger.inspect(goal=goal, at=at, seq=seq)
+    return Output(result, text=inspect_text(result))
 
 
 # -- human text ------------------------------------------------------------------------

@@ -1,11 +1,13 @@
 """What every command shares: the common options, the context, the `command` decorator.
 
-    @command(app, "admit", example="quotaledger admit --goal g --run r1 --arm baseline")
+    commands = CommandTable()          # one per CLI module; register() adds it to the app
+
+    @commands("admit", example="quotaledger admit --goal g --run r1 --arm baseline")
     def admit(ctx: Ctx, goal: GoalOpt, run: RunOpt, ...) -> dict:
         with ctx.service(write=True) as ledger:
             return ledger.admit(...)
 
-The decorator adds `--journal`, `--json` and `--lock-timeout-s` to the command's
+`command` (which a CommandTable applies to each entry) adds `--journal`, `--json` and `--lock-timeout-s` to the command's
 options (and `--at`, which SPEC §2.2 has every command accept, to one that takes no
 time of its own), checks the input it can check alone (the time, identifiers), turns
 the docstring and the example into help, and routes the result or the expected error
@@ -18,7 +20,7 @@ import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import click
 import msgspec
@@ -30,6 +32,8 @@ from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
 from quotaledger.journal.target import DEFAULT_JOURNAL, check_target
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class OptionError(click.BadParameter):
@@ -285,6 +289,27 @@ def command(
         return func
 
     return register
+
+
+class CommandTable:
+    """The commands one CLI module defines at module level, each with its name and
+    `command` options, in order. `add_to(app)` registers them on the app (or group)
+    that `build_app` creates afresh, so nothing typer mutates is shared between builds
+    (tests build an app per in-process call)."""
+
+    def __init__(self) -> None:
+        self._entries: list[tuple[str, dict[str, Any], Callable[..., Any]]] = []
+
+    def __call__(self, name: str, **options: Any) -> Callable[[_F], _F]:
+        def declare(func: _F) -> _F:
+            self._entries.append((name, options, func))
+            return func
+
+        return declare
+
+    def add_to(self, app: typer.Typer) -> None:
+        for name, options, func in self._entries:
+            command(app, name, **options)(func)
 
 
 def closed_stdout() -> int:

@@ -1,6 +1,6 @@
 """The capacity config flags that `configure` and `whatif` both take (SPEC §3.5, §7).
 
-    @command(app, "configure", example=...)
+    @commands("configure", example=...)
     @config_options(show_defaults=True)
     def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
         ... ledger.configure(goal=goal, at=at, **config) ...

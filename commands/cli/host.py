@@ -4,7 +4,7 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, choice_option, command
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option
 from quotaledger.cli.output import Output, plural, table
 from quotaledger.journal import codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
@@ -44,6 +44,9 @@ ReadAtOpt = Annotated[
 ]
 
 
+commands = CommandTable()
+
+
 def register(app: typer.Typer) -> None:
     """Add the `host` command group to the quotaledger app."""
     host = typer.Typer(
@@ -52,228 +55,228 @@ def register(app: typer.Typer) -> None:
         rich_markup_mode=None,
     )
     app.add_typer(host, name="host")
+    commands.add_to(host)
 
-    @command(
-        host,
-        "phase",
-        example="quotaledger host phase --goal g --lane l1 --deadline +2h --session s1 --profile p",
-    )
-    def phase(
-        ctx: Ctx,
-        goal: GoalOpt,
-        lane: LaneOpt,
-        deadline: DeadlineOpt,
-        session: Annotated[str | None, typer.Option("--session", help="Bind a session.")] = None,
-        profile: Annotated[str | None, typer.Option("--profile", help="Bind a profile.")] = None,
-        handoff: HandoffOpt = None,
-        handoff_sha256: HandoffShaOpt = None,
-        max_phase: MaxPhaseOpt = "7d",
-        at: AtOpt = None,
-    ) -> Output:
-        """Open a lane's first phase, or a further one after a completed attempt.
 
-        A lane whose last attempt failed or was interrupted is refused lane_failed:
-        it goes on only through `host continue`.
-        """
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_phase(
-                goal=goal,
-                lane=lane,
-                deadline=deadline,
-                session=session,
-                profile=profile,
-                handoff=handoff,
-                handoff_sha256=handoff_sha256,
-                max_phase=max_phase,
-                at=at,
-            )
-        return Output(result, text=phase_text(result))
+@commands(
+    "phase",
+    example="quotaledger host phase --goal g --lane l1 --deadline +2h --session s1 --profile p",
+)
+def phase(
+    ctx: Ctx,
+    goal: GoalOpt,
+    lane: LaneOpt,
+    deadline: DeadlineOpt,
+    session: Annotated[str | None, typer.Option("--session", help="Bind a session.")] = None,
+    profile: Annotated[str | None, typer.Option("--profile", help="Bind a profile.")] = None,
+    handoff: HandoffOpt = None,
+    handoff_sha256: HandoffShaOpt = None,
+    max_phase: MaxPhaseOpt = "7d",
+    at: AtOpt = None,
+) -> Output:
+    """Open a lane's first phase, or a further one after a completed attempt.
 
-    @command(
-        host,
-        "start",
-        example="quotaledger host start --goal g --lane l1 --attempt a1 --session s1 --profile p",
-    )
-    def start(
-        ctx: Ctx,
-        goal: GoalOpt,
-        lane: LaneOpt,
-        attempt: AttemptOpt,
-        session: SessionOpt,
-        profile: ProfileOpt,
-        pid: Annotated[int | None, typer.Option("--pid", help="The attempt's process.")] = None,
-        max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
-        at: AtOpt = None,
-    ) -> Output:
-        """The dispatch gate: start an attempt, or refuse with every failing reason."""
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_start(
-                goal=goal,
-                lane=lane,
-                attempt=attempt,
-                session=session,
-                profile=profile,
-                pid=pid,
-                max_attempts=max_attempts,
-                at=at,
-            )
-        return Output(result, text=attempt_text(result, "start"))
+    A lane whose last attempt failed or was interrupted is refused lane_failed:
+    it goes on only through `host continue`.
+    """
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_phase(
+            goal=goal,
+            lane=lane,
+            deadline=deadline,
+            session=session,
+            profile=profile,
+            handoff=handoff,
+            handoff_sha256=handoff_sha256,
+            max_phase=max_phase,
+            at=at,
+        )
+    return Output(result, text=phase_text(result))
 
-    @command(host, "exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
-    def exit_(
-        ctx: Ctx,
-        goal: GoalOpt,
-        attempt: AttemptOpt,
-        exit_code: Annotated[
-            int | None, typer.Option("--exit-code", help="The process's exit code.")
-        ] = None,
-        signal: Annotated[
-            int | None, typer.Option("--signal", help="The signal that ended it.")
-        ] = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Record that the attempt's process was observed exited."""
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_exit(
-                goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
-            )
-        return Output(result, text=attempt_text(result, "exit"))
 
-    @command(
-        host,
-        "return",
-        example="quotaledger host return --goal g --attempt a1 --outcome failed "
-        "--failure quota_exhausted --cursor turn-7",
-    )
-    def return_(
-        ctx: Ctx,
-        goal: GoalOpt,
-        attempt: AttemptOpt,
-        outcome: Annotated[str, choice_option("--outcome", OUTCOMES, "How the attempt ended.")],
-        failure: Annotated[
-            str | None,
-            choice_option("--failure", FAILURE_CODES, "With --outcome failed: why."),
-        ] = None,
-        cursor: Annotated[
-            str | None, typer.Option("--cursor", help="Where the history stands.")
-        ] = None,
-        detail: Annotated[str | None, typer.Option("--detail", help="Failure detail.")] = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Record the attempt's outcome; prints the event hash `host continue` binds."""
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_return(
-                goal=goal,
-                attempt=attempt,
-                outcome=outcome,
-                failure=failure,
-                cursor=cursor,
-                detail=detail,
-                at=at,
-            )
-        return Output(result, text=attempt_text(result, "return"))
+@commands(
+    "start",
+    example="quotaledger host start --goal g --lane l1 --attempt a1 --session s1 --profile p",
+)
+def start(
+    ctx: Ctx,
+    goal: GoalOpt,
+    lane: LaneOpt,
+    attempt: AttemptOpt,
+    session: SessionOpt,
+    profile: ProfileOpt,
+    pid: Annotated[int | None, typer.Option("--pid", help="The attempt's process.")] = None,
+    max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
+    at: AtOpt = None,
+) -> Output:
+    """The dispatch gate: start an attempt, or refuse with every failing reason."""
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_start(
+            goal=goal,
+            lane=lane,
+            attempt=attempt,
+            session=session,
+            profile=profile,
+            pid=pid,
+            max_attempts=max_attempts,
+            at=at,
+        )
+    return Output(result, text=attempt_text(result, "start"))
 
-    @command(
-        host,
-        "continue",
-        example="quotaledger host continue --goal g --lane l1 --bind 3f9a... --deadline +2h "
-        "--session s1 --profile p --cursor turn-7",
-    )
-    def continue_(
-        ctx: Ctx,
-        goal: GoalOpt,
-        lane: LaneOpt,
-        bind: Annotated[
-            str, typer.Option("--bind", help="Hash of the failed attempt's return event.")
-        ],
-        deadline: DeadlineOpt,
-        session: SessionOpt,
-        profile: ProfileOpt,
-        cursor: Annotated[str, typer.Option("--cursor", help="Cursor recorded at return.")],
-        handoff: HandoffOpt = None,
-        handoff_sha256: HandoffShaOpt = None,
-        max_phase: MaxPhaseOpt = "7d",
-        at: AtOpt = None,
-    ) -> Output:
-        """Continue one failed or interrupted attempt on its session, in a new finite phase.
 
-        Replaying the same request returns the same phase (idempotent); any
-        difference is refused phase_exists_with_different_request.
-        """
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_continue(
-                goal=goal,
-                lane=lane,
-                bind=bind,
-                deadline=deadline,
-                session=session,
-                profile=profile,
-                cursor=cursor,
-                handoff=handoff,
-                handoff_sha256=handoff_sha256,
-                max_phase=max_phase,
-                at=at,
-            )
-        return Output(result, text=phase_text(result, "continued"))
+@commands("exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
+def exit_(
+    ctx: Ctx,
+    goal: GoalOpt,
+    attempt: AttemptOpt,
+    exit_code: Annotated[
+        int | None, typer.Option("--exit-code", help="The process's exit code.")
+    ] = None,
+    signal: Annotated[
+        int | None, typer.Option("--signal", help="The signal that ended it.")
+    ] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Record that the attempt's process was observed exited."""
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_exit(
+            goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
+        )
+    return Output(result, text=attempt_text(result, "exit"))
 
-    @command(
-        host, "heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1"
-    )
-    def heartbeat(
-        ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
-    ) -> Output:
-        """The lane's current phase and its handoff until a completed return confirms it."""
-        with ctx.service(HostService, write=False) as ledger:
-            result = ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
-        return Output(result, text=heartbeat_text(result))
 
-    @command(host, "stop", example="quotaledger host stop --goal g")
-    def stop(
-        ctx: Ctx,
-        goal: GoalOpt,
-        clear: Annotated[bool, typer.Option("--clear", help="Clear the stop.")] = False,
-        at: AtOpt = None,
-    ) -> Output:
-        """Request a stop (no lane starts or continues), or clear it with --clear."""
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_stop(goal=goal, clear=clear, at=at)
-        return Output(result, text=stop_text(result))
+@commands(
+    "return",
+    example="quotaledger host return --goal g --attempt a1 --outcome failed "
+    "--failure quota_exhausted --cursor turn-7",
+)
+def return_(
+    ctx: Ctx,
+    goal: GoalOpt,
+    attempt: AttemptOpt,
+    outcome: Annotated[str, choice_option("--outcome", OUTCOMES, "How the attempt ended.")],
+    failure: Annotated[
+        str | None,
+        choice_option("--failure", FAILURE_CODES, "With --outcome failed: why."),
+    ] = None,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="Where the history stands.")
+    ] = None,
+    detail: Annotated[str | None, typer.Option("--detail", help="Failure detail.")] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Record the attempt's outcome; prints the event hash `host continue` binds."""
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_return(
+            goal=goal,
+            attempt=attempt,
+            outcome=outcome,
+            failure=failure,
+            cursor=cursor,
+            detail=detail,
+            at=at,
+        )
+    return Output(result, text=attempt_text(result, "return"))
 
-    @command(
-        host, "replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open"
-    )
-    def replan(
-        ctx: Ctx,
-        goal: GoalOpt,
-        lane: LaneOpt,
-        replan: Annotated[str, typer.Option("--replan", help="Replan identifier.")],
-        open_: Annotated[bool, typer.Option("--open", help="Open the replan.")] = False,
-        settle: Annotated[bool, typer.Option("--settle", help="Settle the replan.")] = False,
-        at: AtOpt = None,
-    ) -> Output:
-        """Open or settle a replan; an unsettled replan holds its lane."""
-        from quotaledger.journal import InvalidInput
 
-        if open_ == settle:
-            raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
-        with ctx.service(HostService, write=True) as ledger:
-            result = ledger.host_replan(
-                goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
-            )
-        return Output(result, text=replan_text(result))
+@commands(
+    "continue",
+    example="quotaledger host continue --goal g --lane l1 --bind 3f9a... --deadline +2h "
+    "--session s1 --profile p --cursor turn-7",
+)
+def continue_(
+    ctx: Ctx,
+    goal: GoalOpt,
+    lane: LaneOpt,
+    bind: Annotated[str, typer.Option("--bind", help="Hash of the failed attempt's return event.")],
+    deadline: DeadlineOpt,
+    session: SessionOpt,
+    profile: ProfileOpt,
+    cursor: Annotated[str, typer.Option("--cursor", help="Cursor recorded at return.")],
+    handoff: HandoffOpt = None,
+    handoff_sha256: HandoffShaOpt = None,
+    max_phase: MaxPhaseOpt = "7d",
+    at: AtOpt = None,
+) -> Output:
+    """Continue one failed or interrupted attempt on its session, in a new finite phase.
 
-    @command(host, "status", example="quotaledger host status --goal g --lane l1")
-    def status(
-        ctx: Ctx,
-        goal: GoalOpt,
-        lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
-        max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
-        at: ReadAtOpt = None,
-    ) -> Output:
-        """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
-        with ctx.service(HostService, write=False) as ledger:
-            result = ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)
-        return Output(result, text=status_text(result))
+    Replaying the same request returns the same phase (idempotent); any
+    difference is refused phase_exists_with_different_request.
+    """
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_continue(
+            goal=goal,
+            lane=lane,
+            bind=bind,
+            deadline=deadline,
+            session=session,
+            profile=profile,
+            cursor=cursor,
+            handoff=handoff,
+            handoff_sha256=handoff_sha256,
+            max_phase=max_phase,
+            at=at,
+        )
+    return Output(result, text=phase_text(result, "continued"))
+
+
+@commands("heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1")
+def heartbeat(
+    ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
+) -> Output:
+    """The lane's current phase and its handoff until a completed return confirms it."""
+    with ctx.service(HostService, write=False) as ledger:
+        result = ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
+    return Output(result, text=heartbeat_text(result))
+
+
+@commands("stop", example="quotaledger host stop --goal g")
+def stop(
+    ctx: Ctx,
+    goal: GoalOpt,
+    clear: Annotated[bool, typer.Option("--clear", help="Clear the stop.")] = False,
+    at: AtOpt = None,
+) -> Output:
+    """Request a stop (no lane starts or continues), or clear it with --clear."""
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_stop(goal=goal, clear=clear, at=at)
+    return Output(result, text=stop_text(result))
+
+
+@commands("replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open")
+def replan(
+    ctx: Ctx,
+    goal: GoalOpt,
+    lane: LaneOpt,
+    replan: Annotated[str, typer.Option("--replan", help="Replan identifier.")],
+    open_: Annotated[bool, typer.Option("--open", help="Open the replan.")] = False,
+    settle: Annotated[bool, typer.Option("--settle", help="Settle the replan.")] = False,
+    at: AtOpt = None,
+) -> Output:
+    """Open or settle a replan; an unsettled replan holds its lane."""
+    from quotaledger.journal import InvalidInput
+
+    if open_ == settle:
+        raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
+    with ctx.service(HostService, write=True) as ledger:
+        result = ledger.host_replan(
+            goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
+        )
+    return Output(result, text=replan_text(result))
+
+
+@commands("status", example="quotaledger host status --goal g --lane l1")
+def status(
+    ctx: Ctx,
+    goal: GoalOpt,
+    lane: Annotated[str | None, typer.Option("--lane", help="Only this lane.")] = None,
+    max_attempts: MaxAttemptsOpt = MAX_ATTEMPTS_DEFAULT,
+    at: ReadAtOpt = None,
+) -> Output:
+    """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
+    with ctx.service(HostService, write=False) as ledger:
+        result = ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)
+    return Output(result, text=status_text(result))
 
 
 # -- human text (SPEC §8: one summary line, then a table where there is a list) ---------

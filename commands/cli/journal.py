@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from quotaledger.api import Ledger
-from quotaledger.cli.common import AtOpt, Ctx, command
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx
 from quotaledger.cli.output import EXIT_OK, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt, codes
@@ -21,148 +21,158 @@ def _size_hint(ledger: Ledger) -> int | None:
     return ledger.journal.store.size_hint(0, 0)
 
 
+commands = CommandTable()
+
+
 def register(app: typer.Typer) -> None:
-    @command(app, "verify", example="quotaledger verify --journal runs.jsonl --digest 41:9f2c...")
-    def verify(
-        ctx: Ctx,
-        digest: Annotated[
-            str | None,
-            typer.Option("--digest", help="SEQ:HASH taken earlier: prove the journal only grew."),
-        ] = None,
-    ) -> Output:
-        """Check the whole hash chain and every payload; print OK and the head."""
-        with (
-            ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
-            progress_bar("verify", _size_hint(ledger)) as progress,
-        ):
-            result = ledger.verify(digest=digest, progress=progress)
-        return Output(result, text=verify_text(result))
+    commands.add_to(app)
 
-    @command(app, "digest", example="quotaledger digest --journal runs.jsonl")
-    def digest(ctx: Ctx) -> Output:
-        """Print the head as SEQ:HASH (what `verify --digest` takes), for anchoring
-        elsewhere; --json adds the journal id."""
-        with ctx.service(JournalService, write=False) as ledger:
-            result = ledger.digest()
-        return Output(result, text=result["digest"])
 
-    @command(app, "repair", example="quotaledger repair --truncate-after 41 --yes")
-    def repair(
-        ctx: Ctx,
-        truncate_after: Annotated[
-            int, typer.Option("--truncate-after", help="Keep records up to this seq.")
-        ],
-        yes: Annotated[bool, typer.Option("--yes", help="Confirm moving later records.")] = False,
-        at: AtOpt = None,
-    ) -> Output:
-        """Move every record after SEQ to a quarantine file beside the journal."""
-        if not yes:
-            raise InvalidInput(
-                "repair moves records out of the journal; add --yes to confirm",
-                code=codes.CONFIRMATION_REQUIRED,
-            )
-        if truncate_after < 0:
-            raise InvalidInput("--truncate-after must be >= 0", code=codes.INVALID_OPTION)
-        with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
-            result = ledger.repair(truncate_after=truncate_after, at=at)
-        return Output(result, text=repair_text(result))
+@commands("verify", example="quotaledger verify --journal runs.jsonl --digest 41:9f2c...")
+def verify(
+    ctx: Ctx,
+    digest: Annotated[
+        str | None,
+        typer.Option("--digest", help="SEQ:HASH taken earlier: prove the journal only grew."),
+    ] = None,
+) -> Output:
+    """Check the whole hash chain and every payload; print OK and the head."""
+    with (
+        ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
+        progress_bar("verify", _size_hint(ledger)) as progress,
+    ):
+        result = ledger.verify(digest=digest, progress=progress)
+    return Output(result, text=verify_text(result))
 
-    @command(app, "checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
-    def checkpoint(ctx: Ctx) -> Output:
-        """Write the projection state after the last record to <journal>.checkpoint."""
-        with ctx.service(JournalService, write=True) as ledger:
-            result = ledger.checkpoint()
-        return Output(
-            result,
-            text=f"checkpoint written after seq {result['seq']} ({result['offset']:,} bytes "
-            f"folded; projection {result['projection_version']})",
+
+@commands("digest", example="quotaledger digest --journal runs.jsonl")
+def digest(ctx: Ctx) -> Output:
+    """Print the head as SEQ:HASH (what `verify --digest` takes), for anchoring
+    elsewhere; --json adds the journal id."""
+    with ctx.service(JournalService, write=False) as ledger:
+        result = ledger.digest()
+    return Output(result, text=result["digest"])
+
+
+@commands("repair", example="quotaledger repair --truncate-after 41 --yes")
+def repair(
+    ctx: Ctx,
+    truncate_after: Annotated[
+        int, typer.Option("--truncate-after", help="Keep records up to this seq.")
+    ],
+    yes: Annotated[bool, typer.Option("--yes", help="Confirm moving later records.")] = False,
+    at: AtOpt = None,
+) -> Output:
+    """Move every record after SEQ to a quarantine file beside the journal."""
+    if not yes:
+        raise InvalidInput(
+            "repair moves records out of the journal; add --yes to confirm",
+            code=codes.CONFIRMATION_REQUIRED,
         )
+    if truncate_after < 0:
+        raise InvalidInput("--truncate-after must be >= 0", code=codes.INVALID_OPTION)
+    with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
+        result = ledger.repair(truncate_after=truncate_after, at=at)
+    return Output(result, text=repair_text(result))
 
-    @command(
-        app, "log", example="quotaledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z"
+
+@commands("checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
+def checkpoint(ctx: Ctx) -> Output:
+    """Write the projection state after the last record to <journal>.checkpoint."""
+    with ctx.service(JournalService, write=True) as ledger:
+        result = ledger.checkpoint()
+    return Output(
+        result,
+        text=f"checkpoint written after seq {result['seq']} ({result['offset']:,} bytes "
+        f"folded; projection {result['projection_version']})",
     )
-    def log(
-        ctx: Ctx,
-        goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
-        run: Annotated[
-            str | None, typer.Option("--run", help="Only the events that name this run.")
-        ] = None,
-        kind: Annotated[
-            str | None, typer.Option("--kind", help="Only this kind (or prefix: capacity).")
-        ] = None,
-        since: Annotated[str | None, typer.Option("--since", help="Only at >= T.")] = None,
-        until: Annotated[str | None, typer.Option("--until", help="Only at <= T.")] = None,
-        limit: Annotated[
-            int | None, typer.Option("--limit", help="The first N events (of those kept).")
-        ] = None,
-        last: Annotated[
-            int | None, typer.Option("--last", help="The last N events (of those kept).")
-        ] = None,
-        follow: Annotated[
-            bool,
-            typer.Option(
-                "--follow", "-f", help="Then print events as they are appended, until Ctrl-C."
-            ),
-        ] = False,
-    ) -> Output:
-        """List events (a table; --json prints JSON Lines, one event per line).
 
-        On a corrupt journal it lists the verified prefix, then reports the corruption
-        (exit 3): what an operator reads to choose `repair --truncate-after`. With
-        --follow it keeps printing what writers append (a write still in progress is
-        waited for, never reported), until interrupted (exit 0).
-        """
-        filters = {"goal": goal, "run": run, "kind": kind, "since": since, "until": until}
-        LogFilter.of(**filters, limit=limit, last=last)  # exit 2 before the journal is read
-        with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
-            events = ledger.log(**filters, limit=limit, last=last, follow=follow)
-            try:
-                if follow:
-                    _follow(events, as_json=ctx.as_json)
-                return _listing(events, as_json=ctx.as_json)
-            except KeyboardInterrupt:  # the way out of --follow: not an error
-                raise typer.Exit(EXIT_OK) from None
 
-    @command(app, "export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
-    def export(
-        ctx: Ctx,
-        to: Annotated[str, typer.Option("--to", help="New file to write, or - for stdout.")],
-    ) -> Output:
-        """Write every verified record, byte for byte, to a new JSONL file (or stdout).
+@commands("log", example="quotaledger log --goal g --kind capacity --since 2026-11-29T14:00:00Z")
+def log(
+    ctx: Ctx,
+    goal: Annotated[str | None, typer.Option("--goal", help="Only this goal.")] = None,
+    run: Annotated[
+        str | None, typer.Option("--run", help="Only the events that name this run.")
+    ] = None,
+    kind: Annotated[
+        str | None, typer.Option("--kind", help="Only this kind (or prefix: capacity).")
+    ] = None,
+    since: Annotated[str | None, typer.Option("--since", help="Only at >= T.")] = None,
+    until: Annotated[str | None, typer.Option("--until", help="Only at <= T.")] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", help="The first N events (of those kept).")
+    ] = None,
+    last: Annotated[
+        int | None, typer.Option("--last", help="The last N events (of those kept).")
+    ] = None,
+    follow: Annotated[
+        bool,
+        typer.Option(
+            "--follow", "-f", help="Then print events as they are appended, until Ctrl-C."
+        ),
+    ] = False,
+) -> Output:
+    """List events (a table; --json prints JSON Lines, one event per line).
 
-        With `--to -` the records go to stdout and the summary to stderr.
-        """
-        if to != "-":
-            check_out_path("--to", to)  # exit 2 before the journal is opened
-        with (
-            ctx.service(JournalService, write=False) as ledger,
-            progress_bar("export", _size_hint(ledger)) as progress,
-        ):
-            result = ledger.export(to=to, progress=progress)
-        where = "stdout" if to == "-" else to
-        text = (
-            f"exported {plural(result['records'], 'record')} ({result['bytes']:,} bytes) "
-            f"to {where}; head {_head(result['head'])}"
-        )
-        return Output(result, text=text, on_stderr=to == "-")
+    On a corrupt journal it lists the verified prefix, then reports the corruption
+    (exit 3): what an operator reads to choose `repair --truncate-after`. With
+    --follow it keeps printing what writers append (a write still in progress is
+    waited for, never reported), until interrupted (exit 0).
+    """
+    filters = {"goal": goal, "run": run, "kind": kind, "since": since, "until": until}
+    LogFilter.of(**filters, limit=limit, last=last)  # exit 2 before the journal is read
+    with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
+        events = ledger.log(**filters, limit=limit, last=last, follow=follow)
+        try:
+            if follow:
+                _follow(events, as_json=ctx.as_json)
+            return _listing(events, as_json=ctx.as_json)
+        except KeyboardInterrupt:  # the way out of --follow: not an error
+            raise typer.Exit(EXIT_OK) from None
 
-    @command(app, "import", example="quotaledger import --journal postgresql://... runs.jsonl")
-    def import_(
-        ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
-    ) -> Output:
-        """Load a verified JSONL journal into an empty journal, hashes preserved."""
-        check_import_source(file)  # exit 2 before the target journal is opened
-        size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
-        with (
-            ctx.service(JournalService, write=True) as ledger,
-            progress_bar("import", size_bytes) as progress,
-        ):
-            result = ledger.import_(file=file, progress=progress)
-        return Output(
-            result,
-            text=f"imported {plural(result['records'], 'record')} from {file}; head "
-            f"{_head(result['head'])}",
-        )
+
+@commands("export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
+def export(
+    ctx: Ctx,
+    to: Annotated[str, typer.Option("--to", help="New file to write, or - for stdout.")],
+) -> Output:
+    """Write every verified record, byte for byte, to a new JSONL file (or stdout).
+
+    With `--to -` the records go to stdout and the summary to stderr.
+    """
+    if to != "-":
+        check_out_path("--to", to)  # exit 2 before the journal is opened
+    with (
+        ctx.service(JournalService, write=False) as ledger,
+        progress_bar("export", _size_hint(ledger)) as progress,
+    ):
+        result = ledger.export(to=to, progress=progress)
+    where = "stdout" if to == "-" else to
+    text = (
+        f"exported {plural(result['records'], 'record')} ({result['bytes']:,} bytes) "
+        f"to {where}; head {_head(result['head'])}"
+    )
+    return Output(result, text=text, on_stderr=to == "-")
+
+
+@commands("import", example="quotaledger import --journal postgresql://... runs.jsonl")
+def import_(
+    ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
+) -> Output:
+    """Load a verified JSONL journal into an empty journal, hashes preserved."""
+    check_import_source(file)  # exit 2 before the target journal is opened
+    size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
+    with (
+        ctx.service(JournalService, write=True) as ledger,
+        progress_bar("import", size_bytes) as progress,
+    ):
+        result = ledger.import_(file=file, progress=progress)
+    return Output(
+        result,
+        text=f"imported {plural(result['records'], 'record')} from {file}; head "
+        f"{_head(result['head'])}",
+    )
 
 
 def _head(head: dict[str, Any]) -> str:

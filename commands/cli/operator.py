@@ -7,7 +7,7 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from quotaledger.cli.capacity import coverage_text
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
@@ -34,141 +34,149 @@ def _size_hint(ledger: Any) -> int | None:
     return size
 
 
+commands = CommandTable()
+
+
 def register(app: typer.Typer) -> None:
-    @command(app, "goals", example="quotaledger goals --journal runs.jsonl")
-    def goals(
-        ctx: Ctx,
-        at: Annotated[
-            str | None, _opt("--at", "Evaluate as of this time (RFC 3339) [default: now].")
-        ] = None,
-    ) -> Output:
-        """List every goal with an event: domains, gates, dimensions, active runs, last
-        event time, whether a run would be admitted now, and the next action."""
-        with ctx.service(OperatorService, write=False) as ledger:
-            result = ledger.goals(at=at)
-        return Output(result, text=goals_text(result))
+    commands.add_to(app)
 
-    @command(app, "audit", example="quotaledger audit --journal runs.jsonl --seq 41")
-    def audit(
-        ctx: Ctx,
-        seq: Annotated[int | None, _opt("--seq", "The decision event's seq.")] = None,
-        hash_: Annotated[str | None, _opt("--hash", "The decision event's hash.")] = None,
-        goal: Annotated[
-            str | None, _opt("--goal", "With --run: the latest decision for that run.")
-        ] = None,
-        run: Annotated[str | None, _opt("--run", "With --goal: the run.")] = None,
-    ) -> Output:
-        """Re-take a journaled decision on the state just before it, and explain it.
 
-        Rebuilds the state from every record before the decision, runs the same
-        decision function `admit` runs with the recorded request and time, and reports
-        whether it reproduces the record (exit 0) or not (exit 1: the rules changed or
-        the log was edited), the binding constraint, shortfall, window composition,
-        reservations, cooldown, coverage and the earliest admissible time.
-        """
-        with ctx.service(OperatorService, write=False) as ledger:
-            result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
-        code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
-        return Output(result, text=audit_text(result), exit_code=code)
+@commands("goals", example="quotaledger goals --journal runs.jsonl")
+def goals(
+    ctx: Ctx,
+    at: Annotated[
+        str | None, _opt("--at", "Evaluate as of this time (RFC 3339) [default: now].")
+    ] = None,
+) -> Output:
+    """List every goal with an event: domains, gates, dimensions, active runs, last
+    event time, whether a run would be admitted now, and the next action."""
+    with ctx.service(OperatorService, write=False) as ledger:
+        result = ledger.goals(at=at)
+    return Output(result, text=goals_text(result))
 
-    @command(
-        app,
-        "whatif",
-        example="quotaledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
-        "--since 2026-11-29T14:00:00Z",
+
+@commands("audit", example="quotaledger audit --journal runs.jsonl --seq 41")
+def audit(
+    ctx: Ctx,
+    seq: Annotated[int | None, _opt("--seq", "The decision event's seq.")] = None,
+    hash_: Annotated[str | None, _opt("--hash", "The decision event's hash.")] = None,
+    goal: Annotated[
+        str | None, _opt("--goal", "With --run: the latest decision for that run.")
+    ] = None,
+    run: Annotated[str | None, _opt("--run", "With --goal: the run.")] = None,
+) -> Output:
+    """Re-take a journaled decision on the state just before it, and explain it.
+
+    Rebuilds the state from every record before the decision, runs the same
+    decision function `admit` runs with the recorded request and time, and reports
+    whether it reproduces the record (exit 0) or not (exit 1: the rules changed or
+    the log was edited), the binding constraint, shortfall, window composition,
+    reservations, cooldown, coverage and the earliest admissible time.
+    """
+    with ctx.service(OperatorService, write=False) as ledger:
+        result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
+    code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
+    return Output(result, text=audit_text(result), exit_code=code)
+
+
+@commands(
+    "whatif",
+    example="quotaledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
+    "--since 2026-11-29T14:00:00Z",
+)
+@config_options(show_defaults=False)
+def whatif(
+    ctx: Ctx,
+    goal: GoalOpt,
+    config: ConfigFields,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+) -> Output:
+    """Replay a goal's recorded admission requests under a changed config.
+
+    Only the given fields change, on top of each recorded configure; observed
+    usage stays as recorded. Lists the decisions that flip and states every
+    assumption. Nothing is written.
+    """
+    with (
+        ctx.service(OperatorService, write=False) as ledger,
+        progress_bar("whatif", _size_hint(ledger)) as progress,
+    ):
+        result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
+    return Output(result, text=whatif_text(result))
+
+
+@commands("report", example="quotaledger report --goal g --out report.html")
+def report(
+    ctx: Ctx,
+    goal: GoalOpt,
+    out: Annotated[str, typer.Option("--out", help="The HTML file to write.")],
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+) -> Output:
+    """Write one self-contained offline HTML report of a goal.
+
+    Inline SVG charts (usage stacked by counter, reserved, target and quota lines,
+    admission and refusal markers, cooldowns shaded) and the refusals table; no
+    script, no external resource.
+    """
+    check_out_path("--out", out)  # exit 2 before the journal is opened
+    with (
+        ctx.service(OperatorService, write=False) as ledger,
+        progress_bar("report", _size_hint(ledger)) as progress,
+    ):
+        result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)
+    text = (
+        f"wrote {result['out']} ({result['bytes']:,} bytes): {result['admissions']} "
+        f"admissions, {result['refusals']} refusals, {result['rejections']} rejections, "
+        f"{result['points']} chart points"
     )
-    @config_options(show_defaults=False)
-    def whatif(
-        ctx: Ctx,
-        goal: GoalOpt,
-        config: ConfigFields,
-        since: SinceOpt = None,
-        until: UntilOpt = None,
-    ) -> Output:
-        """Replay a goal's recorded admission requests under a changed config.
+    return Output(result, text=text)
 
-        Only the given fields change, on top of each recorded configure; observed
-        usage stays as recorded. Lists the decisions that flip and states every
-        assumption. Nothing is written.
-        """
-        with (
-            ctx.service(OperatorService, write=False) as ledger,
-            progress_bar("whatif", _size_hint(ledger)) as progress,
-        ):
-            result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
-        return Output(result, text=whatif_text(result))
 
-    @command(app, "report", example="quotaledger report --goal g --out report.html")
-    def report(
-        ctx: Ctx,
-        goal: GoalOpt,
-        out: Annotated[str, typer.Option("--out", help="The HTML file to write.")],
-        since: SinceOpt = None,
-        until: UntilOpt = None,
-    ) -> Output:
-        """Write one self-contained offline HTML report of a goal.
+@commands(
+    "metrics",
+    example="quotaledger metrics --goal g --out /var/lib/node_exporter/quotaledger.prom",
+)
+def metrics(
+    ctx: Ctx,
+    goal: Annotated[str | None, _opt("--goal", "Only this goal.")] = None,
+    out: Annotated[
+        str | None,
+        _opt("--out", "Write the exposition to FILE atomically (temp file, fsync, rename)."),
+    ] = None,
+    listen: Annotated[
+        str | None,
+        _opt(
+            "--listen",
+            "Serve GET /metrics on HOST:PORT (host 127.0.0.1 if omitted) for a Prometheus "
+            "scrape, the journal folded afresh each time, until Ctrl-C.",
+        ),
+    ] = None,
+    at: AtOpt = None,
+) -> Output:
+    """Print the current state in Prometheus text exposition format.
 
-        Inline SVG charts (usage stacked by counter, reserved, target and quota lines,
-        admission and refusal markers, cooldowns shaded) and the refusals table; no
-        script, no external resource.
-        """
-        check_out_path("--out", out)  # exit 2 before the journal is opened
-        with (
-            ctx.service(OperatorService, write=False) as ledger,
-            progress_bar("report", _size_hint(ledger)) as progress,
-        ):
-            result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)
-        text = (
-            f"wrote {result['out']} ({result['bytes']:,} bytes): {result['admissions']} "
-            f"admissions, {result['refusals']} refusals, {result['rejections']} rejections, "
-            f"{result['points']} chart points"
+    For a node-exporter textfile collector, give --out FILE: it is replaced
+    atomically, so a scrape never reads half a file (`> FILE` truncates it first).
+    For a Prometheus scrape, --listen HOST:PORT serves it over HTTP until Ctrl-C.
+    --json prints the same as a JSON object; --at T shows the state as of T.
+    """
+    from quotaledger.services.operator import OperatorService, prometheus_text
+
+    if out is not None and listen is not None:
+        raise InvalidInput(
+            "give --out FILE or --listen HOST:PORT, not both", code=codes.INVALID_OPTION
         )
-        return Output(result, text=text)
-
-    @command(
-        app,
-        "metrics",
-        example="quotaledger metrics --goal g --out /var/lib/node_exporter/quotaledger.prom",
-    )
-    def metrics(
-        ctx: Ctx,
-        goal: Annotated[str | None, _opt("--goal", "Only this goal.")] = None,
-        out: Annotated[
-            str | None,
-            _opt("--out", "Write the exposition to FILE atomically (temp file, fsync, rename)."),
-        ] = None,
-        listen: Annotated[
-            str | None,
-            _opt(
-                "--listen",
-                "Serve GET /metrics on HOST:PORT (host 127.0.0.1 if omitted) for a Prometheus "
-                "scrape, the journal folded afresh each time, until Ctrl-C.",
-            ),
-        ] = None,
-        at: AtOpt = None,
-    ) -> Output:
-        """Print the current state in Prometheus text exposition format.
-
-        For a node-exporter textfile collector, give --out FILE: it is replaced
-        atomically, so a scrape never reads half a file (`> FILE` truncates it first).
-        For a Prometheus scrape, --listen HOST:PORT serves it over HTTP until Ctrl-C.
-        --json prints the same as a JSON object; --at T shows the state as of T.
-        """
-        from quotaledger.services.operator import OperatorService, prometheus_text
-
-        if out is not None and listen is not None:
-            raise InvalidInput(
-                "give --out FILE or --listen HOST:PORT, not both", code=codes.INVALID_OPTION
-            )
-        if listen is not None:
-            _listen(ctx, listen, goal, at)
-        if out is not None:
-            check_out_path("--out", out)  # exit 2 before the journal is opened
-        with ctx.service(OperatorService, write=False) as ledger:
-            result = ledger.metrics(goal=goal, at=at, out=out)
-        if out is not None:
-            return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")
-        return Output(result, text=prometheus_text(result))
+    if listen is not None:
+        _listen(ctx, listen, goal, at)
+    if out is not None:
+        check_out_path("--out", out)  # exit 2 before the journal is opened
+    with ctx.service(OperatorService, write=False) as ledger:
+        result = ledger.metrics(goal=goal, at=at, out=out)
+    if out is not None:
+        return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")
+    return Output(result, text=prometheus_text(result))
 
 
 def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn:

@@ -5,18 +5,14 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, Ctx, GoalOpt, command, duration_option
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, duration_option
 from quotaledger.cli.output import Output, plural
 from quotaledger.services import probe_runner as runner
 from quotaledger.services.probe import ProbeService
 
 STDERR_FD = 2
 
-probe_app = typer.Typer(
-    help="Run a command in its own process group and journal a memory estimate.",
-    no_args_is_help=True,
-    rich_markup_mode=None,
-)
+commands = CommandTable()
 
 # Everything after `--` (or after the first argument that is not an option) belongs
 # to CMD, so CMD's own flags (-c, --json, ...) never reach quotaledger's parser.
@@ -25,11 +21,16 @@ _TRAILING = {"allow_interspersed_args": False}
 
 def register(app: typer.Typer) -> None:
     """Add this domain's commands to the quotaledger app."""
-    app.add_typer(probe_app, name="probe")
+    probe = typer.Typer(
+        help="Run a command in its own process group and journal a memory estimate.",
+        no_args_is_help=True,
+        rich_markup_mode=None,
+    )
+    app.add_typer(probe, name="probe")
+    commands.add_to(probe)
 
 
-@command(
-    probe_app,
+@commands(
     "run",
     example="quotaledger probe run --goal g --candidate solver.py --input-revision r42 "
     "--reference-bytes 1073741824 --sidecar samples.json -- python solver.py",

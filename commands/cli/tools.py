@@ -5,7 +5,7 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import Ctx, command
+from quotaledger.cli.common import CommandTable, Ctx
 from quotaledger.cli.output import Output, table
 from quotaledger.journal import InvalidInput, codes
 
@@ -21,96 +21,99 @@ DemoJournalOpt = Annotated[
 ]
 
 
+commands = CommandTable()
+
+
 def register(app: typer.Typer) -> None:
-    @command(
-        app,
-        "demo",
-        example="quotaledger demo --journal /tmp/demo.jsonl",
-        journal_option=DemoJournalOpt,
-        journal_default=DEMO_JOURNAL,
-    )
-    def demo(ctx: Ctx) -> Output:
-        """Run a scripted, realistic session on a fresh embedded journal.
+    commands.add_to(app)
 
-        Configure, usage, admissions until a refusal, a 429 with cooldown, releases,
-        a quota failure continued on its session, a settlement resumed after a
-        simulated crash; then `inspect` and the `audit` of the refusal.
-        """
-        from quotaledger.tools.demo import run_demo
 
-        if "://" in ctx.journal_target:
-            raise InvalidInput(
-                "demo runs on an embedded file journal, not a URL", code=codes.INVALID_OPTION
-            )
-        stream = sys.stderr if ctx.as_json else sys.stdout
+@commands(
+    "demo",
+    example="quotaledger demo --journal /tmp/demo.jsonl",
+    journal_option=DemoJournalOpt,
+    journal_default=DEMO_JOURNAL,
+)
+def demo(ctx: Ctx) -> Output:
+    """Run a scripted, realistic session on a fresh embedded journal.
 
-        def say(text: str) -> None:
-            stream.write(text + "\n")
-            stream.flush()
+    Configure, usage, admissions until a refusal, a 429 with cooldown, releases,
+    a quota failure continued on its session, a settlement resumed after a
+    simulated crash; then `inspect` and the `audit` of the refusal.
+    """
+    from quotaledger.tools.demo import run_demo
 
-        result = run_demo(ctx.journal_target, say)
-        return Output(result, text=demo_text(result))
-
-    @command(
-        app,
-        "bench",
-        example="quotaledger bench --events 1000000 --compare sqlite "
-        "--compare postgresql postgresql://postgres@127.0.0.1/test --json",
-    )
-    def bench(
-        ctx: Ctx,
-        url: Annotated[
-            str | None,
-            typer.Argument(
-                help="The PostgreSQL server (postgresql://...) for --compare postgresql.",
-                show_default=False,
-            ),
-        ] = None,
-        events: Annotated[
-            int, typer.Option("--events", help="Events in the large journal and batch run.")
-        ] = 100_000,
-        compare: Annotated[
-            list[str] | None,
-            typer.Option(
-                "--compare", help="Also measure 'sqlite', and/or 'postgresql' on URL (repeatable)."
-            ),
-        ] = None,
-        directory: Annotated[
-            str | None,
-            typer.Option("--dir", help="Where to write scratch journals [default: cwd]."),
-        ] = None,
-    ) -> Output:
-        """Measure this machine: each figure beside its raw baseline, the ratio, and
-        SPEC §9's target with whether this run met it."""
-        from quotaledger.tools.bench import run_bench
-
-        wanted = set(compare or ())
-        if not wanted <= {"sqlite", "postgresql"}:
-            raise InvalidInput(
-                "--compare accepts 'sqlite' and 'postgresql'", code=codes.INVALID_OPTION
-            )
-        if ("postgresql" in wanted) != (url is not None):
-            raise InvalidInput(
-                "--compare postgresql takes the server's URL (and a URL needs it)",
-                code=codes.INVALID_OPTION,
-            )
-        if url is not None and not url.startswith(("postgresql://", "postgres://")):
-            raise InvalidInput(f"{url!r} is not a postgresql:// URL", code=codes.INVALID_OPTION)
-        if not 1_000 <= events <= 10**8:
-            raise InvalidInput("--events must be between 1000 and 10^8", code=codes.INVALID_OPTION)
-
-        def step(text: str) -> None:
-            if sys.stderr.isatty() or not ctx.as_json:
-                sys.stderr.write(f"bench: {text}\n")
-
-        result = run_bench(
-            events,
-            compare_sqlite="sqlite" in wanted,
-            directory=directory,
-            step=step,
-            pg_url=url,
+    if "://" in ctx.journal_target:
+        raise InvalidInput(
+            "demo runs on an embedded file journal, not a URL", code=codes.INVALID_OPTION
         )
-        return Output(result, text=bench_text(result))
+    stream = sys.stderr if ctx.as_json else sys.stdout
+
+    def say(text: str) -> None:
+        stream.write(text + "\n")
+        stream.flush()
+
+    result = run_demo(ctx.journal_target, say)
+    return Output(result, text=demo_text(result))
+
+
+@commands(
+    "bench",
+    example="quotaledger bench --events 1000000 --compare sqlite "
+    "--compare postgresql postgresql://postgres@127.0.0.1/test --json",
+)
+def bench(
+    ctx: Ctx,
+    url: Annotated[
+        str | None,
+        typer.Argument(
+            help="The PostgreSQL server (postgresql://...) for --compare postgresql.",
+            show_default=False,
+        ),
+    ] = None,
+    events: Annotated[
+        int, typer.Option("--events", help="Events in the large journal and batch run.")
+    ] = 100_000,
+    compare: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--compare", help="Also measure 'sqlite', and/or 'postgresql' on URL (repeatable)."
+        ),
+    ] = None,
+    directory: Annotated[
+        str | None,
+        typer.Option("--dir", help="Where to write scratch journals [default: cwd]."),
+    ] = None,
+) -> Output:
+    """Measure this machine: each figure beside its raw baseline, the ratio, and
+    SPEC §9's target with whether this run met it."""
+    from quotaledger.tools.bench import run_bench
+
+    wanted = set(compare or ())
+    if not wanted <= {"sqlite", "postgresql"}:
+        raise InvalidInput("--compare accepts 'sqlite' and 'postgresql'", code=codes.INVALID_OPTION)
+    if ("postgresql" in wanted) != (url is not None):
+        raise InvalidInput(
+            "--compare postgresql takes the server's URL (and a URL needs it)",
+            code=codes.INVALID_OPTION,
+        )
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput(f"{url!r} is not a postgresql:// URL", code=codes.INVALID_OPTION)
+    if not 1_000 <= events <= 10**8:
+        raise InvalidInput("--events must be between 1000 and 10^8", code=codes.INVALID_OPTION)
+
+    def step(text: str) -> None:
+        if sys.stderr.isatty() or not ctx.as_json:
+            sys.stderr.write(f"bench: {text}\n")
+
+    result = run_bench(
+        events,
+        compare_sqlite="sqlite" in wanted,
+        directory=directory,
+        step=step,
+        pg_url=url,
+    )
+    return Output(result, text=bench_text(result))
 
 
 def bench_text(result: dict[str, Any]) -> str:
