@@ -7,11 +7,12 @@
         with ctx.service(write=True) as ledger:
             return ledger.admit(...)
 
-`command` (which a CommandTable applies to each entry) adds `--journal`, `--json` and `--lock-timeout-s` to the command's
-options (and `--at`, which SPEC §2.2 has every command accept, to one that takes no
-time of its own), checks the input it can check alone (the time, identifiers), turns
-the docstring and the example into help, and routes the result or the expected error
-through `quotaledger.cli.output` (the one exit-code map).
+`command` (which a CommandTable applies to each entry) adds `--journal`, `--json` and
+`--lock-timeout-s` to the command's options (and `--at`, which SPEC §2.2 has every
+command accept, to one that takes no time of its own), checks the input it can check
+alone (the time, identifiers), turns the docstring and the example into help, and
+routes the result or the expected error through `quotaledger.cli.output` (the one
+exit-code map).
 """
 
 import functools
