@@ -214,37 +214,12 @@ def reconfigure(
 
 def _build(flat: Flat, explicit: set[str], given: Flat, *, keep_token_gate: bool) -> Config:
     """Fill defaults, re-derive what follows its source, check, and make the structs."""
-    # -- the case gate
-    if flat["max_active_cases"] is None:
-        named = [n for n in cap.CASE_FIELDS if n in given]
-        if named:
-            raise _invalid("the case gate needs --max-active-cases (it is not configured)")
-        flat.update(dict.fromkeys(cap.CASE_FIELDS))
-    # -- the token gate's dimensions
+    _clear_unconfigured_cases(flat, given)
     for dimension in cap.DIMENSIONS:
-        quota, *rest = dimension_fields(dimension)
-        if flat[quota] is None:
-            named = [n for n in rest if n in given]
-            if named:
-                raise _invalid(
-                    f"{', '.join(named)} needs --{quota.replace('_', '-')} "
-                    f"(dimension {dimension} is not configured)"
-                )
-            flat.update(dict.fromkeys(rest))
+        _clear_unconfigured_dimension(flat, given, dimension)
     token_gate = any(flat[dimension_fields(d)[0]] is not None for d in cap.DIMENSIONS)
     if not token_gate:
-        named = [n for n in GENERAL_TOKEN_FIELDS if n in given]
-        if named:
-            raise _invalid(
-                "the token gate needs --quota-tpm or a quota of another dimension "
-                "(--quota-itpm, --quota-otpm, --quota-rpm)"
-            )
-        if keep_token_gate:  # its last dimension removed: say how to remove the gate
-            raise _invalid(
-                "the token gate needs at least one dimension: use --remove-gate tokens to "
-                "remove the gate"
-            )
-        flat.update(dict.fromkeys(GENERAL_TOKEN_FIELDS))
+        _clear_token_gate(flat, given, keep_token_gate=keep_token_gate)
     # -- defaults, then the derived defaults that follow their source
     present = _present_fields(flat, token_gate)
     for name in present:
@@ -255,6 +230,45 @@ def _build(flat: Flat, explicit: set[str], given: Flat, *, keep_token_gate: bool
             flat[name] = derived_value(name, flat)
     explicit &= set(present)
     return Config(*_structs(flat, token_gate), tuple(n for n in FIELDS if n in explicit))
+
+
+def _clear_unconfigured_cases(flat: Flat, given: Flat) -> None:
+    """Without --max-active-cases there is no case gate: its other fields go too, and
+    naming one of them is an error."""
+    if flat["max_active_cases"] is None:
+        named = [n for n in cap.CASE_FIELDS if n in given]
+        if named:
+            raise _invalid("the case gate needs --max-active-cases (it is not configured)")
+        flat.update(dict.fromkeys(cap.CASE_FIELDS))
+
+
+def _clear_unconfigured_dimension(flat: Flat, given: Flat, dimension: str) -> None:
+    """Likewise a token dimension without its quota."""
+    quota, *rest = dimension_fields(dimension)
+    if flat[quota] is None:
+        named = [n for n in rest if n in given]
+        if named:
+            raise _invalid(
+                f"{', '.join(named)} needs --{quota.replace('_', '-')} "
+                f"(dimension {dimension} is not configured)"
+            )
+        flat.update(dict.fromkeys(rest))
+
+
+def _clear_token_gate(flat: Flat, given: Flat, *, keep_token_gate: bool) -> None:
+    """No dimension has a quota: the token gate's general fields go too."""
+    named = [n for n in GENERAL_TOKEN_FIELDS if n in given]
+    if named:
+        raise _invalid(
+            "the token gate needs --quota-tpm or a quota of another dimension "
+            "(--quota-itpm, --quota-otpm, --quota-rpm)"
+        )
+    if keep_token_gate:  # its last dimension removed: say how to remove the gate
+        raise _invalid(
+            "the token gate needs at least one dimension: use --remove-gate tokens to "
+            "remove the gate"
+        )
+    flat.update(dict.fromkeys(GENERAL_TOKEN_FIELDS))
 
 
 def _present_fields(flat: Flat, token_gate: bool) -> list[str]:
