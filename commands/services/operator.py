@@ -79,11 +79,10 @@ class OperatorService(ServiceBase):
             return capacity_audit_json(result)
         return settlement_audit_json(au.audit_settlement(before.settlement, record, payload))
 
-    def _find_decision(
+    def _check_decision_selector(
         self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-    ) -> tuple[Record, Any]:
-        from quotaledger.projections import audit as au
-
+    ) -> None:
+        """Exactly one of --seq, --hash, or --goal with --run, each well formed."""
         by_run = goal is not None or run is not None
         chosen = sum((seq is not None, hash is not None, by_run))
         if chosen != 1 or (by_run and (goal is None or run is None)):
@@ -99,18 +98,19 @@ class OperatorService(ServiceBase):
             check_identifier("--run", run)
         if goal is not None:
             self.require_goal(goal)
+
+    def _first_decision(
+        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
+    ) -> tuple[Record, Any]:
+        """The record --seq or --hash names, or the goal's last capacity decision of run."""
         found: tuple[Record, Any] | None = None
         for record, payload, _line in self.journal.records(
             after_seq=-1 if seq is None else seq - 1
         ):
-            if seq is not None:
-                found = (record, payload)
-                break
-            if hash is not None and record.hash == hash:
-                found = (record, payload)
-                break
+            if seq is not None or (hash is not None and record.hash == hash):
+                return record, payload
             if (
-                by_run
+                hash is None
                 and record.goal == goal
                 and record.kind in cap.DECISION_KINDS
                 and payload.request.run == run
@@ -125,6 +125,15 @@ class OperatorService(ServiceBase):
                 else f"capacity decision for goal {goal!r} run {run!r}"
             )
             raise InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
+        return found
+
+    def _find_decision(
+        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
+    ) -> tuple[Record, Any]:
+        from quotaledger.projections import audit as au
+
+        self._check_decision_selector(seq=seq, hash=hash, goal=goal, run=run)
+        found = self._first_decision(seq=seq, hash=hash, goal=goal, run=run)
         record = found[0]
         if record.kind in cap.DECISION_KINDS or record.kind in au.SETTLEMENT_DECISION_KINDS:
             return found
