@@ -292,14 +292,6 @@ def default_target_tpm(quota_tpm: int) -> int:
     return quota_tpm * numerator // denominator
 
 
-def config_json(cases: CaseConfig | None, tokens: TokenConfig | None) -> dict[str, Any]:
-    """The config as answers show it: `limits` always present (events omit it when empty)."""
-    tokens_json = None if tokens is None else {**msgspec.to_builtins(tokens), "limits": {}}
-    if tokens_json is not None and tokens is not None:
-        tokens_json["limits"] = msgspec.to_builtins(tokens.limits)
-    return {"cases": msgspec.to_builtins(cases), "tokens": tokens_json}
-
-
 # -- event payloads (SPEC §3.1) --------------------------------------------------------
 
 
@@ -1327,6 +1319,14 @@ def shortfalls(
         if over:
             found[dimension] = _tidy(max(over))
     return found
+
+
+def decide_release(goal: GoalCapacity, run: str, at_us: int) -> Decision[None]:
+    """`release`: an active run's slot and reservation are freed; a run that is not
+    active holds nothing, so there is nothing to release (`run_not_active`)."""
+    if not any(r.request.run == run for r in active_runs_at(goal, at_us)):
+        return Decision(reasons=(R.RUN_NOT_ACTIVE,), detail=None)
+    return Decision(kind=RELEASED, payload=CapacityReleased(run=run), detail=None)
 
 
 # -- when things change by themselves --------------------------------------------------

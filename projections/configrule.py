@@ -325,7 +325,3 @@ def changes(old: Config, new: Config) -> dict[str, list[Any]]:
     """Every field whose value changed: {field: [old, new]} (None: not configured)."""
     before, after = old.flat(), new.flat()
     return {n: [before[n], after[n]] for n in FIELDS if before[n] != after[n]}
-
-
-def config_json(config: Config) -> dict[str, Any]:
-    return cap.config_json(config.cases, config.tokens)

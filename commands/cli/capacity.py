@@ -1,5 +1,6 @@
 """Capacity commands (SPEC §3.5): configure, observe, admit, reject, release, inspect."""
 
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
@@ -402,7 +403,7 @@ def coverage_text(figures: dict[str, Any], *, with_last: bool = False) -> str:
     return text + (f", last observation {last}" if with_last else "")
 
 
-def admit_text(result: dict[str, Any], run: str) -> str:
+def admit_text(result: Mapping[str, Any], run: str) -> str:
     prefix = "would be " if result.get("dry_run") else ""
     if result["admitted"]:
         receipt = result["receipt"]

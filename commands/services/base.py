@@ -19,6 +19,7 @@ from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
+from quotaledger.services.answers import EventJson
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 KNOWN_GOALS_SHOWN = 10
@@ -149,7 +150,7 @@ def conclude(
     return txn.append(decision.kind, goal, decision.payload, at)
 
 
-def event_json(pending: PendingRecord) -> dict[str, Any]:
+def event_json(pending: PendingRecord) -> EventJson:
     record = pending.record
     return {"seq": record.seq, "hash": record.hash, "kind": record.kind, "at": record.at}
 

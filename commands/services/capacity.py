@@ -20,6 +20,7 @@ from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
 from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
+from quotaledger.services.answers import AdmitAnswer, AdmitOutcome, ObserveAnswer, ReleaseAnswer
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -93,7 +94,7 @@ class CapacityService(ServiceBase):
             new = rule.reconfigure(
                 current, given, remove_limits=remove_limit, remove_gates=remove_gate
             )
-            config = rule.config_json(new)
+            config = config_json(new.cases, new.tokens)
             changes = rule.changes(current, new)
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
@@ -141,7 +142,7 @@ class CapacityService(ServiceBase):
         provider_headers: HeaderSource | None = None,
         provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ObserveAnswer:
         """Record provider usage (a zero-token measured observation is a heartbeat).
 
         The counts come from the count arguments (absent ones are 0) or from `usage`:
@@ -182,7 +183,7 @@ class CapacityService(ServiceBase):
         state = cap.goal_of(self.journal.state.capacity, goal)
         ev = cap.evaluate(state, parse_at(at_text))
         leased = state.runs.get(run) if run is not None else None
-        return {
+        answer: ObserveAnswer = {
             "ok": True,
             "goal": goal,
             "run": run,
@@ -194,6 +195,7 @@ class CapacityService(ServiceBase):
             "lease_until": format_us_or_none(leased.lease_until_us) if leased is not None else None,
             "event": event_json(pending),
         }
+        return answer
 
     # -- admit -------------------------------------------------------------------------
 
@@ -212,7 +214,7 @@ class CapacityService(ServiceBase):
         lease_s: int | None = None,
         at: str | None = None,
         dry_run: bool = False,
-    ) -> dict[str, Any]:
+    ) -> AdmitAnswer:
         """Decide whether `run` may start now; journal the admission or the refusal."""
         request = admit_request(
             goal=goal,
@@ -298,33 +300,27 @@ class CapacityService(ServiceBase):
 
     # -- release -----------------------------------------------------------------------
 
-    def release(self, *, goal: str, run: str, at: str | None = None) -> dict[str, Any]:
+    def release(self, *, goal: str, run: str, at: str | None = None) -> ReleaseAnswer:
         """Release an active run's case slot and token reservation."""
         check_identifier("--goal", goal)
         check_identifier("--run", run)
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
             state = cap.goal_of(txn.state.capacity, goal)
-            active = {r.request.run for r in cap.active_runs_at(state, parse_at(at_text))}
-            if run not in active:
-                return {
-                    "ok": True,
-                    "goal": goal,
-                    "run": run,
-                    "released": False,
-                    "appended": False,
-                    "reasons": [R.RUN_NOT_ACTIVE],
-                }
-            pending = txn.append(cap.RELEASED, goal, cap.CapacityReleased(run=run), at_text)
-        return {
+            decision = cap.decide_release(state, run, parse_at(at_text))
+            pending = conclude(txn, goal, at_text, decision)
+        # Releasing a run that is not active is ok: it holds nothing (SPEC §3.4).
+        answer: ReleaseAnswer = {
             "ok": True,
             "goal": goal,
             "run": run,
-            "released": True,
-            "appended": True,
-            "reasons": [],
-            "event": event_json(pending),
+            "released": pending is not None,
+            "appended": pending is not None,
+            "reasons": list(decision.reasons),
         }
+        if pending is not None:
+            answer["event"] = event_json(pending)
+        return answer
 
     # -- inspect -----------------------------------------------------------------------
 
@@ -521,18 +517,10 @@ def admit_json(
     at_text: str,
     *,
     dry_run: bool,
-) -> dict[str, Any]:
+) -> AdmitAnswer:
     """The `admit` result (SPEC §8): receipt on admission, reasons and figures on refusal."""
     detail = decision.detail
-    result: dict[str, Any] = {
-        "ok": decision.ok,
-        "goal": goal,
-        "at": at_text,
-        "admitted": decision.ok,
-        "idempotent": decision.idempotent,
-        "appended": pending is not None,
-        "dry_run": dry_run,
-    }
+    outcome: AdmitOutcome
     if decision.ok:
         assert detail.receipt is not None
         # The receipt names its admission event: the original one on a replay, none on a
@@ -542,13 +530,33 @@ def admit_json(
             seq, hash_ = detail.original.seq, detail.original.hash
         elif pending is not None:
             seq, hash_ = pending.record.seq, pending.record.hash
-        result["receipt"] = {**msgspec.to_builtins(detail.receipt), "seq": seq, "hash": hash_}
+        outcome = {"receipt": {**msgspec.to_builtins(detail.receipt), "seq": seq, "hash": hash_}}
     else:
-        result["reasons"] = list(decision.reasons)
-        result["figures"] = msgspec.to_builtins(detail.figures)
-        result["binding_dimension"] = detail.figures.binding_dimension
-    result["event"] = event_json(pending) if pending is not None else None
-    return result
+        outcome = {
+            "reasons": list(decision.reasons),
+            "figures": msgspec.to_builtins(detail.figures),
+            "binding_dimension": detail.figures.binding_dimension,
+        }
+    answer: AdmitAnswer = {
+        "ok": decision.ok,
+        "goal": goal,
+        "at": at_text,
+        "admitted": decision.ok,
+        "idempotent": decision.idempotent,
+        "appended": pending is not None,
+        "dry_run": dry_run,
+        **outcome,
+        "event": event_json(pending) if pending is not None else None,
+    }
+    return answer
+
+
+def config_json(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) -> dict[str, Any]:
+    """The config as answers show it: `limits` always present (events omit it when empty)."""
+    tokens_json = None if tokens is None else {**msgspec.to_builtins(tokens), "limits": {}}
+    if tokens_json is not None and tokens is not None:
+        tokens_json["limits"] = msgspec.to_builtins(tokens.limits)
+    return {"cases": msgspec.to_builtins(cases), "tokens": tokens_json}
 
 
 def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
@@ -556,7 +564,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
     ev = cap.evaluate(state, at_us)
     return {
         "at": format_us(at_us),
-        "config": cap.config_json(ev.cases, ev.tokens),
+        "config": config_json(ev.cases, ev.tokens),
         "usage_tpm": ev.usage.usage_tpm,
         "usage": msgspec.to_builtins(ev.usage.parts),
         "reserved_tpm": ev.reserved_tpm,

@@ -17,6 +17,7 @@ import errno
 import hashlib
 import os
 import stat
+from collections.abc import Mapping
 from typing import Any, cast
 
 from quotaledger.journal import InvalidInput, codes
@@ -45,6 +46,17 @@ from quotaledger.projections.hosts import (
     StartRequest,
 )
 from quotaledger.projections.ledger import Ledger
+from quotaledger.services.answers import (
+    AttemptAnswer,
+    AttemptJson,
+    Difference,
+    FailureDetailJson,
+    FailureJson,
+    PhaseAnswer,
+    PhaseJson,
+    PhaseRefusal,
+    StartRefusal,
+)
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -154,7 +166,7 @@ def _deadline_us(text: str, at: str) -> int:
 # -- JSON -----------------------------------------------------------------------------
 
 
-def phase_json(phase: hosts.PhaseState) -> dict[str, Any]:
+def phase_json(phase: hosts.PhaseState) -> PhaseJson:
     return {
         "phase": phase.phase,
         "lane": phase.lane,
@@ -175,8 +187,8 @@ def phase_json(phase: hosts.PhaseState) -> dict[str, Any]:
     }
 
 
-def attempt_json(attempt: hosts.AttemptState) -> dict[str, Any]:
-    failure = None
+def attempt_json(attempt: hosts.AttemptState) -> AttemptJson:
+    failure: FailureDetailJson | None = None
     if attempt.failure_code is not None:
         failure = {"code": attempt.failure_code, "detail": attempt.failure_detail}
     return {
@@ -200,7 +212,7 @@ def attempt_json(attempt: hosts.AttemptState) -> dict[str, Any]:
     }
 
 
-def failure_json(goal: GoalHosts, attempt: hosts.AttemptState | None) -> dict[str, Any] | None:
+def failure_json(goal: GoalHosts, attempt: hosts.AttemptState | None) -> FailureJson | None:
     if attempt is None:
         return None
     bound = goal.bound.get(attempt.returned_hash or "")
@@ -217,7 +229,9 @@ def _refusal(decision: Decision[Any], **context: Any) -> dict[str, Any]:
     return {"ok": False, "appended": False, "reasons": list(decision.reasons), **context}
 
 
-def _differences(existing: dict[str, Any], requested: dict[str, Any]) -> dict[str, Any]:
+def _differences(
+    existing: Mapping[str, Any], requested: Mapping[str, Any]
+) -> dict[str, Difference]:
     """What a refused replay changed: {field: {existing, requested}}, so the answer
     to phase_exists_with_different_request says which input differs (a relative
     deadline such as +1h resolves against each command's own time)."""
@@ -249,7 +263,7 @@ class HostService(ServiceBase):
         handoff_sha256: str | None = None,
         max_phase: str = "7d",
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PhaseAnswer | PhaseRefusal:
         """Open a lane's first phase, or a further one after a completed attempt."""
         check_identifier("--goal", goal)
         check_identifier("--lane", lane)
@@ -274,11 +288,18 @@ class HostService(ServiceBase):
             pending = conclude(txn, goal, event_at, decision)
         detail = decision.detail
         if not decision.ok:
-            context: dict[str, Any] = {}
+            refusal: PhaseRefusal = {
+                "ok": False,
+                "appended": False,
+                "reasons": list(decision.reasons),
+                "lane": lane,
+                "deadline": format_us(request.deadline_us),
+                "at": event_at,
+            }
             if detail.phase is not None:
-                context["existing_phase"] = existing = phase_json(detail.phase)
+                refusal["existing_phase"] = existing = phase_json(detail.phase)
                 if R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST in decision.reasons:
-                    context["differences"] = _differences(
+                    refusal["differences"] = _differences(
                         existing,
                         {
                             "deadline": format_us(request.deadline_us),
@@ -287,18 +308,11 @@ class HostService(ServiceBase):
                             "handoff_sha256": _handoff_sha(handoff_check),
                         },
                     )
-            return _refusal(
-                decision,
-                lane=lane,
-                deadline=format_us(request.deadline_us),
-                at=event_at,
-                **context,
-            )
+            return refusal
         if pending is None:
             assert detail.phase is not None
-            return _phase_result(detail.phase, appended=False, idempotent=True)
-        phase = _find_phase(self.journal.state, goal, lane, detail.number)
-        return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
+            return _phase_answer(detail.phase, None)
+        return _phase_answer(_find_phase(self.journal.state, goal, lane, detail.number), pending)
 
     def host_start(
         self,
@@ -311,7 +325,7 @@ class HostService(ServiceBase):
         pid: int | None = None,
         max_attempts: int = hosts.MAX_ATTEMPTS_DEFAULT,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> AttemptAnswer | StartRefusal:
         """The dispatch gate: start an attempt in the lane's current phase, or refuse."""
         for option, value in (
             ("--goal", goal),
@@ -334,7 +348,15 @@ class HostService(ServiceBase):
             decision = hosts.decide_start(state, request, at_us, readiness)
             pending = conclude(txn, goal, event_at, decision)
         if not decision.ok:
-            return _refusal(decision, lane=lane, attempt=attempt, at=event_at)
+            refusal: StartRefusal = {
+                "ok": False,
+                "appended": False,
+                "reasons": list(decision.reasons),
+                "lane": lane,
+                "attempt": attempt,
+                "at": event_at,
+            }
+            return refusal
         return self._attempt_answer(goal, attempt, decision, pending)
 
     def host_exit(
@@ -345,7 +367,7 @@ class HostService(ServiceBase):
         exit_code: int | None = None,
         signal: int | None = None,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> AttemptAnswer | dict[str, Any]:
         """Record that the attempt's process was observed exited."""
         check_identifier("--goal", goal)
         check_identifier("--attempt", attempt)
@@ -366,13 +388,23 @@ class HostService(ServiceBase):
 
     def _attempt_answer(
         self, goal: str, attempt: str, decision: HostDecision, pending: PendingRecord | None
-    ) -> dict[str, Any]:
-        """`host start` / `host exit` that went ahead: the attempt as it now stands."""
+    ) -> AttemptAnswer:
+        """`host start` / `host exit` that went ahead: the attempt as it now stands (an
+        identical repeat is the one case nothing is appended)."""
         if pending is None:
             assert decision.detail.attempt is not None
-            return _attempt_result(decision.detail.attempt, appended=False)
-        now = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {**_attempt_result(now, appended=True), **_event(pending)}
+            now = decision.detail.attempt
+        else:
+            now = self._goal_hosts(self.journal.state, goal).attempts[attempt]
+        answer: AttemptAnswer = {
+            "ok": True,
+            "appended": pending is not None,
+            "idempotent": pending is None,
+            "attempt": attempt_json(now),
+        }
+        if pending is not None:
+            answer["event"] = event_json(pending)
+        return answer
 
     def host_return(
         self,
@@ -444,7 +476,7 @@ class HostService(ServiceBase):
         handoff_sha256: str | None = None,
         max_phase: str = "7d",
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> PhaseAnswer | PhaseRefusal:
         """Bind exactly one failure to a new finite phase on the original session."""
         for option, value in (
             ("--goal", goal),
@@ -478,17 +510,20 @@ class HostService(ServiceBase):
             pending = conclude(txn, goal, event_at, decision)
         detail = decision.detail
         if not decision.ok:
-            context: dict[str, Any] = {
+            refusal: PhaseRefusal = {
+                "ok": False,
+                "appended": False,
+                "reasons": list(decision.reasons),
                 "lane": lane,
                 "bind": bind,
                 "deadline": format_us(request.deadline_us),
                 "at": event_at,
             }
             if detail.phase is not None:
-                context["existing_phase"] = existing = phase_json(detail.phase)
+                refusal["existing_phase"] = existing = phase_json(detail.phase)
                 if R.PHASE_EXISTS_WITH_DIFFERENT_REQUEST in decision.reasons:
                     attempt_state = detail.attempt
-                    context["differences"] = _differences(
+                    refusal["differences"] = _differences(
                         {
                             **existing,
                             "cursor": None if attempt_state is None else attempt_state.cursor,
@@ -502,18 +537,16 @@ class HostService(ServiceBase):
                             "cursor": cursor,
                         },
                     )
-            return _refusal(decision, **context)
+            return refusal
         if pending is None:
             assert detail.phase is not None
+            answer = _phase_answer(detail.phase, None)
+            # A replay never erases what happened since: a later failure of the
+            # continued phase is kept and reported here.
             lane_state = state.lanes.get(lane)
-            return {
-                **_phase_result(detail.phase, appended=False, idempotent=True),
-                # A replay never erases what happened since: a later failure of
-                # the continued phase is kept and reported here.
-                "last_failure": failure_json(state, hosts.last_failure(state, lane_state)),
-            }
-        phase = _find_phase(self.journal.state, goal, lane, detail.number)
-        return {**_phase_result(phase, appended=True, idempotent=False), **_event(pending)}
+            answer["last_failure"] = failure_json(state, hosts.last_failure(state, lane_state))
+            return answer
+        return _phase_answer(_find_phase(self.journal.state, goal, lane, detail.number), pending)
 
     def host_stop(self, *, goal: str, clear: bool = False, at: str | None = None) -> dict[str, Any]:
         """Request (or clear) a stop: no lane of the goal starts or continues meanwhile."""
@@ -641,23 +674,17 @@ def _find_phase(state: Ledger, goal: str, lane: str, number: int) -> hosts.Phase
     return next(p for p in reversed(phases) if p.phase == number)
 
 
-def _phase_result(phase: hosts.PhaseState, *, appended: bool, idempotent: bool) -> dict[str, Any]:
-    return {
+def _phase_answer(phase: hosts.PhaseState, pending: PendingRecord | None) -> PhaseAnswer:
+    """`host phase` / `host continue` that went ahead: appended, or a replay (None)."""
+    answer: PhaseAnswer = {
         "ok": True,
-        "appended": appended,
-        "idempotent": idempotent,
+        "appended": pending is not None,
+        "idempotent": pending is None,
         "phase": phase_json(phase),
     }
-
-
-def _attempt_result(attempt: hosts.AttemptState, *, appended: bool) -> dict[str, Any]:
-    """`host start` / `host exit`: an identical repeat is the one case nothing is appended."""
-    return {
-        "ok": True,
-        "appended": appended,
-        "idempotent": not appended,
-        "attempt": attempt_json(attempt),
-    }
+    if pending is not None:
+        answer["event"] = event_json(pending)
+    return answer
 
 
 def _return_result(

@@ -88,7 +88,7 @@ class JournalService(ServiceBase):
 
     def repair(self, *, truncate_after: int, at: str | None = None) -> dict[str, Any]:
         result = self.journal.repair(truncate_after, at)
-        body = {
+        body: dict[str, Any] = {
             "ok": True,
             "appended": result.appended,
             "truncated_after_seq": result.truncated_after_seq,

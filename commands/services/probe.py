@@ -25,6 +25,7 @@ from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_runner as runner
+from quotaledger.services.answers import EventJson
 from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
 
 
@@ -113,7 +114,7 @@ class ProbeService(ServiceBase):
 
     def _append_observation(
         self, goal: str, at: str | None, observation: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> EventJson:
         """One transaction, taken only now: the event time is sampled under the lock."""
         try:
             payload = msgspec.convert(observation, probes.ProbeObserved)

@@ -115,6 +115,7 @@ def build_operators_journal(path: str, observations: int) -> int:
                 goal="ops", run=run, arm="baseline", forecast_tpm=forecast,
                 at=format_us(now_us + 1),
             )  # fmt: skip
+            assert answer["event"] is not None  # a decision is always journaled here
             last_decision = answer["event"]["seq"]
             if answer["admitted"]:
                 held.append((now_us + 5_000_000, run))

@@ -14,6 +14,7 @@ from typing import Any
 from quotaledger.api import Ledger
 from quotaledger.cli.capacity import admit_text, config_summary, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
+from quotaledger.services.answers import AdmitAnswer
 
 GOAL = "demo-campaign"
 
@@ -28,7 +29,7 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
     def t(seconds: float) -> str:
         return format_us(base_us + round(seconds * US_PER_S))
 
-    def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
+    def admit(seconds: float, run_id: str, **request: Any) -> AdmitAnswer:
         result = ledger.admit(goal=GOAL, run=run_id, at=t(seconds), **request)
         say(f"  +{seconds:>3}s  " + admit_text(result, run_id).replace("\n", "\n         "))
         return result
@@ -104,6 +105,7 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
         ledger.release(goal=GOAL, run=run_id, at=t(60))
     say("  + 60s  the session ends: every run released")
     event = refusal["event"]
+    assert event is not None  # a refusal is journaled
     say(f"The refusal of run-004 is seq {event['seq']} ({event['hash'][:12]}…):")
     say("  " + figures_text(refusal["figures"]))
     return {
@@ -167,6 +169,7 @@ def run_limits(
         goal=LIMITS_GOAL, run="agent-b", forecast_tpm=30_000, forecast_rpm=1, at=t(4)
     )
     say("  +  4s  " + admit_text(tpm, "agent-b").replace("\n", "\n         "))
+    assert rpm["event"] is not None  # a refusal is journaled
     audit = ledger.audit(seq=rpm["event"]["seq"])
     explanation = audit["explanation"]
     say(
