@@ -92,19 +92,12 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
             return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_NOT_REGULAR,))
         if info.st_size > HANDOFF_BYTES_MAX:
             return HandoffCheck(expected_sha256, info.st_size, None, (R.HANDOFF_TOO_LARGE,))
-        chunks: list[bytes] = []
-        size = 0
-        while size <= HANDOFF_BYTES_MAX:  # the file may grow while we read it
-            chunk = os.read(fd, HANDOFF_BYTES_MAX + 1 - size)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            size += len(chunk)
+        # The file may grow while it is read: read one byte past the limit to tell.
+        data = _read_at_most(fd, HANDOFF_BYTES_MAX + 1)
     except OSError:
         return HandoffCheck(expected_sha256, 0, None, (R.HANDOFF_MISSING,))
     finally:
         os.close(fd)
-    data = b"".join(chunks)
     if len(data) > HANDOFF_BYTES_MAX:
         return HandoffCheck(expected_sha256, len(data), None, (R.HANDOFF_TOO_LARGE,))
     if hashlib.sha256(data).hexdigest() != expected_sha256:
@@ -117,6 +110,19 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
             code=codes.HANDOFF_NOT_UTF8,
         ) from None
     return HandoffCheck(expected_sha256, len(data), content)
+
+
+def _read_at_most(fd: int, size_bytes: int) -> bytes:
+    """The first `size_bytes` bytes from `fd` (fewer at its end), over short reads."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < size_bytes:
+        chunk = os.read(fd, size_bytes - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 def _sha256_hex(text: str) -> str | None:
