@@ -168,6 +168,12 @@ class Journal(Generic[S]):
         return self._state
 
     @property
+    def folded(self) -> bool:
+        """Whether the state is the fold of the store as last read: false for a reader
+        opened with fold=False until its `replay` (or after a fold that raised)."""
+        return self._state_valid
+
+    @property
     def head(self) -> Head:
         """Where the verified prefix this handle folded ends."""
         if self.store.poisoned:
@@ -185,8 +191,15 @@ class Journal(Generic[S]):
         checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
         allow_corrupt: bool = False,
         use_checkpoint: bool = True,
+        fold: bool = True,
     ) -> Journal[S]:
-        """Open for writing (recovery runs under the lock) or for reading (no lock)."""
+        """Open for writing (recovery runs under the lock) or for reading (no lock).
+
+        A reader opened with `fold` false has not folded anything yet: its first call
+        must be `replay`, which folds it in the same pass (a command whose work is a
+        pass over the whole journal reads it once, not twice)."""
+        if not fold and write:
+            raise ValueError("only a reader opens without folding")
         store = open_store(target, write=write)
         journal = cls(
             store,
@@ -206,7 +219,7 @@ class Journal(Generic[S]):
                     )
                 finally:
                     store.unlock()
-            elif not write:
+            elif not write and fold:
                 journal._refresh(
                     recover=False, use_checkpoint=use_checkpoint, tolerate_corrupt=allow_corrupt
                 )
@@ -219,14 +232,21 @@ class Journal(Generic[S]):
     # -- folding -------------------------------------------------------------------
 
     def _refresh(
-        self, *, recover: bool, use_checkpoint: bool = True, tolerate_corrupt: bool = False
+        self,
+        *,
+        recover: bool,
+        use_checkpoint: bool = True,
+        tolerate_corrupt: bool = False,
+        also: Visitor | None = None,
+        progress: Progress | None = None,
     ) -> None:
         """Bring head and state up to the end of the store.
 
         Mid-log corruption raises JournalCorrupt unless `tolerate_corrupt` (a handle
         opened with allow_corrupt, e.g. for `verify` or `repair`): then the state is
         the verified prefix and `self.corruption` says where it ends. Transactions
-        never tolerate it.
+        never tolerate it. `also` sees every record the fold folds, before it is
+        folded, if the fold starts from genesis (see `replay`).
         """
         head, store = self._head, self.store
         tail: Tail = (
@@ -245,6 +265,8 @@ class Journal(Generic[S]):
             if use_checkpoint:
                 self._load_checkpoint()
                 head = self._head
+            if self.checkpoint_seq >= 0:
+                also = None  # the visitor needs every record: `replay` reads them again
             self._state_valid = True
             if store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) == "same":
                 return
@@ -252,7 +274,8 @@ class Journal(Generic[S]):
         # midway, head and state disagree, so the state counts as valid only once the
         # fold (and the handling of its failure) has finished.
         self._state_valid = False
-        failure = self._fold_into(self._head, self._state, self._apply_visitor(self._state))
+        visit = self._apply_visitor(self._state, also)
+        failure = self._fold_into(self._head, self._state, visit, progress=progress)
         if failure is not None:
             self._handle_failure(failure, recover=recover, tolerate_corrupt=tolerate_corrupt)
         self._state_valid = True
@@ -268,13 +291,25 @@ class Journal(Generic[S]):
             self.store.make_durable()
             self._durable_offset = end
 
-    def _apply_visitor(self, state: S) -> Visitor:
+    def _apply_visitor(self, state: S, also: Visitor | None = None) -> Visitor:
         apply = self.projector.apply
+        if also is None:
 
-        def visit(record: Record, payload: Any, line: bytes) -> None:
+            def visit(record: Record, payload: Any, line: bytes) -> None:
+                apply(state, record, payload)
+
+            return visit
+
+        def visit_also(record: Record, payload: Any, line: bytes) -> None:
+            try:
+                also(record, payload, line)
+            except Exception as exc:
+                # The caller's error, not a record that does not fold: scan must not
+                # take it for corruption (`replay` raises it as it is).
+                raise _VisitorRaised(exc) from exc
             apply(state, record, payload)
 
-        return visit
+        return visit_also
 
     def _fold_into(
         self,
@@ -662,6 +697,41 @@ class Journal(Generic[S]):
         self._durable(head.offset)
         return state, head
 
+    def replay(
+        self,
+        visit: Visitor,
+        *,
+        use_checkpoint: bool = True,
+        progress: Progress | None = None,
+    ) -> None:
+        """Hand every verified record from genesis, in order, to `visit`, by the
+        readers' rules (mid-log corruption raises after the records before it; a torn
+        tail ends the pass quietly), the handle's state folded by the end.
+
+        For a handle opened with fold=False whose fold starts from genesis (no usable
+        checkpoint, or not `use_checkpoint`), `visit` rides along that fold, called
+        before each record is folded: one pass over the journal instead of two. Else
+        (the fold started at a checkpoint, or the handle had folded already) the
+        records are read again, as `records` reads them.
+        """
+        self._check_poisoned()
+        if not self._state_valid:
+            try:
+                self._refresh(
+                    recover=False,
+                    use_checkpoint=use_checkpoint,
+                    tolerate_corrupt=self._allow_corrupt,
+                    also=visit,
+                    progress=progress,
+                )
+            except _VisitorRaised as raised:
+                raise raised.error from None
+            self._durable(self._head.offset)
+            if self.checkpoint_seq < 0:
+                return
+        for record, payload, line in self.records(progress=progress):
+            visit(record, payload, line)
+
     def records(
         self,
         *,
@@ -845,6 +915,14 @@ class Journal(Generic[S]):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class _VisitorRaised(Exception):
+    """A `replay` visitor's own exception, carried through the fold unchanged."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
 
 
 class Transaction(Generic[S]):

@@ -171,20 +171,34 @@ class Ctx(msgspec.Struct):
 
     @contextmanager
     def service(
-        self, api: type[Any] | None = None, *, write: bool, allow_corrupt: bool = False
+        self,
+        api: type[Any] | None = None,
+        *,
+        write: bool,
+        allow_corrupt: bool = False,
+        fold: bool = True,
     ) -> Iterator[Any]:
         """The in-process API opened on this journal: `api` (the command's own service,
-        e.g. `CapacityService`: a runner's call imports no other), else `quotaledger.Ledger`."""
+        e.g. `CapacityService`: a runner's call imports no other), else `quotaledger.Ledger`.
+        `fold` false: a reader that folds in its command's pass (ServiceBase.open_unfolded)."""
         if api is None:
             from quotaledger.api import Ledger
 
             api = Ledger
-        ledger = api.open(
-            self.journal_target,
-            write=write,
-            lock_timeout_s=self.lock_timeout_s,
-            allow_corrupt=allow_corrupt,
-        )
+        if fold:
+            ledger = api.open(
+                self.journal_target,
+                write=write,
+                lock_timeout_s=self.lock_timeout_s,
+                allow_corrupt=allow_corrupt,
+            )
+        else:
+            assert not write
+            ledger = api.open_unfolded(
+                self.journal_target,
+                lock_timeout_s=self.lock_timeout_s,
+                allow_corrupt=allow_corrupt,
+            )
         try:
             yield ledger
         finally:

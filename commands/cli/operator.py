@@ -73,7 +73,7 @@ def audit(
     the log was edited), the binding constraint, shortfall, window composition,
     reservations, cooldown, coverage and the earliest admissible time.
     """
-    with ctx.service(OperatorService, write=False) as ledger:
+    with ctx.service(OperatorService, write=False, fold=False) as ledger:
         result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
     code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
     return Output(result, text=audit_text(result), exit_code=code)
@@ -99,7 +99,7 @@ def whatif(
     assumption. Nothing is written.
     """
     with (
-        ctx.service(OperatorService, write=False) as ledger,
+        ctx.service(OperatorService, write=False, fold=False) as ledger,
         progress_bar("whatif", _size_hint(ledger)) as progress,
     ):
         result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
@@ -122,7 +122,7 @@ def report(
     """
     check_out_path("--out", out)  # exit 2 before the journal is opened
     with (
-        ctx.service(OperatorService, write=False) as ledger,
+        ctx.service(OperatorService, write=False, fold=False) as ledger,
         progress_bar("report", _size_hint(ledger)) as progress,
     ):
         result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)

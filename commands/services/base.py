@@ -60,6 +60,27 @@ class ServiceBase:
         )
         return cls(journal)
 
+    @classmethod
+    def open_unfolded(
+        cls: type[S],
+        target: str,
+        *,
+        lock_timeout_s: float = LOCK_TIMEOUT_S_DEFAULT,
+        allow_corrupt: bool = False,
+    ) -> S:
+        """This service on a reader that has folded nothing yet: for a command whose
+        work is one pass over the whole journal (audit, whatif, report), which folds
+        the handle in that pass (`Journal.replay`) instead of after a fold of its own."""
+        journal = Journal.open(
+            target,
+            PROJECTOR,
+            write=False,
+            lock_timeout_s=lock_timeout_s,
+            allow_corrupt=allow_corrupt,
+            fold=False,
+        )
+        return cls(journal)
+
     def close(self) -> None:
         self.journal.close()
 

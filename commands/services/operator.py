@@ -48,6 +48,40 @@ def _range(since: str | None, until: str | None) -> tuple[int | None, int | None
     return since_us, until_us
 
 
+def _ignore(record: Record, payload: Any, line: bytes) -> None:
+    pass
+
+
+def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
+    feed = fold.feed
+
+    def visit(record: Record, payload: Any, line: bytes) -> None:
+        feed(record, payload)
+
+    return visit
+
+
+def _no_decision(
+    *, seq: int | None, hash: str | None, goal: str | None, run: str | None
+) -> InvalidInput:
+    what = (
+        f"seq {seq}"
+        if seq is not None
+        else f"hash {hash}"
+        if hash is not None
+        else f"capacity decision for goal {goal!r} run {run!r}"
+    )
+    return InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
+
+
+def _decision_matcher(seq: int | None, hash: str | None) -> Callable[[Record], bool]:
+    """Whether a record is the one --seq or --hash names (never raises: the query is
+    checked after the pass)."""
+    if seq is not None:
+        return lambda record: record.seq == seq
+    return lambda record: record.hash == hash
+
+
 class OperatorService(ServiceBase):
     """Audit, counterfactual replay, report and metrics over the open journal."""
 
@@ -68,10 +102,17 @@ class OperatorService(ServiceBase):
         """
         from quotaledger.projections import audit as au
 
-        record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
         # From genesis, never from a checkpoint (SPEC §2.5): a decision made on a forged
         # or stale checkpoint must show as not reproduced.
-        before: Ledger = self.journal.fold_as_of(seq=record.seq - 1, use_checkpoint=False)[0]
+        if not self.journal.folded and (seq is not None or hash is not None):
+            # One pass: the handle's own fold from genesis, its state copied just
+            # before the decision is folded.
+            record, payload, before = self._decision_in_replay(
+                seq=seq, hash=hash, goal=goal, run=run
+            )
+        else:
+            record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
+            before = self.journal.fold_as_of(seq=record.seq - 1, use_checkpoint=False)[0]
         if record.kind in cap.DECISION_KINDS:
             recorded = au.recorded_decision(record, payload)
             assert recorded is not None
@@ -117,26 +158,47 @@ class OperatorService(ServiceBase):
             ):
                 found = (record, payload)
         if found is None:
-            what = (
-                f"seq {seq}"
-                if seq is not None
-                else f"hash {hash}"
-                if hash is not None
-                else f"capacity decision for goal {goal!r} run {run!r}"
-            )
-            raise InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
+            raise _no_decision(seq=seq, hash=hash, goal=goal, run=run)
         return found
+
+    def _decision_in_replay(
+        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
+    ) -> tuple[Record, Any, Ledger]:
+        """The record --seq or --hash names and the state just before it, from the fold
+        of a handle opened with fold=False (the selector checked after the pass, so its
+        errors come after a corrupt journal's, as when the open folded first)."""
+        matches = _decision_matcher(seq, hash)
+        journal = self.journal
+        found: list[tuple[Record, Any, bytes]] = []
+
+        def visit(record: Record, payload: Any, line: bytes) -> None:
+            if not found and matches(record):
+                found.append((record, payload, journal.projector.dump(journal.state)))
+
+        journal.replay(visit, use_checkpoint=False)
+        self._check_decision_selector(seq=seq, hash=hash, goal=goal, run=run)
+        if not found:
+            raise _no_decision(seq=seq, hash=hash, goal=goal, run=run)
+        record, payload, before = found[0]
+        self._auditable(record)
+        return record, payload, journal.projector.load(before)
 
     def _find_decision(
         self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
     ) -> tuple[Record, Any]:
-        from quotaledger.projections import audit as au
-
+        if not self.journal.folded:
+            self.journal.replay(_ignore)  # a handle opened with fold=False: fold it first
         self._check_decision_selector(seq=seq, hash=hash, goal=goal, run=run)
         found = self._first_decision(seq=seq, hash=hash, goal=goal, run=run)
-        record = found[0]
+        self._auditable(found[0])
+        return found
+
+    def _auditable(self, record: Record) -> None:
+        """Nothing, if `record` is a decision audit re-takes; else exit 2 saying why."""
+        from quotaledger.projections import audit as au
+
         if record.kind in cap.DECISION_KINDS or record.kind in au.SETTLEMENT_DECISION_KINDS:
-            return found
+            return
         if record.kind in au.HOST_DECISION_KINDS:
             raise InvalidInput(
                 f"record {record.seq} ({record.kind}) is a host decision whose inputs (handoff "
@@ -203,12 +265,25 @@ class OperatorService(ServiceBase):
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
 
+        # The inputs are checked in this order: the goal, the range, the overrides. A
+        # handle opened with fold=False learns its goals from the pass that feeds the
+        # replay, so the replay is built first and any problem raised after the pass.
+        if self.journal.folded:
+            self.require_goal(goal)
+        replay: au.WhatIf | None = None
+        try:
+            since_us, until_us = _range(since, until)
+            overrides = au.Overrides.of(fields)
+            replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
+        except InvalidInput as exc:
+            problem: InvalidInput | None = exc
+        else:
+            problem = None
+        self.journal.replay(_ignore if replay is None else _feeder(replay), progress=progress)
         self.require_goal(goal)
-        since_us, until_us = _range(since, until)
-        overrides = au.Overrides.of(fields)
-        replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
-        for record, payload, _line in self.journal.records(progress=progress):
-            replay.feed(record, payload)
+        if replay is None:
+            assert problem is not None
+            raise problem
         return {
             "ok": True,
             "goal": goal,
@@ -235,13 +310,30 @@ class OperatorService(ServiceBase):
         from quotaledger.report.html import render_report
 
         check_out_path("--out", out)  # input first (exit 2): "" or a missing directory
-        self.require_goal(goal)  # before anything is written: no empty page for a typo
-        since_us, until_us = _range(since, until)
-        timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
+        if self.journal.folded:
+            self.require_goal(goal)  # before anything is written: no empty page for a typo
+        # As in whatif: a handle opened with fold=False learns its goals from the pass.
+        timeline: au.Timeline | None = None
+        try:
+            since_us, until_us = _range(since, until)
+            timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
+        except InvalidInput as exc:
+            problem: InvalidInput | None = exc
+        else:
+            problem = None
         last: Record | None = None
-        for record, payload, _line in self.journal.records(progress=progress):
-            timeline.feed(record, payload)
+
+        def visit(record: Record, payload: Any, line: bytes) -> None:
+            nonlocal last
+            if timeline is not None:
+                timeline.feed(record, payload)
             last = record
+
+        self.journal.replay(visit, progress=progress)
+        self.require_goal(goal)
+        if timeline is None:
+            assert problem is not None
+            raise problem
         timeline.finish()
         page = render_report(
             timeline,
