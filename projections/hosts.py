@@ -288,27 +288,36 @@ def apply(state: HostsState, record: Record, payload: Any) -> None:
     elif isinstance(payload, AttemptStarted):
         _apply_started(goal, record, payload)
     elif isinstance(payload, ProcessExited):
-        attempt = goal.attempts.get(payload.attempt)
-        if attempt is not None:
-            attempt.exited = True
-            attempt.exit_code = payload.exit_code
-            attempt.signal = payload.signal
-            attempt.exited_at = record.at
-        goal.other_events[record.hash] = record.kind
+        _apply_exited(goal, record, payload)
     elif isinstance(payload, AttemptReturned):
         _apply_returned(goal, record, payload)
     elif isinstance(payload, StopRequested):
         goal.stop, goal.stop_at = True, record.at
     elif isinstance(payload, StopCleared):
         goal.stop, goal.stop_at = False, None
-    elif isinstance(payload, ReplanOpened):
-        lane = _lane(goal, payload.lane)
+    elif isinstance(payload, ReplanOpened | ReplanSettled):
+        _apply_replan(goal, record, payload)
+
+
+def _apply_exited(goal: GoalHosts, record: Record, payload: ProcessExited) -> None:
+    attempt = goal.attempts.get(payload.attempt)
+    if attempt is not None:
+        attempt.exited = True
+        attempt.exit_code = payload.exit_code
+        attempt.signal = payload.signal
+        attempt.exited_at = record.at
+    goal.other_events[record.hash] = record.kind
+
+
+def _apply_replan(goal: GoalHosts, record: Record, payload: ReplanOpened | ReplanSettled) -> None:
+    lane = _lane(goal, payload.lane)
+    if isinstance(payload, ReplanOpened):
         lane.replans[payload.replan] = ReplanState(replan=payload.replan, opened_at=record.at)
-    elif isinstance(payload, ReplanSettled):
-        replan = _lane(goal, payload.lane).replans.get(payload.replan)
-        if replan is not None:
-            replan.open = False
-            replan.settled_at = record.at
+        return
+    replan = lane.replans.get(payload.replan)
+    if replan is not None:
+        replan.open = False
+        replan.settled_at = record.at
 
 
 def _apply_phase(goal: GoalHosts, record: Record, payload: PhaseAppended) -> None:
@@ -611,6 +620,20 @@ def _ok_handoff_sha(handoff: HandoffCheck | None) -> str | None:
     return handoff.sha256 if handoff is not None else None
 
 
+def _identity_reasons(
+    goal: GoalHosts, phase: PhaseState, *, session: str | None, profile: str | None
+) -> list[str]:
+    """Whether a start's session and profile are the phase's (None: not compared)."""
+    reasons = []
+    phase_session = effective_session(goal, phase)
+    phase_profile = effective_profile(goal, phase)
+    if session is not None and phase_session is not None and session != phase_session:
+        reasons.append(R.SESSION_MISMATCH)
+    if profile is not None and phase_profile is not None and profile != phase_profile:
+        reasons.append(R.PROFILE_MISMATCH)
+    return reasons
+
+
 def start_reasons(
     goal: GoalHosts,
     lane_id: str,
@@ -639,12 +662,7 @@ def start_reasons(
     if unsettled_replans(lane):
         reasons.append(R.REPLAN_UNSETTLED)
     if phase is not None:
-        phase_session = effective_session(goal, phase)
-        phase_profile = effective_profile(goal, phase)
-        if session is not None and phase_session is not None and session != phase_session:
-            reasons.append(R.SESSION_MISMATCH)
-        if profile is not None and phase_profile is not None and profile != phase_profile:
-            reasons.append(R.PROFILE_MISMATCH)
+        reasons += _identity_reasons(goal, phase, session=session, profile=profile)
     if in_flight(last):
         reasons.append(R.ATTEMPT_IN_FLIGHT)
     if lane_failure(goal, lane) is not None:
@@ -757,6 +775,46 @@ def decide_continue(
     return _continue_checks(goal, request, at_us, readiness, handoff_reasons)
 
 
+def _bound_failure(
+    goal: GoalHosts, request: ContinueRequest
+) -> tuple[AttemptState | None, list[str]]:
+    """The failed attempt of this lane whose return `--bind` names, or why there is none."""
+    attempt_id = goal.returns.get(request.bind)
+    attempt = goal.attempts.get(attempt_id) if attempt_id is not None else None
+    if attempt is None or attempt.lane != request.lane:
+        # A return of another lane is not found *in this lane*; any other host
+        # event of this lane is found but is not a failure.
+        if request.bind in goal.other_events and attempt is None:
+            return None, [R.BOUND_EVENT_NOT_A_FAILURE]
+        return None, [R.BOUND_EVENT_NOT_FOUND]
+    if attempt.failure_kind is None:
+        # A completed return: there is no failed attempt to compare the session,
+        # profile or cursor with (as for any other event that is not a failure).
+        return None, [R.BOUND_EVENT_NOT_A_FAILURE]
+    return attempt, []
+
+
+def _bound_failure_reasons(
+    goal: GoalHosts, lane: LaneState | None, attempt: AttemptState, request: ContinueRequest
+) -> list[str]:
+    """Whether the bound failure is still the lane's last, over, and the same work."""
+    reasons = []
+    last = last_attempt(goal, lane)
+    if last is not None and last.number > attempt.number:
+        reasons.append(R.BOUND_FAILURE_SUPERSEDED)
+    if not attempt.exited:
+        reasons.append(R.PROCESS_NOT_EXITED)
+    if request.session != attempt.session:
+        reasons.append(R.SESSION_MISMATCH)
+    if request.profile != attempt.profile:
+        reasons.append(R.PROFILE_MISMATCH)
+    if request.cursor != attempt.cursor:
+        reasons.append(R.HISTORY_CHANGED)
+    if attempt.failure_kind in NEVER_CONTINUED:
+        reasons.append(R.FAILURE_NOT_CONTINUABLE)
+    return reasons
+
+
 def _continue_checks(
     goal: GoalHosts,
     request: ContinueRequest,
@@ -764,37 +822,10 @@ def _continue_checks(
     readiness: Readiness,
     handoff_reasons: list[str],
 ) -> HostDecision:
-    reasons: list[str] = []
-    attempt_id = goal.returns.get(request.bind)
-    attempt = goal.attempts.get(attempt_id) if attempt_id is not None else None
-    if attempt is None or attempt.lane != request.lane:
-        # A return of another lane is not found *in this lane*; any other host
-        # event of this lane is found but is not a failure.
-        if request.bind in goal.other_events and attempt is None:
-            reasons.append(R.BOUND_EVENT_NOT_A_FAILURE)
-        else:
-            reasons.append(R.BOUND_EVENT_NOT_FOUND)
-        attempt = None
-    elif attempt.failure_kind is None:
-        # A completed return: there is no failed attempt to compare the session,
-        # profile or cursor with (as for any other event that is not a failure).
-        reasons.append(R.BOUND_EVENT_NOT_A_FAILURE)
-        attempt = None
+    attempt, reasons = _bound_failure(goal, request)
     lane = goal.lanes.get(request.lane)
     if attempt is not None:
-        last = last_attempt(goal, lane)
-        if last is not None and last.number > attempt.number:
-            reasons.append(R.BOUND_FAILURE_SUPERSEDED)
-        if not attempt.exited:
-            reasons.append(R.PROCESS_NOT_EXITED)
-        if request.session != attempt.session:
-            reasons.append(R.SESSION_MISMATCH)
-        if request.profile != attempt.profile:
-            reasons.append(R.PROFILE_MISMATCH)
-        if request.cursor != attempt.cursor:
-            reasons.append(R.HISTORY_CHANGED)
-        if attempt.failure_kind in NEVER_CONTINUED:
-            reasons.append(R.FAILURE_NOT_CONTINUABLE)
+        reasons += _bound_failure_reasons(goal, lane, attempt, request)
     if goal.stop:
         reasons.append(R.STOP_REQUESTED)
     if unsettled_replans(lane):
