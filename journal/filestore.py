@@ -94,9 +94,10 @@ def _remove_quietly(path: str) -> None:
 
 
 class FileStore:
-    """Low-level access to one journal file. Not thread-safe; one per process or thread."""
+    """Low-level access to one journal file. Not thread-safe; one per process or thread.
 
-    torn_tails = True
+    It is both the core `Store` and its own `LocalFile` capability (torn tails cut
+    aside, the empty file re-linked, a descriptor for the parallel verify)."""
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
@@ -235,9 +236,6 @@ class FileStore:
 
     # -- reading -----------------------------------------------------------------
 
-    def local_fd(self) -> int | None:
-        return self.read_fd if self.read_fd >= 0 else None
-
     def size(self) -> int:
         if self.read_fd < 0:  # a writer's file that does not exist yet
             return 0
@@ -265,9 +263,6 @@ class FileStore:
 
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return max(0, self.size() - offset)
-
-    def rest_from(self, offset: int, next_seq: int) -> bytes:
-        return self.read(offset, max(0, self.size() - offset))
 
     def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
         # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
@@ -307,7 +302,9 @@ class FileStore:
     # -- writing -----------------------------------------------------------------
 
     def append(self, records: Sequence[PendingRecord], offset: int) -> None:
-        """One write of whole lines at `offset` (the file's size), then fdatasync.
+        """One write of whole lines at `offset` (the file's size), then fdatasync; for
+        a new journal (`offset` 0: its genesis record) the directory entry too (SPEC
+        §2.3: genesis, fsync the file, fsync the directory).
 
         A failed or short write is rolled back and nothing is acknowledged.
         """
@@ -332,6 +329,9 @@ class FileStore:
         self.sync()
         # The next transaction's tail check expects this line's end: slice it, once.
         self._tail = (last.record.hash, last.line[-_TAIL_BYTES:])
+        if offset == 0:
+            fsync_dir(self.path)
+            self.created = False  # written: close has no empty file to remove
 
     def _write_failed(self, size_before: int, message: str, code: str) -> StorageFailure:
         self._roll_back(size_before)
@@ -359,38 +359,6 @@ class FileStore:
             raise JournalPoisoned(
                 f"could not roll back a failed write to {self.path}: {exc.strerror}"
             ) from exc
-
-    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
-        """Move the bytes after `offset` to `<journal>.<label>.<seq>.<unix_ns>`; truncate.
-
-        A failure before the journal is truncated removes the copy again: the journal
-        still holds the bytes, and a failed recovery or repair leaves nothing behind."""
-        self._check_usable()
-        tail = self.read(offset, max(0, self.size() - offset))
-        keep_path = f"{self.path}.{label}.{next_seq}.{time.time_ns()}"
-        try:
-            fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
-        except OSError as exc:
-            raise _storage_failure(f"cannot create {keep_path}", exc) from exc
-        try:
-            try:
-                write_all(fd, tail)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            # The copy (file and directory entry) is durable before the journal loses the
-            # bytes: a crash in between leaves two copies, never none.
-            fsync_dir(keep_path)
-            os.ftruncate(self.write_fd, offset)
-        except OSError as exc:
-            _remove_quietly(keep_path)
-            raise _storage_failure(
-                f"cannot move the bytes after byte {offset} of {self.path} to {keep_path}; "
-                "nothing was changed",
-                exc,
-            ) from exc
-        self.sync()
-        return keep_path
 
     def load(self, records: Sequence[PendingRecord]) -> None:
         """Import into this empty journal: write the whole journal beside the path, make
@@ -422,21 +390,6 @@ class FileStore:
         found = os.fstat(fd)
         self._identity = (found.st_dev, found.st_ino)
         fsync_dir(self.path)
-
-    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
-        prefix = f"{os.path.basename(self.path)}.{label}.{next_seq}."
-        directory = os.path.dirname(self.path)
-        found = []
-        for name in os.listdir(directory or "."):
-            stamp = name[len(prefix) :]  # cut_tail names the file by its unix_ns
-            if name.startswith(prefix) and stamp.isdigit():
-                found.append((int(stamp) // 1000, os.path.join(directory, name)))
-        return sorted(found)
-
-    def created_durably(self) -> None:
-        """The genesis record is durable: make the file's directory entry durable too."""
-        fsync_dir(self.path)
-        self.created = False  # written: close has no empty file to remove
 
     def load_checkpoint(self) -> Checkpoint | None:
         return read_checkpoint(checkpoint_path(self.path))
@@ -475,11 +428,64 @@ class FileStore:
         if self.write_fd < 0:
             raise StorageFailure(f"{self.path} was opened read-only", code=codes.READ_ONLY)
 
+    # -- what only a file offers (the LocalFile capability) ---------------------
+
+    @property
+    def local_file(self) -> FileStore:
+        return self
+
+    def local_fd(self) -> int | None:
+        return self.read_fd if self.read_fd >= 0 else None
+
+    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
+        """Move the bytes after `offset` to `<journal>.<label>.<seq>.<unix_ns>`; truncate.
+
+        A failure before the journal is truncated removes the copy again: the journal
+        still holds the bytes, and a failed recovery or repair leaves nothing behind."""
+        self._check_usable()
+        tail = self.read(offset, max(0, self.size() - offset))
+        keep_path = f"{self.path}.{label}.{next_seq}.{time.time_ns()}"
+        try:
+            fd = os.open(keep_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE)
+        except OSError as exc:
+            raise _storage_failure(f"cannot create {keep_path}", exc) from exc
+        try:
+            try:
+                write_all(fd, tail)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            # The copy (file and directory entry) is durable before the journal loses the
+            # bytes: a crash in between leaves two copies, never none.
+            fsync_dir(keep_path)
+            os.ftruncate(self.write_fd, offset)
+        except OSError as exc:
+            _remove_quietly(keep_path)
+            raise _storage_failure(
+                f"cannot move the bytes after byte {offset} of {self.path} to {keep_path}; "
+                "nothing was changed",
+                exc,
+            ) from exc
+        self.sync()
+        return keep_path
+
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        prefix = f"{os.path.basename(self.path)}.{label}.{next_seq}."
+        directory = os.path.dirname(self.path)
+        found = []
+        for name in os.listdir(directory or "."):
+            stamp = name[len(prefix) :]  # cut_tail names the file by its unix_ns
+            if name.startswith(prefix) and stamp.isdigit():
+                found.append((int(stamp) // 1000, os.path.join(directory, name)))
+        return sorted(found)
+
     def ensure_linked(self, timeout_s: float) -> bool:
         """Whether the last lock() found the empty file it held removed or replaced and
         locked the file the path names now instead (see _check_still_named)."""
         reopened, self._reopened = self._reopened, False
         return reopened
+
+    # -- closing ---------------------------------------------------------------
 
     def _remove_if_never_written(self) -> None:
         """Remove a file this handle created but never wrote (its first command was

@@ -13,12 +13,10 @@ the initial state and the fold step.
 
 from __future__ import annotations
 
-import hashlib
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from types import TracebackType
-from typing import Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import msgspec
 
@@ -38,7 +36,6 @@ from quotaledger.journal.clock import (
     event_time,
     format_us,
     is_canonical_at,
-    parse_at,
     wall_us,
 )
 from quotaledger.journal.errors import (
@@ -73,14 +70,16 @@ from quotaledger.journal.record import (
     genesis_line,
     self_verify,
 )
-from quotaledger.journal.store import PendingRecord, Store, Tail
+from quotaledger.journal.store import PendingRecord, Store, Tail, rest_from
 from quotaledger.journal.target import check_target, is_pg_url
+
+if TYPE_CHECKING:
+    from quotaledger.journal.repair import RepairResult
 
 S = TypeVar("S")
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
-_decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
 _ENGINE_DECODERS: dict[str, PayloadDecoder] = {
-    REPAIRED_KIND: _decode_repaired,
+    REPAIRED_KIND: msgspec.json.Decoder(JournalRepaired).decode,
     BATCH_KIND: msgspec.json.Decoder(JournalBatch).decode,
 }
 """The journal's own kinds, which every projector's journal reads."""
@@ -322,6 +321,28 @@ class Journal(Generic[S]):
         batches: list[tuple[int, int]] | None = None,
     ) -> Failure | None:
         """Verify and visit the records after `head`; returns the first failure."""
+        for failure in self._scan_chunks(
+            head, visit, stop_after_seq=stop_after_seq, progress=progress, batches=batches
+        ):
+            if failure is not None:
+                return failure
+        return None
+
+    def _scan_chunks(
+        self,
+        head: Head,
+        visit: Visitor | None,
+        *,
+        stop_after_seq: int | None = None,
+        progress: Progress | None = None,
+        batches: list[tuple[int, int]] | None = None,
+    ) -> Iterator[Failure | None]:
+        """The one loop that reads the store after `head` chunk by chunk, carrying a
+        line split between chunks into the next, and verifies each: every verified
+        record goes to `visit` and advances `head`. Yields once per chunk (None, or the
+        first failure, which ends it), so a reader can hand on each chunk's records as
+        they come; bytes left over at the end are yielded as an incomplete failure.
+        Notes where this read ended (`_snapshot_end`): what failures are judged on."""
         carry = b""
         decoder = self.decoder
         self._snapshot_end = head.offset
@@ -334,25 +355,23 @@ class Journal(Generic[S]):
             )
             if progress is not None:
                 progress(head.offset - start)
+            yield failure
             if failure is not None:
-                return failure
+                return
             if stop_after_seq is not None and head.next_seq > stop_after_seq:
-                return None
+                return
             carry = buf[head.offset - start :]
         if carry:
             # A partial line, or a transaction not all of whose records are there yet.
             why = "incomplete transaction" if b"\n" in carry else "unterminated last line"
-            return Failure(head.next_seq, head.offset, why, False, True)
-        return None
+            yield Failure(head.next_seq, head.offset, why, False, True)
 
     def _classify(self, failure: Failure) -> TailKind:
         """Torn tail, corruption or not a journal, judged on this handle's snapshot only:
         the bytes up to where its last read ended (`_snapshot_end`). A reader must not
         look again: a line it saw partial may be complete now, and a line completed
         after the snapshot is no evidence against the bytes before it (SPEC §2.3)."""
-        if not self.store.torn_tails:
-            return "corrupt"
-        rest = self.store.rest_from(failure.offset, failure.seq)
+        rest = rest_from(self.store, failure.offset, failure.seq)
         rest = rest[: max(0, self._snapshot_end - failure.offset)]
         kind = classify_tail(rest, failure)
         if kind == "not_a_journal":
@@ -363,21 +382,33 @@ class Journal(Generic[S]):
             )
         return kind
 
+    def _judge(
+        self, failure: Failure, *, recover: bool = False, verified: Head | None = None
+    ) -> JournalCorrupt | None:
+        """What the failure a fold ended on is, for every reader and writer: a torn tail
+        (only a file can have one) is noted in `torn_tail`, or, when `recover`, moved
+        aside and forgotten, and None is returned; corruption is returned as the error
+        that reports it, for the caller to raise (or to note, if it tolerates it)."""
+        local = self.store.local_file
+        if local is None or self._classify(failure) != "torn":
+            return self.corrupt_error(failure, verified)
+        self.torn_tail = torn = failure.torn_from()
+        if recover:
+            path = local.cut_tail(torn.offset, torn.seq, "torn")
+            self.recovered.append(path)
+            warn(
+                f"recovered a torn tail of {self._snapshot_end - torn.offset} bytes after "
+                f"seq {torn.seq - 1}; the bytes are kept in {path}"
+            )
+            self.torn_tail = None
+        return None
+
     def _handle_failure(self, failure: Failure, *, recover: bool, tolerate_corrupt: bool) -> None:
-        if self._classify(failure) == "torn":
-            self.torn_tail = torn = failure.torn_from()
-            if recover:
-                path = self.store.cut_tail(torn.offset, torn.seq, "torn")
-                self.recovered.append(path)
-                warn(
-                    f"recovered a torn tail of {self._snapshot_end - torn.offset} bytes after "
-                    f"seq {torn.seq - 1}; the bytes are kept in {path}"
-                )
-                self.torn_tail = None
-            return
-        self.corruption = failure
-        if not tolerate_corrupt:
-            raise self.corrupt_error(failure)
+        corrupt = self._judge(failure, recover=recover)
+        if corrupt is not None:
+            self.corruption = failure
+            if not tolerate_corrupt:
+                raise corrupt
 
     def corrupt_error(self, failure: Failure, verified: Head | None = None) -> JournalCorrupt:
         """The error that reports mid-log corruption at `failure` (SPEC §2.4)."""
@@ -393,27 +424,45 @@ class Journal(Generic[S]):
         )
 
     def _load_checkpoint(self) -> None:
+        accepted = self._accept_checkpoint(say=warn)
+        if accepted is not None:
+            self._state, self._head = accepted
+            self.checkpoint_seq = self._head.seq
+
+    def _accept_checkpoint(
+        self,
+        *,
+        say: Callable[[str], None] | None,
+        covers: Callable[[Head], bool] | None = None,
+    ) -> tuple[S, Head] | None:
+        """The stored checkpoint as a state and the head to fold on from, if it may be
+        trusted (its projection version is the code's, the journal has its record at its
+        offset with its seq and hash, its state loads) and `covers` accepts its head;
+        else None, and `say` is told why it was ignored."""
         checkpoint = self.store.load_checkpoint()
         if checkpoint is None:
-            return
+            return None
         problem = self._checkpoint_problem(checkpoint)
         if problem is not None:
-            warn(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
-            return
-        try:
-            self._state = self.projector.load(bytes(checkpoint.state))
-        except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
-            warn(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
-            self._state = self.projector.initial()
-            return
-        self._head = Head(
+            if say is not None:
+                say(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
+            return None
+        head = Head(
             next_seq=checkpoint.seq + 1,
             prev_hash=checkpoint.hash,
             offset=checkpoint.offset,
             journal_id=checkpoint.journal_id,
             goal_last_at=checkpoint.head.goal_last_at_map(),
         )
-        self.checkpoint_seq = checkpoint.seq
+        if covers is not None and not covers(head):
+            return None
+        try:
+            state = self.projector.load(bytes(checkpoint.state))
+        except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
+            if say is not None:
+                say(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
+            return None
+        return state, head
 
     def _checkpoint_problem(self, checkpoint: Checkpoint) -> str | None:
         if checkpoint.projection_version != self.projector.version:
@@ -462,9 +511,11 @@ class Journal(Generic[S]):
         self._in_transaction = True
         try:
             self._refresh(recover=True)
-            if self._head.next_seq == 0 and store.ensure_linked(self.lock_timeout_s):
-                self._state_valid = False  # another file now: fold it from the start
-                self._refresh(recover=True)
+            if self._head.next_seq == 0:
+                local = store.local_file
+                if local is not None and local.ensure_linked(self.lock_timeout_s):
+                    self._state_valid = False  # another file now: fold it from the start
+                    self._refresh(recover=True)
         except BaseException:
             self._end()
             raise
@@ -501,12 +552,8 @@ class Journal(Generic[S]):
         head.next_seq = last.seq + 1
         head.prev_hash = last.hash
         head.offset = end
-        self.store.append(pending, offset)
+        self.store.append(pending, offset)  # a new journal's directory entry too (SPEC §2.3)
         self._durable_offset = end
-        if pending[0].record.seq == 0:
-            # A new journal: its directory entry must be durable before anything is
-            # acknowledged (SPEC §2.3: genesis, fsync the file, fsync the directory).
-            self.store.created_durably()
         self._state_valid = True
 
     def _end(self) -> None:
@@ -520,137 +567,23 @@ class Journal(Generic[S]):
             except Exception as exc:  # the commit is durable: a checkpoint is only a cache
                 warn(f"could not refresh the checkpoint: {exc}")
 
+    # -- repair and import (journal/repair.py, journal/importing.py) ------------------
+
     def repair(self, truncate_after_seq: int, explicit_at: str | None = None) -> RepairResult:
-        """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
+        """Move every record after `truncate_after_seq` to a quarantine file, journaled
+        as a `journal.repaired` record (SPEC §2.4; see `quotaledger.journal.repair`)."""
+        from quotaledger.journal.repair import repair
 
-        The prefix up to that record must verify. The repair is itself journaled as a
-        `journal.repaired` record (at `explicit_at` if given, which must not be before
-        the prefix's last journal-level record); running the same repair again finds
-        that record and changes nothing.
-        """
-        self.store.lock(self.lock_timeout_s)
-        try:
-            head = Head()
-            batches: list[tuple[int, int]] = []
-            failure = self._fold_into(
-                head,
-                self.projector.initial(),
-                None,
-                stop_after_seq=truncate_after_seq,
-                batches=batches,
-            )
-            for first, last in batches:
-                if first <= truncate_after_seq < last:
-                    # Cutting inside a transaction would keep part of it (SPEC §2.4 item 5).
-                    raise InvalidInput(
-                        f"record {truncate_after_seq} is inside the transaction of records "
-                        f"{first}-{last}: truncate after {first - 1} or after {last}",
-                        code=codes.REPAIR_INSIDE_TRANSACTION,
-                        transaction=[first, last],
-                    )
-            if head.seq < truncate_after_seq:
-                where = failure.reason if failure is not None else "the journal ends there"
-                raise InvalidInput(
-                    f"record {truncate_after_seq} is not in the verified prefix, which ends at "
-                    f"seq {head.seq} ({where})",
-                    code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
-                    verified_seq=head.seq,
-                )
-            rest = self.store.rest_from(head.offset, head.next_seq)
-            previous = _previous_repair(rest, truncate_after_seq)
-            if previous is not None:  # the same repair already ran: report its file
-                kept = os.path.join(os.path.dirname(self.store.target), previous.quarantine)
-                self._durable(head.offset + len(rest))
-                return RepairResult(truncate_after_seq, kept, 0, False)
-            unlogged = None if rest else self._unlogged_cut(head)
-            if not rest and unlogged is None:
-                self._durable(head.offset)
-                return RepairResult(truncate_after_seq, None, 0, False)
-            if rest and _verifies(rest, head.copy(), self.decoder):
-                # Repair is the way out of corruption (SPEC §2.4), not a way to discard
-                # acknowledged records: a repeated command must not eat newer work.
-                raise InvalidInput(
-                    f"every record after seq {truncate_after_seq} verifies: nothing to repair "
-                    "(repair only quarantines corrupt or torn bytes and what follows them)",
-                    code=codes.JOURNAL_NOT_CORRUPT,
-                )
-            # The record's time is checked before anything moves: a refused --at must
-            # leave the journal as it was.
-            now_us = wall_us()
-            at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
-            if unlogged is None:
-                path, moved = self.store.cut_tail(head.offset, head.next_seq, "quarantine"), rest
-            else:
-                path, moved = unlogged
-            self._state_valid = False
-            self._refresh(recover=True)
-            payload = JournalRepaired(
-                truncated_after_seq=truncate_after_seq,
-                quarantine=os.path.basename(path),
-                quarantined_bytes=len(moved),
-                quarantined_sha256=hashlib.sha256(moved).hexdigest(),
-            )
-            txn = Transaction(self)
-            txn.wall_us = now_us
-            appended = txn.append(REPAIRED_KIND, None, payload, at)
-            self._commit(txn._pending)
-            return RepairResult(truncate_after_seq, path, len(moved), True, appended)
-        finally:
-            self.store.unlock()
-
-    def _unlogged_cut(self, head: Head) -> tuple[str, bytes] | None:
-        """The quarantine file of a repair that crashed after cutting the journal at
-        `head` and before its record was durable: the journal ends there, so no record
-        names the file. Only a file cut after the last journal-level record kept (the
-        genesis at least) counts: an older one belongs to an earlier journal that lived
-        at this path."""
-        last_at = head.goal_last_at.get(None)
-        if last_at is None:
-            return None
-        for cut_us, path in reversed(self.store.cut_files(head.next_seq, "quarantine")):
-            if cut_us >= parse_at(last_at):
-                with open(path, "rb") as quarantined:
-                    return path, quarantined.read()
-        return None
+        return repair(self, truncate_after_seq, explicit_at)
 
     def import_records(
         self, source: Journal[Any], progress: Progress | None = None
     ) -> PendingRecord:
         """Load every record of a verified journal into this empty store, hashes intact;
-        the last record loaded."""
-        self.store.lock(self.lock_timeout_s)
-        try:
-            self._refresh(recover=True)
-            if self._head.next_seq != 0:
-                raise InvalidInput(
-                    f"{self.store.target} already holds {self._head.next_seq} records; "
-                    "import needs an empty journal",
-                    code=codes.JOURNAL_NOT_EMPTY,
-                )
-            pending = [
-                PendingRecord(record, payload, line + b"\n")
-                for record, payload, line in source.records(progress=progress)
-            ]
-            if source.torn_tail is not None:
-                raise InvalidInput(
-                    f"{source.store.target} has a torn tail at byte {source.torn_tail.offset}; "
-                    "open it for writing once (or repair it) before importing",
-                    code=codes.SOURCE_TORN_TAIL,
-                )
-            if not pending:
-                raise InvalidInput(
-                    f"{source.store.target} holds no records", code=codes.EMPTY_SOURCE
-                )
-            self._state_valid = False
-            self.store.load(pending)
-            self.store.created_durably()
-            self._refresh(recover=True)
-            # Every record is now durable and folded: past the threshold, the next
-            # command reads the checkpoint instead of folding them all again.
-            self._maybe_checkpoint()
-            return pending[-1]
-        finally:
-            self.store.unlock()
+        the last record loaded (see `quotaledger.journal.importing`)."""
+        from quotaledger.journal.importing import import_records
+
+        return import_records(self, source, progress)
 
     # -- reading -------------------------------------------------------------------
 
@@ -661,26 +594,17 @@ class Journal(Generic[S]):
         from genesis when not `use_checkpoint` (audit, verify: never trust the cache)."""
         self._check_poisoned()
         head, state = Head(), self.projector.initial()
-        checkpoint = self.store.load_checkpoint() if use_checkpoint else None
-        if checkpoint is not None and self._checkpoint_problem(checkpoint) is None:
-            # Usable only if every record it covers is in the requested prefix.
-            goal_last_at = checkpoint.head.goal_last_at_map()
-            usable = (seq is not None and checkpoint.seq <= seq) or (
-                at is not None and all(t <= at for t in goal_last_at.values())
+
+        def in_prefix(covered: Head) -> bool:
+            """Whether every record the checkpoint covers is in the requested prefix."""
+            return (seq is not None and covered.seq <= seq) or (
+                at is not None and all(t <= at for t in covered.goal_last_at.values())
             )
-            if usable:
-                try:
-                    state = self.projector.load(bytes(checkpoint.state))
-                except Exception:  # as in _load_checkpoint: an optimisation, never trusted
-                    state = self.projector.initial()
-                else:
-                    head = Head(
-                        checkpoint.seq + 1,
-                        checkpoint.hash,
-                        checkpoint.offset,
-                        checkpoint.journal_id,
-                        goal_last_at,
-                    )
+
+        # Quietly: the handle's own fold already warned about a checkpoint it ignored.
+        accepted = self._accept_checkpoint(say=None, covers=in_prefix) if use_checkpoint else None
+        if accepted is not None:
+            state, head = accepted
         apply = self.projector.apply
         if at is None:
             visit = self._apply_visitor(state)
@@ -748,25 +672,13 @@ class Journal(Generic[S]):
             if record.seq > after_seq:
                 batch.append((record, payload, line))
 
-        carry = b""
-        self._snapshot_end = 0
-        for chunk in self.store.chunks(0, 0):
-            self._snapshot_end += len(chunk)
-            buf = carry + chunk if carry else chunk
-            start = head.offset
-            failure = scan(buf, head, self.decoder, collect)
-            if progress is not None:
-                progress(head.offset - start)
+        for failure in self._scan_chunks(head, collect, progress=progress):
             self._durable(head.offset)
             yield from batch
             batch.clear()
             if failure is not None:
-                self._raise_if_corrupt(failure)
+                self._raise_if_corrupt(failure)  # returns for a torn tail
                 return
-            carry = buf[head.offset - start :]
-        if carry:
-            failure = Failure(head.next_seq, head.offset, "unterminated last line", False, True)
-            self._raise_if_corrupt(failure)  # only a file that is not a journal raises
 
     def records_after(self, head: Head) -> Iterator[tuple[Record, Any, bytes]]:
         """The verified records after `head`, advancing it past each, by the readers'
@@ -791,17 +703,12 @@ class Journal(Generic[S]):
         def collect(record: Record, payload: Any, line: bytes) -> None:
             batch.append((record, payload, line))
 
-        carry = b""
-        for chunk in self.store.chunks(head.offset, head.next_seq):
-            buf = carry + chunk if carry else chunk
-            start = head.offset
-            failure = scan(buf, head, self.decoder, collect)
+        for failure in self._scan_chunks(head, collect):
             yield from batch
             batch.clear()
             if failure is not None:
-                self._raise_if_corrupt(failure)  # returns for a torn tail
+                self._raise_if_corrupt(failure)  # returns for a torn tail (or a write in progress)
                 return
-            carry = buf[head.offset - start :]
 
     def verify(
         self,
@@ -818,7 +725,8 @@ class Journal(Generic[S]):
         """
         self._check_poisoned()
         self.torn_tail = None
-        fd = self.store.local_fd()
+        local = self.store.local_file
+        fd = local.local_fd() if local is not None else None
         found = None
         if parallel and visit is None and fd is not None:
             size = self.store.size_hint(0, 0) or 0
@@ -893,10 +801,9 @@ class Journal(Generic[S]):
             )
 
     def _raise_if_corrupt(self, failure: Failure, verified: Head | None = None) -> None:
-        if self._classify(failure) == "torn":
-            self.torn_tail = failure.torn_from()
-            return
-        raise self.corrupt_error(failure, verified)
+        corrupt = self._judge(failure, verified=verified)
+        if corrupt is not None:
+            raise corrupt
 
     def refresh(self) -> S:
         """Fold what other processes appended since this handle last looked, without
@@ -1153,34 +1060,6 @@ class Transaction(Generic[S]):
             record = Record(FORMAT_VERSION, seq, event_at, kind, goal, _Raw(data), prev, digest)
             written.append(_new_pending(PendingRecord, (record, payload, line)))
         return written
-
-
-class RepairResult(msgspec.Struct, frozen=True):
-    truncated_after_seq: int
-    quarantine: str | None
-    quarantined_bytes: int
-    appended: bool
-    event: PendingRecord | None = None
-    """The journal.repaired record this repair appended."""
-
-
-def _verifies(rest: bytes, head: Head, decoder: Callable[[str], PayloadDecoder | None]) -> bool:
-    """Whether `rest` (the bytes after `head`) is whole records that all verify."""
-    end = head.offset + len(rest)
-    return scan(rest, head, decoder, None) is None and head.offset == end
-
-
-def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | None:
-    """The repair record if `rest` is exactly the record an identical repair appended."""
-    if rest.count(b"\n") != 1 or not rest.endswith(b"\n"):
-        return None
-    record = self_verify(rest[:-1])
-    if record is None or record.kind != REPAIRED_KIND:
-        return None
-    repaired = _decode_repaired(record.data)
-    if isinstance(repaired, JournalRepaired) and repaired.truncated_after_seq == truncate_after_seq:
-        return repaired
-    return None
 
 
 def _raw(blob: bytes) -> Any:

@@ -55,7 +55,7 @@ from quotaledger.journal.errors import (
     StorageFailure,
 )
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.journal.store import PendingRecord, Tail
+from quotaledger.journal.store import LocalFile, PendingRecord, Tail
 
 EVENTS_TABLE = "quotaledger_events"
 CHECKPOINTS_TABLE = "quotaledger_checkpoints"
@@ -140,8 +140,10 @@ def _copy_text(value: bytes) -> bytes:
 class PgStore:
     """One journal in one PostgreSQL schema. One per process or thread (one connection)."""
 
-    torn_tails = False
-    """Every row was committed whole: a row that does not verify is corruption."""
+    local_file: LocalFile | None = None
+    """No file-only capability: every row was committed whole (a row that does not
+    verify is corruption, never a torn tail), the append-only trigger refuses to cut
+    rows, and a table is never unlinked from under a writer."""
 
     def __init__(self, url: str, *, create: bool) -> None:
         self.url = url
@@ -426,9 +428,6 @@ class PgStore:
             seq = last_seq + 1
             yield data
 
-    def local_fd(self) -> int | None:
-        return None
-
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return None  # summing octet_length over the table is not cheap
 
@@ -448,9 +447,6 @@ class PgStore:
                 (next_seq,),
             ).fetchone()
         return bool(row and row[0])
-
-    def rest_from(self, offset: int, next_seq: int) -> bytes:
-        return b"".join(self.chunks(offset, next_seq))
 
     def line_ending_at(self, offset: int, seq: int) -> bytes | None:
         """The line stored at `seq` (without newline); the journal checks seq and hash."""
@@ -558,28 +554,9 @@ class PgStore:
         if cur.statusmessage != "COMMIT":
             raise psycopg.OperationalError(f"COMMIT answered {cur.statusmessage}")
 
-    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
-        raise InvalidInput(
-            f"journal {self.target} is in PostgreSQL, where every row was committed whole "
-            f"and a trigger refuses DELETE: records from seq {next_seq} on cannot be cut. "
-            "Export the verified prefix (`quotaledger export`) and import it into a new schema "
-            "(`?schema=`) instead.",
-            code=codes.REPAIR_UNSUPPORTED,
-            seq=next_seq,
-        )
-
-    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
-        return []  # cut_tail never cuts PostgreSQL rows
-
     def load(self, records: Sequence[PendingRecord]) -> None:
         """One transaction: every row is committed, or none."""
         self.append(records, 0)
-
-    def ensure_linked(self, timeout_s: float) -> bool:
-        return False  # a table is never unlinked from under a writer
-
-    def created_durably(self) -> None:
-        """Nothing to do: COMMIT made the genesis record and the tables durable."""
 
     # -- verification ----------------------------------------------------------------
 
@@ -680,27 +657,23 @@ class PgStore:
             checkpoint.projection_version,
             _encode_checkpoint(checkpoint),
         )
+        # A failure is a StorageFailure like any other (the journal's automatic refresh
+        # warns and goes on: a checkpoint is only a cache).
         if self._in_transaction():  # inside a command's locked transaction: commit on unlock
-            try:
-                with self._db("store the checkpoint"):
-                    self._conn.execute(statement, params)
-            except StorageFailure as exc:
-                raise OSError(exc.message) from exc  # the journal treats checkpoints as optional
+            with self._db("store the checkpoint"):
+                self._conn.execute(statement, params)
             self._commit_on_unlock = True
             return
         # A writer's refresh after its commit released the lock: take it again, so the
         # row is written only under the journal's advisory lock (SPEC §2.5).
+        self.lock(self._lock_timeout_s)
         try:
-            self.lock(self._lock_timeout_s)
-            try:
-                with self._db("store the checkpoint"):
-                    self._conn.execute(statement, params)
-                    self._commit()
-            finally:
-                self._locked = False
-                self._rollback_quietly()
-        except StorageFailure as exc:
-            raise OSError(exc.message) from exc
+            with self._db("store the checkpoint"):
+                self._conn.execute(statement, params)
+                self._commit()
+        finally:
+            self._locked = False
+            self._rollback_quietly()
 
     # -- plumbing ------------------------------------------------------------------
 

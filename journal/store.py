@@ -34,19 +34,47 @@ strings, not an Enum: every transaction compares one, and an Enum member lookup 
 several times more."""
 
 
-class Store(Protocol):
-    target: str
-    poisoned: bool
-    writable: bool
-    torn_tails: bool
-    """Whether a crash can leave a torn tail (a file can; committed rows cannot)."""
-
-    def lock(self, timeout_s: float) -> None: ...
+class LocalFile(Protocol):
+    """What only a journal file offers, asked for explicitly (`Store.local_file`;
+    None for PostgreSQL, where every row was committed whole and a table is never
+    unlinked from under a writer): moving a torn tail or a corrupt rest aside, the
+    files that did so, re-linking an empty file removed under a writer, and a
+    descriptor for the parallel verify."""
 
     def local_fd(self) -> int | None:
         """A descriptor of the journal's file opened for reading, for readers that can
-        use it directly (a parallel verify); None for PostgreSQL."""
+        use it directly (a parallel verify); None before the file exists."""
         ...
+
+    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
+        """Preserve the bytes after `offset` beside the journal and truncate; the path."""
+        ...
+
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        """The files cut_tail wrote for `next_seq`: (when, in µs since the epoch, path),
+        oldest first."""
+        ...
+
+    def ensure_linked(self, timeout_s: float) -> bool:
+        """Whether the last lock() found the empty file it held removed or replaced, and
+        locked the file the path names now instead."""
+        ...
+
+
+class Store(Protocol):
+    """The core both stores implement: lock, read, check the tail, append, load,
+    make durable, keep a checkpoint."""
+
+    target: str
+    poisoned: bool
+    writable: bool
+
+    @property
+    def local_file(self) -> LocalFile | None:
+        """The file-only capability; None for PostgreSQL."""
+        ...
+
+    def lock(self, timeout_s: float) -> None: ...
 
     def unlock(self) -> None: ...
 
@@ -67,7 +95,8 @@ class Store(Protocol):
     def line_ending_at(self, offset: int, seq: int) -> bytes | None: ...
 
     def append(self, records: Sequence[PendingRecord], offset: int) -> None:
-        """Make `records` durable after `offset` in one write, or raise and leave none."""
+        """Make `records` durable after `offset` in one write, or raise and leave none.
+        A new journal's directory entry is durable too once it returns."""
         ...
 
     def load(self, records: Sequence[PendingRecord]) -> None:
@@ -75,30 +104,9 @@ class Store(Protocol):
         none and nothing left behind."""
         ...
 
-    def rest_from(self, offset: int, next_seq: int) -> bytes:
-        """Every byte from `offset` to the end (to classify a failure)."""
-        ...
-
     def verify_columns(self) -> None:
         """Raise JournalCorrupt if what the store indexes beside each line (PostgreSQL's
         seq, hash, prev, kind, goal, at columns) disagrees with it; a file has nothing."""
-        ...
-
-    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
-        """Preserve the bytes after `offset` beside the journal and truncate; the path."""
-        ...
-
-    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
-        """The files cut_tail wrote for `next_seq`: (when, in µs since the epoch, path),
-        oldest first."""
-        ...
-
-    def ensure_linked(self, timeout_s: float) -> bool:
-        """Under the lock, for an empty journal: reopen if the file held was removed."""
-        ...
-
-    def created_durably(self) -> None:
-        """Called once the genesis record is durable (the file store fsyncs the directory)."""
         ...
 
     def make_durable(self) -> None:
@@ -111,3 +119,9 @@ class Store(Protocol):
     def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
 
     def close(self) -> None: ...
+
+
+def rest_from(store: Store, offset: int, next_seq: int) -> bytes:
+    """Every byte of the stream from `offset` to the end (to classify a failure, or to
+    see what a repair would move)."""
+    return b"".join(store.chunks(offset, next_seq))

@@ -1,0 +1,169 @@
+"""Repair: moving a corrupt or torn rest of the journal to a quarantine file (SPEC
+§2.4), journaled as a `journal.repaired` record.
+
+    result = journal.repair(truncate_after_seq=41)   # Journal.repair calls repair()
+
+Only a journal file can be cut (`Store.local_file`); PostgreSQL refuses with
+`repair_unsupported`. The steps run under the journal's lock on the handle's own
+fold, durability and commit steps (`Journal._fold_into`, `_durable`, `_commit`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from quotaledger.journal import codes
+from quotaledger.journal.chain import Head, PayloadDecoder, scan
+from quotaledger.journal.clock import event_time, parse_at, wall_us
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.journal import Journal, Transaction
+from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired, self_verify
+from quotaledger.journal.store import PendingRecord, Store, rest_from
+
+_decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
+
+
+def repair(
+    journal: Journal[Any], truncate_after_seq: int, explicit_at: str | None = None
+) -> RepairResult:
+    """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
+
+    The prefix up to that record must verify. The repair is itself journaled as a
+    `journal.repaired` record (at `explicit_at` if given, which must not be before
+    the prefix's last journal-level record); running the same repair again finds
+    that record and changes nothing.
+    """
+    journal.store.lock(journal.lock_timeout_s)
+    try:
+        head = Head()
+        batches: list[tuple[int, int]] = []
+        failure = journal._fold_into(
+            head,
+            journal.projector.initial(),
+            None,
+            stop_after_seq=truncate_after_seq,
+            batches=batches,
+        )
+        for first, last in batches:
+            if first <= truncate_after_seq < last:
+                # Cutting inside a transaction would keep part of it (SPEC §2.4 item 5).
+                raise InvalidInput(
+                    f"record {truncate_after_seq} is inside the transaction of records "
+                    f"{first}-{last}: truncate after {first - 1} or after {last}",
+                    code=codes.REPAIR_INSIDE_TRANSACTION,
+                    transaction=[first, last],
+                )
+        if head.seq < truncate_after_seq:
+            where = failure.reason if failure is not None else "the journal ends there"
+            raise InvalidInput(
+                f"record {truncate_after_seq} is not in the verified prefix, which ends at "
+                f"seq {head.seq} ({where})",
+                code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
+                verified_seq=head.seq,
+            )
+        rest = rest_from(journal.store, head.offset, head.next_seq)
+        previous = _previous_repair(rest, truncate_after_seq)
+        if previous is not None:  # the same repair already ran: report its file
+            kept = os.path.join(os.path.dirname(journal.store.target), previous.quarantine)
+            journal._durable(head.offset + len(rest))
+            return RepairResult(truncate_after_seq, kept, 0, False)
+        unlogged = None if rest else _unlogged_cut(journal.store, head)
+        if not rest and unlogged is None:
+            journal._durable(head.offset)
+            return RepairResult(truncate_after_seq, None, 0, False)
+        if rest and _verifies(rest, head.copy(), journal.decoder):
+            # Repair is the way out of corruption (SPEC §2.4), not a way to discard
+            # acknowledged records: a repeated command must not eat newer work.
+            raise InvalidInput(
+                f"every record after seq {truncate_after_seq} verifies: nothing to repair "
+                "(repair only quarantines corrupt or torn bytes and what follows them)",
+                code=codes.JOURNAL_NOT_CORRUPT,
+            )
+        # The record's time is checked before anything moves: a refused --at must
+        # leave the journal as it was.
+        now_us = wall_us()
+        at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
+        if unlogged is None:
+            local = journal.store.local_file
+            if local is None:
+                raise _cannot_cut(journal.store, head.next_seq)
+            path, moved = local.cut_tail(head.offset, head.next_seq, "quarantine"), rest
+        else:
+            path, moved = unlogged
+        journal._state_valid = False
+        journal._refresh(recover=True)
+        payload = JournalRepaired(
+            truncated_after_seq=truncate_after_seq,
+            quarantine=os.path.basename(path),
+            quarantined_bytes=len(moved),
+            quarantined_sha256=hashlib.sha256(moved).hexdigest(),
+        )
+        txn = Transaction(journal)
+        txn.wall_us = now_us
+        appended = txn.append(REPAIRED_KIND, None, payload, at)
+        journal._commit(txn._pending)
+        return RepairResult(truncate_after_seq, path, len(moved), True, appended)
+    finally:
+        journal.store.unlock()
+
+
+def _cannot_cut(store: Store, next_seq: int) -> InvalidInput:
+    """Only a file can be cut: the other store is PostgreSQL, whose rows stay."""
+    return InvalidInput(
+        f"journal {store.target} is in PostgreSQL, where every row was committed whole "
+        f"and a trigger refuses DELETE: records from seq {next_seq} on cannot be cut. "
+        "Export the verified prefix (`quotaledger export`) and import it into a new schema "
+        "(`?schema=`) instead.",
+        code=codes.REPAIR_UNSUPPORTED,
+        seq=next_seq,
+    )
+
+
+def _unlogged_cut(store: Store, head: Head) -> tuple[str, bytes] | None:
+    """The quarantine file of a repair that crashed after cutting the journal at
+    `head` and before its record was durable: the journal ends there, so no record
+    names the file. Only a file cut after the last journal-level record kept (the
+    genesis at least) counts: an older one belongs to an earlier journal that lived
+    at this path."""
+    last_at = head.goal_last_at.get(None)
+    local = store.local_file
+    if last_at is None or local is None:
+        return None
+    for cut_us, path in reversed(local.cut_files(head.next_seq, "quarantine")):
+        if cut_us >= parse_at(last_at):
+            with open(path, "rb") as quarantined:
+                return path, quarantined.read()
+    return None
+
+
+class RepairResult(msgspec.Struct, frozen=True):
+    truncated_after_seq: int
+    quarantine: str | None
+    quarantined_bytes: int
+    appended: bool
+    event: PendingRecord | None = None
+    """The journal.repaired record this repair appended."""
+
+
+def _verifies(rest: bytes, head: Head, decoder: Callable[[str], PayloadDecoder | None]) -> bool:
+    """Whether `rest` (the bytes after `head`) is whole records that all verify."""
+    end = head.offset + len(rest)
+    return scan(rest, head, decoder, None) is None and head.offset == end
+
+
+def _previous_repair(rest: bytes, truncate_after_seq: int) -> JournalRepaired | None:
+    """The repair record if `rest` is exactly the record an identical repair appended."""
+    if rest.count(b"\n") != 1 or not rest.endswith(b"\n"):
+        return None
+    record = self_verify(rest[:-1])
+    if record is None or record.kind != REPAIRED_KIND:
+        return None
+    repaired = _decode_repaired(record.data)
+    if isinstance(repaired, JournalRepaired) and repaired.truncated_after_seq == truncate_after_seq:
+        return repaired
+    return None
