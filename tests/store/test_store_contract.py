@@ -1,24 +1,41 @@
 """The store contract, written once and run against both stores (file and PostgreSQL).
 
-Engine-level tests use the toy projector; end-to-end tests drive the real CLI.
-`store_target` (tests/store/conftest.py) is a fresh file path or a fresh schema URL.
+Store-level tests drive the `Store` protocol itself, with records encoded here;
+engine-level tests use the toy projector; end-to-end tests drive the real CLI.
+`store_target` (below) is a fresh file path or a fresh schema URL.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import msgspec
 import pytest
 
-from quotaledger.journal import Journal, JournalCorrupt, LockTimeout, TimeRegression, open_store
+from quotaledger.journal import (
+    Journal,
+    JournalCorrupt,
+    LockTimeout,
+    StorageFailure,
+    TimeRegression,
+    filestore,
+    open_store,
+    pgstore,
+)
+from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState
 from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.limits import GENESIS_PREV
+from quotaledger.journal.record import encode_line, encode_payload, genesis_line, self_verify
+from quotaledger.journal.store import PendingRecord, Store
 from tests.store.store_helpers import fresh_schema
 from tests.support import REPO, run_cli
 from tests.toyprojector import TOY, Note
@@ -98,6 +115,238 @@ def store_target(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
 @pytest.fixture
 def is_pg(store_target: str) -> bool:
     return store_target.startswith("postgresql://")
+
+
+# -- the Store protocol itself (no Journal): what both stores promise ------------------
+
+AT = "2026-01-01T00:00:00.000000Z"
+
+
+def encoded(line: bytes) -> PendingRecord:
+    record = self_verify(line[:-1])
+    assert record is not None
+    return PendingRecord(record, None, line)
+
+
+def new_chain(notes: int) -> list[PendingRecord]:
+    """A new journal's records as a writer encodes them: its genesis, then `notes`."""
+    line, _ = genesis_line(uuid.uuid4().hex, AT)
+    return [encoded(line), *more_notes(encoded(line), notes)]
+
+
+def more_notes(after: PendingRecord, count: int) -> list[PendingRecord]:
+    """`count` toy notes chained after `after` (TRICKY text: COPY's escaping too)."""
+    chained, prev = [], after.record
+    for _ in range(count):
+        data = encode_payload(Note(n=prev.seq + 1, text=TRICKY))
+        line, _digest = encode_line(prev.seq + 1, AT, "toy.note", "g", data, prev.hash)
+        chained.append(encoded(line))
+        prev = chained[-1].record
+    return chained
+
+
+def ends(records: list[PendingRecord], start: int = 0) -> list[int]:
+    """The offset each record ends at in the stream."""
+    found, offset = [], start
+    for item in records:
+        offset += len(item.line)
+        found.append(offset)
+    return found
+
+
+@contextmanager
+def opened(target: str, *, write: bool = True) -> Iterator[Store]:
+    store = open_store(target, write=write)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def append(store: Store, records: list[PendingRecord], offset: int) -> int:
+    """One locked append, as a transaction makes it; the offset the stream ends at."""
+    store.lock(5)
+    try:
+        store.append(records, offset)
+    finally:
+        store.unlock()
+    return ends(records, offset)[-1]
+
+
+def stream(store: Store, offset: int = 0, next_seq: int = 0) -> bytes:
+    return b"".join(store.chunks(offset, next_seq))
+
+
+@contextmanager
+def failing_midway(
+    store: Store, records: list[PendingRecord], stored: list[PendingRecord]
+) -> Iterator[list[PendingRecord]]:
+    """`records` (to go after `stored`) made to fail after part of them reached the
+    store, for real: a file whose size limit (RLIMIT_FSIZE, `ulimit -f`) cuts the write
+    short inside the second record, or a PostgreSQL batch whose last row repeats the
+    seq and hash of a first one (the server refuses it after the others were sent)."""
+    if store.local_file is None:
+        yield [*records[:-1], (stored or records)[0]]
+        return
+    limit = sum(len(r.line) for r in stored) + len(records[0].line) + 5
+    saved = resource.getrlimit(resource.RLIMIT_FSIZE)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, saved[1]))
+    try:
+        yield records
+    finally:
+        resource.setrlimit(resource.RLIMIT_FSIZE, saved)
+
+
+def test_only_a_file_offers_the_local_file_capability(store_target: str, is_pg: bool) -> None:
+    with opened(store_target) as store:
+        assert (store.local_file is None) == is_pg
+        append(store, new_chain(1), 0)
+        if not is_pg:
+            assert store.local_file is store and store.local_file.local_fd() is not None
+
+
+def test_tail_after_same_grew_changed(store_target: str) -> None:
+    first = new_chain(2)
+    more = more_notes(first[-1], 3)
+    with opened(store_target) as writer:
+        assert writer.tail_after(0, -1, GENESIS_PREV) == "same"  # empty: nothing follows
+        end = append(writer, first, 0)
+        last = first[-1].record
+        with opened(store_target, write=False) as reader:
+            assert reader.tail_after(end, last.seq, last.hash) == "same"
+            grown = append(writer, more, end)  # another handle appends
+            assert reader.tail_after(end, last.seq, last.hash) == "grew"
+            assert reader.tail_after(0, -1, GENESIS_PREV) == "grew"
+            newest = more[-1].record
+            assert reader.tail_after(grown, newest.seq, newest.hash) == "same"
+            # Not that record any more (another hash at its place), or no record there.
+            assert reader.tail_after(end, last.seq, "f" * 64) == "changed"
+            assert reader.tail_after(grown + 100, newest.seq + 1, "f" * 64) == "changed"
+
+
+def test_a_cut_is_changed_for_every_handle(store_target: str, is_pg: bool) -> None:
+    """What a repair or a torn-tail recovery does to a file, other handles see as
+    "changed"; PostgreSQL has nothing to cut with (no local file)."""
+    records = new_chain(4)
+    with opened(store_target) as writer:
+        offsets = ends(records)
+        append(writer, records, 0)
+        local = writer.local_file
+        if is_pg:
+            assert local is None
+            return
+        assert local is not None
+        with opened(store_target, write=False) as reader:
+            writer.lock(5)
+            try:
+                kept = local.cut_tail(offsets[1], 2, "quarantine")
+            finally:
+                writer.unlock()
+            last = records[-1].record
+            assert reader.tail_after(offsets[-1], last.seq, last.hash) == "changed"
+            assert reader.tail_after(offsets[1], 1, records[1].record.hash) == "same"
+            assert stream(reader) == b"".join(r.line for r in records[:2])
+        assert Path(kept).read_bytes() == b"".join(r.line for r in records[2:])
+        assert [path for _us, path in local.cut_files(2, "quarantine")] == [kept]
+
+
+def test_chunks_and_offsets_agree(store_target: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Small reads and pages, so the stream comes in many chunks (split mid-line in a file).
+    monkeypatch.setattr(filestore, "READ_CHUNK_BYTES", 700)
+    monkeypatch.setattr(pgstore, "PAGE_BYTES", 700)
+    records = new_chain(30)
+    lines = [r.line for r in records]
+    offsets = ends(records)
+    with opened(store_target) as writer:
+        append(writer, records[:10], 0)
+        append(writer, records[10:], offsets[9])
+    with opened(store_target, write=False) as store:
+        assert len(list(store.chunks(0, 0))) > 1
+        assert stream(store) == b"".join(lines)
+        for seq in range(1, len(records)):
+            start = offsets[seq - 1]
+            assert stream(store, start, seq) == b"".join(lines[seq:])
+            assert store.line_ending_at(offsets[seq], seq) == lines[seq][:-1]
+            assert store.size_hint(start, seq) in (None, offsets[-1] - start)
+        assert store.line_ending_at(0, -1) is None
+        store.verify_columns()  # every column says what its line says
+        store.make_durable()
+
+
+@pytest.mark.parametrize("batch", [3, 12])  # PostgreSQL: INSERT, then COPY
+def test_a_failed_append_leaves_nothing(store_target: str, batch: int) -> None:
+    written = new_chain(2)
+    records = more_notes(written[-1], batch)
+    end = ends(written)[-1]
+    last = written[-1].record
+    with opened(store_target) as store:
+        append(store, written, 0)
+        before = stream(store)
+        with failing_midway(store, records, written) as doomed, pytest.raises(StorageFailure):
+            append(store, doomed, end)
+    with opened(store_target) as store:  # a failed write poisons a file handle: reopen
+        assert stream(store) == before
+        assert store.tail_after(end, last.seq, last.hash) == "same"
+        grown = append(store, records, end)  # the same records go in whole
+        assert stream(store) == before + b"".join(r.line for r in records)
+        assert store.tail_after(grown, records[-1].record.seq, records[-1].record.hash) == "same"
+
+
+def test_load_fills_an_empty_store(store_target: str) -> None:
+    records = new_chain(40)
+    last = records[-1].record
+    with opened(store_target) as store:
+        store.lock(5)
+        try:
+            store.load(records)
+        finally:
+            store.unlock()
+        assert store.tail_after(ends(records)[-1], last.seq, last.hash) == "same"
+    with opened(store_target, write=False) as reader:
+        assert stream(reader) == b"".join(r.line for r in records)
+
+
+def test_a_failed_load_leaves_the_store_empty(store_target: str, tmp_path: Path) -> None:
+    records = new_chain(12)
+    with opened(store_target) as store:
+        store.lock(5)
+        try:
+            with failing_midway(store, records, []) as doomed, pytest.raises(StorageFailure):
+                store.load(doomed)
+        finally:
+            store.unlock()
+    with opened(store_target) as store:
+        assert stream(store) == b""
+        assert store.tail_after(0, -1, GENESIS_PREV) == "same"
+    assert list(tmp_path.iterdir()) == []  # no journal file, no temp file beside it
+
+
+def test_checkpoint_round_trip(store_target: str) -> None:
+    records = new_chain(3)
+    last = records[-1].record
+    with opened(store_target) as store:
+        assert store.load_checkpoint() is None
+        end = append(store, records, 0)
+        assert store.load_checkpoint() is None
+        saved = Checkpoint(
+            seq=last.seq,
+            hash=last.hash,
+            offset=end,
+            journal_id=uuid.uuid4().hex,
+            projection_version="toy/1",
+            state=msgspec.Raw(msgspec.msgpack.encode({"count": 3})),
+            head=JournalHeadState.of({None: AT, "g": AT}),
+        )
+        store.save_checkpoint(saved)  # outside a lock: the store takes it
+        assert store.load_checkpoint() == saved
+        newer = msgspec.structs.replace(saved, seq=2, hash=records[2].record.hash)
+        store.lock(5)  # inside a locked transaction: PostgreSQL commits it on unlock
+        try:
+            store.save_checkpoint(newer)
+        finally:
+            store.unlock()
+    with opened(store_target, write=False) as reader:
+        assert reader.load_checkpoint() == newer  # the last one saved wins
 
 
 # -- append, read, reopen ----------------------------------------------------------
