@@ -592,8 +592,12 @@ def goal_of(state: CapacityState, goal: str) -> GoalCapacity:
 # -- the fold --------------------------------------------------------------------------
 
 
-def apply(state: CapacityState, record: Record, payload: Any) -> None:
-    """Fold one event of this domain into the state."""
+def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: C901, PLR0912, PLR0915
+    """Fold one event of this domain into the state.
+
+    Observations (most events) and the window's trim are inline, and ruff's complexity
+    limits are waived here alone: this runs once per record of every fold, where a
+    call per step costs measurably (docs/performance.md)."""
     if record.goal is None:  # capacity events always name a goal; nothing to fold
         return
     goal = state.goals.get(record.goal)
