@@ -290,6 +290,15 @@ class Journal(Generic[S]):
             self.store.make_durable()
             self._durable_offset = end
 
+    def _new_decoder(self, kind: str) -> PayloadDecoder:
+        """The decoder of a kind this handle has not appended yet (then cached), or
+        `unknown_kind`."""
+        found = self.decoder(kind)
+        if found is None:
+            raise InvalidInput(f"unknown event kind {kind!r}", code=codes.UNKNOWN_KIND)
+        self._decoders[kind] = found
+        return found
+
     def _apply_visitor(self, state: S, also: Visitor | None = None) -> Visitor:
         apply = self.projector.apply
         if also is None:
@@ -934,12 +943,7 @@ class Transaction(Generic[S]):
         if at is not checked_at or goal != checked_goal:
             self._check_time(goal, at)  # not the time time_for gave, nor a batch's shared one
         journal = self._journal
-        decode = journal._decoders.get(kind)
-        if decode is None:
-            found = journal.decoder(kind)
-            if found is None:
-                raise InvalidInput(f"unknown event kind {kind!r}", code=codes.UNKNOWN_KIND)
-            decode = journal._decoders[kind] = found
+        decode = journal._decoders.get(kind) or journal._new_decoder(kind)
         staged = self._pending
         genesis = None
         if staged:
