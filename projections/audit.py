@@ -6,9 +6,9 @@ up on the module at call time: the audit runs the very function `admit` runs (an
 rule changed in the code shows as "not reproduced").
 
 - `audit_decision`: the state just before a journaled decision, the recorded request
-  and time -> replayed decision, whether it reproduces the record, and an explanation
-  (binding constraint, shortfall, window composition, reservations, cooldown,
-  coverage, earliest admissible time).
+  and time -> replayed decision and whether it reproduces the record; the
+  application explains it (binding constraint, shortfall, window composition from
+  `top_contributors`, reservations, cooldown, coverage, earliest admissible time).
 - `WhatIf`: a counterfactual replay of a goal's recorded admission requests under a
   changed config, listing the decisions that flip.
 - `Timeline`: the goal's usage, reservations and limits sampled at every time they
@@ -25,17 +25,14 @@ import msgspec
 from sortedcontainers import SortedSet
 
 from quotaledger.journal import InvalidInput, Record, codes
-from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, parse_at
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
 from quotaledger.projections import hosts, settlement
-from quotaledger.projections import reasons as R
 from quotaledger.projections.configrule import ConfigFields
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""
-SAMPLES_PER_CONTRIBUTOR = 20
-"""Samples shown per contributing run (the count of all of them is given too)."""
 
 SETTLEMENT_DECISION_KINDS = (
     settlement.BUDGET_CONFIGURED,
@@ -71,16 +68,6 @@ class RecordedDecision:
     @property
     def at_us(self) -> int:
         return parse_at(self.at)
-
-    def event_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "hash": self.hash,
-            "kind": self.kind,
-            "at": self.at,
-            "goal": self.goal,
-            "run": self.request.run,
-        }
 
 
 def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
@@ -120,7 +107,6 @@ class Audit:
     recorded: RecordedDecision
     replayed: cap.AdmissionDecision
     differences: tuple[str, ...]
-    explanation: dict[str, Any]
 
     @property
     def reproduced(self) -> bool:
@@ -131,8 +117,7 @@ def audit_decision(goal: cap.GoalCapacity, recorded: RecordedDecision) -> Audit:
     """Re-take a journaled decision on `goal` (folded from every record before it)."""
     at_us = recorded.at_us
     replayed = cap.decide_admission(goal, recorded.request, at_us)
-    differences = compare(recorded, replayed)
-    return Audit(recorded, replayed, differences, explain(goal, recorded.request, at_us, replayed))
+    return Audit(recorded, replayed, compare(recorded, replayed))
 
 
 def compare(recorded: RecordedDecision, replayed: cap.AdmissionDecision) -> tuple[str, ...]:
@@ -174,79 +159,34 @@ def _field_differences(label: str, recorded: msgspec.Struct, replayed: msgspec.S
     ]
 
 
-def explain(
-    goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.AdmissionDecision
-) -> dict[str, Any]:
-    """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
-    figures = decision.detail.figures
-    reasons = decision.reasons
-    shortfall = None
-    # SPEC §7: "when a token reason refused it" -- any reason of the token gate (§3.3
-    # item 3), computed by the formula whenever the request carries a forecast.
-    if any(reason in R.TOKEN_GATE_REASONS for reason in reasons):
-        shortfall = cap.shortfall_tpm(figures, request.run_class)
-    if decision.ok:
-        earliest: str | None = format_us(at_us)  # it was admissible right then
-    else:
-        earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
-    samples = cap.window_samples(goal, at_us)
-    ev = cap.evaluate(goal, at_us)
-    return {
-        "binding_constraint": reasons[0] if reasons else None,
-        "binding_dimension": cap.binding_dimension(reasons),
-        "shortfall_tpm": shortfall,
-        "shortfall": cap.shortfalls(ev, request, reasons),
-        "usage_tpm": figures.usage_tpm,
-        "reserved_tpm": figures.reserved_tpm,
-        "load_tpm": figures.load_tpm,
-        "target_tpm": figures.target_tpm,
-        "top_contributors": top_contributors(goal, at_us),
-        "cooldown_until": figures.cooldown_until,
-        "coverage": figures.coverage,
-        "earliest_admissible_at": earliest,
-        # More context (SPEC: more keys are welcome).
-        "reasons": list(reasons),
-        "usage": msgspec.to_builtins(figures.usage),
-        "headroom_tpm": figures.headroom_tpm,
-        "forecast_tpm": figures.forecast_tpm,
-        "class": request.run_class,
-        "available_tpm": ev.available_tpm(request.run_class),
-        "dimensions": msgspec.to_builtins(figures.dimensions),
-        "cold_start_reserve_tpm": figures.cold_start_reserve_tpm,
-        "evaluator_reserve_tpm": figures.evaluator_reserve_tpm,
-        "quota_tpm": figures.quota_tpm,
-        "cooldown_active": R.CAPACITY_COOLDOWN_ACTIVE in reasons
-        or (figures.cooldown_until is not None and parse_at(figures.cooldown_until) > at_us),
-        "observation_stale": figures.observation_stale,
-        "last_observation_at": figures.last_observation_at,
-        "active_cases": msgspec.to_builtins(figures.active_cases),
-        "target_active_cases": figures.target_active_cases,
-        "max_active_cases": figures.max_active_cases,
-        "reservations": reservations(goal, at_us),
-        "window": {
-            "from": format_us(at_us - cap.WINDOW_US),
-            "to": format_us(at_us),
-            "samples": len(samples),
-            "rule": "a sample counts at t while t - 60 s < at <= t",
-        },
-        "idempotent_replay": decision.idempotent,
-    }
+@dataclass(frozen=True)
+class Contributor:
+    """One run's (weighted) usage in the window at a time; `run` None is usage
+    observed without `--run`."""
+
+    run: str | None
+    usage_tpm: cap.Number
+    uncached_input: int
+    cached_input: int
+    output: int
+    share: float | None
+    """Of the window's usage (None when the window is empty)."""
+    held: cap.ActiveRun | None
+    """The run's active admission, if it holds one."""
+    samples: list[cap.Sample]
 
 
 def top_contributors(
     goal: cap.GoalCapacity, at_us: int, limit: int = TOP_CONTRIBUTORS
-) -> list[dict[str, Any]]:
-    """The runs with the most (weighted) usage in the window at `at_us`, with their samples.
-
-    Usage observed without `--run` is grouped under `run: null`.
-    """
+) -> list[Contributor]:
+    """The runs with the most (weighted) usage in the window at `at_us`, with their samples."""
     weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
     by_run: dict[str | None, list[cap.Sample]] = {}
     for sample in cap.window_samples(goal, at_us):
         by_run.setdefault(sample.run, []).append(sample)
     active = {r.request.run: r for r in cap.active_runs_at(goal, at_us)}
     total = cap.usage_at(goal, at_us).usage_tpm
-    rows: list[dict[str, Any]] = []
+    rows: list[Contributor] = []
     for run, samples in by_run.items():
         parts = (
             sum(s.uncached_input for s in samples),
@@ -254,50 +194,18 @@ def top_contributors(
             sum(s.output for s in samples),
         )
         usage_tpm = cap.weighted_tpm(*parts, weight)
-        held = active.get(run) if run is not None else None
         rows.append(
-            {
-                "run": run,
-                "usage_tpm": usage_tpm,
-                "usage": {"uncached_input": parts[0], "cached_input": parts[1], "output": parts[2]},
-                "share": round(usage_tpm / total, 4) if total else None,
-                "active": held is not None,
-                "forecast_tpm": None if held is None else held.request.forecast_tpm,
-                "sample_count": len(samples),
-                "samples": [_sample_json(s) for s in samples[-SAMPLES_PER_CONTRIBUTOR:]],
-            }
+            Contributor(
+                run,
+                usage_tpm,
+                *parts,
+                share=round(usage_tpm / total, 4) if total else None,
+                held=active.get(run) if run is not None else None,
+                samples=samples,
+            )
         )
-    rows.sort(key=lambda row: (-row["usage_tpm"], row["run"] is None, row["run"] or ""))
+    rows.sort(key=lambda row: (-row.usage_tpm, row.run is None, row.run or ""))
     return rows[:limit]
-
-
-def _sample_json(sample: cap.Sample) -> dict[str, Any]:
-    return {
-        "seq": sample.seq,
-        "at": format_us(sample.at_us),
-        "uncached_input": sample.uncached_input,
-        "cached_input": sample.cached_input,
-        "output": sample.output,
-        "coverage": sample.coverage,
-        "leaves_window_at": format_us(sample.at_us + cap.WINDOW_US),
-    }
-
-
-def reservations(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]]:
-    """The active runs at `at_us` and what each holds."""
-    return [
-        {
-            "run": r.request.run,
-            "case": r.request.case,
-            "arm": r.request.arm,
-            "class": r.request.run_class,
-            "forecast_tpm": r.request.forecast_tpm,
-            "admitted_at": format_us(r.admitted_at_us),
-            "lease_until": format_us_or_none(r.lease_until_us),
-            "seq": r.seq,
-        }
-        for r in cap.active_runs_at(goal, at_us)
-    ]
 
 
 # -- settlement decisions ------------------------------------------------------------
@@ -426,18 +334,6 @@ class Flip:
     whatif_reasons: tuple[str, ...]
     recorded_reasons: tuple[str, ...]
     whatif_idempotent: bool
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "seq": self.seq,
-            "run": self.run,
-            "at": self.at,
-            "recorded_admitted": self.recorded_admitted,
-            "whatif_admitted": self.whatif_admitted,
-            "whatif_reasons": list(self.whatif_reasons),
-            "recorded_reasons": list(self.recorded_reasons),
-            "whatif_idempotent": self.whatif_idempotent,
-        }
 
 
 class _GoalFold:

@@ -116,8 +116,14 @@ class OperatorService(ServiceBase):
         if record.kind in cap.DECISION_KINDS:
             recorded = au.recorded_decision(record, payload)
             assert recorded is not None
-            result = au.audit_decision(cap.goal_of(before.capacity, recorded.goal), recorded)
-            return capacity_audit_json(result)
+            from quotaledger.services.audit_views import explanation_json
+
+            goal_state = cap.goal_of(before.capacity, recorded.goal)
+            result = au.audit_decision(goal_state, recorded)
+            explanation = explanation_json(
+                goal_state, recorded.request, recorded.at_us, result.replayed
+            )
+            return capacity_audit_json(result, explanation)
         return settlement_audit_json(au.audit_settlement(before.settlement, record, payload))
 
     def _check_decision_selector(
@@ -264,6 +270,7 @@ class OperatorService(ServiceBase):
     ) -> dict[str, Any]:
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
+        from quotaledger.services.audit_views import flip_json
 
         # The inputs are checked in this order: the goal, the range, the overrides. A
         # handle opened with fold=False learns its goals from the pass that feeds the
@@ -289,7 +296,7 @@ class OperatorService(ServiceBase):
             "goal": goal,
             "assumptions": replay.assumptions(),
             "decisions": replay.decisions,
-            "flips": [flip.to_json() for flip in replay.flips],
+            "flips": [flip_json(flip) for flip in replay.flips],
             "changes": dict(overrides.fields),
             "range": {"from": replay.first_at, "to": replay.last_at},
         }
@@ -421,18 +428,20 @@ def _dimensions(tokens: dict[str, Any] | None) -> list[str]:
     return combined + sorted(tokens.get("limits") or {})
 
 
-def capacity_audit_json(result: au.Audit) -> dict[str, Any]:
+def capacity_audit_json(result: au.Audit, explanation: dict[str, Any]) -> dict[str, Any]:
+    from quotaledger.services.audit_views import recorded_event_json
+
     recorded, replayed = result.recorded, result.replayed
     body: dict[str, Any] = {
         "ok": result.reproduced,
-        "event": recorded.event_json(),
+        "event": recorded_event_json(recorded),
         "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
         # Exactly SPEC §7's keys (an idempotent replay shows in `differences` and in
         # `explanation.idempotent_replay`).
         "replayed": {"admitted": replayed.ok, "reasons": list(replayed.reasons)},
         "reproduced": result.reproduced,
         "differences": list(result.differences),
-        "explanation": result.explanation,
+        "explanation": explanation,
         "request": msgspec.to_builtins(recorded.request),
     }
     if not result.reproduced:
