@@ -14,12 +14,12 @@ import re
 import shlex
 from typing import Any
 
-from quotaledger.journal import InvalidInput, Transaction, codes
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.store import PendingRecord
 from quotaledger.journal.target import follow_up_journal
 from quotaledger.projections import settlement
 from quotaledger.projections.decision import Decision
-from quotaledger.projections.ledger import Ledger
 from quotaledger.projections.reasons import SETTLEMENT_OWED
 from quotaledger.projections.settlement import (
     OPEN,
@@ -30,6 +30,26 @@ from quotaledger.projections.settlement import (
     SettlementState,
     Turn,
     TurnDecision,
+)
+from quotaledger.services.answers import (
+    AgentStatusJson,
+    BudgetAnswer,
+    BudgetJson,
+    BudgetView,
+    EventPart,
+    JournalNote,
+    OpenView,
+    ResumeView,
+    SettlementHead,
+    SettlementView,
+    SpendView,
+    TurnJson,
+    TurnOpenAnswer,
+    TurnResumeAnswer,
+    TurnSpendAnswer,
+    TurnStatusAnswer,
+    TurnWritebackAnswer,
+    WritebackView,
 )
 from quotaledger.services.base import (
     ServiceBase,
@@ -69,7 +89,7 @@ class SettlementService(ServiceBase):
 
     def budget_configure(
         self, *, goal: str, allowed_units: int, window_hours: float, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> BudgetAnswer:
         """Set the goal's rolling budget: `turn open` is throttled while the units spent
         in the last `window_hours` reach `allowed_units` (0 pauses new turns)."""
         check_identifier("--goal", goal)
@@ -79,13 +99,20 @@ class SettlementService(ServiceBase):
             event_at = txn.time_for(goal, at)
             state = txn.state.settlement
             decision = settlement.decide_budget(state, goal, allowed_units, window_hours)
-            result = self._settlement_answer(txn, goal, event_at, decision, budget_view(decision))
-        result["budget"] = {"allowed_units": allowed_units, "window_hours": window_hours}
-        return result
+            view = budget_view(decision)
+            pending = conclude(txn, goal, event_at, decision)
+        note = self._journal_note(view)
+        return {
+            **_head(goal, event_at, decision, pending),
+            **view,
+            **_event(pending),
+            **note,
+            "budget": {"allowed_units": allowed_units, "window_hours": window_hours},
+        }
 
     def turn_open(
         self, *, goal: str, agent: str, turn: str, task: str, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> TurnOpenAnswer:
         """Open a turn of `agent` for `task`; refused while a spend is owed, a turn is
         in progress, or the goal's budget window is exhausted."""
         _check_ids(goal=goal, agent=agent, turn=turn, task=task)
@@ -94,12 +121,21 @@ class SettlementService(ServiceBase):
             state = txn.state.settlement
             decision = settlement.decide_open(state, goal, agent, turn, task, parse_at(event_at))
             view = open_view(goal, agent, decision)
-            result = self._settlement_answer(txn, goal, event_at, decision, view)
-        return {**result, "agent": agent, "turn": turn, "task": task}
+            pending = conclude(txn, goal, event_at, decision)
+        note = self._journal_note(view)
+        return {
+            **_head(goal, event_at, decision, pending),
+            **view,
+            **_event(pending),
+            **note,
+            "agent": agent,
+            "turn": turn,
+            "task": task,
+        }
 
     def turn_writeback(
         self, *, goal: str, agent: str, turn: str, amount: int, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> TurnWritebackAnswer:
         """Record the verified writeback of an open turn: its spend becomes owed."""
         _check_ids(goal=goal, agent=agent, turn=turn)
         check_tokens("--amount", amount)
@@ -108,8 +144,17 @@ class SettlementService(ServiceBase):
             state = txn.state.settlement
             decision = settlement.decide_writeback(state, goal, agent, turn, amount)
             view = writeback_view(goal, agent, amount, decision)
-            result = self._settlement_answer(txn, goal, event_at, decision, view)
-        return {**result, "agent": agent, "turn": turn, "amount": amount}
+            pending = conclude(txn, goal, event_at, decision)
+        note = self._journal_note(view)
+        return {
+            **_head(goal, event_at, decision, pending),
+            **view,
+            **_event(pending),
+            **note,
+            "agent": agent,
+            "turn": turn,
+            "amount": amount,
+        }
 
     def turn_spend(
         self,
@@ -120,7 +165,7 @@ class SettlementService(ServiceBase):
         effect: str,
         amount: int,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> TurnSpendAnswer:
         """Spend the owed quota of a verified writeback, exactly once."""
         _check_ids(goal=goal, agent=agent, turn=turn)
         check_effect(effect)
@@ -130,59 +175,52 @@ class SettlementService(ServiceBase):
             state = txn.state.settlement
             decision = settlement.decide_spend(state, goal, agent, turn, effect, amount)
             view = spend_view(goal, agent, decision)
-            result = self._settlement_answer(txn, goal, event_at, decision, view)
-        return {**result, "agent": agent, "turn": turn, "effect": effect, "amount": amount}
+            pending = conclude(txn, goal, event_at, decision)
+        note = self._journal_note(view)
+        return {
+            **_head(goal, event_at, decision, pending),
+            **view,
+            **_event(pending),
+            **note,
+            "agent": agent,
+            "turn": turn,
+            "effect": effect,
+            "amount": amount,
+        }
 
-    def _settlement_answer(
-        self,
-        txn: Transaction[Ledger],
-        goal: str,
-        at: str,
-        decision: Decision[Any],
-        view: dict[str, Any],
-    ) -> dict[str, Any]:
-        """Append the decision's event (if any) and shape the JSON answer."""
-        pending = conclude(txn, goal, at, decision)
-        if not decision.ok:
-            refusal = {"ok": False, "reasons": list(decision.reasons), "appended": False}
-            return self._naming_the_journal({**refusal, "goal": goal, "at": at, **view})
-        result: dict[str, Any] = {"ok": True, "appended": pending is not None, "goal": goal}
-        result |= {"at": at, **view}
-        if pending is not None:
-            result["event"] = event_json(pending)
-        return self._naming_the_journal(result)
-
-    def _naming_the_journal(self, answer: dict[str, Any]) -> dict[str, Any]:
-        """The follow-up commands in `answer` (the owed `turn spend`, as a line and as
-        argv) with this journal's `--journal` (SPEC §8): pasted as printed, they must
+    def _journal_note(self, commands: object) -> JournalNote:
+        """Give the follow-up commands in `commands` (the owed `turn spend`, as a line
+        and as argv) this journal's `--journal` (SPEC §8): pasted as printed, they must
         run against this journal, not the default one. The projection's line is a
-        function of the fold alone; where it runs is the application's to say."""
+        function of the fold alone; where it runs is the application's to say. The
+        note to print if the URL's password was removed."""
         store = self.journal.store
         extra, password_removed = follow_up_journal(getattr(store, "url", store.target))
-        if extra and _add_journal(answer, extra) and password_removed:
-            answer["journal_password"] = PASSWORD_NOTE
-        return answer
+        if extra and _add_journal(commands, extra) and password_removed:
+            return {"journal_password": PASSWORD_NOTE}
+        return {}
 
     # -- readers ----------------------------------------------------------------------
 
-    def turn_resume(self, *, goal: str, agent: str, at: str | None = None) -> dict[str, Any]:
+    def turn_resume(self, *, goal: str, agent: str, at: str | None = None) -> TurnResumeAnswer:
         """What re-entering `agent` must do next, from the fold alone (no lock):
         open -> writeback; spend_owed -> the exact spend command; settled -> skip."""
         _check_ids(goal=goal, agent=agent)
         state, _ = self._settlement_as_of(goal, at)
         view = resume_view(state, goal, agent)
-        return self._naming_the_journal({"ok": True, "goal": goal, "agent": agent, **view})
+        note = self._journal_note(view)
+        return {"ok": True, "goal": goal, "agent": agent, **view, **note}
 
     def turn_status(
         self, *, goal: str, agent: str | None = None, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> TurnStatusAnswer:
         """The goal's budget window and every agent's turns (or one agent's)."""
         _check_ids(goal=goal, **({} if agent is None else {"agent": agent}))
         self.require_goal(goal)
         state, at_us = self._settlement_as_of(goal, at)
         book = state.goals.get(goal)
         figures = budget_json(settlement.budget_figures(book, at_us))
-        agents: dict[str, Any] = {}
+        agents: dict[str, AgentStatusJson] = {}
         for name, turns in sorted((book.agents if book is not None else {}).items()):
             if agent is not None and name != agent:
                 continue
@@ -192,9 +230,15 @@ class SettlementService(ServiceBase):
             }
         if agent is not None and agent not in agents:
             agents[agent] = {"phase": settlement.IDLE, "turns": []}
-        return self._naming_the_journal(
-            {"ok": True, "goal": goal, "as_of": format_us(at_us), **figures, "agents": agents}
-        )
+        note = self._journal_note(agents)
+        return {
+            "ok": True,
+            "goal": goal,
+            "as_of": format_us(at_us),
+            **figures,
+            "agents": agents,
+            **note,
+        }
 
     def _settlement_as_of(self, goal: str, at: str | None) -> tuple[SettlementState, int]:
         """The settlement state and the evaluation time (µs): as of `at`, else the time
@@ -209,11 +253,30 @@ class SettlementService(ServiceBase):
         return state, now_us if last is None else max(now_us, parse_at(last))
 
 
+def _head(
+    goal: str, at: str, decision: Decision[Any], pending: PendingRecord | None
+) -> SettlementHead:
+    """How a settlement writer's answer starts: a refusal names its reasons."""
+    if not decision.ok:
+        return {
+            "ok": False,
+            "reasons": list(decision.reasons),
+            "appended": False,
+            "goal": goal,
+            "at": at,
+        }
+    return {"ok": True, "appended": pending is not None, "goal": goal, "at": at}
+
+
+def _event(pending: PendingRecord | None) -> EventPart:
+    return {} if pending is None else {"event": event_json(pending)}
+
+
 # -- the JSON views -------------------------------------------------------------------
 
 
-def turn_json(goal: str, agent: str, turn: Turn) -> dict[str, Any]:
-    view: dict[str, Any] = {
+def turn_json(goal: str, agent: str, turn: Turn) -> TurnJson:
+    view: TurnJson = {
         "turn": turn.turn,
         "task": turn.task,
         "effect": turn.effect,
@@ -229,16 +292,21 @@ def turn_json(goal: str, agent: str, turn: Turn) -> dict[str, Any]:
     return view
 
 
-def resume_view(state: SettlementState, goal: str, agent: str) -> dict[str, Any]:
+def resume_view(state: SettlementState, goal: str, agent: str) -> ResumeView:
     """`turn resume`: what the agent's latest turn needs next, from the fold alone."""
     book = state.goals.get(goal)
     turns = None if book is None else book.agents.get(agent)
     if turns is None or turns.latest is None:
         return {"phase": settlement.IDLE}
     turn = turns.turns[turns.latest]
-    identity = {"turn": turn.turn, "task": turn.task, "effect": turn.effect}
     if turn.phase == OPEN:
-        return {"phase": OPEN, "next_step": "writeback", **identity}
+        return {
+            "phase": OPEN,
+            "next_step": "writeback",
+            "turn": turn.turn,
+            "task": turn.task,
+            "effect": turn.effect,
+        }
     assert turn.amount is not None
     if turn.phase == SPEND_OWED:
         return {
@@ -253,14 +321,16 @@ def resume_view(state: SettlementState, goal: str, agent: str) -> dict[str, Any]
     return {
         "phase": SETTLED,
         "effective_action": "settled_skip",
-        **identity,
+        "turn": turn.turn,
+        "task": turn.task,
+        "effect": turn.effect,
         "amount": turn.amount,
         "spent_at": turn.spent_at,
         "spend_seq": turn.spend_seq,
     }
 
 
-def budget_json(figures: BudgetFigures) -> dict[str, Any]:
+def budget_json(figures: BudgetFigures) -> BudgetJson:
     """The goal's budget and where the rolling window stands."""
     budget = figures.budget
     return {
@@ -278,16 +348,16 @@ def budget_json(figures: BudgetFigures) -> dict[str, Any]:
     }
 
 
-def budget_view(decision: Decision[None]) -> dict[str, Any]:
+def budget_view(decision: Decision[None]) -> BudgetView:
     """`budget configure`: what the decision adds to the answer."""
     return {"idempotent": decision.idempotent}
 
 
-def open_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
+def open_view(goal: str, agent: str, decision: TurnDecision) -> OpenView:
     """`turn open`: the turn that blocks a new one (with the owed spend command), the
     budget window, or the opened turn's phase and effect."""
     detail = decision.detail
-    view: dict[str, Any] = {}
+    view: OpenView = {}
     if detail.turn is not None:
         view["turn_state"] = turn_json(goal, agent, detail.turn)
     if detail.owed is not None:
@@ -304,13 +374,13 @@ def open_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
     return view
 
 
-def writeback_view(goal: str, agent: str, amount: int, decision: TurnDecision) -> dict[str, Any]:
+def writeback_view(goal: str, agent: str, amount: int, decision: TurnDecision) -> WritebackView:
     """`turn writeback`: the turn's identity, then the owed spend command (or, for a
     repeat, the turn as recorded)."""
     turn = decision.detail.turn
     if turn is None:
         return {}
-    view: dict[str, Any] = {"effect": turn.effect, "task": turn.task}
+    view: WritebackView = {"effect": turn.effect, "task": turn.task}
     if decision.kind is not None:
         command = settlement.spend_command(goal, agent, turn.turn, turn.effect, amount)
         return view | {"phase": SPEND_OWED, "command": command, "idempotent": False}
@@ -323,10 +393,10 @@ def writeback_view(goal: str, agent: str, amount: int, decision: TurnDecision) -
     return view
 
 
-def spend_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
+def spend_view(goal: str, agent: str, decision: TurnDecision) -> SpendView:
     """`turn spend`: the owed turn and the named one, then the balance it moved."""
     detail = decision.detail
-    view: dict[str, Any] = {}
+    view: SpendView = {}
     if detail.owed is not None:
         view["owed"] = turn_json(goal, agent, detail.owed)
     if detail.turn is None:
@@ -345,7 +415,7 @@ def spend_view(goal: str, agent: str, decision: TurnDecision) -> dict[str, Any]:
     }
 
 
-def decision_view(goal: str, payload: Any, decision: Decision[Any]) -> dict[str, Any]:
+def decision_view(goal: str, payload: Any, decision: Decision[Any]) -> SettlementView:
     """The view a settlement decision adds to its command's answer, for the request a
     journaled event records (an audit shows it)."""
     if isinstance(payload, settlement.BudgetConfigured):
