@@ -392,3 +392,88 @@ class TurnStatusAnswer(TypedDict):
     spent_total: int
     agents: dict[str, AgentStatusJson]
     journal_password: NotRequired[str]
+
+
+class AttemptRefusal(TypedDict):
+    """`host exit` / `host return` refused (nothing appended)."""
+
+    ok: bool
+    appended: bool
+    reasons: list[str]
+    attempt: str
+    at: str
+
+
+class ReturnAnswer(TypedDict):
+    """`host return` that went ahead: `hash` is what `host continue --bind` names."""
+
+    ok: bool
+    appended: bool
+    idempotent: bool
+    hash: str | None
+    attempt: AttemptJson
+    event: NotRequired[EventJson]
+
+
+class StopAnswer(TypedDict):
+    ok: bool
+    appended: bool
+    idempotent: bool
+    stop: bool
+    event: NotRequired[EventJson]
+
+
+class ReplanJson(TypedDict):
+    replan: str
+    open: bool
+    opened_at: str
+    settled_at: str | None
+
+
+class ReplanAnswer(TypedDict):
+    ok: bool
+    appended: bool
+    idempotent: bool
+    lane: str
+    replan: ReplanJson
+    event: NotRequired[EventJson]
+
+
+class ReplanRefusal(TypedDict):
+    ok: bool
+    appended: bool
+    reasons: list[str]
+    lane: str
+    replan: str
+
+
+class HandoffJson(TypedDict):
+    sha256: str | None
+    content: str | None
+
+
+class HeartbeatAnswer(TypedDict):
+    ok: bool
+    reasons: NotRequired[list[str]]
+    phase: PhaseJson | None
+    handoff: HandoffJson | None
+
+
+class LaneJson(TypedDict):
+    phases: list[PhaseJson]
+    attempts: list[AttemptJson]
+    stop: bool
+    stop_at: str | None
+    replans: list[ReplanJson]
+    last_failure: FailureJson | None
+    dispatchable: bool
+    reasons: list[str]
+
+
+class HostStatusAnswer(TypedDict):
+    ok: bool
+    goal: str
+    at: str
+    stop: bool
+    capacity_ready: bool
+    lanes: dict[str, LaneJson]

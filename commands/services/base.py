@@ -19,7 +19,7 @@ from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
-from quotaledger.services.answers import EventJson
+from quotaledger.services.answers import EventJson, EventPart
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 KNOWN_GOALS_SHOWN = 10
@@ -174,6 +174,11 @@ def conclude(
 def event_json(pending: PendingRecord) -> EventJson:
     record = pending.record
     return {"seq": record.seq, "hash": record.hash, "kind": record.kind, "at": record.at}
+
+
+def event_part(pending: PendingRecord | None) -> EventPart:
+    """The `event` key of an answer: present only when something was appended."""
+    return {} if pending is None else {"event": event_json(pending)}
 
 
 def check_identifier(option: str, value: str) -> str:

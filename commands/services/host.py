@@ -49,13 +49,23 @@ from quotaledger.projections.ledger import Ledger
 from quotaledger.services.answers import (
     AttemptAnswer,
     AttemptJson,
+    AttemptRefusal,
     Difference,
     FailureDetailJson,
     FailureJson,
+    HandoffJson,
+    HeartbeatAnswer,
+    HostStatusAnswer,
+    LaneJson,
     PhaseAnswer,
     PhaseJson,
     PhaseRefusal,
+    ReplanAnswer,
+    ReplanJson,
+    ReplanRefusal,
+    ReturnAnswer,
     StartRefusal,
+    StopAnswer,
 )
 from quotaledger.services.base import (
     ServiceBase,
@@ -63,6 +73,7 @@ from quotaledger.services.base import (
     check_text,
     conclude,
     event_json,
+    event_part,
 )
 
 _SHA256_HEX = frozenset("0123456789abcdef")
@@ -231,8 +242,9 @@ def failure_json(goal: GoalHosts, attempt: hosts.AttemptState | None) -> Failure
     }
 
 
-def _refusal(decision: Decision[Any], **context: Any) -> dict[str, Any]:
-    return {"ok": False, "appended": False, "reasons": list(decision.reasons), **context}
+def _attempt_refusal(decision: Decision[Any], attempt: str, at: str) -> AttemptRefusal:
+    reasons = list(decision.reasons)
+    return {"ok": False, "appended": False, "reasons": reasons, "attempt": attempt, "at": at}
 
 
 def _differences(
@@ -373,7 +385,7 @@ class HostService(ServiceBase):
         exit_code: int | None = None,
         signal: int | None = None,
         at: str | None = None,
-    ) -> AttemptAnswer | dict[str, Any]:
+    ) -> AttemptAnswer | AttemptRefusal:
         """Record that the attempt's process was observed exited."""
         check_identifier("--goal", goal)
         check_identifier("--attempt", attempt)
@@ -389,7 +401,7 @@ class HostService(ServiceBase):
             decision = hosts.decide_exit(state, ExitRequest(attempt, exit_code, signal))
             pending = conclude(txn, goal, event_at, decision)
         if not decision.ok:
-            return _refusal(decision, attempt=attempt, at=event_at)
+            return _attempt_refusal(decision, attempt, event_at)
         return self._attempt_answer(goal, attempt, decision, pending)
 
     def _attempt_answer(
@@ -422,7 +434,7 @@ class HostService(ServiceBase):
         cursor: str | None = None,
         detail: str | None = None,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReturnAnswer | AttemptRefusal:
         """Record the attempt's outcome; its event hash is what `host continue` binds."""
         check_identifier("--goal", goal)
         check_identifier("--attempt", attempt)
@@ -461,12 +473,12 @@ class HostService(ServiceBase):
             decision = hosts.decide_return(state, request)
             pending = conclude(txn, goal, event_at, decision)
         if not decision.ok:
-            return _refusal(decision, attempt=attempt, at=event_at)
+            return _attempt_refusal(decision, attempt, event_at)
         if pending is None:
             assert decision.detail.attempt is not None
             return _return_result(decision.detail.attempt, appended=False, idempotent=True)
         returned = self._goal_hosts(self.journal.state, goal).attempts[attempt]
-        return {**_return_result(returned, appended=True, idempotent=False), **_event(pending)}
+        return {**_return_result(returned, appended=True, idempotent=False), **event_part(pending)}
 
     def host_continue(
         self,
@@ -554,7 +566,7 @@ class HostService(ServiceBase):
             return answer
         return _phase_answer(_find_phase(self.journal.state, goal, lane, detail.number), pending)
 
-    def host_stop(self, *, goal: str, clear: bool = False, at: str | None = None) -> dict[str, Any]:
+    def host_stop(self, *, goal: str, clear: bool = False, at: str | None = None) -> StopAnswer:
         """Request (or clear) a stop: no lane of the goal starts or continues meanwhile."""
         check_identifier("--goal", goal)
         with self.journal.transaction() as txn:
@@ -568,12 +580,12 @@ class HostService(ServiceBase):
             "appended": True,
             "idempotent": False,
             "stop": not clear,
-            **_event(pending),
+            **event_part(pending),
         }
 
     def host_replan(
         self, *, goal: str, lane: str, replan: str, action: str, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> ReplanAnswer | ReplanRefusal:
         """Open or settle a replan; an open replan holds its lane (start and continue)."""
         check_identifier("--goal", goal)
         check_identifier("--lane", lane)
@@ -586,14 +598,20 @@ class HostService(ServiceBase):
             decision = hosts.decide_replan(state, lane, replan, cast("hosts.ReplanAction", action))
             pending = conclude(txn, goal, event_at, decision)
         if not decision.ok:
-            return _refusal(decision, lane=lane, replan=replan)
+            return {
+                "ok": False,
+                "appended": False,
+                "reasons": list(decision.reasons),
+                "lane": lane,
+                "replan": replan,
+            }
         if pending is None:
             assert decision.detail is not None
             return _replan_result(lane, decision.detail, appended=False)
         lane_after = self._goal_hosts(self.journal.state, goal).lanes[lane]
         return {
             **_replan_result(lane, lane_after.replans[replan], appended=True),
-            **_event(pending),
+            **event_part(pending),
         }
 
     # -- readers (no lock; --at evaluates the state as of T) --------------------------
@@ -610,7 +628,7 @@ class HostService(ServiceBase):
 
     def host_heartbeat(
         self, *, goal: str, lane: str, session: str, at: str | None = None
-    ) -> dict[str, Any]:
+    ) -> HeartbeatAnswer:
         """The lane's current phase and, until a completed return confirms it, the handoff."""
         check_identifier("--goal", goal)
         check_identifier("--lane", lane)
@@ -629,7 +647,7 @@ class HostService(ServiceBase):
                 "phase": phase_json(phase),
                 "handoff": None,
             }
-        handoff = None
+        handoff: HandoffJson | None = None
         if hosts.unconfirmed_handoff(phase):
             handoff = {"sha256": phase.handoff_sha256, "content": phase.handoff_content}
         return {"ok": True, "phase": phase_json(phase), "handoff": handoff}
@@ -641,7 +659,7 @@ class HostService(ServiceBase):
         lane: str | None = None,
         at: str | None = None,
         max_attempts: int = hosts.MAX_ATTEMPTS_DEFAULT,
-    ) -> dict[str, Any]:
+    ) -> HostStatusAnswer:
         """Per lane: phases, attempts, holds, the last failure, and whether it may dispatch."""
         check_identifier("--goal", goal)
         if lane is not None:
@@ -665,10 +683,6 @@ class HostService(ServiceBase):
 
 
 # -- helpers --------------------------------------------------------------------------
-
-
-def _event(pending: Any) -> dict[str, Any]:
-    return {"event": event_json(pending)}
 
 
 def _handoff_sha(check: HandoffCheck | None) -> str | None:
@@ -695,7 +709,7 @@ def _phase_answer(phase: hosts.PhaseState, pending: PendingRecord | None) -> Pha
 
 def _return_result(
     attempt: hosts.AttemptState, *, appended: bool, idempotent: bool
-) -> dict[str, Any]:
+) -> ReturnAnswer:
     return {
         "ok": True,
         "appended": appended,
@@ -706,24 +720,28 @@ def _return_result(
     }
 
 
-def _replan_result(lane: str, replan: hosts.ReplanState, *, appended: bool) -> dict[str, Any]:
+def _replan_result(lane: str, replan: hosts.ReplanState, *, appended: bool) -> ReplanAnswer:
     return {
         "ok": True,
         "appended": appended,
         "idempotent": not appended,
         "lane": lane,
-        "replan": {
-            "replan": replan.replan,
-            "open": replan.open,
-            "opened_at": replan.opened_at,
-            "settled_at": replan.settled_at,
-        },
+        "replan": replan_json(replan),
+    }
+
+
+def replan_json(replan: hosts.ReplanState) -> ReplanJson:
+    return {
+        "replan": replan.replan,
+        "open": replan.open,
+        "opened_at": replan.opened_at,
+        "settled_at": replan.settled_at,
     }
 
 
 def _lane_json(
     state: GoalHosts, name: str, at_us: int, readiness: Readiness, max_attempts: int
-) -> dict[str, Any]:
+) -> LaneJson:
     lane = state.lanes.get(name)
     reasons = hosts.start_reasons(
         state, name, at_us, readiness, session=None, profile=None, max_attempts=max_attempts
@@ -735,15 +753,7 @@ def _lane_json(
         "attempts": [attempt_json(a) for a in attempts],
         "stop": state.stop,
         "stop_at": state.stop_at,
-        "replans": [
-            {
-                "replan": r.replan,
-                "open": r.open,
-                "opened_at": r.opened_at,
-                "settled_at": r.settled_at,
-            }
-            for r in replans
-        ],
+        "replans": [replan_json(r) for r in replans],
         "last_failure": failure_json(state, hosts.last_failure(state, lane)),
         "dispatchable": not reasons,
         "reasons": reasons,

@@ -36,7 +36,6 @@ from quotaledger.services.answers import (
     BudgetAnswer,
     BudgetJson,
     BudgetView,
-    EventPart,
     JournalNote,
     OpenView,
     ResumeView,
@@ -56,7 +55,7 @@ from quotaledger.services.base import (
     check_identifier,
     check_tokens,
     conclude,
-    event_json,
+    event_part,
 )
 
 _EFFECT = re.compile(r"^[0-9a-f]{32}$")
@@ -105,7 +104,7 @@ class SettlementService(ServiceBase):
         return {
             **_head(goal, event_at, decision, pending),
             **view,
-            **_event(pending),
+            **event_part(pending),
             **note,
             "budget": {"allowed_units": allowed_units, "window_hours": window_hours},
         }
@@ -126,7 +125,7 @@ class SettlementService(ServiceBase):
         return {
             **_head(goal, event_at, decision, pending),
             **view,
-            **_event(pending),
+            **event_part(pending),
             **note,
             "agent": agent,
             "turn": turn,
@@ -149,7 +148,7 @@ class SettlementService(ServiceBase):
         return {
             **_head(goal, event_at, decision, pending),
             **view,
-            **_event(pending),
+            **event_part(pending),
             **note,
             "agent": agent,
             "turn": turn,
@@ -180,7 +179,7 @@ class SettlementService(ServiceBase):
         return {
             **_head(goal, event_at, decision, pending),
             **view,
-            **_event(pending),
+            **event_part(pending),
             **note,
             "agent": agent,
             "turn": turn,
@@ -266,10 +265,6 @@ def _head(
             "at": at,
         }
     return {"ok": True, "appended": pending is not None, "goal": goal, "at": at}
-
-
-def _event(pending: PendingRecord | None) -> EventPart:
-    return {} if pending is None else {"event": event_json(pending)}
 
 
 # -- the JSON views -------------------------------------------------------------------
