@@ -17,6 +17,17 @@ from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 from quotaledger.journal.target import check_target, is_pg_url
 from quotaledger.projections.ledger import EVENT_KINDS, PROJECTOR
+from quotaledger.services.answers_journal import (
+    CheckpointAnswer,
+    DigestAnswer,
+    ExportAnswer,
+    ImportAnswer,
+    RecordJson,
+    RepairAnswer,
+    TornTailJson,
+    VerifyAnswer,
+    VerifyDigestPart,
+)
 from quotaledger.services.base import ServiceBase, check_identifier, event_json
 from quotaledger.services.outfile import check_out_path
 
@@ -36,7 +47,7 @@ def parse_digest(text: str) -> tuple[int, str]:
 class JournalService(ServiceBase):
     def verify(
         self, *, digest: str | None = None, progress: Progress | None = None
-    ) -> dict[str, Any]:
+    ) -> VerifyAnswer:
         """Check the whole chain (and, on PostgreSQL, every row's columns against its
         line); with a digest, prove the journal only grew since it; with a checkpoint,
         that the fold from genesis gives its state (SPEC §2.5, §2.6)."""
@@ -48,16 +59,11 @@ class JournalService(ServiceBase):
                 seen["hash"] = record.hash
 
         head = self.journal.verify(progress=progress, visit=remember if anchor else None)
-        result: dict[str, Any] = {
-            "ok": True,
-            "head": head.to_json(),
-            "records": head.next_seq,
-            "bytes": head.offset,
-            "torn_tail": None,
-        }
         torn = self.journal.torn_tail
+        torn_json: TornTailJson | None = None
         if torn is not None:
-            result["torn_tail"] = {"seq": torn.seq, "offset": torn.offset, "reason": torn.reason}
+            torn_json = {"seq": torn.seq, "offset": torn.offset, "reason": torn.reason}
+        digest_part: VerifyDigestPart = {}
         if anchor is not None:
             seq, hash_hex = anchor
             if seq > head.seq:
@@ -75,20 +81,35 @@ class JournalService(ServiceBase):
                     expected=hash_hex,
                     found=seen.get("hash"),
                 )
-            result["digest"] = {"seq": seq, "hash": hash_hex, "contained": True}
-        # The checkpoint is a cache writers trust: the fold from genesis must agree.
-        result["checkpoint"] = self.journal.check_checkpoint(head)
-        return result
+            digest_part = {"digest": {"seq": seq, "hash": hash_hex, "contained": True}}
+        answer: VerifyAnswer = {
+            "ok": True,
+            "head": head.to_json(),
+            "records": head.next_seq,
+            "bytes": head.offset,
+            "torn_tail": torn_json,
+            **digest_part,
+            # The checkpoint is a cache writers trust: the fold from genesis must agree.
+            "checkpoint": self.journal.check_checkpoint(head),
+        }
+        return answer
 
-    def digest(self) -> dict[str, Any]:
+    def digest(self) -> DigestAnswer:
         head = self.journal.head.to_json()
         if head["seq"] < 0:
             raise InvalidInput("the journal is empty", code=codes.EMPTY_JOURNAL)
-        return {"ok": True, **head, "digest": f"{head['seq']}:{head['hash']}"}
+        answer: DigestAnswer = {
+            "ok": True,
+            "seq": head["seq"],
+            "hash": head["hash"],
+            "journal_id": head["journal_id"],
+            "digest": f"{head['seq']}:{head['hash']}",
+        }
+        return answer
 
-    def repair(self, *, truncate_after: int, at: str | None = None) -> dict[str, Any]:
+    def repair(self, *, truncate_after: int, at: str | None = None) -> RepairAnswer:
         result = self.journal.repair(truncate_after, at)
-        body: dict[str, Any] = {
+        body: RepairAnswer = {
             "ok": True,
             "appended": result.appended,
             "truncated_after_seq": result.truncated_after_seq,
@@ -100,16 +121,17 @@ class JournalService(ServiceBase):
             body["event"] = event_json(result.event)
         return body
 
-    def checkpoint(self) -> dict[str, Any]:
+    def checkpoint(self) -> CheckpointAnswer:
         with self.journal.transaction():
             checkpoint = self.journal.write_checkpoint()
-        return {
+        answer: CheckpointAnswer = {
             "ok": True,
             "seq": checkpoint.seq,
             "hash": checkpoint.hash,
             "offset": checkpoint.offset,
             "projection_version": checkpoint.projection_version,
         }
+        return answer
 
     def log(
         self,
@@ -123,7 +145,7 @@ class JournalService(ServiceBase):
         last: int | None = None,
         follow: bool = False,
         wait: Callable[[], None] | None = None,
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[RecordJson]:
         """Events in journal order, filtered (`kind` matches exactly or as a prefix;
         `run`: the events that name that run), the first `limit` or the `last` N.
 
@@ -146,7 +168,7 @@ class JournalService(ServiceBase):
         last: int | None,
         follow: bool,
         wait: Callable[[], None],
-    ) -> Iterator[dict[str, Any]]:
+    ) -> Iterator[RecordJson]:
         head = Head()
 
         def appended() -> Iterator[Record]:
@@ -169,13 +191,23 @@ class JournalService(ServiceBase):
             wait()
             matching = appended()
 
-    def export(self, *, to: str, progress: Progress | None = None) -> dict[str, Any]:
+    def export(self, *, to: str, progress: Progress | None = None) -> ExportAnswer:
         """Write every verified record, byte for byte, to a new file (`-`: stdout)."""
         to_path = to
         if to_path == "-":
             records, size_bytes = self._export_to_stdout(progress)
-            return {"ok": True, "to": "-", "records": records, "bytes": size_bytes,
-                    "head": self.journal.head.to_json()}  # fmt: skip
+        else:
+            records, size_bytes = self._export_to_file(to_path, progress)
+        answer: ExportAnswer = {
+            "ok": True,
+            "to": to_path,
+            "records": records,
+            "bytes": size_bytes,
+            "head": self.journal.head.to_json(),
+        }
+        return answer
+
+    def _export_to_file(self, to_path: str, progress: Progress | None) -> tuple[int, int]:
         check_out_path("--to", to_path)
         try:
             fd = os.open(
@@ -203,13 +235,7 @@ class JournalService(ServiceBase):
             raise
         os.close(fd)
         fsync_dir(to_path)
-        return {
-            "ok": True,
-            "to": to_path,
-            "records": records,
-            "bytes": size_bytes,
-            "head": self.journal.head.to_json(),
-        }
+        return records, size_bytes
 
     def _export_lines(
         self, write: Callable[[bytes], int], progress: Progress | None
@@ -248,7 +274,7 @@ class JournalService(ServiceBase):
             raise StorageFailure(f"export to stdout failed: {exc.strerror or exc}") from None
         return counts
 
-    def import_(self, *, file: str, progress: Progress | None = None) -> dict[str, Any]:
+    def import_(self, *, file: str, progress: Progress | None = None) -> ImportAnswer:
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
         source_path = file
         check_import_source(source_path)
@@ -257,13 +283,14 @@ class JournalService(ServiceBase):
             last = self.journal.import_records(source, progress=progress)
         finally:
             source.close()
-        return {
+        answer: ImportAnswer = {
             "ok": True,
             "appended": True,
             "records": self.journal.head.next_seq,
             "head": self.journal.head.to_json(),
             "event": event_json(last),  # the last record loaded
         }
+        return answer
 
 
 def check_import_source(path: str) -> None:
@@ -364,8 +391,8 @@ def _kind_matches(kind: str, wanted: str) -> bool:
     return kind == wanted or kind.startswith(wanted + ".")
 
 
-def record_json(record: Record) -> dict[str, Any]:
-    return {
+def record_json(record: Record) -> RecordJson:
+    answer: RecordJson = {
         "seq": record.seq,
         "at": record.at,
         "kind": record.kind,
@@ -374,3 +401,4 @@ def record_json(record: Record) -> dict[str, Any]:
         "prev": record.prev,
         "hash": record.hash,
     }
+    return answer

@@ -17,7 +17,6 @@ import json
 import os
 import resource
 from collections.abc import Sequence
-from typing import Any
 
 import msgspec
 
@@ -26,6 +25,12 @@ from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_runner as runner
 from quotaledger.services.answers import EventJson
+from quotaledger.services.answers_journal import (
+    LatestProbeAnswer,
+    ObservationJson,
+    ProbeRunAnswer,
+    SidecarJson,
+)
 from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
 
 
@@ -43,7 +48,7 @@ class ProbeService(ServiceBase):
         timeout_s: float | None = None,
         at: str | None = None,
         stdout_fd: int | None = None,
-    ) -> dict[str, Any]:
+    ) -> ProbeRunAnswer:
         """Run `command` in its own process group and journal what was observed.
 
         `stdout_fd`: where the command's stdout goes (None: inherited). The result's
@@ -83,11 +88,11 @@ class ProbeService(ServiceBase):
                 sidecar_file.discard()
             raise
         changed = [path for path in paths if runner.hash_after(path) != before[path]]
-        sidecar_json = None
+        sidecar_json: SidecarJson | None = None
         if sidecar_file is not None:
             header = {"goal": goal, "command": argv, "interval_ms": interval_ms}
             sidecar_json = sidecar_file.write(runner.sidecar_document(header, run))
-        observation = {
+        observation: ObservationJson = {
             "command": argv,
             "candidates": before,
             "input_revision": input_revision,
@@ -100,7 +105,7 @@ class ProbeService(ServiceBase):
             "sidecar": sidecar_json,
         }
         event = self._append_observation(goal, at, observation)
-        return {
+        answer: ProbeRunAnswer = {
             "ok": True,
             "appended": True,
             "event": event,
@@ -111,9 +116,10 @@ class ProbeService(ServiceBase):
             "stragglers_terminated": run.stragglers_terminated,
             "observation": observation,
         }
+        return answer
 
     def _append_observation(
-        self, goal: str, at: str | None, observation: dict[str, Any]
+        self, goal: str, at: str | None, observation: ObservationJson
     ) -> EventJson:
         """One transaction, taken only now: the event time is sampled under the lock."""
         try:
@@ -174,17 +180,18 @@ class ProbeService(ServiceBase):
                 command_ran=False,
             )
 
-    def latest_probe(self, *, goal: str) -> dict[str, Any]:
+    def latest_probe(self, *, goal: str) -> LatestProbeAnswer:
         """The goal's most recent probe observation (null if none) and its count."""
         check_identifier("--goal", goal)
         state = self.journal.state.probes
         latest = state.latest.get(goal)
-        return {
+        answer: LatestProbeAnswer = {
             "ok": True,
             "goal": goal,
             "count": state.count.get(goal, 0),
             "latest": probes.observation_json(latest) if latest is not None else None,
         }
+        return answer
 
 
 def _smallest_line_bytes(

@@ -47,6 +47,8 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaledger.services.answers_journal import MemoryJson, SidecarJson, SidecarUnavailableJson
+
 INTERVAL_MS_MIN = 10
 INTERVAL_MS_MAX = 10_000
 INTERVAL_MS_DEFAULT = 100
@@ -203,14 +205,15 @@ class Sampler:
                 self.kept = self.kept[::2]
                 self.stride *= 2
 
-    def summary(self) -> dict[str, Any]:
-        return {
+    def summary(self) -> MemoryJson:
+        answer: MemoryJson = {
             "method": "sequential_pss_sum",
             "atomic": False,
             "peak_estimate_bytes": self.peak_bytes,
             "samples": self.rounds,
             "unavailable_samples": self.unavailable_rounds,
         }
+        return answer
 
 
 # -- running -----------------------------------------------------------------------
@@ -437,7 +440,7 @@ class SidecarFile:
         sidecar.identity = (st.st_dev, st.st_ino)
         return sidecar
 
-    def write(self, blob: bytes) -> dict[str, Any]:
+    def write(self, blob: bytes) -> SidecarJson:
         """Write, fsync and close; the digest, or `{"status": "unavailable", ...}`."""
         if self.fd is None:
             return self._unavailable()
@@ -481,7 +484,7 @@ class SidecarFile:
             with suppress(OSError):
                 os.unlink(self.path)
 
-    def _unavailable(self) -> dict[str, Any]:
+    def _unavailable(self) -> SidecarUnavailableJson:
         return {"status": "unavailable", "error": self.error or "unavailable"}
 
 
