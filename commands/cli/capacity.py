@@ -369,7 +369,7 @@ def configure_text(result: dict[str, Any]) -> str:
     return text + (f"\n  changed: {changed}" if changed else "")
 
 
-def config_summary(config: dict[str, Any]) -> str:
+def config_summary(config: Mapping[str, Any]) -> str:
     parts = []
     cases, tokens = config.get("cases"), config.get("tokens")
     if cases:

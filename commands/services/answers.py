@@ -76,6 +76,139 @@ class ReleaseAnswer(TypedDict):
     event: NotRequired[EventJson]
 
 
+class ConfigJson(TypedDict):
+    """A goal's config: each gate as its Struct's fields (tokens with `limits`), or null."""
+
+    cases: dict[str, Any] | None
+    tokens: dict[str, Any] | None
+
+
+class ConfigureAnswer(TypedDict):
+    ok: bool
+    goal: str
+    appended: bool
+    config: ConfigJson
+    explicit: list[str]
+    changes: dict[str, list[Any]]
+    event: EventJson
+
+
+class ConfigureRefusal(TypedDict):
+    """`configure` refused: a new case limit is below the runs already active."""
+
+    ok: bool
+    goal: str
+    appended: bool
+    reasons: list[str]
+    detail: list[str]
+    active_cases: dict[str, Any]
+    config: ConfigJson
+    changes: dict[str, list[Any]]
+
+
+class ProviderPart(TypedDict, total=False):
+    """The provider report a rejection recorded, when it recorded one."""
+
+    provider: dict[str, Any]
+
+
+class RejectAnswer(TypedDict):
+    """`reject`: the recorded rejection's fields (`provider` only when reported)."""
+
+    ok: bool
+    goal: str
+    appended: bool
+    run: str | None
+    retry_after_s: Number | None
+    cooldown_s: Number
+    clamped: bool
+    cooldown_until: str
+    streak: int
+    detail: str | None
+    provider: NotRequired[dict[str, Any]]
+    event: EventJson
+
+
+class HeadroomJson(TypedDict):
+    solver: Number | None
+    evaluator: Number | None
+
+
+ActiveRunJson = TypedDict(
+    "ActiveRunJson",
+    {
+        "run": str,
+        "case": str | None,
+        "arm": str | None,
+        "class": str,  # a keyword: hence this form
+        "forecast_tpm": int | None,
+        "forecasts": dict[str, int | None],
+        "admitted_at": str,
+        "lease_until": str | None,
+        "seq": int,
+    },
+)
+
+
+class DimensionJson(TypedDict):
+    usage: Number
+    reserved: int
+    provider_used: int | None
+    load: Number
+    quota: int | None
+    target: int | None
+    headroom: HeadroomJson
+
+
+class ProviderDimensionJson(TypedDict):
+    limit: int | None
+    remaining: int | None
+    reset_at: str | None
+    reported_at: str
+    live: bool
+    used: int | None
+    used_since: Number
+    headroom: Number | None
+    config_above_provider_limit: bool
+
+
+class TotalsJson(TypedDict):
+    admissions: int
+    refusals: int
+    refusals_by_reason: dict[str, int]
+    rejections: int
+    releases: int
+
+
+class GoalInspectJson(TypedDict):
+    """One goal in `inspect` (SPEC §8)."""
+
+    at: str
+    config: ConfigJson
+    usage_tpm: Number
+    usage: dict[str, Any]
+    reserved_tpm: int
+    load_tpm: Number
+    headroom_tpm: HeadroomJson
+    coverage: str
+    observation_stale: bool
+    last_observation_at: str | None
+    cooldown_until: str | None
+    cooldown_active: bool
+    active_runs: list[ActiveRunJson]
+    active_counts: dict[str, Any]
+    dimensions: dict[str, DimensionJson]
+    provider: dict[str, ProviderDimensionJson]
+    admission_ready: bool
+    next_action: str
+    totals: TotalsJson
+
+
+class InspectAnswer(TypedDict):
+    ok: bool
+    goals: dict[str, GoalInspectJson]
+
+
 # -- host continuation (SPEC §4) ------------------------------------------------------
 
 

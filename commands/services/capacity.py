@@ -20,7 +20,22 @@ from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
 from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
-from quotaledger.services.answers import AdmitAnswer, AdmitOutcome, ObserveAnswer, ReleaseAnswer
+from quotaledger.services.answers import (
+    ActiveRunJson,
+    AdmitAnswer,
+    AdmitOutcome,
+    ConfigJson,
+    ConfigureAnswer,
+    ConfigureRefusal,
+    DimensionJson,
+    GoalInspectJson,
+    InspectAnswer,
+    ObserveAnswer,
+    ProviderDimensionJson,
+    ProviderPart,
+    RejectAnswer,
+    ReleaseAnswer,
+)
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -69,7 +84,7 @@ class CapacityService(ServiceBase):
         remove_limit: Sequence[str] = (),
         remove_gate: Sequence[str] = (),
         **fields: Unpack[ConfigFields],
-    ) -> dict[str, Any]:
+    ) -> ConfigureAnswer | ConfigureRefusal:
         """Change a goal's capacity config: only the fields given change (SPEC §3.5).
 
         A derived default never set explicitly (a target from its quota, the case
@@ -99,7 +114,7 @@ class CapacityService(ServiceBase):
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
             if below:
-                return {
+                refusal: ConfigureRefusal = {
                     "ok": False,
                     "goal": goal,
                     "appended": False,
@@ -109,11 +124,12 @@ class CapacityService(ServiceBase):
                     "config": config,
                     "changes": changes,
                 }
+                return refusal
             payload = cap.CapacityConfigured(
                 cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
             )
             pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
-        return {
+        answer: ConfigureAnswer = {
             "ok": True,
             "goal": goal,
             "appended": True,
@@ -122,6 +138,7 @@ class CapacityService(ServiceBase):
             "changes": changes,
             "event": event_json(pending),
         }
+        return answer
 
     # -- observe -----------------------------------------------------------------------
 
@@ -254,7 +271,7 @@ class CapacityService(ServiceBase):
         provider_headers: HeaderSource | None = None,
         provider: Mapping[str, Mapping[str, Any]] | None = None,
         at: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> RejectAnswer:
         """Record a provider capacity rejection (HTTP 429) and start the bounded cooldown.
 
         `retry_after_s` may be fractional; without it, the Retry-After of
@@ -290,13 +307,26 @@ class CapacityService(ServiceBase):
                 provider=report,
             )
             pending = txn.append(cap.REJECTED, goal, payload, at_text)
-        return {
+        # The payload's fields in its order; `provider` only when reported, as it is
+        # recorded (omit_defaults).
+        provider_part: ProviderPart = {}
+        if payload.provider is not None:
+            provider_part["provider"] = msgspec.to_builtins(payload.provider)
+        answer: RejectAnswer = {
             "ok": True,
             "goal": goal,
             "appended": True,
-            **msgspec.to_builtins(payload),
+            "run": payload.run,
+            "retry_after_s": payload.retry_after_s,
+            "cooldown_s": payload.cooldown_s,
+            "clamped": payload.clamped,
+            "cooldown_until": payload.cooldown_until,
+            "streak": payload.streak,
+            "detail": payload.detail,
+            **provider_part,
             "event": event_json(pending),
         }
+        return answer
 
     # -- release -----------------------------------------------------------------------
 
@@ -326,7 +356,7 @@ class CapacityService(ServiceBase):
 
     def inspect(
         self, *, goal: str | None = None, at: str | None = None, seq: int | None = None
-    ) -> dict[str, Any]:
+    ) -> InspectAnswer:
         """Every goal (or one) as of now, as of time `at`, or as of record `seq`.
 
         Now means the implicit time a writer would use (wall clock, never before the
@@ -341,7 +371,7 @@ class CapacityService(ServiceBase):
         goals = ledger.capacity.goals
         names = sorted(goals) if goal is None else [goal]
         now_us = wall_us()
-        result: dict[str, Any] = {}
+        result: dict[str, GoalInspectJson] = {}
         for name in names:
             state = cap.goal_of(ledger.capacity, name)
             if at is not None:
@@ -351,7 +381,8 @@ class CapacityService(ServiceBase):
             else:
                 at_us = max(now_us, state.last_at_us)
             result[name] = inspect_goal(state, at_us)
-        return {"ok": True, "goals": result}
+        answer: InspectAnswer = {"ok": True, "goals": result}
+        return answer
 
 
 # -- building requests and results -----------------------------------------------------
@@ -551,18 +582,19 @@ def admit_json(
     return answer
 
 
-def config_json(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) -> dict[str, Any]:
+def config_json(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) -> ConfigJson:
     """The config as answers show it: `limits` always present (events omit it when empty)."""
     tokens_json = None if tokens is None else {**msgspec.to_builtins(tokens), "limits": {}}
     if tokens_json is not None and tokens is not None:
         tokens_json["limits"] = msgspec.to_builtins(tokens.limits)
-    return {"cases": msgspec.to_builtins(cases), "tokens": tokens_json}
+    config: ConfigJson = {"cases": msgspec.to_builtins(cases), "tokens": tokens_json}
+    return config
 
 
-def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
+def inspect_goal(state: cap.GoalCapacity, at_us: int) -> GoalInspectJson:
     """One goal as of `at_us`, in the shape of SPEC §8's `inspect`."""
     ev = cap.evaluate(state, at_us)
-    return {
+    goal: GoalInspectJson = {
         "at": format_us(at_us),
         "config": config_json(ev.cases, ev.tokens),
         "usage_tpm": ev.usage.usage_tpm,
@@ -592,9 +624,10 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> dict[str, Any]:
             "releases": state.releases_total,
         },
     }
+    return goal
 
 
-def dimensions_json(ev: cap.Evaluation) -> dict[str, Any]:
+def dimensions_json(ev: cap.Evaluation) -> dict[str, DimensionJson]:
     """Every configured dimension as of the evaluation (SPEC §3.6, inspect's shape)."""
     return {
         dimension: {
@@ -613,9 +646,9 @@ def dimensions_json(ev: cap.Evaluation) -> dict[str, Any]:
     }
 
 
-def provider_json(ev: cap.Evaluation) -> dict[str, Any]:
+def provider_json(ev: cap.Evaluation) -> dict[str, ProviderDimensionJson]:
     """The latest provider report of every dimension reported (SPEC §3.6)."""
-    found: dict[str, Any] = {}
+    found: dict[str, ProviderDimensionJson] = {}
     for dimension, state in ev.every_dimension.items():
         view = state.provider
         if view is None:
@@ -639,9 +672,9 @@ def provider_json(ev: cap.Evaluation) -> dict[str, Any]:
     return found
 
 
-def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
+def _active_run_json(run: cap.ActiveRun) -> ActiveRunJson:
     request = run.request
-    return {
+    active: ActiveRunJson = {
         "run": request.run,
         "case": request.case,
         "arm": request.arm,
@@ -652,6 +685,7 @@ def _active_run_json(run: cap.ActiveRun) -> dict[str, Any]:
         "lease_until": format_us_or_none(run.lease_until_us),
         "seq": run.seq,
     }
+    return active
 
 
 def _names(values: Sequence[str] | str) -> tuple[str, ...]:

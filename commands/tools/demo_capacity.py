@@ -161,6 +161,7 @@ def run_limits(
     view = ledger.inspect(goal=LIMITS_GOAL, at=t(3))["goals"][LIMITS_GOAL]
     seen = view["dimensions"]["tpm"]["usage"]
     used = view["provider"]["tpm"]["used"]
+    assert used is not None  # the report above is live
     say(
         f"  +  3s  the provider counts {used} tokens used this minute; this journal saw "
         f"{seen}: {used - seen} came from elsewhere on the organisation"
