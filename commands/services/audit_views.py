@@ -14,6 +14,12 @@ from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
+from quotaledger.services.answers_operator import (
+    ContributorJson,
+    FlipJson,
+    RecordedEventJson,
+    SampleJson,
+)
 
 SAMPLES_PER_CONTRIBUTOR = 20
 """Samples shown per contributing run (the count of all of them is given too)."""
@@ -78,8 +84,8 @@ def explanation_json(
     }
 
 
-def contributor_json(row: au.Contributor) -> dict[str, Any]:
-    return {
+def contributor_json(row: au.Contributor) -> ContributorJson:
+    contributor: ContributorJson = {
         "run": row.run,
         "usage_tpm": row.usage_tpm,
         "usage": {
@@ -93,10 +99,11 @@ def contributor_json(row: au.Contributor) -> dict[str, Any]:
         "sample_count": len(row.samples),
         "samples": [sample_json(s) for s in row.samples[-SAMPLES_PER_CONTRIBUTOR:]],
     }
+    return contributor
 
 
-def sample_json(sample: cap.Sample) -> dict[str, Any]:
-    return {
+def sample_json(sample: cap.Sample) -> SampleJson:
+    shown: SampleJson = {
         "seq": sample.seq,
         "at": format_us(sample.at_us),
         "uncached_input": sample.uncached_input,
@@ -105,6 +112,7 @@ def sample_json(sample: cap.Sample) -> dict[str, Any]:
         "coverage": sample.coverage,
         "leaves_window_at": format_us(sample.at_us + cap.WINDOW_US),
     }
+    return shown
 
 
 def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]]:
@@ -124,9 +132,9 @@ def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]
     ]
 
 
-def recorded_event_json(recorded: au.RecordedDecision) -> dict[str, Any]:
+def recorded_event_json(recorded: au.RecordedDecision) -> RecordedEventJson:
     """The journaled decision an audit re-took."""
-    return {
+    event: RecordedEventJson = {
         "seq": recorded.seq,
         "hash": recorded.hash,
         "kind": recorded.kind,
@@ -134,10 +142,11 @@ def recorded_event_json(recorded: au.RecordedDecision) -> dict[str, Any]:
         "goal": recorded.goal,
         "run": recorded.request.run,
     }
+    return event
 
 
-def flip_json(flip: au.Flip) -> dict[str, Any]:
-    return {
+def flip_json(flip: au.Flip) -> FlipJson:
+    shown: FlipJson = {
         "seq": flip.seq,
         "run": flip.run,
         "at": flip.at,
@@ -147,3 +156,4 @@ def flip_json(flip: au.Flip) -> dict[str, Any]:
         "recorded_reasons": list(flip.recorded_reasons),
         "whatif_idempotent": flip.whatif_idempotent,
     }
+    return shown

@@ -17,6 +17,14 @@ from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
+from quotaledger.services.answers_operator import (
+    CapacityAuditAnswer,
+    GoalsAnswer,
+    GoalSummaryJson,
+    MetricsAnswer,
+    SettlementAuditAnswer,
+    WhatIfAnswer,
+)
 from quotaledger.services.base import ServiceBase, check_identifier
 from quotaledger.services.outfile import check_out_path, write_atomically
 
@@ -94,7 +102,7 @@ class OperatorService(ServiceBase):
         hash: str | None = None,
         goal: str | None = None,
         run: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> CapacityAuditAnswer | SettlementAuditAnswer:
         """Re-take a journaled decision on the state just before it and explain it.
 
         `ok` (and `reproduced`) is false when the replay differs from the record: the
@@ -224,7 +232,7 @@ class OperatorService(ServiceBase):
 
     # -- goals -------------------------------------------------------------------------
 
-    def goals(self, *, at: str | None = None) -> dict[str, Any]:
+    def goals(self, *, at: str | None = None) -> GoalsAnswer:
         """Every goal with an event: its domains, gates and dimensions, active runs, last
         event time, admission_ready and next_action (as `inspect` computes them), now
         or as of `at`."""
@@ -236,7 +244,7 @@ class OperatorService(ServiceBase):
         ledger: Ledger = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
         now_us = wall_us()
-        goals: dict[str, Any] = {}
+        goals: dict[str, GoalSummaryJson] = {}
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
             view = inspect_goal(
@@ -255,7 +263,8 @@ class OperatorService(ServiceBase):
                 "admission_ready": view["admission_ready"],
                 "next_action": view["next_action"],
             }
-        return {"ok": True, "at": format_us_or_none(at_us), "goals": goals}
+        answer: GoalsAnswer = {"ok": True, "at": format_us_or_none(at_us), "goals": goals}
+        return answer
 
     # -- whatif ------------------------------------------------------------------------
 
@@ -267,7 +276,7 @@ class OperatorService(ServiceBase):
         until: str | None = None,
         progress: Progress | None = None,
         **fields: Unpack[ConfigFields],
-    ) -> dict[str, Any]:
+    ) -> WhatIfAnswer:
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
         from quotaledger.services.audit_views import flip_json
@@ -291,7 +300,7 @@ class OperatorService(ServiceBase):
         if replay is None:
             assert problem is not None
             raise problem
-        return {
+        answer: WhatIfAnswer = {
             "ok": True,
             "goal": goal,
             "assumptions": replay.assumptions(),
@@ -300,6 +309,7 @@ class OperatorService(ServiceBase):
             "changes": dict(overrides.fields),
             "range": {"from": replay.first_at, "to": replay.last_at},
         }
+        return answer
 
     # -- report ------------------------------------------------------------------------
 
@@ -368,7 +378,7 @@ class OperatorService(ServiceBase):
 
     def metrics(
         self, *, goal: str | None = None, at: str | None = None, out: str | None = None
-    ) -> dict[str, Any]:
+    ) -> MetricsAnswer:
         """The current state (or the state as of `at`) as Prometheus metrics; with
         `out`, also written there in the text format, atomically (SPEC §7: a
         node-exporter textfile collector never reads half a file)."""
@@ -392,7 +402,7 @@ class OperatorService(ServiceBase):
         families["quotaledger_journal_head_seq"]["samples"].append(
             {"labels": {}, "value": self.journal.head.seq}
         )
-        result: dict[str, Any] = {
+        result: MetricsAnswer = {
             "ok": True,
             "at": format_us_or_none(at_us),
             "goals": names,
@@ -401,7 +411,8 @@ class OperatorService(ServiceBase):
         if out is not None:
             data = prometheus_text(result).encode()
             write_atomically("--out", out, data)
-            result |= {"out": out, "bytes": len(data)}
+            result["out"] = out
+            result["bytes"] = len(data)
         return result
 
 
@@ -428,11 +439,11 @@ def _dimensions(tokens: dict[str, Any] | None) -> list[str]:
     return combined + sorted(tokens.get("limits") or {})
 
 
-def capacity_audit_json(result: au.Audit, explanation: dict[str, Any]) -> dict[str, Any]:
+def capacity_audit_json(result: au.Audit, explanation: dict[str, Any]) -> CapacityAuditAnswer:
     from quotaledger.services.audit_views import recorded_event_json
 
     recorded, replayed = result.recorded, result.replayed
-    body: dict[str, Any] = {
+    body: CapacityAuditAnswer = {
         "ok": result.reproduced,
         "event": recorded_event_json(recorded),
         "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
@@ -449,12 +460,12 @@ def capacity_audit_json(result: au.Audit, explanation: dict[str, Any]) -> dict[s
     return body
 
 
-def settlement_audit_json(result: au.SettlementAudit) -> dict[str, Any]:
+def settlement_audit_json(result: au.SettlementAudit) -> SettlementAuditAnswer:
     from quotaledger.services.settlement import decision_view
 
     record, replayed = result.record, result.replayed
     data = msgspec.to_builtins(result.recorded_payload)
-    body: dict[str, Any] = {
+    body: SettlementAuditAnswer = {
         "ok": result.reproduced,
         "event": {
             "seq": record.seq,
@@ -610,7 +621,7 @@ def _goal_metrics(
     add("quotaledger_releases_total", state.releases_total)
 
 
-def prometheus_text(result: dict[str, Any]) -> str:
+def prometheus_text(result: MetricsAnswer) -> str:
     """The text exposition format (version 0.0.4) of a `metrics` result."""
     lines: list[str] = []
     for name, family in result["metrics"].items():

@@ -8,7 +8,7 @@ times, so the session is the same on every machine.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from quotaledger.api import Ledger
@@ -172,7 +172,7 @@ def run_limits(
     say("  +  4s  " + admit_text(tpm, "agent-b").replace("\n", "\n         "))
     assert rpm["event"] is not None  # a refusal is journaled
     audit = ledger.audit(seq=rpm["event"]["seq"])
-    explanation = audit["explanation"]
+    explanation: Mapping[str, Any] = audit["explanation"]  # a capacity refusal's
     say(
         f"Audit of the agent-a refusal (seq {rpm['event']['seq']}): reproduced "
         f"{audit['reproduced']}, binding dimension {explanation['binding_dimension']}, "
