@@ -1,8 +1,8 @@
-"""The operator's answer shapes (SPEC §7): goals, audit, whatif, metrics.
+"""The operator's answer shapes (SPEC §7): goals, audit, whatif, report, metrics.
 
 As in `answers`: each TypedDict lists its keys in the order the answer is built and
-printed. `explanation` (a capacity audit's), requests and metric families stay
-`dict[str, Any]`: their keys come from the projection's Structs, checked there.
+printed. Usage, figures, requests and metric families stay `dict[str, Any]`: their
+keys come from the projection's Structs, checked there.
 """
 
 from __future__ import annotations
@@ -65,6 +65,63 @@ class ContributorJson(TypedDict):
     samples: list[SampleJson]
 
 
+ReservationJson = TypedDict(
+    "ReservationJson",
+    {
+        "run": str,
+        "case": str | None,
+        "arm": str | None,
+        "class": str,  # a keyword: hence this form
+        "forecast_tpm": int | None,
+        "admitted_at": str,
+        "lease_until": str | None,
+        "seq": int,
+    },
+)
+
+WindowJson = TypedDict("WindowJson", {"from": str, "to": str, "samples": int, "rule": str})
+
+ExplanationJson = TypedDict(
+    "ExplanationJson",
+    {
+        # SPEC §7's keys, in its order
+        "binding_constraint": str | None,
+        "binding_dimension": str | None,
+        "shortfall_tpm": Number | None,
+        "shortfall": dict[str, Number],
+        "usage_tpm": Number,
+        "reserved_tpm": int,
+        "load_tpm": Number,
+        "target_tpm": int | None,
+        "top_contributors": list[ContributorJson],
+        "cooldown_until": str | None,
+        "coverage": str,
+        "earliest_admissible_at": str | None,
+        # more context
+        "reasons": list[str],
+        "usage": dict[str, Any],
+        "headroom_tpm": Number | None,
+        "forecast_tpm": int | None,
+        "class": str,
+        "available_tpm": int | None,
+        "dimensions": dict[str, Any],
+        "cold_start_reserve_tpm": int | None,
+        "evaluator_reserve_tpm": int | None,
+        "quota_tpm": int | None,
+        "cooldown_active": bool,
+        "observation_stale": bool,
+        "last_observation_at": str | None,
+        "active_cases": dict[str, Any],
+        "target_active_cases": int | None,
+        "max_active_cases": int | None,
+        "reservations": list[ReservationJson],
+        "window": WindowJson,
+        "idempotent_replay": bool,
+    },
+)
+"""Why a capacity decision came out as it did (SPEC §7's `explanation`, plus context)."""
+
+
 class RecordedEventJson(TypedDict):
     """The journaled decision an audit re-took."""
 
@@ -117,7 +174,7 @@ class CapacityAuditAnswer(TypedDict):
     replayed: OutcomeJson
     reproduced: bool
     differences: list[str]
-    explanation: dict[str, Any]
+    explanation: ExplanationJson
     request: dict[str, Any]
     reasons: NotRequired[list[str]]
 
@@ -160,6 +217,21 @@ class WhatIfAnswer(TypedDict):
     flips: list[FlipJson]
     changes: dict[str, Any]
     range: RangeJson
+
+
+# -- report --------------------------------------------------------------------------
+
+
+class ReportAnswer(TypedDict):
+    ok: bool
+    goal: str
+    out: str
+    bytes: int
+    points: int
+    decisions: int
+    admissions: int
+    refusals: int
+    rejections: int
 
 
 # -- metrics -------------------------------------------------------------------------

@@ -6,8 +6,6 @@ how an operator sees them.
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
 from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
@@ -16,8 +14,10 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.services.answers_operator import (
     ContributorJson,
+    ExplanationJson,
     FlipJson,
     RecordedEventJson,
+    ReservationJson,
     SampleJson,
 )
 
@@ -27,7 +27,7 @@ SAMPLES_PER_CONTRIBUTOR = 20
 
 def explanation_json(
     goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.AdmissionDecision
-) -> dict[str, Any]:
+) -> ExplanationJson:
     """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
     figures = decision.detail.figures
     reasons = decision.reasons
@@ -42,7 +42,7 @@ def explanation_json(
         earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
     samples = cap.window_samples(goal, at_us)
     ev = cap.evaluate(goal, at_us)
-    return {
+    explanation: ExplanationJson = {
         "binding_constraint": reasons[0] if reasons else None,
         "binding_dimension": cap.binding_dimension(reasons),
         "shortfall_tpm": shortfall,
@@ -82,6 +82,7 @@ def explanation_json(
         },
         "idempotent_replay": decision.idempotent,
     }
+    return explanation
 
 
 def contributor_json(row: au.Contributor) -> ContributorJson:
@@ -115,9 +116,9 @@ def sample_json(sample: cap.Sample) -> SampleJson:
     return shown
 
 
-def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]]:
+def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[ReservationJson]:
     """The active runs at `at_us` and what each holds."""
-    return [
+    reservations: list[ReservationJson] = [
         {
             "run": r.request.run,
             "case": r.request.case,
@@ -130,6 +131,7 @@ def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[dict[str, Any]
         }
         for r in cap.active_runs_at(goal, at_us)
     ]
+    return reservations
 
 
 def recorded_event_json(recorded: au.RecordedDecision) -> RecordedEventJson:

@@ -19,9 +19,11 @@ from quotaledger.projections.configrule import ConfigFields
 from quotaledger.projections.ledger import Ledger
 from quotaledger.services.answers_operator import (
     CapacityAuditAnswer,
+    ExplanationJson,
     GoalsAnswer,
     GoalSummaryJson,
     MetricsAnswer,
+    ReportAnswer,
     SettlementAuditAnswer,
     WhatIfAnswer,
 )
@@ -321,7 +323,7 @@ class OperatorService(ServiceBase):
         since: str | None = None,
         until: str | None = None,
         progress: Progress | None = None,
-    ) -> dict[str, Any]:
+    ) -> ReportAnswer:
         """Write the goal's self-contained offline HTML report to `out`."""
         from quotaledger.projections import audit as au
         from quotaledger.report.html import render_report
@@ -362,7 +364,7 @@ class OperatorService(ServiceBase):
         data = page.encode()
         write_atomically("--out", out, data)
         refusals = sum(1 for d in timeline.decisions if not d.admitted)
-        return {
+        answer: ReportAnswer = {
             "ok": True,
             "goal": goal,
             "out": out,
@@ -373,6 +375,7 @@ class OperatorService(ServiceBase):
             "refusals": refusals,
             "rejections": timeline.rejections,
         }
+        return answer
 
     # -- metrics -----------------------------------------------------------------------
 
@@ -439,7 +442,7 @@ def _dimensions(tokens: dict[str, Any] | None) -> list[str]:
     return combined + sorted(tokens.get("limits") or {})
 
 
-def capacity_audit_json(result: au.Audit, explanation: dict[str, Any]) -> CapacityAuditAnswer:
+def capacity_audit_json(result: au.Audit, explanation: ExplanationJson) -> CapacityAuditAnswer:
     from quotaledger.services.audit_views import recorded_event_json
 
     recorded, replayed = result.recorded, result.replayed
