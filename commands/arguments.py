@@ -135,23 +135,44 @@ def _parameter_check(name: str, annotation: str) -> Check | None:
     return maybe
 
 
-def _checks_for(method: Callable[..., Any]) -> dict[str, Check]:
-    checks: dict[str, Check] = {}
+_PASSING_TYPES: dict[str, tuple[type, ...]] = {
+    "str": (str,),
+    "int": (int,),
+    "float": (int,),  # a float must also be finite: it takes the check
+    "bool": (bool,),
+    "bytes": (bytes,),
+}
+"""The exact types each kind's check returns unchanged, so a value of one needs no call
+(a bool is never an exact int; a subclass of str, or a float, takes the check)."""
+
+
+def _passing_types(annotation: str) -> frozenset[type]:
+    """The exact types of values `_parameter_check(name, annotation)` returns as they
+    are: a time parameter's string too (the command checks it)."""
+    alternatives = [part.strip() for part in annotation.split("|")]
+    found: set[type] = {type(None)} if "None" in alternatives else set()
+    for kind in alternatives:
+        found.update(_PASSING_TYPES.get(kind, ()))
+    return frozenset(found)
+
+
+def _rules_for(method: Callable[..., Any]) -> dict[str, tuple[Check, frozenset[type]]]:
+    """Each checked parameter's check, and the exact types it passes unchanged."""
+    rules: dict[str, tuple[Check, frozenset[type]]] = {}
     for parameter in inspect.signature(method).parameters.values():
         annotation = parameter.annotation
         if not isinstance(annotation, str):
             continue
         if parameter.kind is inspect.Parameter.VAR_KEYWORD:
             # `**fields: Unpack[SomeTypedDict]`: each key of the TypedDict is a keyword.
-            for name, inner in _typed_keywords(method, annotation).items():
-                check = _parameter_check(name, inner)
-                if check is not None:
-                    checks[name] = check
-            continue
-        check = _parameter_check(parameter.name, annotation)
-        if check is not None:
-            checks[parameter.name] = check
-    return checks
+            named = _typed_keywords(method, annotation)
+        else:
+            named = {parameter.name: annotation}
+        for name, inner in named.items():
+            check = _parameter_check(name, inner)
+            if check is not None:
+                rules[name] = (check, _passing_types(inner))
+    return rules
 
 
 def _typed_keywords(method: Callable[..., Any], annotation: str) -> dict[str, str]:
@@ -173,11 +194,12 @@ class LedgerClosed(InvalidInput):
 def checked(method: F) -> F:
     """`method` with its keyword arguments checked against its annotations, and
     refused on a closed ledger."""
-    checks: dict[str, Check] | None = None
+    rules: dict[str, tuple[Check, frozenset[type]]] | None = None
+    nothing: tuple[None, frozenset[type]] = (None, frozenset())
 
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
-        nonlocal checks
+        nonlocal rules
         if self.closed:
             raise LedgerClosed(f"the ledger is closed; {method.__name__}() needs an open one")
         if args:
@@ -185,11 +207,13 @@ def checked(method: F) -> F:
                 f"{method.__name__}() takes keyword arguments only (got {len(args)} positional)",
                 code=codes.INVALID_ARGUMENT,
             )
-        if checks is None:
-            checks = _checks_for(method)
+        if rules is None:
+            rules = _rules_for(method)
         for name, value in kwargs.items():
-            check = checks.get(name)
-            if check is not None:
+            check, passing = rules.get(name, nothing)
+            # Most values are of a type their check returns as it is: no call (every
+            # durable append's API call checks five or more).
+            if check is not None and type(value) not in passing:
                 kwargs[name] = check(name, value)
         try:
             return method(self, **kwargs)

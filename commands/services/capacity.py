@@ -14,6 +14,7 @@ import msgspec
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.limits import TOKEN_COUNT_MAX
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
@@ -198,17 +199,19 @@ class CapacityService(ServiceBase):
             payload = cap.CapacityObserved(**fields, provider=report)
             pending = txn.append(cap.OBSERVED, goal, payload, at_text)
         state = cap.goal_of(self.journal.state.capacity, goal)
-        ev = cap.evaluate(state, parse_at(at_text))
+        # The answer shows the window's usage only: not the whole evaluation (every
+        # dimension, the active runs): that was a fifth of an observe's instructions.
+        window = cap.usage_at(state, parse_at(at_text))
         leased = state.runs.get(run) if run is not None else None
         answer: ObserveAnswer = {
             "ok": True,
             "goal": goal,
             "run": run,
             "appended": True,
-            "usage_tpm": ev.usage.usage_tpm,
-            "usage": msgspec.to_builtins(ev.usage.parts),
-            "coverage": ev.usage.coverage,
-            "provider": msgspec.to_builtins(report),
+            "usage_tpm": window.usage_tpm,
+            "usage": msgspec.to_builtins(window.parts),
+            "coverage": window.coverage,
+            "provider": None if report is None else msgspec.to_builtins(report),
             "lease_until": format_us_or_none(leased.lease_until_us) if leased is not None else None,
             "event": event_json(pending),
         }
@@ -467,18 +470,15 @@ def observed_counts(
 ) -> dict[str, int | None]:
     """An observation's checked counters: from a provider's usage body, or from the
     count arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
+    if usage is None and usage_format == "auto":
+        return _given_counts(counts)  # a runner's every call: nothing to look up
     # The provider formats load only when used: `admit` and a plain `observe` (a
     # runner's every call) never pay for them.
     from quotaledger.adapters.usage import check_format, parse_usage, plain, usage_of
 
     check_format(usage_format)
     if usage is None:
-        checked: dict[str, int | None] = {
-            name: check_tokens(COUNT_OPTIONS[name], value or 0) for name, value in counts.items()
-        }
-        if counts["requests"] is None:
-            checked["requests"] = None
-        return checked
+        return _given_counts(counts)
     given = [COUNT_OPTIONS[name] for name, value in counts.items() if value is not None]
     if given:
         raise InvalidInput(
@@ -492,6 +492,20 @@ def observed_counts(
         else usage_of(plain(usage), usage_format)
     )
     return cast("dict[str, int | None]", mapped)
+
+
+def _given_counts(counts: dict[str, int | None]) -> dict[str, int | None]:
+    """The count arguments checked, in their order: an absent one is 0, except
+    `requests`, which stays null (SPEC §3.6)."""
+    checked: dict[str, int | None] = {}
+    for name, value in counts.items():
+        if value is None:
+            checked[name] = None if name == "requests" else 0
+        elif 0 <= value <= TOKEN_COUNT_MAX:
+            checked[name] = value
+        else:
+            checked[name] = check_tokens(COUNT_OPTIONS[name], value)  # raises
+    return checked
 
 
 def provider_headers_of(
