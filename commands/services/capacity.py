@@ -200,7 +200,7 @@ class CapacityService(ServiceBase):
             pending = txn.append(cap.OBSERVED, goal, payload, at_text)
         state = cap.goal_of(self.journal.state.capacity, goal)
         # The answer shows the window's usage only: not the whole evaluation (every
-        # dimension, the active runs): that was a fifth of an observe's instructions.
+        # dimension, the active runs), which costs 3-4x as much.
         window = cap.usage_at(state, parse_at(at_text))
         leased = state.runs.get(run) if run is not None else None
         answer: ObserveAnswer = {
