@@ -8,11 +8,8 @@ decides whether the bytes from there on are a torn tail or mid-log corruption
 (SPEC §2.4).
 """
 
-from __future__ import annotations
-
 import re
 from collections.abc import Callable
-from hashlib import sha256
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -31,6 +28,7 @@ from quotaledger.journal.record import (
     genesis_line,
     hash_matches,
 )
+from quotaledger.journal.sha256 import empty_sha256_for
 
 PayloadDecoder = Callable[[bytes], Any]
 Visitor = Callable[[Record, Any, bytes], None]
@@ -53,7 +51,7 @@ class Head(msgspec.Struct):
         """The seq of the last verified record (-1 for an empty journal)."""
         return self.next_seq - 1
 
-    def copy(self) -> Head:
+    def copy(self) -> "Head":
         return Head(
             self.next_seq, self.prev_hash, self.offset, self.journal_id, dict(self.goal_last_at)
         )
@@ -88,7 +86,7 @@ class Failure(msgspec.Struct, frozen=True):
     """For a failure inside a transaction: its journal.batch record, where a torn tail
     would begin (a transaction is kept whole or not at all)."""
 
-    def torn_from(self) -> Failure:
+    def torn_from(self) -> "Failure":
         """This failure placed where a torn tail beginning at it starts."""
         if self.cut_offset < 0:
             return self
@@ -129,6 +127,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
     pos, end = (0, len(data)) if _span is None else _span
     find, starts_at = data.find, data.startswith
     view = memoryview(data)  # hashed in place: no copy of each line's body
+    empty_sha256 = empty_sha256_for(end - pos)
     goal_last_at = head.goal_last_at
     decoder_of: dict[str, PayloadDecoder | None] = {}
     decode_line = decode_record
@@ -164,7 +163,8 @@ def scan(  # noqa: C901, PLR0912, PLR0915
                 except (msgspec.DecodeError, msgspec.ValidationError):
                     record = None
                 if record is not None:
-                    digest = sha256(view[pos:body_end])
+                    digest = empty_sha256.copy()
+                    digest.update(view[pos:body_end])
                     digest.update(b"}")
                     hex_digest = digest.hexdigest()
                     if (

@@ -6,8 +6,6 @@ prefix is found in the log with exactly its seq and hash, and its projection
 version matches the code. Anything else and it is ignored with a warning.
 """
 
-from __future__ import annotations
-
 import contextlib
 import os
 import sys
@@ -28,7 +26,7 @@ class JournalHeadState(msgspec.Struct, forbid_unknown_fields=True):
     null_goal_last_at: str | None = None
 
     @classmethod
-    def of(cls, goal_last_at: dict[str | None, str]) -> JournalHeadState:
+    def of(cls, goal_last_at: dict[str | None, str]) -> "JournalHeadState":
         return cls(
             goal_last_at={g: at for g, at in goal_last_at.items() if g is not None},
             null_goal_last_at=goal_last_at.get(None),

@@ -10,8 +10,6 @@ in a segment is not before its last time in the segments before. The first failu
 found that way is exactly the one a sequential scan would report.
 """
 
-from __future__ import annotations
-
 import os
 import threading
 from collections.abc import Callable

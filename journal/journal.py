@@ -47,7 +47,6 @@ from quotaledger.journal.errors import (
     StorageFailure,
     TimeRegression,
 )
-from quotaledger.journal.fanout import verify_file
 from quotaledger.journal.limits import (
     BATCH_BYTES_MAX,
     BATCH_EVENTS_MAX,
@@ -739,6 +738,8 @@ class Journal(Generic[S]):
         found = None
         if parallel and visit is None and fd is not None:
             size = self.store.size_hint(0, 0) or 0
+            from quotaledger.journal.fanout import verify_file  # verify only: no start-up cost
+
             found = verify_file(fd, size, self.decoder, progress)
         if found is not None:
             head, failure = found

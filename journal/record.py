@@ -5,9 +5,6 @@ is the msgspec encoding of the envelope without its hash. Verification slices th
 bytes on disk and never re-encodes, so a future encoder cannot break old hashes.
 """
 
-from __future__ import annotations
-
-from hashlib import sha256
 from typing import Annotated, Any
 
 import msgspec
@@ -19,6 +16,7 @@ from quotaledger.journal.limits import (
     GENESIS_PREV,
     LINE_BYTES_MAX,
 )
+from quotaledger.journal.sha256 import empty_sha256_for
 
 HASH_MEMBER = b',"hash":"'
 # Without its newline a line ends with ,"hash":"<64 hex>"} — a fixed-size suffix.
@@ -84,10 +82,6 @@ REPAIRED_KIND = "journal.repaired"
 BATCH_KIND = "journal.batch"
 
 _encode = msgspec.json.Encoder().encode
-_SHA256 = sha256()
-"""Copied for each line: `sha256(data)` looks the algorithm up in OpenSSL's provider
-tables on every call, which costs about 2 µs more right after a durable append's
-fdatasync, when those tables are no longer in cache."""
 decode_record = msgspec.json.Decoder(Record).decode
 _decode_any = msgspec.json.Decoder().decode
 
@@ -101,7 +95,7 @@ def encode_line(
 ) -> tuple[bytes, str]:
     """The complete line (with newline) for an event, and its hash."""
     body = _encode(Envelope(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev))
-    hasher = _SHA256.copy()
+    hasher = empty_sha256_for(len(body)).copy()
     hasher.update(body)
     digest = hasher.hexdigest()
     line = b"".join((body[:-1], HASH_MEMBER, digest.encode(), b'"}\n'))
@@ -122,7 +116,8 @@ def hash_matches(line: bytes) -> bool:
     journal."""
     if len(line) < SUFFIX_BYTES or line[-2:] != b'"}' or line[-SUFFIX_BYTES:-66] != HASH_MEMBER:
         return False
-    digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
+    digest = empty_sha256_for(len(line)).copy()
+    digest.update(memoryview(line)[:-SUFFIX_BYTES])
     digest.update(b"}")
     if line[-66:-2] != digest.hexdigest().encode():
         return False
@@ -155,7 +150,8 @@ def self_verify_any_size(line: bytes) -> Record | None:
         record = decode_record(line)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    digest = sha256(memoryview(line)[:-SUFFIX_BYTES])
+    digest = empty_sha256_for(len(line)).copy()
+    digest.update(memoryview(line)[:-SUFFIX_BYTES])
     digest.update(b"}")
     hex_digest = digest.hexdigest()
     # The decoded hash and the bytes in the suffix must both be this digest: the hash

@@ -8,8 +8,6 @@ Only a journal file can be cut (`Store.local_file`); PostgreSQL refuses with
 fold, durability and commit steps (`Journal._fold_into`, `_durable`, `_commit`).
 """
 
-from __future__ import annotations
-
 import hashlib
 import os
 from collections.abc import Callable
@@ -30,7 +28,7 @@ _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
 
 def repair(
     journal: Journal[Any], truncate_after_seq: int, explicit_at: str | None = None
-) -> RepairResult:
+) -> "RepairResult":
     """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
 
     The prefix up to that record must verify. The repair is itself journaled as a

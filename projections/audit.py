@@ -29,7 +29,7 @@ from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import configrule as rule
 from quotaledger.projections import hosts, settlement
-from quotaledger.projections.configrule import ConfigFields
+from quotaledger.projections.configfields import ConfigFields
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""

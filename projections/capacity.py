@@ -17,8 +17,6 @@ Times in the state are integer microseconds since the epoch (`*_us`); times in
 payloads and in results are canonical RFC 3339 strings.
 """
 
-from __future__ import annotations
-
 import bisect
 import math
 import operator

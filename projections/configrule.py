@@ -17,45 +17,14 @@ dimension is not configured), so one rule serves every field, `explicit` and
 by the very same function.
 """
 
-from __future__ import annotations
-
 from collections.abc import Iterable, Mapping
-from typing import Any, TypedDict
+from typing import Any
 
 import msgspec
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections import capacity as cap
-
-
-class ConfigFields(TypedDict, total=False):
-    """The config flags of `configure` and `whatif`; None (or absent) means not given."""
-
-    max_active_cases: int | None
-    target_active_cases: int | None
-    max_baseline_cases: int | None
-    max_test_cases: int | None
-    reserved_test_cases: int | None
-    quota_tpm: int | None
-    target_tpm: int | None
-    evaluator_reserve_tpm: int | None
-    cold_start_reserve_tpm: int | None
-    cached_input_weight: float | None
-    max_observation_age_s: int | None
-    cooldown_base_s: int | None
-    cooldown_max_s: int | None
-    quota_itpm: int | None
-    target_itpm: int | None
-    evaluator_reserve_itpm: int | None
-    cold_start_reserve_itpm: int | None
-    quota_otpm: int | None
-    target_otpm: int | None
-    evaluator_reserve_otpm: int | None
-    cold_start_reserve_otpm: int | None
-    quota_rpm: int | None
-    target_rpm: int | None
-    evaluator_reserve_rpm: int | None
-    cold_start_reserve_rpm: int | None
+from quotaledger.projections.configfields import ConfigFields
 
 
 def dimension_fields(dimension: str) -> tuple[str, str, str, str]:

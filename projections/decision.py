@@ -16,8 +16,6 @@ decision is about), typed per domain. The application appends the event and turn
 the decision into its JSON answer (`services.base.conclude`); nothing here is JSON.
 """
 
-from __future__ import annotations
-
 from typing import Generic, TypeVar
 
 import msgspec

@@ -14,9 +14,6 @@ command layer, which passes in the digest it verified (or the reasons it failed)
 and the goal's capacity readiness comes in as two booleans.
 """
 
-from __future__ import annotations
-
-import hashlib
 from typing import Annotated, Any, Literal, get_args
 
 import msgspec
@@ -24,6 +21,7 @@ import msgspec
 from quotaledger.journal import Record
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.journal.sha256 import sha256_hex
 from quotaledger.projections import reasons as R
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.types import (
@@ -78,7 +76,7 @@ class Handoff(Payload, frozen=True):
         # The digest is re-proved whenever the record is read back: a handoff whose
         # content does not hash to its recorded digest is a corrupt payload.
         data = self.content.encode("utf-8")
-        if len(data) != self.bytes or hashlib.sha256(data).hexdigest() != self.sha256:
+        if len(data) != self.bytes or sha256_hex(data) != self.sha256:
             raise ValueError("handoff content does not match its sha256 and bytes")
 
 

@@ -5,8 +5,6 @@ payload Struct), a state Struct and `apply(state, record, payload)`. This module
 composes them; it is the only place that knows the list of domains.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
@@ -17,16 +15,20 @@ from quotaledger.journal import Record
 from quotaledger.journal.chain import PayloadDecoder
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
+from quotaledger.projections.capacity import CapacityState
+from quotaledger.projections.hosts import HostsState
+from quotaledger.projections.probes import ProbesState
+from quotaledger.projections.settlement import SettlementState
 from quotaledger.projections.types import StateStruct
 
 
 class Ledger(StateStruct):
-    capacity: capacity.CapacityState = msgspec.field(default_factory=capacity.CapacityState)
-    hosts: hosts.HostsState = msgspec.field(default_factory=hosts.HostsState)
-    settlement: settlement.SettlementState = msgspec.field(
-        default_factory=settlement.SettlementState
-    )
-    probes: probes.ProbesState = msgspec.field(default_factory=probes.ProbesState)
+    # The states by their own names: a field named like its module would shadow the
+    # module in the annotations after it (evaluated at class creation, not strings).
+    capacity: CapacityState = msgspec.field(default_factory=CapacityState)
+    hosts: HostsState = msgspec.field(default_factory=HostsState)
+    settlement: SettlementState = msgspec.field(default_factory=SettlementState)
+    probes: ProbesState = msgspec.field(default_factory=ProbesState)
 
 
 DomainApply = Callable[[Any, Record, Any], None]

@@ -8,8 +8,6 @@ false`, and carries no verdict: nothing here compares it with `reference_bytes`.
 State: the latest observation per goal (`latest[goal]`) and how many each goal has.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Any, Literal
 
 import msgspec

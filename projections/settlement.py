@@ -36,17 +36,14 @@ Where SPEC §5 is silent, this module decides:
   `--journal` it runs against (see `spend_command`).
 """
 
-from __future__ import annotations
-
 import bisect
-import hashlib
-import shlex
 from typing import Annotated, Any
 
 import msgspec
 
 from quotaledger.journal import Record
 from quotaledger.journal.clock import parse_at
+from quotaledger.journal.sha256 import sha256_hex
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.reasons import (
     QUOTA_THROTTLED,
@@ -230,7 +227,7 @@ def _turn(book: GoalSettlement, agent: str, turn: str) -> Turn | None:
 
 def effect_of(goal: str, agent: str, task: str, turn: str) -> str:
     """The effect id: first 32 hex of SHA-256 of `goal \\0 agent \\0 task \\0 turn`."""
-    digest = hashlib.sha256("\0".join((goal, agent, task, turn)).encode()).hexdigest()
+    digest = sha256_hex("\0".join((goal, agent, task, turn)).encode())
     return digest[:EFFECT_HEX_CHARS]
 
 
@@ -261,6 +258,8 @@ def spend_command(goal: str, agent: str, turn: str, effect: str, amount: int) ->
     of the fold alone: the application layer appends the `--journal` of the journal
     it answered from (SPEC §8: quoted, a PostgreSQL URL without its password).
     """
+    import shlex  # only a resume hands a command line back: no start-up cost
+
     return shlex.join(spend_argv(goal, agent, turn, effect, amount))
 
 

@@ -16,3 +16,6 @@ No module here imports an SDK at import time: the SDKs are optional extras
 (`pip install 'quotaledger[openai]'`, `[anthropic]`, `[litellm]`), and the mappings
 read SDK objects by their attributes.
 """
+
+USAGE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "auto")
+"""The `--usage-format` choices: here, so the CLI names them without loading the mapping."""

@@ -21,11 +21,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict
 
+from quotaledger.adapters import USAGE_FORMATS
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.limits import TOKEN_COUNT_MAX
-
-USAGE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "auto")
 
 
 class Usage(TypedDict):
@@ -62,7 +61,7 @@ def _invalid(message: str, field: str | None = None) -> InvalidInput:
 
 def parse_usage(text: str, usage_format: str = "auto") -> Usage:
     """The counters in a JSON `usage` object or response body (`observe --usage`)."""
-    import json  # here: the CLI imports this module for USAGE_FORMATS on every observe
+    import json  # here: only --usage needs it, and the CLI start-up does not
 
     check_format(usage_format)
     try:

@@ -1,45 +1,25 @@
-"""Capacity commands (SPEC §3.5): configure, observe, admit, reject, release, inspect."""
+"""Capacity commands (SPEC §3.5): configure and inspect here; observe, admit, reject and
+release, which a runner calls per event, in cli/runner.py (listed here in SPEC order)."""
 
 from collections.abc import Mapping
 from typing import Annotated, Any
 
 import typer
 
-from quotaledger.adapters.usage import USAGE_FORMATS
+from quotaledger.cli import runner
 from quotaledger.cli.common import (
     AtOpt,
     CommandTable,
     Ctx,
     GoalOpt,
     choice_option,
-    duration_option,
-    read_input,
 )
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
-from quotaledger.journal import codes
-from quotaledger.journal.errors import InvalidInput
-from quotaledger.projections.capacity import ARMS, COVERAGES, DIMENSIONS, RUN_CLASSES
-from quotaledger.projections.configrule import ConfigFields
+from quotaledger.cli.runner import coverage_text, dimension_lines, num
+from quotaledger.projections.capacity import DIMENSIONS
+from quotaledger.projections.configfields import ConfigFields
 from quotaledger.services.capacity import CapacityService
-
-RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
-ProviderHeadersOpt = Annotated[
-    str | None,
-    typer.Option(
-        "--provider-headers",
-        metavar="FILE|-",
-        help="The response's HTTP headers (Name: value lines, or a JSON object); - reads "
-        "stdin. Rate-limit and Retry-After headers are recorded, others ignored.",
-    ),
-]
-OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
-
-
-def _int_opt(flag: str, text: str) -> Any:
-    """An optional integer option whose default is described in its help text."""
-    return typer.Option(flag, help=text, show_default=False)
-
 
 commands = CommandTable()
 
@@ -86,227 +66,7 @@ def configure(
     return Output(result, text=configure_text(result))
 
 
-@commands(
-    "observe",
-    example="quotaledger observe --goal g --run r1 --uncached-input 8000 --cached-input 2000 "
-    "--output 1500 --requests 12",
-)
-def observe(
-    ctx: Ctx,
-    goal: GoalOpt,
-    # Required without --usage, as in SPEC §3.5: a runner states all three
-    # counters, zero included (a zero-token measured observation is a heartbeat,
-    # never a forgotten flag). Checked below, since --usage replaces them.
-    uncached_input: Annotated[
-        int | None, _int_opt("--uncached-input", "Uncached input tokens.")
-    ] = None,
-    cached_input: Annotated[int | None, _int_opt("--cached-input", "Cached input tokens.")] = None,
-    output: Annotated[int | None, _int_opt("--output", "Output tokens.")] = None,
-    cache_write_input: Annotated[
-        int | None,
-        _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0]."),
-    ] = None,
-    run: OptionalRunOpt = None,
-    requests: Annotated[
-        int | None, _int_opt("--requests", "Provider requests these tokens came from.")
-    ] = None,
-    usage: Annotated[
-        str | None,
-        typer.Option(
-            "--usage",
-            metavar="FILE|-",
-            help="The provider's usage object or whole response body (JSON) instead of "
-            "the count flags; - reads stdin. One request.",
-        ),
-    ] = None,
-    usage_format: Annotated[
-        str,
-        choice_option(
-            "--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."
-        ),
-    ] = "auto",
-    provider_headers: ProviderHeadersOpt = None,
-    coverage: Annotated[
-        str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
-    ] = "measured",
-    source: Annotated[
-        str | None, typer.Option("--source", help="Where the numbers come from.")
-    ] = None,
-    at: AtOpt = None,
-) -> Output:
-    """Record provider token usage; it counts for 60 seconds.
-
-    Give the counts (--uncached-input, --cached-input, --output, zero included) or
-    the provider's usage with --usage (OpenAI chat completions or Responses,
-    Anthropic). A zero-token measured observation is a heartbeat. With --run, an
-    active run's lease is renewed. --provider-headers records the rate limits the
-    response reported.
-    """
-    counts = {
-        "--uncached-input": uncached_input,
-        "--cached-input": cached_input,
-        "--output": output,
-    }
-    missing = [flag for flag, value in counts.items() if value is None]
-    if usage is None and missing:
-        raise InvalidInput(
-            "observe needs --uncached-input, --cached-input and --output (zero "
-            f"included) or --usage; missing {', '.join(missing)}",
-            code=codes.USAGE,
-        )
-    usage_text = read_input("--usage", usage)
-    headers_text = read_input("--provider-headers", provider_headers)
-    with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.observe(
-            goal=goal,
-            uncached_input=uncached_input,
-            cached_input=cached_input,
-            output=output,
-            cache_write_input=cache_write_input,
-            run=run,
-            requests=requests,
-            usage=usage_text,
-            usage_format=usage_format,
-            provider_headers=headers_text,
-            coverage=coverage,
-            source=source,
-            at=at,
-        )
-    text = (
-        f"observed {goal}: usage {_num(result['usage_tpm'])} TPM in the last 60 s "
-        f"({result['coverage']})"
-    )
-    if result.get("provider"):
-        text += f"; provider reports {provider_summary(result['provider'])}"
-    if result.get("lease_until"):
-        text += f"; lease of {run} until {result['lease_until']}"
-    return Output(result, text=text)
-
-
-@commands(
-    "admit",
-    example="quotaledger admit --goal g --run r1 --case c7 --arm treatment --forecast-tpm 12000",
-)
-def admit(
-    ctx: Ctx,
-    goal: GoalOpt,
-    run: RunOpt,
-    case: Annotated[str | None, typer.Option("--case", help="Case identifier.")] = None,
-    arm: Annotated[
-        str | None,
-        choice_option("--arm", ARMS, "The run's arm (baseline group, or a test arm)."),
-    ] = None,
-    class_: Annotated[
-        str, choice_option("--class", RUN_CLASSES, "The run's class [default: solver].")
-    ] = "solver",
-    forecast_tpm: Annotated[
-        int | None,
-        _int_opt(
-            "--forecast-tpm",
-            "TPM this run will use (reserved) [default: itpm + otpm forecasts if both].",
-        ),
-    ] = None,
-    forecast_itpm: Annotated[
-        int | None, _int_opt("--forecast-itpm", "Input tokens per minute it will use.")
-    ] = None,
-    forecast_otpm: Annotated[
-        int | None, _int_opt("--forecast-otpm", "Output tokens per minute it will use.")
-    ] = None,
-    forecast_rpm: Annotated[
-        int | None, _int_opt("--forecast-rpm", "Requests per minute it will make.")
-    ] = None,
-    lease_s: Annotated[
-        int | None,
-        duration_option(
-            "--lease-s", "The admission lapses after this long unless observed with --run."
-        ),
-    ] = None,
-    at: AtOpt = None,
-    dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Decide, but append nothing (for polling).")
-    ] = False,
-) -> Output:
-    """Ask whether a run may start now: take a case slot and a token reservation.
-
-    Exit 0 admitted (an identical repeat returns the original receipt), exit 1
-    refused (journaled as capacity.refused unless --dry-run).
-    """
-    with ctx.service(CapacityService, write=not dry_run) as ledger:
-        result = ledger.admit(
-            goal=goal,
-            run=run,
-            case=case,
-            arm=arm,
-            class_=class_,
-            forecast_tpm=forecast_tpm,
-            forecast_itpm=forecast_itpm,
-            forecast_otpm=forecast_otpm,
-            forecast_rpm=forecast_rpm,
-            lease_s=lease_s,
-            at=at,
-            dry_run=dry_run,
-        )
-    return Output(result, text=admit_text(result, run))
-
-
-@commands(
-    "reject",
-    example="quotaledger reject --goal g --run r1 --retry-after-s 30 --detail 'HTTP 429'",
-)
-def reject(
-    ctx: Ctx,
-    goal: GoalOpt,
-    run: OptionalRunOpt = None,
-    retry_after_s: Annotated[
-        float | None,
-        duration_option(
-            "--retry-after-s",
-            "The provider's Retry-After, fractions allowed (clamped to the max cooldown).",
-            whole=False,
-        ),
-    ] = None,
-    detail: Annotated[str | None, typer.Option("--detail", help="What the provider said.")] = None,
-    provider_headers: ProviderHeadersOpt = None,
-    at: AtOpt = None,
-) -> Output:
-    """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
-
-    It does not release the run. Without --retry-after-s, the Retry-After of
-    --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
-    """
-    headers_text = read_input("--provider-headers", provider_headers)
-    with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.reject(
-            goal=goal,
-            run=run,
-            retry_after_s=retry_after_s,
-            detail=detail,
-            provider_headers=headers_text,
-            at=at,
-        )
-    text = (
-        f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "
-        f"{result['cooldown_until']} (streak {result['streak']}"
-        + (", clamped" if result["clamped"] else "")
-        + ")"
-    )
-    return Output(result, text=text)
-
-
-@commands("release", example="quotaledger release --goal g --run r1")
-def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
-    """Release a run's case slot and token reservation.
-
-    Releasing a run that is not active is not an error: released is false, reason
-    run_not_active, nothing appended.
-    """
-    with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.release(goal=goal, run=run, at=at)
-    if result["released"]:
-        text = f"released {run}"
-    else:
-        text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
-    return Output(result, text=text)
+commands.include(runner.commands)  # observe ... release, in their SPEC §3.5 place
 
 
 @commands("inspect", example="quotaledger inspect --goal g --at 2026-11-29T14:02:00Z")
@@ -336,22 +96,6 @@ def inspect(
 # -- human text ------------------------------------------------------------------------
 
 
-def _num(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
-    return str(value)
-
-
-def provider_summary(provider: dict[str, Any]) -> str:
-    """`rpm 499/500 left, tpm 150000/200000 left`: what each reported dimension has left."""
-    return ", ".join(
-        f"{dimension} {_num(report['remaining'])}/{_num(report['limit'])} left"
-        for dimension, report in provider.items()
-    )
-
-
 def configure_text(result: dict[str, Any]) -> str:
     config = result["config"]
     if not result["ok"]:
@@ -363,7 +107,7 @@ def configure_text(result: dict[str, Any]) -> str:
     # summary says them).
     changes = result.get("changes") or {}
     changed = ", ".join(
-        f"{k} {_num(old)} -> {_num(new)}" for k, (old, new) in changes.items() if old is not None
+        f"{k} {num(old)} -> {num(new)}" for k, (old, new) in changes.items() if old is not None
     )
     text = f"configured {result['goal']}: {config_summary(config)}"
     return text + (f"\n  changed: {changed}" if changed else "")
@@ -393,82 +137,6 @@ def config_summary(config: Mapping[str, Any]) -> str:
     return "; ".join(parts) if parts else "no gate"
 
 
-def coverage_text(figures: dict[str, Any], *, with_last: bool = False) -> str:
-    """Coverage as people read it: a goal never observed has no stale observation,
-    it has none at all (what usage_observation_stale then means)."""
-    last = figures.get("last_observation_at")
-    if last is None:
-        return "no usage observed yet (observe before admitting)"
-    text = f"coverage {figures['coverage']}" + (" (stale)" if figures["observation_stale"] else "")
-    return text + (f", last observation {last}" if with_last else "")
-
-
-def admit_text(result: Mapping[str, Any], run: str) -> str:
-    prefix = "would be " if result.get("dry_run") else ""
-    if result["admitted"]:
-        receipt = result["receipt"]
-        cases = receipt["active_cases"]
-        bits = []
-        if receipt["target_active_cases"] is not None:
-            bits.append(f"slot {cases['total'] + 1}/{receipt['target_active_cases']}")
-        if receipt["target_tpm"] is not None:
-            bits.append(
-                f"load {_num(receipt['load_tpm'])}/{receipt['target_tpm']} TPM, "
-                f"forecast {_num(receipt['forecast_tpm'])}"
-            )
-        detail = ", ".join(bits) or "no gate limits it"
-        if result["idempotent"]:
-            return f"admitted {run} again (replay of seq {receipt['seq']}; nothing appended)"
-        return f"{prefix}admitted {run} ({detail})"
-    figures = result["figures"]
-    head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(result['reasons'])}"
-    return head + "\n  " + figures_text(figures)
-
-
-def figures_text(figures: dict[str, Any]) -> str:
-    cases = figures["active_cases"]
-    lines = []
-    if figures["max_active_cases"] is not None:
-        lines.append(
-            f"cases: {cases['total']} active (baseline {cases['baseline']}, test "
-            f"{cases['test']}) of target {figures['target_active_cases']}, max "
-            f"{figures['max_active_cases']}"
-        )
-    if figures["target_tpm"] is not None:
-        lines.append(
-            f"tokens: load {_num(figures['load_tpm'])} (usage {_num(figures['usage_tpm'])}, "
-            f"reserved {figures['reserved_tpm']}) + forecast {_num(figures['forecast_tpm'])} "
-            f"+ cold start {figures['cold_start_reserve_tpm']} vs target {figures['target_tpm']}"
-            f" (evaluator reserve {figures['evaluator_reserve_tpm']}); headroom "
-            f"{_num(figures['headroom_tpm'])} TPM"
-        )
-    lines += dimension_lines(figures.get("dimensions") or {}, figures.get("binding_dimension"))
-    if figures["target_tpm"] is not None or figures.get("dimensions"):
-        lines.append(
-            coverage_text(figures, with_last=True)
-            + f", cooldown until {figures['cooldown_until'] or '-'}"
-        )
-    return "\n  ".join(lines) if lines else "no gate configured"
-
-
-def dimension_lines(dimensions: dict[str, Any], binding: str | None) -> list[str]:
-    """One line per dimension other than tpm (tpm has its own line)."""
-    lines = []
-    for name, d in dimensions.items():
-        if name == "tpm":
-            continue
-        headroom = d["headroom"]
-        if isinstance(headroom, dict):  # inspect gives it per class
-            headroom = headroom["solver"]
-        provider = "" if d["provider_used"] is None else f", provider used {d['provider_used']}"
-        lines.append(
-            f"{name}{' (binding)' if name == binding else ''}: load {_num(d['load'])} (usage "
-            f"{_num(d['usage'])}, reserved {d['reserved']}{provider}) vs target {d['target']}; "
-            f"headroom {_num(headroom)}"
-        )
-    return lines
-
-
 def inspect_text(result: dict[str, Any]) -> str:
     if not result["goals"]:
         return "no goals"
@@ -484,10 +152,10 @@ def inspect_text(result: dict[str, Any]) -> str:
         headroom = goal["headroom_tpm"]
         usage = goal["usage"]
         lines.append(
-            f"  tokens: usage {_num(goal['usage_tpm'])} TPM (uncached {usage['uncached_input']}, "
+            f"  tokens: usage {num(goal['usage_tpm'])} TPM (uncached {usage['uncached_input']}, "
             f"cached {usage['cached_input']}, output {usage['output']}), reserved "
-            f"{goal['reserved_tpm']}, load {_num(goal['load_tpm'])}, headroom solver "
-            f"{_num(headroom['solver'])} / evaluator {_num(headroom['evaluator'])}"
+            f"{goal['reserved_tpm']}, load {num(goal['load_tpm'])}, headroom solver "
+            f"{num(headroom['solver'])} / evaluator {num(headroom['evaluator'])}"
         )
         lines += ["  " + line for line in dimension_lines(goal.get("dimensions") or {}, None)]
         for dimension, report in (goal.get("provider") or {}).items():
@@ -508,7 +176,7 @@ def inspect_text(result: dict[str, Any]) -> str:
                     r["case"] or "-",
                     r["arm"] or "-",
                     r["class"],
-                    _num(r["forecast_tpm"]),
+                    num(r["forecast_tpm"]),
                     r["admitted_at"],
                     r["lease_until"] or "-",
                 ]

@@ -313,7 +313,7 @@ class CommandTable:
     (tests build an app per in-process call)."""
 
     def __init__(self) -> None:
-        self._entries: list[tuple[str, dict[str, Any], Callable[..., Any]]] = []
+        self._entries: list[tuple[str, dict[str, Any], Callable[..., Any]] | CommandTable] = []
 
     def __call__(self, name: str, **options: Any) -> Callable[[_F], _F]:
         def declare(func: _F) -> _F:
@@ -322,9 +322,18 @@ class CommandTable:
 
         return declare
 
+    def include(self, other: "CommandTable") -> None:
+        """Registers `other`'s commands at this point of this table's order (a module
+        kept apart for start-up, listed in its family's place in the help)."""
+        self._entries.append(other)
+
     def add_to(self, app: typer.Typer) -> None:
-        for name, options, func in self._entries:
-            command(app, name, **options)(func)
+        for entry in self._entries:
+            if isinstance(entry, CommandTable):
+                entry.add_to(app)
+            else:
+                name, options, func = entry
+                command(app, name, **options)(func)
 
 
 def closed_stdout() -> int:

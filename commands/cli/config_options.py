@@ -19,7 +19,8 @@ import typer
 
 from quotaledger.cli.common import duration_option
 from quotaledger.projections.capacity import CONFIG_RANGES
-from quotaledger.projections.configrule import DEFAULTS, FIELDS, ConfigFields, dimension_fields
+from quotaledger.projections.configfields import ConfigFields
+from quotaledger.projections.configrule import DEFAULTS, FIELDS, dimension_fields
 
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the

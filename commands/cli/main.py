@@ -43,7 +43,9 @@ COMMAND_MODULES: dict[str, str] = {
     **dict.fromkeys(
         ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
     ),
-    **dict.fromkeys(("configure", "observe", "admit", "reject", "release", "inspect"), "capacity"),
+    **dict.fromkeys(("configure", "inspect"), "capacity"),
+    # A runner's per-event commands: their own module, which capacity's help includes.
+    **dict.fromkeys(("observe", "admit", "reject", "release"), "runner"),
     **dict.fromkeys(("goals", "audit", "whatif", "report", "metrics"), "operator"),
     "host": "host",
     "budget": "settlement",

@@ -6,13 +6,13 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from quotaledger.cli.capacity import coverage_text
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
+from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.projections.configrule import ConfigFields
+from quotaledger.projections.configfields import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService
 from quotaledger.services.outfile import check_out_path

@@ -6,20 +6,24 @@ how an operator sees them.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
-from quotaledger.services.answers_operator import (
-    ContributorJson,
-    ExplanationJson,
-    FlipJson,
-    RecordedEventJson,
-    ReservationJson,
-    SampleJson,
-)
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers_operator import (
+        ContributorJson,
+        ExplanationJson,
+        FlipJson,
+        RecordedEventJson,
+        ReservationJson,
+        SampleJson,
+    )
 
 SAMPLES_PER_CONTRIBUTOR = 20
 """Samples shown per contributing run (the count of all of them is given too)."""

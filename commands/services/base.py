@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
@@ -19,7 +19,9 @@ from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, Ledger
 from quotaledger.projections.types import IDENTIFIER_PATTERN
-from quotaledger.services.answers import EventJson, EventPart
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers import EventJson, EventPart
 
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 KNOWN_GOALS_SHOWN = 10

@@ -17,26 +17,9 @@ from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none
 from quotaledger.journal.limits import TOKEN_COUNT_MAX
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
-from quotaledger.projections import configrule as rule
 from quotaledger.projections import reasons as R
-from quotaledger.projections.configrule import ConfigFields
+from quotaledger.projections.configfields import ConfigFields
 from quotaledger.projections.ledger import Ledger
-from quotaledger.services.answers import (
-    ActiveRunJson,
-    AdmitAnswer,
-    AdmitOutcome,
-    ConfigJson,
-    ConfigureAnswer,
-    ConfigureRefusal,
-    DimensionJson,
-    GoalInspectJson,
-    InspectAnswer,
-    ObserveAnswer,
-    ProviderDimensionJson,
-    ProviderPart,
-    RejectAnswer,
-    ReleaseAnswer,
-)
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -46,10 +29,26 @@ from quotaledger.services.base import (
     event_json,
 )
 
-if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
+if TYPE_CHECKING:  # mypy only: 3.11 has no typing.Unpack; answer shapes cost start-up
     from typing_extensions import Unpack
 
     from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
+    from quotaledger.services.answers import (
+        ActiveRunJson,
+        AdmitAnswer,
+        AdmitOutcome,
+        ConfigJson,
+        ConfigureAnswer,
+        ConfigureRefusal,
+        DimensionJson,
+        GoalInspectJson,
+        InspectAnswer,
+        ObserveAnswer,
+        ProviderDimensionJson,
+        ProviderPart,
+        RejectAnswer,
+        ReleaseAnswer,
+    )
 
 
 def _choice(option: str, value: str, choices: tuple[str, ...]) -> str:
@@ -94,6 +93,8 @@ class CapacityService(ServiceBase):
         """
         check_identifier("--goal", goal)
         remove_limit, remove_gate = _names(remove_limit), _names(remove_gate)
+        from quotaledger.projections import configrule as rule  # configure only: start-up
+
         given = rule.given_fields(fields)
         if not given and not remove_limit and not remove_gate:
             raise InvalidInput(

@@ -18,7 +18,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import (
@@ -46,27 +46,6 @@ from quotaledger.projections.hosts import (
     StartRequest,
 )
 from quotaledger.projections.ledger import Ledger
-from quotaledger.services.answers import (
-    AttemptAnswer,
-    AttemptJson,
-    AttemptRefusal,
-    Difference,
-    FailureDetailJson,
-    FailureJson,
-    HandoffJson,
-    HeartbeatAnswer,
-    HostStatusAnswer,
-    LaneJson,
-    PhaseAnswer,
-    PhaseJson,
-    PhaseRefusal,
-    ReplanAnswer,
-    ReplanJson,
-    ReplanRefusal,
-    ReturnAnswer,
-    StartRefusal,
-    StopAnswer,
-)
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -75,6 +54,29 @@ from quotaledger.services.base import (
     event_json,
     event_part,
 )
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers import (
+        AttemptAnswer,
+        AttemptJson,
+        AttemptRefusal,
+        Difference,
+        FailureDetailJson,
+        FailureJson,
+        HandoffJson,
+        HeartbeatAnswer,
+        HostStatusAnswer,
+        LaneJson,
+        PhaseAnswer,
+        PhaseJson,
+        PhaseRefusal,
+        ReplanAnswer,
+        ReplanJson,
+        ReplanRefusal,
+        ReturnAnswer,
+        StartRefusal,
+        StopAnswer,
+    )
 
 _SHA256_HEX = frozenset("0123456789abcdef")
 _DEADLINE_US_MAX = parse_at("9999-12-31T23:59:59.999999Z")

@@ -7,7 +7,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,19 +17,21 @@ from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 from quotaledger.journal.target import check_target, is_pg_url
 from quotaledger.projections.ledger import EVENT_KINDS, PROJECTOR
-from quotaledger.services.answers_journal import (
-    CheckpointAnswer,
-    DigestAnswer,
-    ExportAnswer,
-    ImportAnswer,
-    RecordJson,
-    RepairAnswer,
-    TornTailJson,
-    VerifyAnswer,
-    VerifyDigestPart,
-)
 from quotaledger.services.base import ServiceBase, check_identifier, event_json
 from quotaledger.services.outfile import check_out_path
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers_journal import (
+        CheckpointAnswer,
+        DigestAnswer,
+        ExportAnswer,
+        ImportAnswer,
+        RecordJson,
+        RepairAnswer,
+        TornTailJson,
+        VerifyAnswer,
+        VerifyDigestPart,
+    )
 
 Progress = Callable[[int], None]
 

@@ -15,27 +15,27 @@ import msgspec
 from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.configrule import ConfigFields
+from quotaledger.projections.configfields import ConfigFields
 from quotaledger.projections.ledger import Ledger
-from quotaledger.services.answers_operator import (
-    CapacityAuditAnswer,
-    ExplanationJson,
-    GoalsAnswer,
-    GoalSummaryJson,
-    MetricsAnswer,
-    ReportAnswer,
-    SettlementAuditAnswer,
-    WhatIfAnswer,
-)
 from quotaledger.services.base import ServiceBase, check_identifier
 from quotaledger.services.outfile import check_out_path, write_atomically
 
-if TYPE_CHECKING:  # only mypy reads it: Python 3.11's typing has no Unpack
+if TYPE_CHECKING:  # mypy only: 3.11 has no typing.Unpack; answer shapes cost start-up
     from typing_extensions import Unpack
 
     # At run time the methods import projections.audit themselves: every command loads
     # this module (quotaledger.api), and `admit`, once per run, never needs the replays.
     from quotaledger.projections import audit as au
+    from quotaledger.services.answers_operator import (
+        CapacityAuditAnswer,
+        ExplanationJson,
+        GoalsAnswer,
+        GoalSummaryJson,
+        MetricsAnswer,
+        ReportAnswer,
+        SettlementAuditAnswer,
+        WhatIfAnswer,
+    )
 
 Progress = Callable[[int], None]
 

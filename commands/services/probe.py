@@ -17,6 +17,7 @@ import json
 import os
 import resource
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,14 +25,16 @@ from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_runner as runner
-from quotaledger.services.answers import EventJson
-from quotaledger.services.answers_journal import (
-    LatestProbeAnswer,
-    ObservationJson,
-    ProbeRunAnswer,
-    SidecarJson,
-)
 from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers import EventJson
+    from quotaledger.services.answers_journal import (
+        LatestProbeAnswer,
+        ObservationJson,
+        ProbeRunAnswer,
+        SidecarJson,
+    )
 
 
 class ProbeService(ServiceBase):

@@ -45,9 +45,11 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from quotaledger.services.answers_journal import MemoryJson, SidecarJson, SidecarUnavailableJson
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers_journal import MemoryJson, SidecarJson, SidecarUnavailableJson
+
 
 INTERVAL_MS_MIN = 10
 INTERVAL_MS_MAX = 10_000

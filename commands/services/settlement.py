@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import shlex
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
@@ -31,25 +31,6 @@ from quotaledger.projections.settlement import (
     Turn,
     TurnDecision,
 )
-from quotaledger.services.answers import (
-    AgentStatusJson,
-    BudgetAnswer,
-    BudgetJson,
-    BudgetView,
-    JournalNote,
-    OpenView,
-    ResumeView,
-    SettlementHead,
-    SettlementView,
-    SpendView,
-    TurnJson,
-    TurnOpenAnswer,
-    TurnResumeAnswer,
-    TurnSpendAnswer,
-    TurnStatusAnswer,
-    TurnWritebackAnswer,
-    WritebackView,
-)
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -57,6 +38,27 @@ from quotaledger.services.base import (
     conclude,
     event_part,
 )
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers import (
+        AgentStatusJson,
+        BudgetAnswer,
+        BudgetJson,
+        BudgetView,
+        JournalNote,
+        OpenView,
+        ResumeView,
+        SettlementHead,
+        SettlementView,
+        SpendView,
+        TurnJson,
+        TurnOpenAnswer,
+        TurnResumeAnswer,
+        TurnSpendAnswer,
+        TurnStatusAnswer,
+        TurnWritebackAnswer,
+        WritebackView,
+    )
 
 _EFFECT = re.compile(r"^[0-9a-f]{32}$")
 

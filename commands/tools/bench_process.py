@@ -12,6 +12,7 @@ import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any
 
@@ -37,16 +38,24 @@ def cli_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "quotaledger"]
 
 
-def process_cpu_ms(args: list[str]) -> float:
+def process_cpu_ms(args: list[str], env: dict[str, str] | None = None) -> float:
     """User + system CPU of one whole process, as the kernel accounted it."""
-    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    child = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     _, _, usage = os.wait4(child.pid, 0)
     return (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     """`observe` and `admit --dry-run` as whole processes against the bare import of
-    their frameworks, in interleaved rounds (medians): SPEC §9's start-up figure."""
+    their frameworks, in interleaved rounds (medians): SPEC §9's start-up figure.
+
+    Every process runs with its bytecode cached, as an installed package has it (pip
+    compiles a wheel's modules on install). Where this checkout has none (an editable
+    install under PYTHONDONTWRITEBYTECODE=1, as on some CI machines) each call would
+    compile every module it imports, which no runner's installation does: the
+    processes then read and write their bytecode under a private PYTHONPYCACHEPREFIX,
+    filled by the warm-up runs, and the figures say so.
+    """
     from quotaledger.tools.bench import figure, interleaved
 
     bare = [sys.executable, "-c", "import typer, msgspec"]
@@ -54,21 +63,29 @@ def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     observe += ["--uncached-input", "10", "--cached-input", "0", "--output", "5"]
     admit = [*cli_command(), "admit", "--journal", journal, "--json", "--goal", "bench"]
     admit += ["--run", "startup", "--arm", "baseline", "--forecast-tpm", "1", "--dry-run"]
-    process_cpu_ms(bare)  # warm the file cache
-    bare_ms, observe_ms, admit_ms = interleaved(
-        runs, [lambda r: process_cpu_ms(bare), lambda r: process_cpu_ms(observe),
-               lambda r: process_cpu_ms(admit)],
-    )  # fmt: skip
+    cached = bytecode_cached()
+    with tempfile.TemporaryDirectory(prefix="quotaledger-bench-pycache-") as prefix:
+        env = None if cached else _cached_bytecode_env(prefix)
+        for args in (bare, observe, admit):  # warm the file cache (and fill the prefix)
+            process_cpu_ms(args, env)
+        bare_ms, observe_ms, admit_ms = interleaved(
+            runs, [lambda r: process_cpu_ms(bare, env), lambda r: process_cpu_ms(observe, env),
+                   lambda r: process_cpu_ms(admit, env)],
+        )  # fmt: skip
     figures = {
         "cli_observe_cpu_ms": figure(observe_ms, "ms", bare_ms),
         "cli_admit_cpu_ms": figure(admit_ms, "ms", bare_ms),
     }
-    if not bytecode_cached():
-        # e.g. an editable install under PYTHONDONTWRITEBYTECODE=1: every call compiles
-        # every module it imports, which no installed wheel does.
+    if not cached:
         for found in figures.values():
-            found["note"] = "quotaledger's modules have no cached bytecode"
+            found["note"] = "bytecode cached under a private PYTHONPYCACHEPREFIX (none here)"
     return figures
+
+
+def _cached_bytecode_env(prefix: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = prefix
+    return env
 
 
 def bytecode_cached() -> bool:

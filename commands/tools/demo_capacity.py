@@ -9,12 +9,15 @@ times, so the session is the same on every machine.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from quotaledger.api import Ledger
-from quotaledger.cli.capacity import admit_text, config_summary, figures_text
+from quotaledger.cli.capacity import config_summary
+from quotaledger.cli.runner import admit_text, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
-from quotaledger.services.answers import AdmitAnswer
+
+if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
+    from quotaledger.services.answers import AdmitAnswer
 
 GOAL = "demo-campaign"
 

@@ -69,3 +69,33 @@ def test_tests_import_their_helpers_by_package_path() -> None:
         bare = {n.split(".")[0] for n in _imports(path)} & helpers
         assert not bare, f"{path.relative_to(REPO)} imports test helpers {sorted(bare)} bare"
         assert (path.parent / "__init__.py").exists(), f"{path.parent} is not a package"
+
+
+def _defines_a_struct(tree: ast.Module) -> bool:
+    struct_bases = {"Struct", "Payload", "StateStruct"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            for base in node.bases:
+                name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+                if name in struct_bases:
+                    return True
+    return False
+
+
+def test_struct_modules_keep_their_annotations_evaluated() -> None:
+    """msgspec compiles every string annotation each time a decoder is built (a CLI
+    call loading a checkpoint builds one over the whole state): the modules that
+    define Structs do without `from __future__ import annotations` (projections/types.py)."""
+    postponed = []
+    for folder in ("journal", "projections"):
+        for path in sorted((REPO / folder).glob("*.py")):
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            future = any(
+                isinstance(node, ast.ImportFrom)
+                and node.module == "__future__"
+                and any(alias.name == "annotations" for alias in node.names)
+                for node in tree.body
+            )
+            if future and _defines_a_struct(tree):
+                postponed.append(f"{folder}/{path.name}")
+    assert not postponed, postponed
