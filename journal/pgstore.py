@@ -21,7 +21,9 @@ journal exported from here is byte-identical to the file it was imported from.
 A writing command runs in one transaction: `pg_advisory_xact_lock(<journal key>)`
 with a bounded wait (`lock_timeout`), read the records after the cached seq, fold,
 decide, INSERT (COPY for large batches), COMMIT with `synchronous_commit = on`.
-Nothing is acknowledged before COMMIT returns. A trigger refuses UPDATE, DELETE and
+Nothing is acknowledged before COMMIT returns. A command of one event is three round
+trips: BEGIN, the lock and the read of the tail (the cached head row and whether one
+follows) as one simple query; the INSERT; the COMMIT. A trigger refuses UPDATE, DELETE and
 TRUNCATE on the events table, so history cannot be edited through SQL without a
 superuser disabling it first — and `verify` detects the edit then.
 
@@ -157,11 +159,35 @@ class PgStore:
         self._events = sql.Identifier(self.schema, EVENTS_TABLE)
         self._checkpoints = sql.Identifier(self.schema, CHECKPOINTS_TABLE)
         self._key = lock_key(self.schema)
+        events = self._events.as_string()
+        self._tail_sql = (
+            f"SELECT seq, convert_to(line, 'UTF8') FROM {events} WHERE seq >= ",
+            " ORDER BY seq LIMIT 2",
+        )
+        """The last record a handle folded and the one after it, if any: what tail_after
+        answers from (the line as bytes, as line_ending_at reads it). ORDER BY + LIMIT
+        keeps it an index scan in the generic plan of the prepared statement (EXISTS
+        (... WHERE seq >= $1) is planned as a sequential scan: O(journal) per command)."""
+        events = events.replace("%", "%%")  # in queries with parameters, % is a placeholder
+        self._tail_query = self._tail_sql[0].replace("%", "%%") + "%s" + self._tail_sql[1]
+        self._insert_query = (
+            f"INSERT INTO {events} (seq, hash, prev, kind, goal, at, line)"
+            " VALUES (%s, %s, %s, %s, %s, %s::timestamptz, %s)"
+        )
+        self._tail_seq = -1
+        """The last record this handle knows the journal's head to be: what lock() reads
+        the tail after, in the same round trip as the lock (a guess: tail_after asks
+        again when the journal asks about another seq)."""
+        self._prefetched: tuple[int, list[tuple[int, bytes]]] | None = None
+        """(seq, rows of _tail_query) read under the lock the current transaction holds."""
         self._page_rows = 256
         self._lock_timeout_s = LOCK_TIMEOUT_S_DEFAULT
         self._ready = True
         """Whether the tables exist (a writer creates them on its first lock)."""
         self._conn = self._connect()
+        self._cur = self._conn.cursor()
+        """The hot path's statements (lock, tail, INSERT, COMMIT) reuse one cursor: a
+        new one per statement costs as much client CPU as the statement's own work."""
         try:
             self._open(create)
         except BaseException:
@@ -304,28 +330,45 @@ class PgStore:
     # -- locking -----------------------------------------------------------------
 
     def lock(self, timeout_s: float) -> None:
-        """BEGIN and take the journal's advisory transaction lock, waiting <= timeout_s."""
+        """BEGIN and take the journal's advisory transaction lock, waiting <= timeout_s;
+        then read the tail after the record this handle expects to be last, for
+        tail_after. One round trip: one simple query of several statements."""
+        self._begin_locked(timeout_s, prefetch=True)
+
+    def _begin_locked(self, timeout_s: float, *, prefetch: bool) -> None:
         self._check_usable()
         self._lock_timeout_s = timeout_s  # for the checkpoint refresh after the commit
+        self._prefetched = None
         if not self._ready:
             self._create_schema()
             self._ready = self.created = True
         timeout_ms = max(1, math.ceil(timeout_s * 1000))
+        take = "pg_try_advisory_xact_lock" if timeout_s <= 0 else "pg_advisory_xact_lock"
+        # READ COMMITTED whatever the server's default: every statement then reads a
+        # snapshot taken when it starts, so the reads after the lock statement see
+        # every row committed by the writer that held the lock before us (under
+        # REPEATABLE READ the snapshot would date from the lock statement's start,
+        # before the wait). SET LOCAL: both settings end with this transaction.
+        statements = [
+            "BEGIN ISOLATION LEVEL READ COMMITTED",
+            f"SET LOCAL lock_timeout = {timeout_ms}",
+            "SET LOCAL synchronous_commit = on",
+            f"SELECT {take}({self._key})",
+        ]
+        tail_seq = self._tail_seq
+        if prefetch:
+            # Only integers are interpolated: the simple protocol takes no parameters.
+            statements.append(f"{self._tail_sql[0]}{int(tail_seq)}{self._tail_sql[1]}")
         try:
             with self._db("lock"):
-                # SET LOCAL: both settings end with this transaction.
-                self._conn.execute(
-                    f"BEGIN; SET LOCAL lock_timeout = {timeout_ms}; "
-                    "SET LOCAL synchronous_commit = on"
-                )
-                if timeout_s <= 0:
-                    row = self._conn.execute(
-                        "SELECT pg_try_advisory_xact_lock(%s)", (self._key,)
-                    ).fetchone()
-                    if row is None or not row[0]:
-                        raise psycopg.errors.LockNotAvailable("lock not available")
-                else:
-                    self._conn.execute("SELECT pg_advisory_xact_lock(%s)", (self._key,))
+                cur = self._cur.execute("; ".join(statements), prepare=False)
+                cur.set_result(3)
+                row = cur.fetchone()
+                if timeout_s <= 0 and (row is None or row[0] is not True):
+                    raise psycopg.errors.LockNotAvailable("lock not available")
+                if prefetch:
+                    cur.set_result(4)
+                    self._prefetched = (tail_seq, cur.fetchall())
         except StorageFailure as exc:
             self._rollback_quietly()
             if isinstance(exc.__cause__, psycopg.errors.LockNotAvailable):
@@ -378,6 +421,7 @@ class PgStore:
     def unlock(self) -> None:
         """End the transaction (releasing the lock): roll back anything not committed."""
         self._locked = False
+        self._prefetched = None
         if self._conn.closed or not self._in_transaction():
             return
         if self._commit_on_unlock:
@@ -426,27 +470,26 @@ class PgStore:
             per_row = max(1, len(data) // max(1, count))
             self._page_rows = min(PAGE_ROWS_MAX, max(PAGE_ROWS_MIN, PAGE_BYTES // per_row))
             seq = last_seq + 1
+            self._tail_seq = last_seq  # where the journal's head will be once it folded it
             yield data
 
     def size_hint(self, offset: int, next_seq: int) -> int | None:
         return None  # summing octet_length over the table is not cheap
 
     def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
-        if seq >= 0:
-            line = self.line_ending_at(offset, seq)
-            if line is None or not line.endswith(f'"hash":"{hash_hex}"}}'.encode()):
-                return "changed"  # the line is truth: a repair cut or replaced it
-        return "grew" if self._has_rows_from(seq + 1) else "same"
-
-    def _has_rows_from(self, next_seq: int) -> bool:
-        if not self._ready:
-            return False
-        with self._db("read"):
-            row = self._conn.execute(
-                sql.SQL("SELECT EXISTS (SELECT 1 FROM {} WHERE seq >= %s)").format(self._events),
-                (next_seq,),
-            ).fetchone()
-        return bool(row and row[0])
+        """One read: the row at `seq` and the one after it. Under the lock, what lock()
+        read right after taking it, if it read after this `seq` (nothing can have
+        changed since: every writer appends under the same lock)."""
+        self._tail_seq = seq
+        prefetched, self._prefetched = self._prefetched, None
+        if prefetched is not None and prefetched[0] == seq and self._locked:
+            rows = prefetched[1]
+        elif self._ready:
+            with self._db("read"):
+                rows = self._cur.execute(self._tail_query, (seq,)).fetchall()
+        else:
+            rows = []
+        return _tail(rows, seq, hash_hex)
 
     def line_ending_at(self, offset: int, seq: int) -> bytes | None:
         """The line stored at `seq` (without newline); the journal checks seq and hash."""
@@ -490,6 +533,8 @@ class PgStore:
             raise
         finally:
             self._locked = self._commit_on_unlock = False
+            self._prefetched = None
+        self._tail_seq = records[-1].record.seq
         if len(records) >= ANALYZE_AFTER_RECORDS:
             self._analyze()
 
@@ -506,14 +551,11 @@ class PgStore:
              r.record.at, _line_text(r.line))
             for r in records
         ]  # fmt: skip
+        if len(rows) == 1:  # a command's one event: executemany's pipeline costs more
+            self._cur.execute(self._insert_query, rows[0])
+            return
         with self._conn.cursor() as cur:
-            cur.executemany(
-                sql.SQL(
-                    "INSERT INTO {} (seq, hash, prev, kind, goal, at, line)"
-                    " VALUES (%s, %s, %s, %s, %s, %s::timestamptz, %s)"
-                ).format(self._events),
-                rows,
-            )
+            cur.executemany(self._insert_query, rows)
 
     def _copy(self, records: Sequence[PendingRecord]) -> None:
         """COPY in text format, built as bytes: an import of 10^6 records in seconds."""
@@ -549,7 +591,7 @@ class PgStore:
                 copy.write(b"".join(buffer))
 
     def _commit(self) -> None:
-        cur = self._conn.execute("COMMIT")
+        cur = self._cur.execute("COMMIT")
         # COMMIT of a transaction that failed earlier reports ROLLBACK, not an error.
         if cur.statusmessage != "COMMIT":
             raise psycopg.OperationalError(f"COMMIT answered {cur.statusmessage}")
@@ -666,7 +708,7 @@ class PgStore:
             return
         # A writer's refresh after its commit released the lock: take it again, so the
         # row is written only under the journal's advisory lock (SPEC §2.5).
-        self.lock(self._lock_timeout_s)
+        self._begin_locked(self._lock_timeout_s, prefetch=False)
         try:
             with self._db("store the checkpoint"):
                 self._conn.execute(statement, params)
@@ -716,6 +758,16 @@ class PgStore:
             return
         self.unlock()
         self._conn.close()
+
+
+def _tail(rows: list[tuple[int, bytes]], seq: int, hash_hex: str) -> Tail:
+    """What `rows` (from seq >= `seq`, at most two) say follows record `seq`."""
+    if seq < 0:
+        return "grew" if rows else "same"
+    ending = f'"hash":"{hash_hex}"}}'.encode()
+    if not rows or rows[0][0] != seq or not rows[0][1].endswith(ending):
+        return "changed"  # the line is truth: a repair cut or replaced it
+    return "grew" if len(rows) > 1 else "same"
 
 
 def _line_text(line: bytes) -> str:
