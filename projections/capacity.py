@@ -971,7 +971,9 @@ class DimensionState(msgspec.Struct, frozen=True):
     def load(self) -> Number:
         # Forecasts already cover the usage of the runs they belong to, and the
         # provider's count covers both: the largest is the load, never their sum.
-        return max(self.usage, self.reserved, self.provider_used or 0)
+        provider = self.provider
+        used = None if provider is None else provider.used
+        return max(self.usage, self.reserved, used or 0)
 
     def available(self, run_class: str) -> int | None:
         """The part of the target a run of this class may fill (None: not configured)."""
@@ -997,6 +999,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     usage: Usage
     every_dimension: dict[Dimension, DimensionState]
     """All four dimensions, configured or not (reports are kept for every one)."""
+    dimensions: dict[Dimension, DimensionState]
+    """The configured dimensions, in reporting order (an admission reads them twice)."""
     observation_stale: bool
     last_observation_at_us: int | None
     cooldown_until_us: int | None
@@ -1007,11 +1011,6 @@ class Evaluation(msgspec.Struct, frozen=True):
     @property
     def configured(self) -> bool:
         return self.cases is not None or self.tokens is not None
-
-    @property
-    def dimensions(self) -> dict[Dimension, DimensionState]:
-        """The configured dimensions, in reporting order."""
-        return {d: s for d, s in self.every_dimension.items() if s.limit is not None}
 
     @property
     def tpm(self) -> DimensionState:
@@ -1034,17 +1033,23 @@ class Evaluation(msgspec.Struct, frozen=True):
     def figures(
         self, request: AdmitRequest | None, run_class: str, binding: Dimension | None = None
     ) -> Figures:
-        cases, tokens = self.cases, self.tokens
-        forecasts = {d: None if request is None else forecast_of(request, d) for d in DIMENSIONS}
+        cases, tokens, usage = self.cases, self.tokens, self.usage
+        tpm = self.every_dimension["tpm"]
+        dimensions = {
+            d: _dimension_figures(
+                s, None if request is None else forecast_of(request, d), run_class
+            )
+            for d, s in self.dimensions.items()
+        }
         return Figures(
-            usage_tpm=self.usage.usage_tpm,
-            usage=self.usage.parts,
-            reserved_tpm=self.reserved_tpm,
-            load_tpm=self.load_tpm,
+            usage_tpm=usage.usage_tpm,
+            usage=usage.parts,
+            reserved_tpm=tpm.reserved,
+            load_tpm=tpm.load,
             target_tpm=None if tokens is None else tokens.target_tpm,
-            headroom_tpm=self.headroom_tpm(run_class),
-            forecast_tpm=forecasts["tpm"],
-            coverage=self.usage.coverage,
+            headroom_tpm=tpm.headroom(run_class),
+            forecast_tpm=None if request is None else forecast_of(request, "tpm"),
+            coverage=usage.coverage,
             observation_stale=self.observation_stale,
             last_observation_at=format_us_or_none(self.last_observation_at_us),
             cooldown_until=format_us_or_none(self.cooldown_until_us),
@@ -1054,25 +1059,21 @@ class Evaluation(msgspec.Struct, frozen=True):
             quota_tpm=None if tokens is None else tokens.quota_tpm,
             evaluator_reserve_tpm=None if tokens is None else tokens.evaluator_reserve_tpm,
             cold_start_reserve_tpm=None if tokens is None else tokens.cold_start_reserve_tpm,
-            dimensions={
-                d: _dimension_figures(s, forecasts[d], run_class)
-                for d, s in self.dimensions.items()
-            },
+            dimensions=dimensions,
             binding_dimension=binding,
         )
 
 
 def _dimension_figures(s: DimensionState, forecast: int | None, run_class: str) -> DimensionFigures:
-    assert s.limit is not None
-    headroom = s.headroom(run_class)
-    assert headroom is not None
+    limit, load, available = s.limit, s.load, s.available(run_class)
+    assert limit is not None and available is not None
     return DimensionFigures(
         usage=s.usage,
         reserved=s.reserved,
         provider_used=s.provider_used,
-        load=s.load,
-        target=s.limit.target,
-        headroom=headroom,
+        load=load,
+        target=limit.target,
+        headroom=_tidy(available - limit.cold_start_reserve - load),  # s.headroom, load once
         forecast=forecast,
     )
 
@@ -1084,19 +1085,23 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
     limits = limits_of(goal.tokens)
     now_totals = _totals_before(goal, len(goal.samples))
     every: dict[Dimension, DimensionState] = {}
+    configured: dict[Dimension, DimensionState] = {}
     for dimension in DIMENSIONS:
         report = goal.provider.get(dimension)
         view = None
         if report is not None and report.at_us <= at_us:
             since = dimension_usage(_difference(now_totals, report.totals), usage.weight, dimension)
             view = ProviderView(report, report.live_at(at_us), since)
-        every[dimension] = DimensionState(
+        limit = limits.get(dimension)
+        every[dimension] = state = DimensionState(
             dimension=dimension,
-            limit=limits.get(dimension),
+            limit=limit,
             usage=usage.of(dimension),
-            reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs),
+            reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs) if runs else 0,
             provider=view,
         )
+        if limit is not None:
+            configured[dimension] = state
     metered_us = goal.last_metered_at_us
     if metered_us is not None and metered_us > at_us:
         metered_us = None  # not yet observed as of at_us
@@ -1107,6 +1112,7 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         tokens=goal.tokens,
         usage=usage,
         every_dimension=every,
+        dimensions=configured,
         observation_stale=metered_us is None or at_us - metered_us > max_observation_age_us(goal),
         last_observation_at_us=metered_us,
         cooldown_until_us=cooldown_us,

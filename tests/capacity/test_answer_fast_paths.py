@@ -111,3 +111,37 @@ def test_observe_answers_the_usage_of_the_whole_evaluation(
                 msgspec.to_builtins(ev.usage.parts).items()
             )
             assert answer["coverage"] == ev.usage.coverage
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    usage=st.integers(0, 10**6) | st.floats(0, 10**6, allow_nan=False),
+    reserved=st.integers(0, 10**6),
+    target=st.integers(1, 10**6),
+    evaluator_reserve=st.integers(0, 1000),
+    cold_start_reserve=st.integers(0, 1000),
+    remaining=st.none() | st.integers(0, 10**6),
+    run_class=st.sampled_from(cap.RUN_CLASSES),
+    forecast=st.none() | st.integers(0, 10**6),
+)
+def test_a_decisions_dimension_figures_are_the_dimensions_own_numbers(
+    usage: float,
+    reserved: int,
+    target: int,
+    evaluator_reserve: int,
+    cold_start_reserve: int,
+    remaining: int | None,
+    run_class: str,
+    forecast: int | None,
+) -> None:
+    """The figures compute the load once for both the load and the headroom."""
+    report = cap.ProviderState(
+        at_us=BASE_US, seq=1, limit=10**6, remaining=remaining, reset_at_us=None,
+        totals=cap.ZERO_TOTALS,
+    )  # fmt: skip
+    limit = cap.Limit(target * 2, target, evaluator_reserve, cold_start_reserve)
+    for view in (None, cap.ProviderView(report, True, 5), cap.ProviderView(report, False, 5)):
+        state = cap.DimensionState("tpm", limit, usage, reserved, view)
+        figures = cap._dimension_figures(state, forecast, run_class)
+        assert figures.headroom == state.headroom(run_class)
+        assert (figures.load, figures.provider_used) == (state.load, state.provider_used)
