@@ -868,6 +868,8 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
 
 def active_runs_at(goal: GoalCapacity, at_us: int) -> list[ActiveRun]:
     """Runs admitted, not released and not past their lease at `at_us`, in admission order."""
+    if not goal.runs:
+        return []
     runs = [r for r in goal.runs.values() if r.admitted_at_us <= at_us and r.active_at(at_us)]
     return sorted(runs, key=lambda r: r.seq)
 
