@@ -237,6 +237,7 @@ class Journal(Generic[S]):
         tolerate_corrupt: bool = False,
         also: Visitor | None = None,
         progress: Progress | None = None,
+        resume: Callable[[Head], bool] | None = None,
     ) -> None:
         """Bring head and state up to the end of the store.
 
@@ -244,7 +245,8 @@ class Journal(Generic[S]):
         opened with allow_corrupt, e.g. for `verify` or `repair`): then the state is
         the verified prefix and `self.corruption` says where it ends. Transactions
         never tolerate it. `also` sees every record the fold folds, before it is
-        folded, if the fold starts from genesis (see `replay`).
+        folded, if the fold starts from genesis, or with `resume` from a checkpoint
+        whose head `resume` accepts (see `replay`).
         """
         head, store = self._head, self.store
         tail: Tail = (
@@ -261,9 +263,9 @@ class Journal(Generic[S]):
             self.checkpoint_seq = -1
             self._durable_offset = 0
             if use_checkpoint:
-                self._load_checkpoint()
+                self._load_checkpoint(covers=resume)
                 head = self._head
-            if self.checkpoint_seq >= 0:
+            if self.checkpoint_seq >= 0 and resume is None:
                 also = None  # the visitor needs every record: `replay` reads them again
             self._state_valid = True
             if store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) == "same":
@@ -431,8 +433,8 @@ class Journal(Generic[S]):
             **prefix,
         )
 
-    def _load_checkpoint(self) -> None:
-        accepted = self._accept_checkpoint(say=warn)
+    def _load_checkpoint(self, covers: Callable[[Head], bool] | None = None) -> None:
+        accepted = self._accept_checkpoint(say=warn, covers=covers)
         if accepted is not None:
             self._state, self._head = accepted
             self.checkpoint_seq = self._head.seq
@@ -635,6 +637,7 @@ class Journal(Generic[S]):
         *,
         use_checkpoint: bool = True,
         progress: Progress | None = None,
+        resume: Callable[[Head], bool] | None = None,
     ) -> None:
         """Hand every verified record from genesis, in order, to `visit`, by the
         readers' rules (mid-log corruption raises after the records before it; a torn
@@ -645,6 +648,12 @@ class Journal(Generic[S]):
         before each record is folded: one pass over the journal instead of two. Else
         (the fold started at a checkpoint, or the handle had folded already) the
         records are read again, as `records` reads them.
+
+        With `resume` (and `use_checkpoint`), a handle opened with fold=False starts
+        its fold at a usable checkpoint only if `resume` accepts the checkpoint's head,
+        else from genesis, and `visit` always rides along: from a checkpoint it sees
+        only the records after it, and what came before is in the state (a caller that
+        needs nothing of the prefix but the state skips it).
         """
         self._check_poisoned()
         if not self._state_valid:
@@ -655,11 +664,12 @@ class Journal(Generic[S]):
                     tolerate_corrupt=self._allow_corrupt,
                     also=visit,
                     progress=progress,
+                    resume=resume,
                 )
             except _VisitorRaised as raised:
                 raise raised.error from None
             self._durable(self._head.offset)
-            if self.checkpoint_seq < 0:
+            if self.checkpoint_seq < 0 or resume is not None:
                 return
         for record, payload, line in self.records(progress=progress):
             visit(record, payload, line)

@@ -18,11 +18,11 @@ rule changed in the code shows as "not reproduced").
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
-from sortedcontainers import SortedSet
 
 from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
@@ -480,9 +480,12 @@ class WhatIf(_GoalFold):
 # -- the timeline of a goal (for the report) --------------------------------------------
 
 
-@dataclass(frozen=True)
-class Point:
-    """The goal as of `at_us` (values hold until the next point)."""
+class Point(msgspec.Struct, frozen=True, gc=False):
+    """The goal as of `at_us` (values hold until the next point).
+
+    A Struct untracked by the cycle collector (it holds numbers, a string and a dict of
+    number tuples, never a cycle): a long report keeps one per change point, about a
+    hundred thousand, and a dataclass cost several times as much to build."""
 
     at_us: int
     uncached_input_tpm: float
@@ -497,8 +500,36 @@ class Point:
     active_runs: int
     cooldown_active: bool
     coverage: str
-    dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = field(default_factory=dict)
+    dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = msgspec.field(default_factory=dict)
     """itpm, otpm, rpm where configured: (usage, load, target)."""
+
+
+def point_of(ev: cap.Evaluation) -> Point:
+    """The point of an evaluation: what `Timeline` computes without one (the reference
+    its fast path is tested against)."""
+    parts = ev.usage.parts
+    tokens = ev.tokens
+    weight = tokens.cached_input_weight if tokens is not None else 1.0
+    return Point(
+        at_us=ev.at_us,
+        uncached_input_tpm=parts.uncached_input,
+        cached_input_weighted_tpm=parts.cached_input * weight,
+        output_tpm=parts.output,
+        usage_tpm=ev.usage.usage_tpm,
+        reserved_tpm=ev.reserved_tpm,
+        load_tpm=ev.load_tpm,
+        target_tpm=None if tokens is None else tokens.target_tpm,
+        quota_tpm=None if tokens is None else tokens.quota_tpm,
+        solver_limit_tpm=ev.available_tpm("solver"),
+        active_runs=ev.active_cases.total,
+        cooldown_active=ev.cooldown_active,
+        coverage=ev.usage.coverage,
+        dimensions={
+            d: (s.usage, s.load, s.limit.target)
+            for d, s in ev.dimensions.items()
+            if d != "tpm" and s.limit is not None
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -510,17 +541,193 @@ class Cooldown:
     cooldown_s: cap.Number
 
 
+class _Held(NamedTuple):
+    """An active run as the timeline needs it: when it stops holding its forecasts."""
+
+    lease_until_us: int | None
+    forecasts: tuple[int, ...]
+    """Its forecast of each of `cap.DIMENSIONS` (0 where it gives none)."""
+
+
+def _reserved(held: list[_Held]) -> tuple[int, ...]:
+    """Each dimension's sum of the forecasts of `held`."""
+    totals = [0] * len(cap.DIMENSIONS)
+    for run in held:
+        for index, forecast in enumerate(run.forecasts):
+            totals[index] += forecast
+    return tuple(totals)
+
+
+class _Sampler:
+    """A goal's figures at times at or after its latest folded event, without an
+    `Evaluation` per time.
+
+    Between two event times only the window's samples, the leases in force, the
+    cooldown and the provider reports' liveness change; the config, the runs, the
+    reports and the running totals are read once per event time (`refresh`), and the
+    window's first sample steps forward from `goal.head` (where the fold left it at the
+    latest event). `point(t)` equals `point_of(cap.evaluate(goal, t))`
+    (tests/operators/test_report_timeline.py checks it at every point)."""
+
+    def __init__(self, goal: cap.GoalCapacity) -> None:
+        self.goal = goal
+        self.start = goal.head
+        self.now_totals = cap.ZERO_TOTALS
+        self.held: list[_Held] = []
+        self.leased = False
+        """Whether a held run has a lease: then which runs hold depends on the time."""
+        self.reserved: tuple[int, ...] = _reserved([])
+        self.timers: list[int] = []
+        """When a lease, the cooldown or a provider report ends after the latest event,
+        sorted: with the samples leaving the window, the times a figure changes."""
+        self.refresh(changed=True)
+
+    def refresh(self, *, changed: bool) -> None:
+        """Take up the goal's latest event time; `changed`: its events may have changed
+        more than the window (config, runs, leases, cooldown, provider reports)."""
+        goal = self.goal
+        self.start = goal.head
+        samples = goal.samples
+        self.now_totals = samples[-1].totals if samples else goal.base_totals
+        if not changed:
+            return
+        self._configured(goal.tokens)
+        last_us = goal.last_at_us
+        runs = [
+            r for r in goal.runs.values() if r.admitted_at_us <= last_us and r.active_at(last_us)
+        ]
+        self.held = [
+            _Held(
+                r.lease_until_us, tuple(cap.forecast_of(r.request, d) or 0 for d in cap.DIMENSIONS)
+            )
+            for r in runs
+        ]
+        self.leased = any(r.lease_until_us is not None for r in runs)
+        self.reserved = _reserved(self.held)
+        timers = {r.lease_until_us for r in runs if r.lease_until_us is not None}
+        if goal.cooldown_until_us is not None:
+            timers.add(goal.cooldown_until_us)
+        timers.update(report.ends_us() for report in goal.provider.values())
+        self.timers = sorted(t for t in timers if t > last_us)
+
+    def _configured(self, tokens: cap.TokenConfig | None) -> None:
+        self.weight = tokens.cached_input_weight if tokens is not None else 1.0
+        self.target_tpm = None if tokens is None else tokens.target_tpm
+        self.quota_tpm = None if tokens is None else tokens.quota_tpm
+        limits = cap.limits_of(tokens)
+        tpm = limits.get("tpm")
+        self.solver_limit_tpm = None if tpm is None else tpm.target - tpm.evaluator_reserve
+        self.limited = [
+            (index, dimension, limit.target)
+            for index, dimension in enumerate(cap.DIMENSIONS)
+            if dimension != "tpm" and (limit := limits.get(dimension)) is not None
+        ]
+        """The configured dimensions other than tpm: (index, name, target)."""
+
+    def window_start(self, at_us: int) -> int:
+        """The first sample counting at `at_us` (no earlier than the last time asked)."""
+        samples = self.goal.samples
+        start, count = self.start, len(samples)
+        cutoff_us = at_us - cap.WINDOW_US
+        while start < count and samples[start].at_us <= cutoff_us:
+            start += 1
+        self.start = start
+        return start
+
+    def next_change(self, after_us: int) -> int | None:
+        """The first time after `after_us` at which a figure changes with no event: the
+        window's oldest sample leaves it, or a timer ends; None if nothing will."""
+        samples = self.goal.samples
+        start = self.window_start(after_us)
+        found = samples[start].at_us + cap.WINDOW_US if start < len(samples) else None
+        for timer_us in self.timers:
+            if timer_us > after_us:
+                return timer_us if found is None or timer_us < found else found
+        return found
+
+    def point(self, at_us: int) -> Point:
+        goal = self.goal
+        start = self.window_start(at_us)
+        before = goal.samples[start - 1].totals if start else goal.base_totals
+        u1, c1, w1, o1, r1, m1, e1 = self.now_totals
+        u0, c0, w0, o0, r0, m0, e0 = before
+        uncached, cached, cache_write, output = u1 - u0, c1 - c0, w1 - w0, o1 - o0
+        weight = self.weight
+        usage_tpm = cap.weighted_tpm(uncached, cached, output, weight, cache_write)
+        reserved, active = self.reserved, len(self.held)
+        if self.leased:
+            held = [h for h in self.held if h.lease_until_us is None or h.lease_until_us > at_us]
+            reserved, active = _reserved(held), len(held)
+        dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = {}
+        if self.limited:
+            window = (uncached, cached, cache_write, output, r1 - r0, m1 - m0, e1 - e0)
+            dimensions = self._dimensions(window, reserved, at_us)
+        cooldown_us = goal.cooldown_until_us
+        return Point(
+            at_us=at_us,
+            uncached_input_tpm=uncached,
+            cached_input_weighted_tpm=cached * weight,
+            output_tpm=output,
+            usage_tpm=usage_tpm,
+            reserved_tpm=reserved[0],
+            load_tpm=self._load("tpm", usage_tpm, reserved[0], at_us),
+            target_tpm=self.target_tpm,
+            quota_tpm=self.quota_tpm,
+            solver_limit_tpm=self.solver_limit_tpm,
+            active_runs=active,
+            cooldown_active=cooldown_us is not None and at_us < cooldown_us,
+            coverage="unmetered" if m1 - m0 else "estimated" if e1 - e0 else "measured",
+            dimensions=dimensions,
+        )
+
+    def _dimensions(
+        self, window: cap.Totals, reserved: tuple[int, ...], at_us: int
+    ) -> dict[str, tuple[cap.Number, cap.Number, int]]:
+        found: dict[str, tuple[cap.Number, cap.Number, int]] = {}
+        for index, dimension, target in self.limited:
+            usage = cap.dimension_usage(window, self.weight, dimension)
+            found[dimension] = (usage, self._load(dimension, usage, reserved[index], at_us), target)
+        return found
+
+    def _load(self, dimension: str, usage: cap.Number, reserved: int, at_us: int) -> cap.Number:
+        """`DimensionState.load`: the largest of usage, reservations and the count of a
+        live provider report."""
+        report = self.goal.provider.get(dimension)
+        used = None
+        if (
+            report is not None
+            and report.at_us <= at_us
+            and report.live_at(at_us)
+            and report.limit is not None
+            and report.remaining is not None
+        ):
+            used = max(0, report.limit - report.remaining)
+        return max(usage, reserved, used or 0)
+
+
 class Timeline(_GoalFold):
     """Samples a goal at every time its figures can change; feed every record in order.
 
     Usage is a step function of time: it changes only at an observation's time and 60 s
     later, when the sample leaves the window; reservations change at admissions,
     releases and lease ends; limits at configures. Sampling at exactly those times
-    makes a step chart of the points exact.
+    makes a step chart of the points exact. The next such time comes from the state
+    alone (the window's oldest sample, the leases, cooldown and provider reports in
+    force), so a timeline can start from any folded state, a checkpoint's included, and
+    before `since_us` it only follows the fold.
+
+    By default it folds the goal's records itself. With `folded`, the caller folds each
+    record into that state right after `feed` has seen it (the journal's own fold, in
+    `Journal.replay`), and the timeline only reads the state.
     """
 
     def __init__(
-        self, goal: str, *, since_us: int | None = None, until_us: int | None = None
+        self,
+        goal: str,
+        *,
+        since_us: int | None = None,
+        until_us: int | None = None,
+        folded: Callable[[], cap.CapacityState] | None = None,
     ) -> None:
         super().__init__(goal, since_us, until_us)
         self.points: list[Point] = []
@@ -530,32 +737,48 @@ class Timeline(_GoalFold):
         self.releases = 0
         self.observations = 0
         self.configs: list[tuple[str, cap.CapacityConfigured]] = []
-        self._pending: SortedSet = SortedSet()
-        self._samples_seen_seq = -1
-        """Samples up to this record already gave their change points (issue 20: each
-        sample is looked at once, not once per event while it is in the window)."""
+        self._folded = folded
+        self._bound = False
+        self._sampler: _Sampler | None = None
+        self._stale = False
+        """The goal folded events since the sampler last took up its state."""
+        self._changed = True
+        """Those events may have changed more than the window (see `_may_change_more`)."""
         self._group_us: int | None = None
         self._last_us: int | None = None
+        self._finished = False
         self._started = since_us is None
 
     def feed(self, record: Record, payload: Any) -> None:
-        at_us = self._at_us(record)
-        if at_us is None:
+        if record.goal != self.goal or record.kind not in cap.EVENTS or self._finished:
             return
-        if self._group_us is not None and at_us != self._group_us:
+        if not self._bound:
+            self._bind()
+        at_us = parse_at(record.at)
+        if self.until_us is not None and at_us > self.until_us:
+            self.finish()  # the state is the range's end now: nothing later folds into it
+            return
+        if at_us != self._group_us:
             self._close_group()
-        if self._group_us is None:
             self._advance_to(at_us)
             self._group_us = at_us
-        cap.apply(self.state, record, payload)
+        self._stale = True
+        if not self._changed:
+            self._changed = self._may_change_more(payload)
+        if self._folded is None:
+            cap.apply(self.state, record, payload)
         self._last_us = at_us
-        if self.since_us is not None and at_us < self.since_us:
-            return
-        self._note(record, payload, at_us)
+        if self.since_us is None or at_us >= self.since_us:
+            self._note(record, payload, at_us)
 
     def finish(self) -> None:
         """Sample to the end of the range (default: 60 s after the last event)."""
+        if self._finished:
+            return
+        if not self._bound:
+            self._bind()
         self._close_group()
+        self._finished = True
         if self.until_us is not None:
             end_us = self.until_us
         elif self._last_us is not None:
@@ -565,6 +788,24 @@ class Timeline(_GoalFold):
         self._advance_to(end_us)
         if self._last_us is not None and (self.since_us is None or end_us >= self.since_us):
             self._sample(end_us)
+
+    def _bind(self) -> None:
+        """Take up the state as the first record of the goal finds it (or the end):
+        empty, or a checkpoint's holding the goal's events before the range."""
+        self._bound = True
+        if self._folded is not None:
+            self.state = self._folded()
+        goal = self.state.goals.get(self.goal)
+        if goal is not None:
+            self._last_us = goal.last_at_us
+            self._stale = True
+
+    def _may_change_more(self, payload: Any) -> bool:
+        """Whether folding this event may change more than the window: anything but an
+        observation without a provider report that renews no lease."""
+        if not isinstance(payload, cap.CapacityObserved) or payload.provider is not None:
+            return True
+        return payload.run is not None and (self._sampler is None or self._sampler.leased)
 
     def _note(self, record: Record, payload: Any, at_us: int) -> None:
         decision = recorded_decision(record, payload)
@@ -589,69 +830,53 @@ class Timeline(_GoalFold):
             self.configs.append((record.at, payload))
 
     def _close_group(self) -> None:
-        """Every event at the group's time is folded: sample it, note what changes next."""
+        """Every event at the group's time is folded: sample it (in the range)."""
         group_us = self._group_us
         if group_us is None:
             return
         self._group_us = None
         if self.since_us is None or group_us >= self.since_us:
             self._sample(group_us)
-        goal = self.goal_state
-        self._pending.update(
-            cap.change_points_after(goal, group_us, samples_after_seq=self._samples_seen_seq)
-        )
-        if len(goal.samples) > goal.head:
-            self._samples_seen_seq = goal.samples[-1].seq
+
+    def _fresh_sampler(self) -> _Sampler | None:
+        """The sampler on the state folded so far (None while the goal has no event)."""
+        sampler = self._sampler
+        if not self._stale:
+            return sampler
+        self._stale = False
+        if sampler is None:
+            goal = self.state.goals.get(self.goal)
+            if goal is None:
+                return None
+            sampler = self._sampler = _Sampler(goal)
+        else:
+            sampler.refresh(changed=self._changed)
+        self._changed = False
+        return sampler
 
     def _advance_to(self, until_us: int) -> None:
         """Sample the change points before `until_us` (the state holds until then)."""
-        while self._pending and self._pending[0] < until_us:
-            point_us = int(self._pending.pop(0))
-            if self.since_us is not None and point_us < self.since_us:
-                continue
-            if not self._started and self.since_us is not None and point_us > self.since_us:
-                self._sample(self.since_us)
-            self._sample(point_us)
+        if self._last_us is None:
+            return  # nothing folded yet: nothing changes
         since_us = self.since_us
-        if (
-            not self._started
-            and since_us is not None
-            and since_us < until_us
-            and self._last_us is not None
-        ):
+        if not self._started:
+            if since_us is None or until_us <= since_us:
+                return  # before the range: nothing is sampled, so nothing to look for
             self._sample(since_us)
+        sampler = self._fresh_sampler()
+        assert sampler is not None
+        point_us = sampler.next_change(self.points[-1].at_us if self.points else self._last_us)
+        while point_us is not None and point_us < until_us:
+            self._sample(point_us)
+            point_us = sampler.next_change(point_us)
 
     def _sample(self, at_us: int) -> None:
         self._started = True
         if self.points and at_us <= self.points[-1].at_us:
             return
-        goal = self.goal_state
-        ev = cap.evaluate(goal, at_us)
-        parts = ev.usage.parts
-        tokens = ev.tokens
-        weight = tokens.cached_input_weight if tokens is not None else 1.0
-        self.points.append(
-            Point(
-                at_us=at_us,
-                uncached_input_tpm=parts.uncached_input,
-                cached_input_weighted_tpm=parts.cached_input * weight,
-                output_tpm=parts.output,
-                usage_tpm=ev.usage.usage_tpm,
-                reserved_tpm=ev.reserved_tpm,
-                load_tpm=ev.load_tpm,
-                target_tpm=None if tokens is None else tokens.target_tpm,
-                quota_tpm=None if tokens is None else tokens.quota_tpm,
-                solver_limit_tpm=ev.available_tpm("solver"),
-                active_runs=ev.active_cases.total,
-                cooldown_active=ev.cooldown_active,
-                coverage=ev.usage.coverage,
-                dimensions={
-                    d: (s.usage, s.load, s.limit.target)
-                    for d, s in ev.dimensions.items()
-                    if d != "tpm" and s.limit is not None
-                },
-            )
-        )
+        sampler = self._fresh_sampler()
+        assert sampler is not None
+        self.points.append(sampler.point(at_us))
 
 
 def merged_cooldowns(cooldowns: list[Cooldown]) -> list[tuple[int, int]]:

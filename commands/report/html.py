@@ -9,6 +9,7 @@ every time its usage, reservations or limits change, so the step charts are exac
 from __future__ import annotations
 
 from html import escape
+from operator import attrgetter
 from typing import Any
 
 import msgspec
@@ -139,20 +140,30 @@ def render_report(
 # -- charts ------------------------------------------------------------------------------
 
 
+def _xs(points: list[au.Point]) -> list[float]:
+    """Each point's x: seconds since the first point."""
+    origin_us = points[0].at_us
+    return [(p.at_us - origin_us) / US_PER_S for p in points]
+
+
 def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
     points = timeline.points
     origin_us = points[0].at_us
     end_us = points[-1].at_us
+    xs = _xs(points)
 
     def x(at_us: int) -> float:
         return (at_us - origin_us) / US_PER_S
 
     def series(label: str, color: str, value: Any) -> svgchart.Series:
-        return svgchart.Series(label, color, [(x(p.at_us), float(value(p))) for p in points])
+        return svgchart.Series(
+            label, color, list(zip(xs, map(float, map(value, points)), strict=True))
+        )
 
     def limit(label: str, color: str, value: Any) -> list[svgchart.Series]:
         # A limit is drawn only where it exists (a goal may configure its token gate later).
-        pts = [(x(p.at_us), float(value(p))) for p in points if value(p) is not None]
+        values = list(map(value, points))
+        pts = [(x, float(v)) for x, v in zip(xs, values, strict=True) if v is not None]
         return [svgchart.Series(label, color, pts)] if pts else []
 
     chart = svgchart.Chart(
@@ -161,16 +172,18 @@ def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
         x_range=(0.0, max(x(end_us), 1.0)),
         x_label_at=_ticks(origin_us, end_us),
         stacked=[
-            series("uncached input", COLORS["uncached"], lambda p: p.uncached_input_tpm),
+            series("uncached input", COLORS["uncached"], attrgetter("uncached_input_tpm")),
             series(
-                "cached input (weighted)", COLORS["cached"], lambda p: p.cached_input_weighted_tpm
+                "cached input (weighted)",
+                COLORS["cached"],
+                attrgetter("cached_input_weighted_tpm"),
             ),
-            series("output", COLORS["output"], lambda p: p.output_tpm),
+            series("output", COLORS["output"], attrgetter("output_tpm")),
         ],
         lines=[
-            series("reserved", COLORS["reserved"], lambda p: p.reserved_tpm),
-            *limit("target", COLORS["target"], lambda p: p.target_tpm),
-            *limit("quota", COLORS["quota"], lambda p: p.quota_tpm),
+            series("reserved", COLORS["reserved"], attrgetter("reserved_tpm")),
+            *limit("target", COLORS["target"], attrgetter("target_tpm")),
+            *limit("quota", COLORS["quota"], attrgetter("quota_tpm")),
         ],
     )
     for d in timeline.decisions:
@@ -217,7 +230,9 @@ def dimension_charts(timeline: au.Timeline) -> list[svgchart.Chart]:
     def x(at_us: int) -> float:
         return (at_us - origin_us) / US_PER_S
 
-    charts = []
+    charts: list[svgchart.Chart] = []
+    if not any(p.dimensions for p in points):
+        return charts
     for dimension in ("itpm", "otpm", "rpm"):
         held = [p for p in points if dimension in p.dimensions]
         if not held:
@@ -253,6 +268,7 @@ def active_chart(timeline: au.Timeline) -> svgchart.Chart:
     def x(at_us: int) -> float:
         return (at_us - origin_us) / US_PER_S
 
+    active = [p.active_runs for p in points]
     return svgchart.Chart(
         title=f"Active runs of goal {timeline.goal}",
         step=True,
@@ -261,7 +277,7 @@ def active_chart(timeline: au.Timeline) -> svgchart.Chart:
         x_label_at=_ticks(origin_us, end_us),
         stacked=[
             svgchart.Series(
-                "active runs", COLORS["active"], [(x(p.at_us), p.active_runs) for p in points]
+                "active runs", COLORS["active"], list(zip(_xs(points), active, strict=True))
             )
         ],
     )
@@ -298,7 +314,8 @@ def _decision_label(d: au.RecordedDecision) -> str:
 
 def _single_day(timeline: au.Timeline) -> str | None:
     """The UTC date every time in the report falls on, if there is one."""
-    times = [format_us(p.at_us) for p in timeline.points]
+    points = timeline.points  # in time order: the first and the last span every day between
+    times = [format_us(p.at_us) for p in (points[:1] + points[-1:])]
     times += [d.at for d in timeline.decisions] + [at for at, _ in timeline.configs]
     times += [format_us(c.end_us) for c in timeline.cooldowns]
     days = {t[:10] for t in times}

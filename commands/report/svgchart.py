@@ -10,7 +10,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from html import escape
-from typing import NamedTuple
+from itertools import groupby, pairwise
+from typing import NamedTuple, TypeVar
+
+T = TypeVar("T")
 
 WIDTH_PX = 960
 HEIGHT_PX = 320
@@ -63,37 +66,90 @@ class Chart:
     """Fixed x extent (else from the data)."""
 
 
+class _Columns(NamedTuple):
+    """A series' points sorted, as two columns."""
+
+    xs: list[float]
+    ys: list[float]
+
+
+def _columns(series: Series) -> _Columns:
+    points = sorted(series.points)
+    return _Columns([x for x, _ in points], [y for _, y in points])
+
+
+def _shared_xs(columns: list[_Columns]) -> list[float] | None:
+    """The x column every one of `columns` has, if they share one without a repeated x:
+    then a stack adds them position by position (the same sums, in the same order, as
+    adding them x by x)."""
+    if not columns:
+        return None
+    xs = columns[0].xs
+    if any(c.xs != xs for c in columns[1:]):
+        return None
+    if any(b <= a for a, b in pairwise(xs)):
+        return None
+    return xs
+
+
+def _stack_tops(columns: list[_Columns]) -> list[list[float]] | None:
+    """Each stacked series' top (its values on those below), on a shared x column."""
+    if _shared_xs(columns) is None:
+        return None
+    tops: list[list[float]] = []
+    base = [0.0] * len(columns[0].xs)
+    for column in columns:
+        base = [b + y for b, y in zip(base, column.ys, strict=True)]
+        tops.append(base)
+    return tops
+
+
 def _bounds(chart: Chart) -> tuple[float, float, float]:
-    xs: list[float] = []
+    stacked = [_columns(s) for s in chart.stacked]
+    lines = [_columns(s) for s in chart.lines]
+    return _bounds_of(chart, stacked, lines, _stack_tops(stacked))
+
+
+def _bounds_of(
+    chart: Chart,
+    stacked: list[_Columns],
+    lines: list[_Columns],
+    tops: list[list[float]] | None,
+) -> tuple[float, float, float]:
     y_max = 1.0
-    for series in chart.stacked + chart.lines:
-        xs.extend(x for x, _ in series.points)
-    totals: dict[float, float] = {}
-    for series in chart.stacked:
-        for x, y in series.points:
-            totals[x] = totals.get(x, 0.0) + y
-    y_max = max([y_max, *totals.values()] + [y for s in chart.lines for _, y in s.points])
-    xs.extend(m.x for m in chart.markers)
-    xs.extend(v for s in chart.spans for v in (s.x0, s.x1))
-    x_min, x_max = (min(xs), max(xs)) if xs else (0.0, 1.0)
+    if tops is not None:
+        totals: list[float] = tops[-1] if tops else []
+    else:
+        by_x: dict[float, float] = {}
+        for column in stacked:
+            for x, y in zip(column.xs, column.ys, strict=True):
+                by_x[x] = by_x.get(x, 0.0) + y
+        totals = list(by_x.values())
+    y_max = max([y_max, *totals] + [y for c in lines for y in c.ys])
     if chart.x_range is not None:
         x_min, x_max = chart.x_range
+    else:
+        xs = [x for c in stacked + lines for x in c.xs]
+        xs.extend(m.x for m in chart.markers)
+        xs.extend(v for s in chart.spans for v in (s.x0, s.x1))
+        x_min, x_max = (min(xs), max(xs)) if xs else (0.0, 1.0)
     if x_max <= x_min:
         x_max = x_min + 1.0
     return x_min, x_max, _nice_ceiling(y_max * 1.05)
 
 
-class _Frame(NamedTuple):
+class _Frame:
     """The plot area of a chart and the mapping of data onto it, in pixels."""
 
-    x_min: float
-    x_max: float
-    y_max: float
-    plot_w: float
-    plot_h: float
-    x_text: dict[float, str]
-    y_text: dict[float, str]
-    """Each x and y as `points` formats it, once per chart (its series share their x)."""
+    def __init__(
+        self, x_min: float, x_max: float, y_max: float, plot_w: float, plot_h: float
+    ) -> None:
+        self.x_min, self.x_max, self.y_max = x_min, x_max, y_max
+        self.plot_w, self.plot_h = plot_w, plot_h
+        self.y_text: dict[float, str] = {}
+        """Each y as `points` formats it, once per chart."""
+        self._x_column: tuple[list[float], list[str]] = ([], [])
+        """The last x column formatted, and its texts: a chart's series share their x."""
 
     def px(self, x: float) -> float:
         return MARGIN_LEFT_PX + (x - self.x_min) / (self.x_max - self.x_min) * self.plot_w
@@ -101,31 +157,43 @@ class _Frame(NamedTuple):
     def py(self, y: float) -> float:
         return MARGIN_TOP_PX + self.plot_h - y / self.y_max * self.plot_h
 
-    def points(self, xy: list[tuple[float, float]]) -> str:
-        """SVG coordinates at a tenth of a pixel. A long range puts hundreds of events
-        in one tenth of a pixel: a vertex that repeats the one before draws nothing,
-        so it is left out (a 100,000-observation report was 28 MB, nearly all repeats)."""
-        xs, ys = self.x_text, self.y_text
-        out: list[str] = []
-        last = ""
-        for x, y in xy:
-            sx = xs.get(x)
-            if sx is None:
-                sx = xs[x] = f"{self.px(x):.1f}"
-            sy = ys.get(y)
-            if sy is None:
-                sy = ys[y] = f"{self.py(y):.1f}"
-            vertex = f"{sx},{sy}"
-            if vertex != last:
-                out.append(vertex)
-                last = vertex
-        return " ".join(out)
+    def x_texts(self, xs: list[float]) -> list[str]:
+        """Each x at a tenth of a pixel (`px`, spelled out: it runs once per point)."""
+        known, texts = self._x_column
+        if xs == known:
+            return texts
+        x_min, span, plot_w = self.x_min, self.x_max - self.x_min, self.plot_w
+        texts = [f"{MARGIN_LEFT_PX + (x - x_min) / span * plot_w:.1f}" for x in xs]
+        self._x_column = (xs, texts)
+        return texts
+
+    def y_texts(self, ys: list[float]) -> list[str]:
+        """Each y at a tenth of a pixel, each distinct y formatted once per chart."""
+        texts = self.y_text
+        for y in set(ys).difference(texts):
+            texts[y] = f"{self.py(y):.1f}"
+        return [texts[y] for y in ys]
+
+    def points(self, xs: list[float], ys: list[float], *, step: bool) -> list[str]:
+        """The vertices, at a tenth of a pixel, through the points or (`step`) of a step
+        function through them (each value holds until the next x). A long range puts
+        hundreds of events in one tenth of a pixel: a vertex that repeats the one before
+        draws nothing, so it is left out (a 100,000-observation report was 28 MB, nearly
+        all repeats). A point that repeats the one before adds only such repeats, step or
+        not, so those go first, before the steps are drawn."""
+        placed = [p for p, _ in groupby(zip(self.x_texts(xs), self.y_texts(ys), strict=True))]
+        if step:
+            placed = _stepped(placed)
+        return [v for v, _ in groupby([f"{x},{y}" for x, y in placed])]
 
 
 def render(chart: Chart) -> str:
     plot_w = WIDTH_PX - MARGIN_LEFT_PX - MARGIN_RIGHT_PX
     plot_h = HEIGHT_PX - MARGIN_TOP_PX - MARGIN_BOTTOM_PX
-    frame = _Frame(*_bounds(chart), plot_w, plot_h, {}, {})
+    stacked = [_columns(s) for s in chart.stacked]
+    lines = [_columns(s) for s in chart.lines]
+    tops = _stack_tops(stacked)
+    frame = _Frame(*_bounds_of(chart, stacked, lines, tops), plot_w, plot_h)
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH_PX}" '
         f'height="{HEIGHT_PX}" viewBox="0 0 {WIDTH_PX} {HEIGHT_PX}" role="img" '
@@ -136,8 +204,8 @@ def render(chart: Chart) -> str:
     ]
     out += _spans(chart, frame)
     out += _grid(frame)
-    out += _stacks(chart, frame)
-    out += _lines(chart, frame)
+    out += _stacks(chart, frame, stacked, tops)
+    out += _lines(chart, frame, lines)
     out += [_marker(marker, frame) for marker in chart.markers]
     out += _x_axis(chart, frame)
     out.append(
@@ -179,39 +247,46 @@ def _grid(frame: _Frame) -> list[str]:
     return out
 
 
-def _stacks(chart: Chart, frame: _Frame) -> list[str]:
+def _stacks(
+    chart: Chart, frame: _Frame, stacked: list[_Columns], tops: list[list[float]] | None
+) -> list[str]:
     out = []
     baseline: dict[float, float] = {}
-    for series in chart.stacked:
-        points = sorted(series.points)
-        if not points:
+    below: list[str] | None = None  # on a shared x: the vertices of the top below
+    for index, (series, column) in enumerate(zip(chart.stacked, stacked, strict=True)):
+        xs, ys = column
+        if not xs:
             continue
-        top = [(x, baseline.get(x, 0.0) + y) for x, y in points]
-        bottom = [(x, baseline.get(x, 0.0)) for x, _ in points]
-        if chart.step:
-            top, bottom = _stepped(top), _stepped(bottom)
+        if tops is not None:
+            upper = frame.points(xs, tops[index], step=chart.step)
+            if below is None:
+                below = frame.points(xs, [0.0] * len(xs), step=chart.step)
+            lower, below = below, upper
+        else:  # the series do not share their x: stack them x by x
+            top = [baseline.get(x, 0.0) + y for x, y in zip(xs, ys, strict=True)]
+            bottom = [baseline.get(x, 0.0) for x in xs]
+            for x, y in zip(xs, ys, strict=True):
+                baseline[x] = baseline.get(x, 0.0) + y
+            upper = frame.points(xs, top, step=chart.step)
+            lower = frame.points(xs, bottom, step=chart.step)
+        # The bottom is drawn backwards: leaving out repeats commutes with reversing.
         out.append(
-            f'<polygon class="stack" points="{frame.points(top)} '
-            f'{frame.points(bottom[::-1])}" fill="{series.color}" '
-            f'fill-opacity="0.75"><title>{escape(series.label)}</title></polygon>'
+            f'<polygon class="stack" points="{" ".join(upper)} {" ".join(reversed(lower))}" '
+            f'fill="{series.color}" fill-opacity="0.75"><title>{escape(series.label)}</title>'
+            "</polygon>"
         )
-        for x, y in points:
-            baseline[x] = baseline.get(x, 0.0) + y
     return out
 
 
-def _lines(chart: Chart, frame: _Frame) -> list[str]:
+def _lines(chart: Chart, frame: _Frame, lines: list[_Columns]) -> list[str]:
     out = []
-    for series in chart.lines:
-        points = sorted(series.points)
-        if not points:
+    for series, (xs, ys) in zip(chart.lines, lines, strict=True):
+        if not xs:
             continue
-        if chart.step:
-            points = _stepped(points)
         out.append(
-            f'<polyline class="line" points="{frame.points(points)}" fill="none" '
-            f'stroke="{series.color}" stroke-width="2"><title>{escape(series.label)}</title>'
-            "</polyline>"
+            f'<polyline class="line" points="{" ".join(frame.points(xs, ys, step=chart.step))}" '
+            f'fill="none" stroke="{series.color}" stroke-width="2">'
+            f"<title>{escape(series.label)}</title></polyline>"
         )
     return out
 
@@ -281,9 +356,9 @@ def _legend(chart: Chart) -> str:
     return '<g class="legend">' + "".join(parts) + "</g>"
 
 
-def _stepped(points: list[tuple[float, float]]) -> list[tuple[float, float]]:
+def _stepped(points: list[tuple[T, T]]) -> list[tuple[T, T]]:
     """A step function through `points`: each value holds until the next x."""
-    out: list[tuple[float, float]] = []
+    out: list[tuple[T, T]] = []
     for i, (x, y) in enumerate(points):
         if i:
             out.append((x, points[i - 1][1]))

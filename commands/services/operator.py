@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from quotaledger.journal import InvalidInput, Record, codes
+from quotaledger.journal import Head, InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.configfields import ConfigFields
@@ -82,6 +82,18 @@ def _no_decision(
         else f"capacity decision for goal {goal!r} run {run!r}"
     )
     return InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
+
+
+def _before_range(goal: str, since_us: int | None) -> Callable[[Head], bool]:
+    """Whether a checkpoint holds nothing of `goal` at or after `since_us` (all of it,
+    without a `since_us`): then the report may start there (SPEC §9: `--since` skips
+    the work before it), its timeline taking the goal up from the checkpoint's state."""
+
+    def before(covered: Head) -> bool:
+        last_at = covered.goal_last_at.get(goal)
+        return last_at is None or (since_us is not None and parse_at(last_at) < since_us)
+
+    return before
 
 
 def _decision_matcher(seq: int | None, hash: str | None) -> Callable[[Record], bool]:
@@ -329,13 +341,23 @@ class OperatorService(ServiceBase):
         from quotaledger.report.html import render_report
 
         check_out_path("--out", out)  # input first (exit 2): "" or a missing directory
-        if self.journal.folded:
+        journal = self.journal
+        # A handle opened with fold=False folds in the pass (as in whatif, it learns its
+        # goals from it) and the timeline reads that fold's state instead of folding the
+        # goal again; a folded handle reads the records again, and the timeline folds.
+        riding = not journal.folded
+        if not riding:
             self.require_goal(goal)  # before anything is written: no empty page for a typo
-        # As in whatif: a handle opened with fold=False learns its goals from the pass.
         timeline: au.Timeline | None = None
+        since_us: int | None = None
         try:
             since_us, until_us = _range(since, until)
-            timeline = au.Timeline(goal, since_us=since_us, until_us=until_us)
+            timeline = au.Timeline(
+                goal,
+                since_us=since_us,
+                until_us=until_us,
+                folded=(lambda: journal.state.capacity) if riding else None,
+            )
         except InvalidInput as exc:
             problem: InvalidInput | None = exc
         else:
@@ -348,17 +370,20 @@ class OperatorService(ServiceBase):
                 timeline.feed(record, payload)
             last = record
 
-        self.journal.replay(visit, progress=progress)
+        journal.replay(visit, progress=progress, resume=_before_range(goal, since_us))
         self.require_goal(goal)
         if timeline is None:
             assert problem is not None
             raise problem
         timeline.finish()
+        head_seq, head_hash = (-1, "") if last is None else (last.seq, last.hash)
+        if last is None and journal.checkpoint_seq >= 0:
+            head_seq, head_hash = journal.head.seq, journal.head.prev_hash  # nothing after it
         page = render_report(
             timeline,
-            journal_id=self.journal.head.journal_id,
-            head_seq=-1 if last is None else last.seq,
-            head_hash="" if last is None else last.hash,
+            journal_id=journal.head.journal_id,
+            head_seq=head_seq,
+            head_hash=head_hash,
             generated_at=format_us(wall_us()),
         )
         data = page.encode()

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from quotaledger.journal import Journal, JournalCorrupt, Record
+from quotaledger.journal import Head, Journal, JournalCorrupt, Record
 from tests.journal.jhelpers import flip_byte, line_offsets, toy_fold, toy_journal
-from tests.toyprojector import TOY
+from tests.toyprojector import TOY, Note
 
 
 def _reads(journal: Journal[Any]) -> list[int]:
@@ -142,3 +142,43 @@ def test_a_torn_tail_ends_the_pass_quietly(tmp_path: Path) -> None:
 def test_only_a_reader_opens_without_folding(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         Journal.open(str(tmp_path / "j.jsonl"), TOY, write=True, fold=False)
+
+
+def test_resume_rides_along_from_a_checkpoint_it_accepts_and_from_genesis_else(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`report --since` starts at a checkpoint that holds nothing of its range: the
+    visitor then sees only the records after it, riding along the fold; a checkpoint it
+    does not accept is passed over quietly (it is sound, just not of use), and the
+    visitor rides along a fold from genesis."""
+    path = str(tmp_path / "j.jsonl")
+    writer = toy_journal(path, list(range(1, 11)))
+    checkpoint = writer.write_checkpoint()
+    with writer.transaction() as txn:
+        for n in (11, 12):
+            txn.append("toy.note", "g", Note(n=n, text=f"note {n}"), txn.time_for("g"))
+    writer.close()
+    with Journal.open(path, TOY, write=False, use_checkpoint=False) as full:
+        expected, count = full.state, full.head.next_seq
+    capsys.readouterr()
+    offered: list[int] = []
+
+    def accept(head: Head) -> bool:
+        offered.append(head.seq)
+        return True
+
+    journal = Journal.open(path, TOY, write=False, fold=False)
+    counts: list[int] = []
+    journal.replay(lambda record, payload, line: counts.append(journal.state.count), resume=accept)
+    assert offered == [checkpoint.seq]
+    assert journal.checkpoint_seq == checkpoint.seq
+    assert counts == [10, 10, 11]  # the records after it (the batch marker, two notes),
+    # each seen before it is folded
+    assert journal.state == expected
+    journal.close()
+    journal, seen, passes = _replayed(path, resume=lambda head: False)
+    assert journal.checkpoint_seq < 0 and passes == [0]
+    assert [r.seq for r in seen] == list(range(count))
+    assert journal.state == expected
+    assert capsys.readouterr().err == ""
+    journal.close()

@@ -61,3 +61,40 @@ def test_stacked_and_stepped_series_draw_what_every_point_draws() -> None:
     assert second == _without_repeats(_every_vertex(stepped(top_b), chart)) + _without_repeats(
         _every_vertex(list(reversed(stepped(lower))), chart)
     )
+
+
+def _stacked_reference(chart: svgchart.Chart) -> list[list[str]]:
+    """Each stacked polygon's vertices the way every point draws them: each series on
+    the sum of those below at its own x, its top then its bottom backwards, repeats out."""
+    baseline: dict[float, float] = {}
+    paths = []
+    for series in chart.stacked:
+        points = sorted(series.points)
+        top = [(x, baseline.get(x, 0.0) + y) for x, y in points]
+        bottom = [(x, baseline.get(x, 0.0)) for x, _ in points]
+        if chart.step:
+            top, bottom = svgchart._stepped(top), svgchart._stepped(bottom)
+        paths.append(
+            _without_repeats(_every_vertex(top, chart))
+            + _without_repeats(_every_vertex(bottom[::-1], chart))
+        )
+        for x, y in points:
+            baseline[x] = baseline.get(x, 0.0) + y
+    return paths
+
+
+def test_stacks_that_share_no_x_and_unsorted_points_draw_what_every_point_draws() -> None:
+    """The stack adds position by position only on a shared x column without repeats;
+    otherwise x by x, as before."""
+    rng = random.Random(13)
+    for step in (True, False):
+        lower = [(rng.randrange(0, 3_000) * 0.5, float(rng.randrange(0, 50))) for _ in range(900)]
+        upper = [(rng.randrange(0, 3_000) * 0.5, float(rng.randrange(0, 50))) for _ in range(900)]
+        same = [(x, float(rng.randrange(0, 50))) for x, _ in lower]  # shared x, with repeats
+        for stacked in ([lower, upper], [lower, same]):
+            chart = svgchart.Chart(
+                title="t",
+                step=step,
+                stacked=[svgchart.Series(str(i), "#111", s) for i, s in enumerate(stacked)],
+            )
+            assert _paths(svgchart.render(chart)) == _stacked_reference(chart)
