@@ -16,8 +16,6 @@ rule changed in the code shows as "not reproduced").
   the report's step charts.
 """
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -276,7 +274,7 @@ class Overrides:
     fields: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fields: ConfigFields) -> Overrides:
+    def of(cls, fields: ConfigFields) -> "Overrides":
         return cls(rule.given_fields(fields))
 
     def apply(
