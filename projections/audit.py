@@ -668,7 +668,11 @@ class _Sampler:
             output_tpm=output,
             usage_tpm=usage_tpm,
             reserved_tpm=reserved[0],
-            load_tpm=self._load("tpm", usage_tpm, reserved[0], at_us),
+            load_tpm=(
+                self._load("tpm", usage_tpm, reserved[0], at_us)
+                if goal.provider
+                else max(usage_tpm, reserved[0], 0)  # `_load` without a provider report
+            ),
             target_tpm=self.target_tpm,
             quota_tpm=self.quota_tpm,
             solver_limit_tpm=self.solver_limit_tpm,
@@ -806,6 +810,9 @@ class Timeline(_GoalFold):
         return payload.run is not None and (self._sampler is None or self._sampler.leased)
 
     def _note(self, record: Record, payload: Any, at_us: int) -> None:
+        if isinstance(payload, cap.CapacityObserved):  # most events: counted first
+            self.observations += 1
+            return
         decision = recorded_decision(record, payload)
         if decision is not None:
             self.decisions.append(decision)
@@ -822,8 +829,6 @@ class Timeline(_GoalFold):
             )
         elif isinstance(payload, cap.CapacityReleased):
             self.releases += 1
-        elif isinstance(payload, cap.CapacityObserved):
-            self.observations += 1
         elif isinstance(payload, cap.CapacityConfigured):
             self.configs.append((record.at, payload))
 
