@@ -1347,7 +1347,8 @@ def shortfalls(
 def decide_release(goal: GoalCapacity, run: str, at_us: int) -> Decision[None]:
     """`release`: an active run's slot and reservation are freed; a run that is not
     active holds nothing, so there is nothing to release (`run_not_active`)."""
-    if not any(r.request.run == run for r in active_runs_at(goal, at_us)):
+    active = goal.runs.get(run)  # runs are keyed by their request's run
+    if active is None or active.admitted_at_us > at_us or not active.active_at(at_us):
         return Decision(reasons=(R.RUN_NOT_ACTIVE,), detail=None)
     return Decision(kind=RELEASED, payload=CapacityReleased(run=run), detail=None)
 

@@ -145,3 +145,21 @@ def test_a_decisions_dimension_figures_are_the_dimensions_own_numbers(
         figures = cap._dimension_figures(state, forecast, run_class)
         assert figures.headroom == state.headroom(run_class)
         assert (figures.load, figures.provider_used) == (state.load, state.provider_used)
+
+
+def test_release_finds_a_run_as_the_active_runs_list_does(tmp_path: Path) -> None:
+    """decide_release looks the run up by name instead of scanning the active runs:
+    the same verdict for runs active, released, past their lease, not yet admitted
+    at the time asked, and never admitted."""
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        ledger.configure(goal="g", max_active_cases=8, at=at(0))
+        for i, lease_s in enumerate([None, 5, 60, None, 30]):
+            ledger.admit(goal="g", run=f"r{i}", arm="baseline", lease_s=lease_s, at=at(i))
+        ledger.release(goal="g", run="r3", at=at(6))
+        goal = cap.goal_of(ledger.journal.state.capacity, "g")
+    for t in (0, 1.5, 4, 7, 20, 40, 100):
+        at_us = BASE_US + int(t * 1_000_000)
+        active = {r.request.run for r in cap.active_runs_at(goal, at_us)}
+        for run in ("r0", "r1", "r2", "r3", "r4", "nobody"):
+            decision = cap.decide_release(goal, run, at_us)
+            assert decision.ok == (run in active), (t, run)
