@@ -91,7 +91,11 @@ Progress = Callable[[int], None]
 
 
 class Projector(Protocol[S]):
-    """What the journal needs to know about the domain."""
+    """What the journal needs to know about the domain.
+
+    A projector may also offer `visitor(state)`: `apply` on that state as a Visitor,
+    which the fold then calls for each record instead of wrapping `apply` (a step
+    that binds the state once per fold instead of per record)."""
 
     version: str
 
@@ -301,13 +305,19 @@ class Journal(Generic[S]):
         return found
 
     def _apply_visitor(self, state: S, also: Visitor | None = None) -> Visitor:
-        apply = self.projector.apply
-        if also is None:
+        """The fold step on `state` as scan's visitor (the projector's own `visitor`,
+        if it has one: a step that binds the state once), after `also` if given."""
+        make_visitor = getattr(self.projector, "visitor", None)
+        if make_visitor is not None:
+            fold: Visitor = make_visitor(state)
+        else:
+            apply = self.projector.apply
 
-            def visit(record: Record, payload: Any, line: bytes) -> None:
+            def fold(record: Record, payload: Any, line: bytes) -> None:
                 apply(state, record, payload)
 
-            return visit
+        if also is None:
+            return fold
 
         def visit_also(record: Record, payload: Any, line: bytes) -> None:
             try:
@@ -316,7 +326,7 @@ class Journal(Generic[S]):
                 # The caller's error, not a record that does not fold: scan must not
                 # take it for corruption (`replay` raises it as it is).
                 raise _VisitorRaised(exc) from exc
-            apply(state, record, payload)
+            fold(record, payload, line)
 
         return visit_also
 

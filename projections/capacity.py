@@ -29,12 +29,16 @@ from quotaledger.journal.clock import US_PER_S, format_us, format_us_or_none, pa
 from quotaledger.projections import reasons as R
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.types import (
+    IDENTIFIERS_KNOWN,
+    TEXT_CHARS_ALWAYS_FIT,
     CanonicalAt,
     FreeText,
     Identifier,
     Payload,
     StateStruct,
     TokenCount,
+    check_identifier,
+    check_text,
 )
 
 VERSION = "3"
@@ -416,6 +420,18 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
     source: FreeText | None
     provider: ProviderReport | None = None
 
+    def __post_init__(self) -> None:
+        # Payload.__post_init__'s checks of this kind's fields (run, source; the
+        # provider's times are ProviderLimit's), written out: most events are
+        # observations, and the generic loop over the fields costs three times as
+        # much. tests/capacity/test_value_rules.py holds the two to the same verdict.
+        run = self.run
+        if run is not None and run not in IDENTIFIERS_KNOWN:
+            check_identifier("run", run)
+        source = self.source
+        if source is not None and len(source) > TEXT_CHARS_ALWAYS_FIT:
+            check_text("source", source)
+
 
 class CapacityAdmitted(Payload, frozen=True):
     request: AdmitRequest
@@ -477,7 +493,7 @@ PROVIDER_REPORT_MAX_AGE_US = 60 * US_PER_S
 """A provider report stays live at most this long (and never past its reset)."""
 
 
-class Sample(StateStruct, gc=False):
+class Sample(StateStruct, gc=False, kw_only=False):
     """One `capacity.observed` event, as the window needs it.
 
     `totals` are the goal's running totals up to and including this sample: the usage
@@ -486,7 +502,8 @@ class Sample(StateStruct, gc=False):
 
     Untracked by the cycle collector (it holds only ints and strings, so it can never
     be part of a cycle): a busy goal keeps a minute of samples, often hundreds of
-    thousands, and every full collection would otherwise walk them all.
+    thousands, and every full collection would otherwise walk them all. Positional
+    fields (not kw_only): the fold builds one per observation, positionally.
     """
 
     at_us: int
@@ -620,20 +637,13 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             t[5] + (coverage == "unmetered"),
             t[6] + (coverage == "estimated"),
         )
+        # Positional, in Sample's field order: keywords cost a name match per field.
         goal.samples.append(
             Sample(
-                at_us=at_us,
-                uncached_input=uncached,
-                cached_input=cached,
-                output=output,
-                coverage=coverage,
-                run=payload.run,
-                seq=record.seq,
-                cache_write_input=cache_write,
-                requests=requests,
-                totals=totals,
+                at_us, uncached, cached, output, coverage, payload.run, record.seq,
+                cache_write, requests, totals,
             )
-        )
+        )  # fmt: skip
         if coverage != "unmetered":
             goal.last_metered_at_us = at_us
         if payload.run is not None and goal.runs:

@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.chain import PayloadDecoder
+from quotaledger.journal.chain import PayloadDecoder, Visitor
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
 from quotaledger.projections.capacity import CapacityState
@@ -102,6 +102,21 @@ class LedgerProjector:
         if found is not None:  # journal.* records carry no domain state
             part, apply = found
             apply(part(state), record, payload)
+
+    def visitor(self, state: Ledger) -> Visitor:
+        """`apply` on `state` as the fold's visitor, each kind's step and part of the
+        Ledger found once per fold instead of once per record: a fold of 100,000
+        records calls it 100,000 times. (A domain's apply mutates its part in place;
+        no step replaces a part of the Ledger.)"""
+        steps = {kind: (apply, part(state)) for kind, (part, apply) in self._appliers.items()}
+        step_of = steps.get
+
+        def visit(record: Record, payload: Any, line: bytes) -> None:
+            step = step_of(record.kind)
+            if step is not None:  # journal.* records carry no domain state
+                step[0](step[1], record, payload)
+
+        return visit
 
     def dump(self, state: Ledger) -> bytes:
         return self._encode(state)
