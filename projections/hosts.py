@@ -73,6 +73,7 @@ class Handoff(Payload, frozen=True):
     content: str
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared value rules (identifiers, times, texts)
         # The digest is re-proved whenever the record is read back: a handoff whose
         # content does not hash to its recorded digest is a corrupt payload.
         data = self.content.encode("utf-8")
@@ -91,6 +92,7 @@ class PhaseAppended(Payload, frozen=True):
     handoff: Handoff | None
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared value rules (identifiers, times, texts)
         if (self.basis == "initial") != (self.bound is None):
             raise ValueError("an initial phase binds nothing; a continuation binds a failure")
 
@@ -111,6 +113,7 @@ class ProcessExited(Payload, frozen=True):
     signal: SignalNumber | None
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared value rules (identifiers, times, texts)
         if self.exit_code is not None and self.signal is not None:
             raise ValueError("a process exits with a code or by a signal, not both")
 
@@ -127,6 +130,7 @@ class AttemptReturned(Payload, frozen=True):
     cursor: FreeText | None
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared value rules (identifiers, times, texts)
         if (self.outcome == "failed") != (self.failure is not None):
             raise ValueError("a failure code is given exactly when the outcome is failed")
 

@@ -59,6 +59,7 @@ class Sidecar(Payload, frozen=True, kw_only=True, omit_defaults=True):
     error: FreeText | None = None
 
     def __post_init__(self) -> None:
+        super().__post_init__()  # the shared value rules (identifiers, times, texts)
         digest = (self.path, self.sha256, self.bytes)
         unavailable = (self.status, self.error)
         if all(v is not None for v in digest) and all(v is None for v in unavailable):
