@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.transcript import placeholders
 from tests.support import run_cli
 
 GOLDEN = Path(__file__).parent / "golden" / "text_output.txt"
@@ -86,34 +87,6 @@ SESSION: list[str] = [
 ]
 
 
-def _placeholders(text: str) -> str:
-    names: dict[str, str] = {}
-
-    def name(kind: str, value: str) -> str:
-        if value not in names:
-            names[value] = f"<{kind}{sum(v.startswith('<' + kind) for v in names.values()) + 1}>"
-        return names[value]
-
-    def stable(kind: str) -> object:
-        return lambda m: name(kind, m.group(0))
-
-    text = re.sub(r"\b[0-9a-f]{64}\b", stable("hash"), text)  # type: ignore[arg-type]
-    text = re.sub(r"\b[0-9a-f]{32}(?=[),\s\"])", stable("id"), text)  # type: ignore[arg-type]
-    # The genesis and repair records take the wall clock (journal-level, no --at).
-    text = re.sub(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9:.]{15}Z", _now_or_kept, text)
-    text = re.sub(r"\.quarantine\.(\d+)\.\d{16,}", r".quarantine.\1.<ns>", text)
-    text = re.sub(r"after \d+\.\d{3}s", "after <duration>", text)
-    # Sizes and the projection version move with every payload change elsewhere.
-    text = re.sub(r"\b[\d,]+ bytes", "<n> bytes", text)
-    text = re.sub(r"projection ledger/[\d.:]+", "projection <version>", text)
-    text = re.sub(r"memory: .*? incomplete\)", "memory: <estimate>", text)
-    return text
-
-
-def _now_or_kept(match: re.Match[str]) -> str:
-    return match.group(0) if match.group(0).startswith("2026-11-29T") else "<now>"
-
-
 def _transcript(tmp_path: Path) -> str:
     out: list[str] = []
     values: dict[str, str] = {}
@@ -141,7 +114,7 @@ def _transcript(tmp_path: Path) -> str:
             values["effect"] = re.search(r"--effect ([0-9a-f]{32})", result.stdout).group(1)  # type: ignore[union-attr]
         if args[0] == "digest":
             values["digest"] = result.stdout.strip()
-    return _placeholders("\n".join(out).lstrip("\n") + "\n")
+    return placeholders("\n".join(out).lstrip("\n") + "\n")
 
 
 def test_every_family_prints_a_summary_and_tables(
