@@ -7,32 +7,150 @@
 
 Every method returns the same JSON-ready dict the CLI prints with `--json`;
 expected failures raise `quotaledger.Error` subclasses. Every method takes keyword
-arguments only; a value of the wrong type raises `InvalidInput` naming the parameter
-(`quotaledger.arguments`), and a closed ledger refuses every call.
+arguments only: a use case's method is `endpoint(ItsRequest, Service.method)`, whose
+keywords are the request's fields (mypy reads them from the Struct) and which
+decodes them as the CLI does (`usecases.decode`), so a value of the wrong type or
+range raises `InvalidInput` naming the parameter. A closed ledger refuses every
+call; calls from several threads on one ledger take turns.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any
+import threading
+from collections.abc import Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from quotaledger.arguments import checked
+from quotaledger.arguments import LedgerClosed, checked
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.services.base import ServiceBase
 from quotaledger.services.capacity import CapacityService
 from quotaledger.services.host import HostService
 from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
 from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
+from quotaledger.usecases.capacity import ReleaseRequest
+from quotaledger.usecases.decode import API, Answer, Request, builtins, decode
+
+P = ParamSpec("P")
+Q = TypeVar("Q", bound=Request)
+S = TypeVar("S", bound=ServiceBase)
 
 
-class Ledger(
-    JournalService, CapacityService, HostService, SettlementService, ProbeService, OperatorService
-):
+def endpoint(
+    request_type: Callable[P, Q], method: Callable[[S, Q], Answer]
+) -> Callable[Concatenate[Ledger, P], dict[str, Any]]:
+    """A `Ledger` method for one use case: keyword arguments decoded into
+    `request_type`, answered by `method` of its service on this ledger's journal."""
+    service_type: type[ServiceBase] = _owner(method)
+    decoded: type[Request] = request_type  # type: ignore[assignment]
+
+    def call(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> dict[str, Any]:
+        if self.closed:
+            raise LedgerClosed(f"the ledger is closed; {method.__name__}() needs an open one")
+        if args:
+            raise InvalidInput(
+                f"{method.__name__}() takes keyword arguments only (got {len(args)} positional)",
+                code=codes.INVALID_ARGUMENT,
+            )
+        request = decode(decoded, kwargs, API)
+        with self._turn:
+            answer = method(self._service(service_type), request)  # type: ignore[arg-type]
+        return builtins(answer)
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = request_type.__doc__
+    return call
+
+
+R = TypeVar("R")
+
+
+def legacy(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[Ledger, P], R]:
+    """A service method not yet taking a request type, forwarded as it is (its
+    keyword arguments checked against its annotations, `arguments.checked`)."""
+    service_type = _owner(method)
+    inner: Callable[..., R] = checked(method)
+
+    def call(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        if self.closed:
+            raise LedgerClosed(f"the ledger is closed; {method.__name__}() needs an open one")
+        with self._turn:
+            service = self._service(service_type)
+            service.closed = False  # type: ignore[attr-defined]  # checked() reads it
+            return inner(service, *args, **kwargs)
+
+    call.__name__ = call.__qualname__ = method.__name__
+    call.__doc__ = method.__doc__
+    call.__wrapped__ = method  # type: ignore[attr-defined]  # its checks are read from it
+    return call
+
+
+def _owner(method: Callable[..., Any]) -> type[ServiceBase]:
+    owner_name = method.__qualname__.split(".")[0]
+    import sys
+
+    owner: type[ServiceBase] = getattr(sys.modules[method.__module__], owner_name)
+    assert issubclass(owner, ServiceBase)
+    return owner
+
+
+class Ledger(ServiceBase):
     """One open journal and every use case over it."""
 
     closed = False
+    _turn: threading.RLock
+    _services: dict[type[ServiceBase], ServiceBase]
+
+    def __init__(self, journal: Any) -> None:
+        super().__init__(journal)
+        self._turn = threading.RLock()
+        self._services = {}
+
+    def _service(self, service_type: type[S]) -> S:
+        """This ledger's `service_type`, on its journal (made on first use)."""
+        service = self._services.get(service_type)
+        if service is None:
+            service = self._services[service_type] = service_type(self.journal)
+        return service  # type: ignore[return-value]
+
+    verify = legacy(JournalService.verify)
+    digest = legacy(JournalService.digest)
+    repair = legacy(JournalService.repair)
+    checkpoint = legacy(JournalService.checkpoint)
+    log = legacy(JournalService.log)
+    export = legacy(JournalService.export)
+    import_ = legacy(JournalService.import_)
+    configure = legacy(CapacityService.configure)
+    observe = legacy(CapacityService.observe)
+    admit = legacy(CapacityService.admit)
+    reject = legacy(CapacityService.reject)
+    release = endpoint(ReleaseRequest, CapacityService.release)
+    inspect = legacy(CapacityService.inspect)
+    host_phase = legacy(HostService.host_phase)
+    host_start = legacy(HostService.host_start)
+    host_exit = legacy(HostService.host_exit)
+    host_return = legacy(HostService.host_return)
+    host_continue = legacy(HostService.host_continue)
+    host_stop = legacy(HostService.host_stop)
+    host_replan = legacy(HostService.host_replan)
+    host_heartbeat = legacy(HostService.host_heartbeat)
+    host_status = legacy(HostService.host_status)
+    budget_configure = legacy(SettlementService.budget_configure)
+    turn_open = legacy(SettlementService.turn_open)
+    turn_writeback = legacy(SettlementService.turn_writeback)
+    turn_spend = legacy(SettlementService.turn_spend)
+    turn_resume = legacy(SettlementService.turn_resume)
+    turn_status = legacy(SettlementService.turn_status)
+    probe_run = legacy(ProbeService.probe_run)
+    latest_probe = legacy(ProbeService.latest_probe)
+    audit = legacy(OperatorService.audit)
+    goals = legacy(OperatorService.goals)
+    whatif = legacy(OperatorService.whatif)
+    report = legacy(OperatorService.report)
+    metrics = legacy(OperatorService.metrics)
 
     @classmethod
     def open(
@@ -71,17 +189,3 @@ class Ledger(
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-# Every public method of the services that follows the API's convention (keyword
-# arguments only, SPEC §8) is checked at the boundary. A method with positional
-# parameters is a helper the services call among themselves; `open`, `close` and the
-# context-manager protocol stay as they are.
-_UNCHECKED = frozenset({"open", "close"})
-for _name in dir(Ledger):
-    _method = getattr(Ledger, _name)
-    _code = getattr(_method, "__code__", None)
-    _public = not _name.startswith("_") and _name not in _UNCHECKED
-    if _public and _code is not None and _code.co_argcount == 1:  # only `self` positional
-        setattr(Ledger, _name, checked(_method))
-del _name, _method, _code, _public

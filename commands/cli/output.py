@@ -15,6 +15,7 @@ from typing import Any, TextIO
 import msgspec
 
 from quotaledger.journal.errors import Error
+from quotaledger.usecases.decode import Answer
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -22,9 +23,10 @@ EXIT_REFUSED = 1
 
 
 class Output(msgspec.Struct):
-    """A command's result: the JSON object, optional human text, optional exit code."""
+    """A command's result: the answer (or a JSON-ready dict), optional human text,
+    optional exit code."""
 
-    data: dict[str, Any]
+    data: Answer | dict[str, Any]
     text: str | None = None
     exit_code: int | None = None
     on_stderr: bool = False
@@ -32,7 +34,7 @@ class Output(msgspec.Struct):
     (`export --to -`)."""
 
 
-def write_json(body: dict[str, Any], stream: TextIO | None = None) -> None:
+def write_json(body: Answer | dict[str, Any], stream: TextIO | None = None) -> None:
     """One compact JSON object and a newline on `stream` (stdout), as UTF-8.
 
     msgspec, which every command has loaded, rather than the standard library's json,
@@ -43,7 +45,8 @@ def write_json(body: dict[str, Any], stream: TextIO | None = None) -> None:
     except UnicodeEncodeError:
         import json
 
-        line = (json.dumps(body, separators=(",", ":"), default=str) + "\n").encode()
+        plain = msgspec.to_builtins(body) if isinstance(body, Answer) else body
+        line = (json.dumps(plain, separators=(",", ":"), default=str) + "\n").encode()
     stream = sys.stdout if stream is None else stream
     buffer = getattr(stream, "buffer", None)
     if buffer is None:  # a text-only stream (a test's StringIO)
@@ -54,21 +57,26 @@ def write_json(body: dict[str, Any], stream: TextIO | None = None) -> None:
         stream.flush()
 
 
-def exit_code_of(outcome: Error | dict[str, Any]) -> int:
+def exit_code_of(outcome: Error | Answer | dict[str, Any]) -> int:
     """The exit code of an error (its class's) or of an answer (0 ok, 1 refused)."""
     if isinstance(outcome, Error):
         return outcome.exit_code
+    if isinstance(outcome, Answer):
+        return EXIT_OK if getattr(outcome, "ok", True) else EXIT_REFUSED
     return EXIT_OK if outcome.get("ok", True) else EXIT_REFUSED
 
 
-def emit(result: Output | dict[str, Any], *, as_json: bool) -> int:
+def emit(result: Output | Answer | dict[str, Any], *, as_json: bool) -> int:
     output = result if isinstance(result, Output) else Output(result)
     code = output.exit_code if output.exit_code is not None else exit_code_of(output.data)
     if as_json:
         stream = sys.stderr if output.on_stderr else sys.stdout
         write_json(output.data, stream)
     else:
-        text = output.text if output.text is not None else render_text(output.data)
+        text = output.text
+        if text is None:
+            data = output.data
+            text = render_text(msgspec.to_builtins(data) if isinstance(data, Answer) else data)
         stream = sys.stdout if code in (EXIT_OK, EXIT_REFUSED) else sys.stderr
         stream = sys.stderr if output.on_stderr else stream
         if text:

@@ -27,6 +27,8 @@ from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
 from quotaledger.services.capacity import CapacityService
+from quotaledger.usecases.capacity import ReleaseRequest
+from quotaledger.usecases.decode import CLI, decode
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 ProviderHeadersOpt = Annotated[
@@ -267,13 +269,14 @@ def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
     Releasing a run that is not active is not an error: released is false, reason
     run_not_active, nothing appended.
     """
+    request = decode(ReleaseRequest, {"goal": goal, "run": run, "at": at}, CLI)
     with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.release(goal=goal, run=run, at=at)
-    if result["released"]:
+        answer = ledger.release(request)
+    if answer.released:
         text = f"released {run}"
     else:
-        text = f"{run} is not active ({', '.join(result['reasons'])}); nothing appended"
-    return Output(result, text=text)
+        text = f"{run} is not active ({', '.join(answer.reasons)}); nothing appended"
+    return Output(answer, text=text)
 
 
 # -- human text ------------------------------------------------------------------------

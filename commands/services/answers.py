@@ -66,16 +66,6 @@ class ObserveAnswer(TypedDict):
     event: EventJson
 
 
-class ReleaseAnswer(TypedDict):
-    ok: bool
-    goal: str
-    run: str
-    released: bool
-    appended: bool
-    reasons: list[str]
-    event: NotRequired[EventJson]
-
-
 class ConfigJson(TypedDict):
     """A goal's config: each gate as its Struct's fields (tokens with `limits`), or null."""
 

@@ -28,6 +28,8 @@ from quotaledger.services.base import (
     conclude,
     event_json,
 )
+from quotaledger.usecases.capacity import ReleaseAnswer, ReleaseRequest
+from quotaledger.usecases.decode import event_or_unset
 
 if TYPE_CHECKING:  # mypy only: 3.11 has no typing.Unpack; answer shapes cost start-up
     from typing_extensions import Unpack
@@ -47,7 +49,6 @@ if TYPE_CHECKING:  # mypy only: 3.11 has no typing.Unpack; answer shapes cost st
         ProviderDimensionJson,
         ProviderPart,
         RejectAnswer,
-        ReleaseAnswer,
     )
 
 
@@ -334,27 +335,24 @@ class CapacityService(ServiceBase):
 
     # -- release -----------------------------------------------------------------------
 
-    def release(self, *, goal: str, run: str, at: str | None = None) -> ReleaseAnswer:
+    def release(self, request: ReleaseRequest) -> ReleaseAnswer:
         """Release an active run's case slot and token reservation."""
-        check_identifier("--goal", goal)
-        check_identifier("--run", run)
+        goal, run = request.goal, request.run
         with self.journal.transaction() as txn:
-            at_text = txn.time_for(goal, at)
+            at_text = txn.time_for(goal, request.at)
             state = cap.goal_of(txn.state.capacity, goal)
             decision = cap.decide_release(state, run, parse_at(at_text))
             pending = conclude(txn, goal, at_text, decision)
         # Releasing a run that is not active is ok: it holds nothing (SPEC §3.4).
-        answer: ReleaseAnswer = {
-            "ok": True,
-            "goal": goal,
-            "run": run,
-            "released": pending is not None,
-            "appended": pending is not None,
-            "reasons": list(decision.reasons),
-        }
-        if pending is not None:
-            answer["event"] = event_json(pending)
-        return answer
+        return ReleaseAnswer(
+            ok=True,
+            goal=goal,
+            run=run,
+            released=pending is not None,
+            appended=pending is not None,
+            reasons=list(decision.reasons),
+            event=event_or_unset(pending),
+        )
 
     # -- inspect -----------------------------------------------------------------------
 

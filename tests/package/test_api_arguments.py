@@ -107,23 +107,18 @@ def test_the_public_names() -> None:
         quotaledger.Nope  # noqa: B018
 
 
-def test_every_api_method_is_keyword_only_and_checked() -> None:
-    """The SPEC's method names (command words joined by `_`) all follow the rule."""
-    api = [
-        "configure", "observe", "admit", "reject", "release", "inspect", "goals",
-        "host_phase", "host_start", "host_exit", "host_return", "host_continue",
-        "host_heartbeat", "host_stop", "host_replan", "host_status",
-        "budget_configure", "turn_open", "turn_writeback", "turn_resume", "turn_spend",
-        "turn_status", "probe_run", "audit", "whatif", "report", "metrics", "verify",
-        "digest", "repair", "checkpoint", "log", "export", "import_",
-    ]  # fmt: skip
-    for name in api:
-        method = getattr(Ledger, name, None)
-        if method is None and name == "goals":
-            continue  # added by the operators' work; checked once it exists
-        assert method is not None, name
-        assert hasattr(method, "__wrapped__"), f"{name} is not checked at the boundary"
-        assert method.__wrapped__.__code__.co_argcount == 1, f"{name} has positional params"
+def test_every_use_case_is_a_keyword_only_api_method(tmp_path: Path) -> None:
+    """Every use case of the registry (SPEC's method names: command words joined by
+    `_`) is a Ledger method, and every one refuses positional arguments."""
+    from quotaledger.usecases.registry import USE_CASES
+
+    assert "admit" in USE_CASES and "host_status" in USE_CASES and "import_" in USE_CASES
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        for name in USE_CASES:
+            method = getattr(ledger, name)
+            with pytest.raises(InvalidInput) as refused:
+                method("positional")
+            assert refused.value.code == "invalid_argument", name
 
 
 _SAMPLES: tuple[Any, ...] = (

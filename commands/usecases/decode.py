@@ -1,0 +1,212 @@
+"""Requests and answers: the base Structs, and `decode`, the one place a request is
+made from what a caller gave.
+
+    request = decode(AdmitRequest, {"goal": "g", "run": "r1"}, CLI)
+
+`decode` converts and checks every field against its type (msgspec, strict: no
+string for a number, no float for an integer), then runs the rules a constraint
+cannot state (`fields.Rule`), and words any failure as the field's own rule does,
+with the caller's name for the field (`CLI`: its flag, `API`: its keyword).
+"""
+
+import datetime as dt
+import re
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+import msgspec
+
+from quotaledger.journal import codes
+from quotaledger.journal.clock import format_us
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.store import PendingRecord
+from quotaledger.usecases.fields import Rule
+
+
+class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """What a caller asks of one use case; every field is a keyword of the API."""
+
+
+class Answer(msgspec.Struct, kw_only=True):
+    """What a use case answers: `--json` prints it, the API returns it as a dict.
+
+    Field order is key order; a field whose value is `msgspec.UNSET` is left out."""
+
+
+class Event(msgspec.Struct):
+    """The event a writer appended (SPEC §8: `"event": {"seq", "hash", "kind", "at"}`)."""
+
+    seq: int
+    hash: str
+    kind: str
+    at: str
+
+
+def event_of(pending: PendingRecord) -> Event:
+    record = pending.record
+    return Event(record.seq, record.hash, record.kind, record.at)
+
+
+def event_or_unset(pending: PendingRecord | None) -> Event | msgspec.UnsetType:
+    """An answer's `event`: present only when something was appended."""
+    return msgspec.UNSET if pending is None else event_of(pending)
+
+
+R = TypeVar("R", bound=Request)
+
+Names = Callable[[str], str]
+"""A caller's word for a field: the CLI's flag, the API's keyword, an HTTP body key."""
+
+FLAG_OF_FIELD = {"class_": "--class", "turn_id": "--turn", "import_from": "SOURCE"}
+"""Fields whose flag is not `--` and the field's name with `-` for `_`."""
+
+
+def CLI(field: str) -> str:
+    flag = FLAG_OF_FIELD.get(field)
+    return flag if flag is not None else "--" + field.replace("_", "-")
+
+
+def API(field: str) -> str:
+    return field
+
+
+TIME_FIELDS = frozenset({"at", "since", "until", "deadline"})
+"""Fields that name a moment: the API also takes an aware datetime for them."""
+
+
+def decode(request_type: type[R], values: Mapping[str, Any], names: Names) -> R:
+    """`values` as a `request_type`, or the `InvalidInput` that says what is wrong."""
+    plan = _plan(request_type)
+    if plan.times:
+        values = {
+            key: (_moment(names(key), value) if key in plan.times else value)
+            for key, value in values.items()
+        }
+    try:
+        request = msgspec.convert(values, request_type, strict=True)
+    except msgspec.ValidationError as error:
+        raise _worded(request_type, plan, values, str(error), names) from None
+    for field, check in plan.always:
+        value = getattr(request, field)
+        if value is not None:
+            check(names(field), value)
+    return request
+
+
+class _Plan:
+    """What `decode` needs to know of a request type, found once per type."""
+
+    __slots__ = ("always", "rules", "times")
+
+    def __init__(self, request_type: type[Request]) -> None:
+        hints = typing.get_type_hints(request_type, include_extras=True)
+        self.rules: dict[str, Rule] = {}
+        self.always: list[tuple[str, Callable[[str, Any], object]]] = []
+        for field in request_type.__struct_fields__:
+            rule = _rule_in(hints[field])
+            if rule is not None:
+                self.rules[field] = rule
+                if rule.always:
+                    self.always.append((field, rule.check))
+        self.times = frozenset(TIME_FIELDS & set(request_type.__struct_fields__))
+
+
+_PLANS: dict[type[Request], _Plan] = {}
+
+
+def _plan(request_type: type[Request]) -> _Plan:
+    plan = _PLANS.get(request_type)
+    if plan is None:
+        plan = _PLANS[request_type] = _Plan(request_type)
+    return plan
+
+
+def _rule_in(hint: Any) -> Rule | None:
+    """The Rule of a field's type, looking through `X | None` and `list[X]`."""
+    for meta in getattr(hint, "__metadata__", ()):
+        if isinstance(meta, Rule):
+            return meta
+    for inner in typing.get_args(hint):
+        rule = _rule_in(inner)
+        if rule is not None:
+            return rule
+    return None
+
+
+_AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
+_UNKNOWN = re.compile(r"unknown field `([^`]*)`")
+_MISSING = re.compile(r"missing required field `([^`]*)`")
+
+
+def _worded(
+    request_type: type[Request], plan: _Plan, values: Mapping[str, Any], message: str, names: Names
+) -> InvalidInput:
+    """msgspec's complaint as the field's own rule words it (or plainly, when the
+    value is of the wrong kind altogether)."""
+    if match := _UNKNOWN.search(message):
+        return InvalidInput(
+            f"unknown parameter {names(match.group(1))!r}",
+            code=codes.INVALID_ARGUMENT,
+            parameter=names(match.group(1)),
+        )
+    if match := _MISSING.search(message):
+        return InvalidInput(
+            f"{names(match.group(1))} is required",
+            code=codes.INVALID_ARGUMENT,
+            parameter=names(match.group(1)),
+        )
+    match = _AT_FIELD.search(message)
+    if match is None:
+        return InvalidInput(message, code=codes.INVALID_ARGUMENT)
+    field = match.group(1)
+    value = values.get(field)
+    rule = plan.rules.get(field)
+    if rule is not None:
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            rule.check(names(field), item)  # raises when the rule is what was broken
+    expected = message.split(" - at ", 1)[0].split(", got ", 1)[0]
+    expected = expected.removeprefix("Expected ").replace("`", "")
+    kinds = [_KIND_WORDS.get(kind, kind) for kind in expected.split(" | ") if kind != "null"]
+    if field in plan.times:
+        kinds = ["an aware datetime or an RFC 3339 string"]
+    shown = repr(value)
+    if len(shown) > 60:
+        shown = shown[:57] + "..."
+    return InvalidInput(
+        f"{names(field)} must be {' or '.join(kinds)}, not {type(value).__name__} {shown}",
+        code=codes.INVALID_ARGUMENT,
+        parameter=names(field),
+    )
+
+
+_KIND_WORDS = {
+    "int": "an integer",
+    "float": "a number",
+    "str": "a string",
+    "bool": "true or false",
+    "array": "a sequence of strings",
+    "object": "an object",
+}
+
+
+def _moment(name: str, value: Any) -> Any:
+    """An aware datetime as canonical RFC 3339 text; anything else as it is."""
+    if not isinstance(value, dt.datetime):
+        return value
+    offset = value.utcoffset()
+    if offset is None:
+        raise InvalidInput(
+            f"{name} must be an aware datetime (with a time zone), not {value!r}",
+            code=codes.INVALID_ARGUMENT,
+            parameter=name,
+        )
+    naive = value.replace(tzinfo=None) - offset
+    return format_us((naive - dt.datetime(1970, 1, 1)) // dt.timedelta(microseconds=1))
+
+
+def builtins(answer: Answer) -> dict[str, Any]:
+    """An answer as the dict `--json` prints (what the Python API returns)."""
+    result: dict[str, Any] = msgspec.to_builtins(answer)
+    return result

@@ -1,0 +1,61 @@
+"""Every use case: its request and answer types, and whether it may append.
+
+The one table the Python API, the server's routes and its OpenAPI document read.
+Types are named, not imported, so that reading the table loads nothing: a use case's
+module is imported when it is first called (`UseCase.request_type`).
+"""
+
+import importlib
+from typing import Any, NamedTuple
+
+
+class UseCase(NamedTuple):
+    name: str
+    """The Python API's method name (the command words joined by `_`)."""
+    module: str
+    """`quotaledger.usecases.MODULE` defines the request and answer types."""
+    writes: bool
+    """It may append (a `POST` on the server); else it only reads (a `GET`)."""
+
+    @property
+    def stem(self) -> str:
+        return "".join(word.capitalize() for word in self.name.split("_"))
+
+    def request_type(self) -> Any:
+        return getattr(
+            importlib.import_module(f"quotaledger.usecases.{self.module}"), self.stem + "Request"
+        )
+
+    def answer_type(self) -> Any:
+        return getattr(
+            importlib.import_module(f"quotaledger.usecases.{self.module}"), self.stem + "Answer"
+        )
+
+
+def _cases(module: str, writes: bool, *names: str) -> dict[str, UseCase]:
+    return {name: UseCase(name, module, writes) for name in names}
+
+
+USE_CASES: dict[str, UseCase] = {
+    **_cases("capacity", True, "configure", "observe", "admit", "reject", "release"),
+    **_cases("capacity", False, "inspect"),
+    **_cases(
+        "host",
+        True,
+        "host_phase",
+        "host_start",
+        "host_exit",
+        "host_return",
+        "host_continue",
+        "host_stop",
+        "host_replan",
+    ),
+    **_cases("host", False, "host_heartbeat", "host_status"),
+    **_cases("settlement", True, "budget_configure", "turn_open", "turn_writeback", "turn_spend"),
+    **_cases("settlement", False, "turn_resume", "turn_status"),
+    **_cases("operator", False, "goals", "audit", "whatif", "report", "metrics"),
+    **_cases("journal", False, "verify", "digest", "log", "export"),
+    **_cases("journal", True, "repair", "checkpoint", "import_"),
+    **_cases("probe", True, "probe_run"),
+}
+"""Every use case, by API method name (SPEC §8), in SPEC's order of domains."""
