@@ -33,6 +33,13 @@ from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
 from quotaledger.usecases.capacity import ReleaseRequest
 from quotaledger.usecases.decode import API, Answer, Request, builtins, decode
+from quotaledger.usecases.operator import (
+    AuditRequest,
+    GoalsRequest,
+    MetricsRequest,
+    ReportRequest,
+    WhatifRequest,
+)
 
 P = ParamSpec("P")
 Q = TypeVar("Q", bound=Request)
@@ -146,11 +153,11 @@ class Ledger(ServiceBase):
     turn_status = legacy(SettlementService.turn_status)
     probe_run = legacy(ProbeService.probe_run)
     latest_probe = legacy(ProbeService.latest_probe)
-    audit = legacy(OperatorService.audit)
-    goals = legacy(OperatorService.goals)
-    whatif = legacy(OperatorService.whatif)
-    report = legacy(OperatorService.report)
-    metrics = legacy(OperatorService.metrics)
+    audit = endpoint(AuditRequest, OperatorService.audit)
+    goals = endpoint(GoalsRequest, OperatorService.goals)
+    whatif = endpoint(WhatifRequest, OperatorService.whatif)
+    report = endpoint(ReportRequest, OperatorService.report)
+    metrics = endpoint(MetricsRequest, OperatorService.metrics)
 
     @classmethod
     def open(

@@ -2,9 +2,11 @@
 
 import json
 import sys
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any, NoReturn, TypeVar
 
+import msgspec
 import typer
+from msgspec import UnsetType
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
 from quotaledger.cli.config_options import config_options
@@ -14,8 +16,21 @@ from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.configfields import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
-from quotaledger.services.operator import OperatorService
-from quotaledger.services.outfile import check_out_path
+from quotaledger.services.operator import OperatorService, prometheus_text
+from quotaledger.usecases.decode import CLI, decode
+from quotaledger.usecases.operator import (
+    AuditAnswer,
+    AuditRequest,
+    Explanation,
+    GoalsAnswer,
+    GoalsRequest,
+    MetricsAnswer,
+    MetricsRequest,
+    ReportAnswer,
+    ReportRequest,
+    WhatifAnswer,
+    WhatifRequest,
+)
 
 SinceOpt = Annotated[
     str | None, typer.Option("--since", help="Start of the range (RFC 3339).", show_default=False)
@@ -50,9 +65,10 @@ def goals(
 ) -> Output:
     """List every goal with an event: domains, gates, dimensions, active runs, last
     event time, whether a run would be admitted now, and the next action."""
+    request = decode(GoalsRequest, {"at": at}, CLI)
     with ctx.service(OperatorService, write=False) as ledger:
-        result = ledger.goals(at=at)
-    return Output(result, text=goals_text(result))
+        answer: GoalsAnswer = ledger.goals(request)
+    return Output(answer, text=goals_text(answer))
 
 
 @commands("audit", example="quotaledger audit --journal runs.jsonl --seq 41")
@@ -73,10 +89,12 @@ def audit(
     the log was edited), the binding constraint, shortfall, window composition,
     reservations, cooldown, coverage and the earliest admissible time.
     """
+    values = {"seq": seq, "hash": hash_, "goal": goal, "run": run}
+    request = decode(AuditRequest, values, CLI)
     with ctx.service(OperatorService, write=False, fold=False) as ledger:
-        result = ledger.audit(seq=seq, hash=hash_, goal=goal, run=run)
-    code = EXIT_OK if result["reproduced"] else EXIT_REFUSED
-    return Output(result, text=audit_text(result), exit_code=code)
+        answer: AuditAnswer = ledger.audit(request)
+    code = EXIT_OK if answer.reproduced else EXIT_REFUSED
+    return Output(answer, text=audit_text(answer), exit_code=code)
 
 
 @commands(
@@ -98,12 +116,14 @@ def whatif(
     usage stays as recorded. Lists the decisions that flip and states every
     assumption. Nothing is written.
     """
+    values = {"goal": goal, "since": since, "until": until, **config}
+    request = decode(WhatifRequest, values, CLI)
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,
         progress_bar("whatif", _size_hint(ledger)) as progress,
     ):
-        result = ledger.whatif(goal=goal, since=since, until=until, progress=progress, **config)
-    return Output(result, text=whatif_text(result))
+        answer: WhatifAnswer = ledger.whatif(request, progress=progress)
+    return Output(answer, text=whatif_text(answer))
 
 
 @commands("report", example="quotaledger report --goal g --out report.html")
@@ -120,18 +140,19 @@ def report(
     admission and refusal markers, cooldowns shaded) and the refusals table; no
     script, no external resource.
     """
-    check_out_path("--out", out)  # exit 2 before the journal is opened
+    values = {"goal": goal, "out": out, "since": since, "until": until}
+    request = decode(ReportRequest, values, CLI)  # exit 2 before the journal is opened
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,
         progress_bar("report", _size_hint(ledger)) as progress,
     ):
-        result = ledger.report(goal=goal, out=out, since=since, until=until, progress=progress)
+        answer: ReportAnswer = ledger.report(request, progress=progress)
     text = (
-        f"wrote {result['out']} ({result['bytes']:,} bytes): {result['admissions']} "
-        f"admissions, {result['refusals']} refusals, {result['rejections']} rejections, "
-        f"{result['points']} chart points"
+        f"wrote {answer.out} ({answer.bytes:,} bytes): {answer.admissions} "
+        f"admissions, {answer.refusals} refusals, {answer.rejections} rejections, "
+        f"{answer.points} chart points"
     )
-    return Output(result, text=text)
+    return Output(answer, text=text)
 
 
 @commands(
@@ -162,36 +183,33 @@ def metrics(
     For a Prometheus scrape, --listen HOST:PORT serves it over HTTP until Ctrl-C.
     --json prints the same as a JSON object; --at T shows the state as of T.
     """
-    from quotaledger.services.operator import OperatorService, prometheus_text
-
     if out is not None and listen is not None:
         raise InvalidInput(
             "give --out FILE or --listen HOST:PORT, not both", code=codes.INVALID_OPTION
         )
+    # `--out` is checked here, before the journal is opened (exit 2).
+    request = decode(MetricsRequest, {"goal": goal, "at": at, "out": out}, CLI)
     if listen is not None:
-        _listen(ctx, listen, goal, at)
-    if out is not None:
-        check_out_path("--out", out)  # exit 2 before the journal is opened
+        _listen(ctx, listen, request)
     with ctx.service(OperatorService, write=False) as ledger:
-        result = ledger.metrics(goal=goal, at=at, out=out)
+        answer: MetricsAnswer = ledger.metrics(request)
     if out is not None:
-        return Output(result, text=f"wrote {out} ({result['bytes']:,} bytes)")
-    return Output(result, text=prometheus_text(result))
+        return Output(answer, text=f"wrote {out} ({answer.bytes:,} bytes)")
+    return Output(answer, text=prometheus_text(answer))
 
 
-def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn:
+def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:
     """`metrics --listen`: each scrape opens the journal anew (a journal replaced by
     import or a repair is read as it is now) and renders what `metrics` prints."""
     from quotaledger.services import metrics_http
-    from quotaledger.services.operator import prometheus_text
 
     host, port = metrics_http.parse_listen(listen)
     with ctx.service(OperatorService, write=False) as ledger:
-        ledger.metrics(goal=goal, at=at)  # input errors (unknown_goal) before serving
+        ledger.metrics(request)  # input errors (unknown_goal) before serving
 
     def render() -> str:
         with ctx.service(OperatorService, write=False) as ledger:
-            return prometheus_text(ledger.metrics(goal=goal, at=at))
+            return prometheus_text(ledger.metrics(request))
 
     def ready(url: str) -> None:
         if ctx.as_json:
@@ -209,6 +227,8 @@ def _listen(ctx: Ctx, listen: str, goal: str | None, at: str | None) -> NoReturn
 
 NEVER = "never (had nothing else happened)"
 
+T = TypeVar("T")
+
 
 def _n(value: Any) -> str:
     if value is None:
@@ -220,17 +240,23 @@ def _n(value: Any) -> str:
     return str(value)
 
 
+def _given(value: T | UnsetType) -> T:
+    """A capacity explanation's member (each is set in a capacity decision's audit)."""
+    assert not isinstance(value, UnsetType)
+    return value
+
+
 def _verdict(admitted: bool, reasons: list[str]) -> str:
     return "admitted" if admitted else "refused: " + (", ".join(reasons) or "-")
 
 
-def _binding_text(ex: dict[str, Any], reasons: list[str]) -> str:
+def _binding_text(ex: Explanation, reasons: list[str]) -> str:
     """The binding constraint, and the token shortfall only beside a token reason: a
     refusal bound by the case gate says so alone, and the token gate's part (if it
     refused too) goes on its own line."""
-    binding = ex["binding_constraint"]
+    binding = ex.binding_constraint
     line = f"binding constraint: {binding or '-'}"
-    shortfall = ex["shortfall_tpm"]
+    shortfall = ex.shortfall_tpm
     if shortfall is None:
         return line
     amount = f"shortfall {_n(shortfall)} TPM" + (
@@ -242,18 +268,18 @@ def _binding_text(ex: dict[str, Any], reasons: list[str]) -> str:
     return f"{line}   {amount}"
 
 
-def audit_text(result: dict[str, Any]) -> str:
-    event, ex = result["event"], result["explanation"]
-    who = f"run {event['run']}"
-    if event["run"] is None:  # a settlement decision
-        who = f"agent {event.get('agent') or '-'}, turn {event.get('turn') or '-'}"
+def audit_text(answer: AuditAnswer) -> str:
+    event, ex = answer.event, answer.explanation
+    who = f"run {event.run}"
+    if event.run is None:  # a settlement decision
+        who = f"agent {_given(event.agent) or '-'}, turn {_given(event.turn) or '-'}"
+    recorded, replayed = answer.recorded, answer.replayed
     lines = [
-        f"audit of seq {event['seq']} {event['kind']} at {event['at']} "
-        f"(goal {event['goal']}, {who})",
-        f"  recorded: {_verdict(result['recorded']['admitted'], result['recorded']['reasons'])}",
-        f"  replayed: {_verdict(result['replayed']['admitted'], result['replayed']['reasons'])}",
+        f"audit of seq {event.seq} {event.kind} at {event.at} (goal {event.goal}, {who})",
+        f"  recorded: {_verdict(recorded.admitted, recorded.reasons)}",
+        f"  replayed: {_verdict(replayed.admitted, replayed.reasons)}",
     ]
-    if result["reproduced"]:
+    if answer.reproduced:
         lines.append("REPRODUCED: the same decision function gives the recorded answer.")
     else:
         bar = "!" * 72
@@ -263,72 +289,82 @@ def audit_text(result: dict[str, Any]) -> str:
             "!!  The code's rules changed, or the log was edited (hashes recomputed).",
             bar,
         ]
-        lines += [f"  - {difference}" for difference in result["differences"]]
-    if "settlement" in ex:
-        lines.append(f"  binding constraint: {ex['binding_constraint'] or '-'}")
+        lines += [f"  - {difference}" for difference in answer.differences]
+    if not isinstance(ex.settlement, UnsetType):
+        lines.append(f"  binding constraint: {ex.binding_constraint or '-'}")
         return "\n".join(lines)
-    lines += [
-        "",
-        _binding_text(ex, result["recorded"]["reasons"]),
-        f"usage {_n(ex['usage_tpm'])} TPM (uncached {_n(ex['usage']['uncached_input'])}, "
-        f"cached {_n(ex['usage']['cached_input'])}, output {_n(ex['usage']['output'])}); "
-        f"reserved {_n(ex['reserved_tpm'])}; load {_n(ex['load_tpm'])}; "
-        f"target {_n(ex['target_tpm'])}; forecast {_n(ex['forecast_tpm'])}",
-        f"{coverage_text(ex)}; cooldown until {ex['cooldown_until'] or '-'}; active cases "
-        f"{ex['active_cases']['total']} (target {_n(ex['target_active_cases'])}, "
-        f"max {_n(ex['max_active_cases'])})",
-        f"earliest admissible at: {ex['earliest_admissible_at'] or NEVER}",
+    return "\n".join([*lines, "", *_capacity_explanation_lines(ex, recorded.reasons)])
+
+
+def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str]:
+    usage, cases = _given(ex.usage), _given(ex.active_cases)
+    coverage = {
+        "last_observation_at": _given(ex.last_observation_at),
+        "coverage": ex.coverage,
+        "observation_stale": _given(ex.observation_stale),
+    }
+    lines = [
+        _binding_text(ex, reasons),
+        f"usage {_n(ex.usage_tpm)} TPM (uncached {_n(usage.uncached_input)}, "
+        f"cached {_n(usage.cached_input)}, output {_n(usage.output)}); "
+        f"reserved {_n(ex.reserved_tpm)}; load {_n(ex.load_tpm)}; "
+        f"target {_n(ex.target_tpm)}; forecast {_n(_given(ex.forecast_tpm))}",
+        f"{coverage_text(coverage)}; cooldown until {ex.cooldown_until or '-'}; active cases "
+        f"{cases.total} (target {_n(_given(ex.target_active_cases))}, "
+        f"max {_n(_given(ex.max_active_cases))})",
+        f"earliest admissible at: {ex.earliest_admissible_at or NEVER}",
     ]
-    if ex["top_contributors"]:
+    if ex.top_contributors:
         lines += ["", "window composition (top runs by usage):"]
         rows = [
             [
-                c["run"] or "(no run)",
-                _n(c["usage_tpm"]),
-                "-" if c["share"] is None else f"{c['share']:.0%}",
-                str(c["sample_count"]),
-                "yes" if c["active"] else "no",
-                _n(c["forecast_tpm"]),
+                c.run or "(no run)",
+                _n(c.usage_tpm),
+                "-" if c.share is None else f"{c.share:.0%}",
+                str(c.sample_count),
+                "yes" if c.active else "no",
+                _n(c.forecast_tpm),
             ]
-            for c in ex["top_contributors"]
+            for c in ex.top_contributors
         ]
         header = ["RUN", "USAGE_TPM", "SHARE", "SAMPLES", "ACTIVE", "FORECAST"]
         lines.append(table(rows, header))
-    if ex["reservations"]:
+    reservations = _given(ex.reservations)
+    if reservations:
         lines += ["", "reservations (active runs):"]
         rows = [
             [
-                r["run"],
-                r["arm"] or "-",
-                r["class"],
-                _n(r["forecast_tpm"]),
-                r["admitted_at"],
-                r["lease_until"] or "-",
+                r.run,
+                r.arm or "-",
+                r.run_class,
+                _n(r.forecast_tpm),
+                r.admitted_at,
+                r.lease_until or "-",
             ]
-            for r in ex["reservations"]
+            for r in reservations
         ]
         lines.append(table(rows, ["RUN", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]))
-    return "\n".join(lines)
+    return lines
 
 
 def _yes(flag: bool) -> str:
     return "yes" if flag else "no"
 
 
-def goals_text(result: dict[str, Any]) -> str:
-    goals = result["goals"]
+def goals_text(answer: GoalsAnswer) -> str:
+    goals = answer.goals
     if not goals:
         return "no goals"
     rows = [
         [
             name,
-            ",".join(g["domains"]) or "-",
-            ",".join(gate for gate, on in g["gates"].items() if on) or "-",
-            ",".join(g["dimensions"]) or "-",
-            str(g["active_runs"]),
-            g["last_event_at"],
-            _yes(g["admission_ready"]),
-            g["next_action"],
+            ",".join(g.domains) or "-",
+            ",".join(gate for gate, on in msgspec.structs.asdict(g.gates).items() if on) or "-",
+            ",".join(g.dimensions) or "-",
+            str(g.active_runs),
+            g.last_event_at,
+            _yes(g.admission_ready),
+            g.next_action,
         ]
         for name, g in goals.items()
     ]
@@ -336,24 +372,24 @@ def goals_text(result: dict[str, Any]) -> str:
     return "\n".join([plural(len(goals), "goal"), table(rows, [*header, "NEXT_ACTION"])])
 
 
-def whatif_text(result: dict[str, Any]) -> str:
-    flips = result["flips"]
+def whatif_text(answer: WhatifAnswer) -> str:
+    flips = answer.flips
     lines = [
-        f"whatif for goal {result['goal']}: {plural(result['decisions'], 'decision')} "
+        f"whatif for goal {answer.goal}: {plural(answer.decisions, 'decision')} "
         f"replayed, {plural(len(flips), 'flip')}",
     ]
     if flips:
         rows = [
             [
-                str(f["seq"]),
-                f["at"],
-                f["run"],
-                "admitted" if f["recorded_admitted"] else "refused",
-                "admitted" if f["whatif_admitted"] else "refused",
-                ", ".join(f["whatif_reasons"]) or "-",
+                str(f.seq),
+                f.at,
+                f.run,
+                "admitted" if f.recorded_admitted else "refused",
+                "admitted" if f.whatif_admitted else "refused",
+                ", ".join(f.whatif_reasons) or "-",
             ]
             for f in flips
         ]
         lines.append(table(rows, ["SEQ", "AT", "RUN", "RECORDED", "WHATIF", "WHATIF_REASONS"]))
-    lines += ["", "assumptions:"] + [f"  - {a}" for a in result["assumptions"]]
+    lines += ["", "assumptions:"] + [f"  - {a}" for a in answer.assumptions]
     return "\n".join(lines)

@@ -139,8 +139,11 @@ def bench_text(result: dict[str, Any]) -> str:
 
 def demo_text(result: dict[str, Any]) -> str:
     """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
+    import msgspec
+
     from quotaledger.cli.capacity import inspect_text
     from quotaledger.cli.operator import audit_text
+    from quotaledger.usecases.operator import AuditAnswer
 
     goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
     return "\n".join(
@@ -149,7 +152,7 @@ def demo_text(result: dict[str, Any]) -> str:
             inspect_text(result["inspect"]),
             "",
             f"$ quotaledger audit --seq {seq}",
-            audit_text(result["audit"]),
+            audit_text(msgspec.convert(result["audit"], AuditAnswer)),
             "",
             f"journal {result['journal']}: head seq {result['head']['seq']} "
             f"hash {result['head']['hash']}",

@@ -1,37 +1,32 @@
-"""The JSON of `audit` and `whatif` (SPEC §7), built from `projections.audit`'s results.
+"""The parts of `audit`'s and `whatif`'s answers (SPEC §7), made from
+`projections.audit`'s results.
 
 The projection re-takes the decisions and measures the window; this module only says
 how an operator sees them.
 """
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-import msgspec
-
 from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
-
-if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers_operator import (
-        ContributorJson,
-        ExplanationJson,
-        FlipJson,
-        RecordedEventJson,
-        ReservationJson,
-        SampleJson,
-    )
+from quotaledger.usecases.operator import (
+    AuditEvent,
+    Contributor,
+    ContributorUsage,
+    Explanation,
+    Flip,
+    Reservation,
+    Window,
+    WindowSample,
+)
 
 SAMPLES_PER_CONTRIBUTOR = 20
 """Samples shown per contributing run (the count of all of them is given too)."""
 
 
-def explanation_json(
+def explanation_of(
     goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.AdmissionDecision
-) -> ExplanationJson:
+) -> Explanation:
     """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
     figures = decision.detail.figures
     reasons = decision.reasons
@@ -46,120 +41,110 @@ def explanation_json(
         earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
     samples = cap.window_samples(goal, at_us)
     ev = cap.evaluate(goal, at_us)
-    explanation: ExplanationJson = {
-        "binding_constraint": reasons[0] if reasons else None,
-        "binding_dimension": cap.binding_dimension(reasons),
-        "shortfall_tpm": shortfall,
-        "shortfall": cap.shortfalls(ev, request, reasons),
-        "usage_tpm": figures.usage_tpm,
-        "reserved_tpm": figures.reserved_tpm,
-        "load_tpm": figures.load_tpm,
-        "target_tpm": figures.target_tpm,
-        "top_contributors": [contributor_json(c) for c in au.top_contributors(goal, at_us)],
-        "cooldown_until": figures.cooldown_until,
-        "coverage": figures.coverage,
-        "earliest_admissible_at": earliest,
+    return Explanation(
+        binding_constraint=reasons[0] if reasons else None,
+        binding_dimension=cap.binding_dimension(reasons),
+        shortfall_tpm=shortfall,
+        shortfall=cap.shortfalls(ev, request, reasons),
+        usage_tpm=figures.usage_tpm,
+        reserved_tpm=figures.reserved_tpm,
+        load_tpm=figures.load_tpm,
+        target_tpm=figures.target_tpm,
+        top_contributors=[contributor_of(c) for c in au.top_contributors(goal, at_us)],
+        cooldown_until=figures.cooldown_until,
+        coverage=figures.coverage,
+        earliest_admissible_at=earliest,
         # More context (SPEC: more keys are welcome).
-        "reasons": list(reasons),
-        "usage": msgspec.to_builtins(figures.usage),
-        "headroom_tpm": figures.headroom_tpm,
-        "forecast_tpm": figures.forecast_tpm,
-        "class": request.run_class,
-        "available_tpm": ev.available_tpm(request.run_class),
-        "dimensions": msgspec.to_builtins(figures.dimensions),
-        "cold_start_reserve_tpm": figures.cold_start_reserve_tpm,
-        "evaluator_reserve_tpm": figures.evaluator_reserve_tpm,
-        "quota_tpm": figures.quota_tpm,
-        "cooldown_active": R.CAPACITY_COOLDOWN_ACTIVE in reasons
+        reasons=list(reasons),
+        usage=figures.usage,
+        headroom_tpm=figures.headroom_tpm,
+        forecast_tpm=figures.forecast_tpm,
+        run_class=request.run_class,
+        available_tpm=ev.available_tpm(request.run_class),
+        dimensions=dict(figures.dimensions),
+        cold_start_reserve_tpm=figures.cold_start_reserve_tpm,
+        evaluator_reserve_tpm=figures.evaluator_reserve_tpm,
+        quota_tpm=figures.quota_tpm,
+        cooldown_active=R.CAPACITY_COOLDOWN_ACTIVE in reasons
         or (figures.cooldown_until is not None and parse_at(figures.cooldown_until) > at_us),
-        "observation_stale": figures.observation_stale,
-        "last_observation_at": figures.last_observation_at,
-        "active_cases": msgspec.to_builtins(figures.active_cases),
-        "target_active_cases": figures.target_active_cases,
-        "max_active_cases": figures.max_active_cases,
-        "reservations": reservations_json(goal, at_us),
-        "window": {
-            "from": format_us(at_us - cap.WINDOW_US),
-            "to": format_us(at_us),
-            "samples": len(samples),
-            "rule": "a sample counts at t while t - 60 s < at <= t",
-        },
-        "idempotent_replay": decision.idempotent,
-    }
-    return explanation
+        observation_stale=figures.observation_stale,
+        last_observation_at=figures.last_observation_at,
+        active_cases=figures.active_cases,
+        target_active_cases=figures.target_active_cases,
+        max_active_cases=figures.max_active_cases,
+        reservations=reservations_of(goal, at_us),
+        window=Window(
+            start=format_us(at_us - cap.WINDOW_US),
+            to=format_us(at_us),
+            samples=len(samples),
+            rule="a sample counts at t while t - 60 s < at <= t",
+        ),
+        idempotent_replay=decision.idempotent,
+    )
 
 
-def contributor_json(row: au.Contributor) -> ContributorJson:
-    contributor: ContributorJson = {
-        "run": row.run,
-        "usage_tpm": row.usage_tpm,
-        "usage": {
-            "uncached_input": row.uncached_input,
-            "cached_input": row.cached_input,
-            "output": row.output,
-        },
-        "share": row.share,
-        "active": row.held is not None,
-        "forecast_tpm": None if row.held is None else row.held.request.forecast_tpm,
-        "sample_count": len(row.samples),
-        "samples": [sample_json(s) for s in row.samples[-SAMPLES_PER_CONTRIBUTOR:]],
-    }
-    return contributor
+def contributor_of(row: au.Contributor) -> Contributor:
+    return Contributor(
+        run=row.run,
+        usage_tpm=row.usage_tpm,
+        usage=ContributorUsage(row.uncached_input, row.cached_input, row.output),
+        share=row.share,
+        active=row.held is not None,
+        forecast_tpm=None if row.held is None else row.held.request.forecast_tpm,
+        sample_count=len(row.samples),
+        samples=[sample_of(s) for s in row.samples[-SAMPLES_PER_CONTRIBUTOR:]],
+    )
 
 
-def sample_json(sample: cap.Sample) -> SampleJson:
-    shown: SampleJson = {
-        "seq": sample.seq,
-        "at": format_us(sample.at_us),
-        "uncached_input": sample.uncached_input,
-        "cached_input": sample.cached_input,
-        "output": sample.output,
-        "coverage": sample.coverage,
-        "leaves_window_at": format_us(sample.at_us + cap.WINDOW_US),
-    }
-    return shown
+def sample_of(sample: cap.Sample) -> WindowSample:
+    return WindowSample(
+        seq=sample.seq,
+        at=format_us(sample.at_us),
+        uncached_input=sample.uncached_input,
+        cached_input=sample.cached_input,
+        output=sample.output,
+        coverage=sample.coverage,
+        leaves_window_at=format_us(sample.at_us + cap.WINDOW_US),
+    )
 
 
-def reservations_json(goal: cap.GoalCapacity, at_us: int) -> list[ReservationJson]:
+def reservations_of(goal: cap.GoalCapacity, at_us: int) -> list[Reservation]:
     """The active runs at `at_us` and what each holds."""
-    reservations: list[ReservationJson] = [
-        {
-            "run": r.request.run,
-            "case": r.request.case,
-            "arm": r.request.arm,
-            "class": r.request.run_class,
-            "forecast_tpm": r.request.forecast_tpm,
-            "admitted_at": format_us(r.admitted_at_us),
-            "lease_until": format_us_or_none(r.lease_until_us),
-            "seq": r.seq,
-        }
+    return [
+        Reservation(
+            run=r.request.run,
+            case=r.request.case,
+            arm=r.request.arm,
+            run_class=r.request.run_class,
+            forecast_tpm=r.request.forecast_tpm,
+            admitted_at=format_us(r.admitted_at_us),
+            lease_until=format_us_or_none(r.lease_until_us),
+            seq=r.seq,
+        )
         for r in cap.active_runs_at(goal, at_us)
     ]
-    return reservations
 
 
-def recorded_event_json(recorded: au.RecordedDecision) -> RecordedEventJson:
+def recorded_event_of(recorded: au.RecordedDecision) -> AuditEvent:
     """The journaled decision an audit re-took."""
-    event: RecordedEventJson = {
-        "seq": recorded.seq,
-        "hash": recorded.hash,
-        "kind": recorded.kind,
-        "at": recorded.at,
-        "goal": recorded.goal,
-        "run": recorded.request.run,
-    }
-    return event
+    return AuditEvent(
+        seq=recorded.seq,
+        hash=recorded.hash,
+        kind=recorded.kind,
+        at=recorded.at,
+        goal=recorded.goal,
+        run=recorded.request.run,
+    )
 
 
-def flip_json(flip: au.Flip) -> FlipJson:
-    shown: FlipJson = {
-        "seq": flip.seq,
-        "run": flip.run,
-        "at": flip.at,
-        "recorded_admitted": flip.recorded_admitted,
-        "whatif_admitted": flip.whatif_admitted,
-        "whatif_reasons": list(flip.whatif_reasons),
-        "recorded_reasons": list(flip.recorded_reasons),
-        "whatif_idempotent": flip.whatif_idempotent,
-    }
-    return shown
+def flip_of(flip: au.Flip) -> Flip:
+    return Flip(
+        seq=flip.seq,
+        run=flip.run,
+        at=flip.at,
+        recorded_admitted=flip.recorded_admitted,
+        whatif_admitted=flip.whatif_admitted,
+        whatif_reasons=list(flip.whatif_reasons),
+        recorded_reasons=list(flip.recorded_reasons),
+        whatif_idempotent=flip.whatif_idempotent,
+    )

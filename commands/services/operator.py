@@ -1,8 +1,8 @@
-"""Operators' use cases (SPEC §7): audit, whatif, report, metrics.
+"""Operators' use cases (SPEC §7): goals, audit, whatif, report, metrics.
 
-All four are readers: they take no lock and never write to the journal (`report`
-writes only its HTML file). The decisions are re-taken by `projections.audit` with
-the same pure function `admit` uses.
+All five are readers: they take no lock and never write to the journal (`report`
+and `metrics --out` write only their own file). The decisions are re-taken by
+`projections.audit` with the same pure function `admit` uses.
 """
 
 from __future__ import annotations
@@ -15,47 +15,41 @@ import msgspec
 from quotaledger.journal import Head, InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.configfields import ConfigFields
 from quotaledger.projections.ledger import Ledger
-from quotaledger.services.base import ServiceBase, check_identifier
-from quotaledger.services.outfile import check_out_path, write_atomically
+from quotaledger.services.base import ServiceBase
+from quotaledger.services.outfile import write_atomically
+from quotaledger.usecases.decode import API
+from quotaledger.usecases.operator import (
+    AuditAnswer,
+    AuditEvent,
+    AuditRequest,
+    Explanation,
+    Gates,
+    GoalsAnswer,
+    GoalsRequest,
+    GoalSummary,
+    MetricFamily,
+    MetricSample,
+    MetricsAnswer,
+    MetricsRequest,
+    Number,
+    Outcome,
+    Range,
+    ReportAnswer,
+    ReportRequest,
+    WhatifAnswer,
+    WhatifRequest,
+    range_us,
+)
 
-if TYPE_CHECKING:  # mypy only: 3.11 has no typing.Unpack; answer shapes cost start-up
-    from typing_extensions import Unpack
-
+if TYPE_CHECKING:
     # At run time the methods import projections.audit themselves: every command loads
     # this module (quotaledger.api), and `admit`, once per run, never needs the replays.
     from quotaledger.projections import audit as au
-    from quotaledger.services.answers_operator import (
-        CapacityAuditAnswer,
-        ExplanationJson,
-        GoalsAnswer,
-        GoalSummaryJson,
-        MetricsAnswer,
-        ReportAnswer,
-        SettlementAuditAnswer,
-        WhatIfAnswer,
-    )
 
 Progress = Callable[[int], None]
 
 NOT_REPRODUCED = "not_reproduced"
-
-
-def _optional_at(option: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_at(canonical_at(text))
-    except InvalidInput as exc:
-        raise InvalidInput(f"{option}: {exc.message}", code=exc.code) from None
-
-
-def _range(since: str | None, until: str | None) -> tuple[int | None, int | None]:
-    since_us, until_us = _optional_at("--since", since), _optional_at("--until", until)
-    if since_us is not None and until_us is not None and until_us < since_us:
-        raise InvalidInput("--until is before --since", code=codes.INVALID_OPTION)
-    return since_us, until_us
 
 
 def _ignore(record: Record, payload: Any, line: bytes) -> None:
@@ -71,17 +65,23 @@ def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
     return visit
 
 
-def _no_decision(
-    *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-) -> InvalidInput:
+def _no_decision(request: AuditRequest) -> InvalidInput:
     what = (
-        f"seq {seq}"
-        if seq is not None
-        else f"hash {hash}"
-        if hash is not None
-        else f"capacity decision for goal {goal!r} run {run!r}"
+        f"seq {request.seq}"
+        if request.seq is not None
+        else f"hash {request.hash}"
+        if request.hash is not None
+        else f"capacity decision for goal {request.goal!r} run {request.run!r}"
     )
     return InvalidInput(f"the journal holds no {what}", code=codes.DECISION_NOT_FOUND)
+
+
+def _check_selector(request: AuditRequest) -> None:
+    if not request.one_selector():
+        raise InvalidInput(
+            "give exactly one of --seq N, --hash H, or --goal G --run R",
+            code=codes.INVALID_OPTION,
+        )
 
 
 def _before_range(goal: str, since_us: int | None) -> Callable[[Head], bool]:
@@ -96,9 +96,9 @@ def _before_range(goal: str, since_us: int | None) -> Callable[[Head], bool]:
     return before
 
 
-def _decision_matcher(seq: int | None, hash: str | None) -> Callable[[Record], bool]:
-    """Whether a record is the one --seq or --hash names (never raises: the query is
-    checked after the pass)."""
+def _decision_matcher(request: AuditRequest) -> Callable[[Record], bool]:
+    """Whether a record is the one `seq` or `hash` names."""
+    seq, hash = request.seq, request.hash
     if seq is not None:
         return lambda record: record.seq == seq
     return lambda record: record.hash == hash
@@ -109,14 +109,7 @@ class OperatorService(ServiceBase):
 
     # -- audit -------------------------------------------------------------------------
 
-    def audit(
-        self,
-        *,
-        seq: int | None = None,
-        hash: str | None = None,
-        goal: str | None = None,
-        run: str | None = None,
-    ) -> CapacityAuditAnswer | SettlementAuditAnswer:
+    def audit(self, request: AuditRequest) -> AuditAnswer:
         """Re-take a journaled decision on the state just before it and explain it.
 
         `ok` (and `reproduced`) is false when the replay differs from the record: the
@@ -126,52 +119,29 @@ class OperatorService(ServiceBase):
 
         # From genesis, never from a checkpoint (SPEC §2.5): a decision made on a forged
         # or stale checkpoint must show as not reproduced.
-        if not self.journal.folded and (seq is not None or hash is not None):
+        if not self.journal.folded and (request.seq is not None or request.hash is not None):
             # One pass: the handle's own fold from genesis, its state copied just
             # before the decision is folded.
-            record, payload, before = self._decision_in_replay(
-                seq=seq, hash=hash, goal=goal, run=run
-            )
+            record, payload, before = self._decision_in_replay(request)
         else:
-            record, payload = self._find_decision(seq=seq, hash=hash, goal=goal, run=run)
+            record, payload = self._find_decision(request)
             before = self.journal.fold_as_of(seq=record.seq - 1, use_checkpoint=False)[0]
         if record.kind in cap.DECISION_KINDS:
             recorded = au.recorded_decision(record, payload)
             assert recorded is not None
-            from quotaledger.services.audit_views import explanation_json
+            from quotaledger.services.audit_views import explanation_of
 
             goal_state = cap.goal_of(before.capacity, recorded.goal)
             result = au.audit_decision(goal_state, recorded)
-            explanation = explanation_json(
+            explanation = explanation_of(
                 goal_state, recorded.request, recorded.at_us, result.replayed
             )
-            return capacity_audit_json(result, explanation)
-        return settlement_audit_json(au.audit_settlement(before.settlement, record, payload))
+            return capacity_audit(result, explanation)
+        return settlement_audit(au.audit_settlement(before.settlement, record, payload))
 
-    def _check_decision_selector(
-        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-    ) -> None:
-        """Exactly one of --seq, --hash, or --goal with --run, each well formed."""
-        by_run = goal is not None or run is not None
-        chosen = sum((seq is not None, hash is not None, by_run))
-        if chosen != 1 or (by_run and (goal is None or run is None)):
-            raise InvalidInput(
-                "give exactly one of --seq N, --hash H, or --goal G --run R",
-                code=codes.INVALID_OPTION,
-            )
-        if seq is not None and seq < 0:
-            raise InvalidInput("--seq must be >= 0", code=codes.INVALID_OPTION)
-        if hash is not None and (len(hash) != 64 or hash.strip("0123456789abcdef")):
-            raise InvalidInput("--hash must be 64 lowercase hex digits", code=codes.INVALID_OPTION)
-        if run is not None:
-            check_identifier("--run", run)
-        if goal is not None:
-            self.require_goal(goal)
-
-    def _first_decision(
-        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-    ) -> tuple[Record, Any]:
-        """The record --seq or --hash names, or the goal's last capacity decision of run."""
+    def _first_decision(self, request: AuditRequest) -> tuple[Record, Any]:
+        """The record `seq` or `hash` names, or the goal's last capacity decision of run."""
+        seq, hash, goal, run = request.seq, request.hash, request.goal, request.run
         found: tuple[Record, Any] | None = None
         for record, payload, _line in self.journal.records(
             after_seq=-1 if seq is None else seq - 1
@@ -186,16 +156,14 @@ class OperatorService(ServiceBase):
             ):
                 found = (record, payload)
         if found is None:
-            raise _no_decision(seq=seq, hash=hash, goal=goal, run=run)
+            raise _no_decision(request)
         return found
 
-    def _decision_in_replay(
-        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-    ) -> tuple[Record, Any, Ledger]:
-        """The record --seq or --hash names and the state just before it, from the fold
+    def _decision_in_replay(self, request: AuditRequest) -> tuple[Record, Any, Ledger]:
+        """The record `seq` or `hash` names and the state just before it, from the fold
         of a handle opened with fold=False (the selector checked after the pass, so its
         errors come after a corrupt journal's, as when the open folded first)."""
-        matches = _decision_matcher(seq, hash)
+        matches = _decision_matcher(request)
         journal = self.journal
         found: list[tuple[Record, Any, bytes]] = []
 
@@ -204,20 +172,20 @@ class OperatorService(ServiceBase):
                 found.append((record, payload, journal.projector.dump(journal.state)))
 
         journal.replay(visit, use_checkpoint=False)
-        self._check_decision_selector(seq=seq, hash=hash, goal=goal, run=run)
+        _check_selector(request)
         if not found:
-            raise _no_decision(seq=seq, hash=hash, goal=goal, run=run)
+            raise _no_decision(request)
         record, payload, before = found[0]
         self._auditable(record)
         return record, payload, journal.projector.load(before)
 
-    def _find_decision(
-        self, *, seq: int | None, hash: str | None, goal: str | None, run: str | None
-    ) -> tuple[Record, Any]:
+    def _find_decision(self, request: AuditRequest) -> tuple[Record, Any]:
         if not self.journal.folded:
             self.journal.replay(_ignore)  # a handle opened with fold=False: fold it first
-        self._check_decision_selector(seq=seq, hash=hash, goal=goal, run=run)
-        found = self._first_decision(seq=seq, hash=hash, goal=goal, run=run)
+        _check_selector(request)
+        if request.goal is not None:
+            self.require_goal(request.goal)
+        found = self._first_decision(request)
         self._auditable(found[0])
         return found
 
@@ -246,101 +214,66 @@ class OperatorService(ServiceBase):
 
     # -- goals -------------------------------------------------------------------------
 
-    def goals(self, *, at: str | None = None) -> GoalsAnswer:
+    def goals(self, request: GoalsRequest) -> GoalsAnswer:
         """Every goal with an event: its domains, gates and dimensions, active runs, last
         event time, admission_ready and next_action (as `inspect` computes them), now
         or as of `at`."""
-        from quotaledger.services.capacity import inspect_goal
-
+        at = request.at
         at_us = None if at is None else parse_at(canonical_at(at))
         if at is None:
             self.journal.refresh()
         ledger: Ledger = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
         now_us = wall_us()
-        goals: dict[str, GoalSummaryJson] = {}
+        goals: dict[str, GoalSummary] = {}
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
-            view = inspect_goal(
-                state, at_us if at_us is not None else max(now_us, state.last_at_us)
+            ev = cap.evaluate(state, at_us if at_us is not None else max(now_us, state.last_at_us))
+            goals[name] = GoalSummary(
+                domains=_domains(ledger, name),
+                gates=Gates(cases=ev.cases is not None, tokens=ev.tokens is not None),
+                dimensions=_dimensions(ev.tokens),
+                active_runs=ev.active_cases.total,
+                last_event_at=last_at[name],
+                admission_ready=cap.admission_ready(ev),
+                next_action=cap.next_action(ev),
             )
-            config = view["config"]
-            goals[name] = {
-                "domains": _domains(ledger, name),
-                "gates": {
-                    "cases": config["cases"] is not None,
-                    "tokens": config["tokens"] is not None,
-                },
-                "dimensions": _dimensions(config["tokens"]),
-                "active_runs": view["active_counts"]["total"],
-                "last_event_at": last_at[name],
-                "admission_ready": view["admission_ready"],
-                "next_action": view["next_action"],
-            }
-        answer: GoalsAnswer = {"ok": True, "at": format_us_or_none(at_us), "goals": goals}
-        return answer
+        return GoalsAnswer(ok=True, at=format_us_or_none(at_us), goals=goals)
 
     # -- whatif ------------------------------------------------------------------------
 
-    def whatif(
-        self,
-        *,
-        goal: str,
-        since: str | None = None,
-        until: str | None = None,
-        progress: Progress | None = None,
-        **fields: Unpack[ConfigFields],
-    ) -> WhatIfAnswer:
+    def whatif(self, request: WhatifRequest, progress: Progress | None = None) -> WhatifAnswer:
         """Replay the goal's recorded admission requests under a changed config."""
         from quotaledger.projections import audit as au
-        from quotaledger.services.audit_views import flip_json
+        from quotaledger.services.audit_views import flip_of
 
-        # The inputs are checked in this order: the goal, the range, the overrides. A
-        # handle opened with fold=False learns its goals from the pass that feeds the
-        # replay, so the replay is built first and any problem raised after the pass.
+        # A handle opened with fold=False learns its goals from the pass that feeds the
+        # replay: the goal is checked after it (an invalid what-if config raises in it).
+        goal = request.goal
         if self.journal.folded:
             self.require_goal(goal)
-        replay: au.WhatIf | None = None
-        try:
-            since_us, until_us = _range(since, until)
-            overrides = au.Overrides.of(fields)
-            replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
-        except InvalidInput as exc:
-            problem: InvalidInput | None = exc
-        else:
-            problem = None
-        self.journal.replay(_ignore if replay is None else _feeder(replay), progress=progress)
+        since_us, until_us = range_us(request.since, request.until, API)
+        overrides = au.Overrides.of(request.config_fields())
+        replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
+        self.journal.replay(_feeder(replay), progress=progress)
         self.require_goal(goal)
-        if replay is None:
-            assert problem is not None
-            raise problem
-        answer: WhatIfAnswer = {
-            "ok": True,
-            "goal": goal,
-            "assumptions": replay.assumptions(),
-            "decisions": replay.decisions,
-            "flips": [flip_json(flip) for flip in replay.flips],
-            "changes": dict(overrides.fields),
-            "range": {"from": replay.first_at, "to": replay.last_at},
-        }
-        return answer
+        return WhatifAnswer(
+            ok=True,
+            goal=goal,
+            assumptions=replay.assumptions(),
+            decisions=replay.decisions,
+            flips=[flip_of(flip) for flip in replay.flips],
+            changes=dict(overrides.fields),
+            range=Range(replay.first_at, replay.last_at),
+        )
 
     # -- report ------------------------------------------------------------------------
 
-    def report(
-        self,
-        *,
-        goal: str,
-        out: str,
-        since: str | None = None,
-        until: str | None = None,
-        progress: Progress | None = None,
-    ) -> ReportAnswer:
+    def report(self, request: ReportRequest, progress: Progress | None = None) -> ReportAnswer:
         """Write the goal's self-contained offline HTML report to `out`."""
         from quotaledger.projections import audit as au
-        from quotaledger.report.html import render_report
 
-        check_out_path("--out", out)  # input first (exit 2): "" or a missing directory
+        goal, out = request.goal, request.out
         journal = self.journal
         # A handle opened with fold=False folds in the pass (as in whatif, it learns its
         # goals from it) and the timeline reads that fold's state instead of folding the
@@ -348,70 +281,61 @@ class OperatorService(ServiceBase):
         riding = not journal.folded
         if not riding:
             self.require_goal(goal)  # before anything is written: no empty page for a typo
-        timeline: au.Timeline | None = None
-        since_us: int | None = None
-        try:
-            since_us, until_us = _range(since, until)
-            timeline = au.Timeline(
-                goal,
-                since_us=since_us,
-                until_us=until_us,
-                folded=(lambda: journal.state.capacity) if riding else None,
-            )
-        except InvalidInput as exc:
-            problem: InvalidInput | None = exc
-        else:
-            problem = None
+        since_us, until_us = range_us(request.since, request.until, API)
+        timeline = au.Timeline(
+            goal,
+            since_us=since_us,
+            until_us=until_us,
+            folded=(lambda: journal.state.capacity) if riding else None,
+        )
         last: Record | None = None
 
         def visit(record: Record, payload: Any, line: bytes) -> None:
             nonlocal last
-            if timeline is not None:
-                timeline.feed(record, payload)
+            timeline.feed(record, payload)
             last = record
 
         journal.replay(visit, progress=progress, resume=_before_range(goal, since_us))
         self.require_goal(goal)
-        if timeline is None:
-            assert problem is not None
-            raise problem
         timeline.finish()
+        data = self._report_page(timeline, last).encode()
+        write_atomically("--out", out, data)
+        refusals = sum(1 for d in timeline.decisions if not d.admitted)
+        return ReportAnswer(
+            ok=True,
+            goal=goal,
+            out=out,
+            bytes=len(data),
+            points=len(timeline.points),
+            decisions=len(timeline.decisions),
+            admissions=len(timeline.decisions) - refusals,
+            refusals=refusals,
+            rejections=timeline.rejections,
+        )
+
+    def _report_page(self, timeline: au.Timeline, last: Record | None) -> str:
+        """The report's HTML, its head the last record read (or the checkpoint's)."""
+        from quotaledger.report.html import render_report
+
+        journal = self.journal
         head_seq, head_hash = (-1, "") if last is None else (last.seq, last.hash)
         if last is None and journal.checkpoint_seq >= 0:
             head_seq, head_hash = journal.head.seq, journal.head.prev_hash  # nothing after it
-        page = render_report(
+        return render_report(
             timeline,
             journal_id=journal.head.journal_id,
             head_seq=head_seq,
             head_hash=head_hash,
             generated_at=format_us(wall_us()),
         )
-        data = page.encode()
-        write_atomically("--out", out, data)
-        refusals = sum(1 for d in timeline.decisions if not d.admitted)
-        answer: ReportAnswer = {
-            "ok": True,
-            "goal": goal,
-            "out": out,
-            "bytes": len(data),
-            "points": len(timeline.points),
-            "decisions": len(timeline.decisions),
-            "admissions": len(timeline.decisions) - refusals,
-            "refusals": refusals,
-            "rejections": timeline.rejections,
-        }
-        return answer
 
     # -- metrics -----------------------------------------------------------------------
 
-    def metrics(
-        self, *, goal: str | None = None, at: str | None = None, out: str | None = None
-    ) -> MetricsAnswer:
+    def metrics(self, request: MetricsRequest) -> MetricsAnswer:
         """The current state (or the state as of `at`) as Prometheus metrics; with
         `out`, also written there in the text format, atomically (SPEC §7: a
         node-exporter textfile collector never reads half a file)."""
-        if out is not None:
-            check_out_path("--out", out)
+        goal, at, out = request.goal, request.at, request.out
         if goal is not None:
             self.require_goal(goal)
         if at is None:
@@ -427,24 +351,19 @@ class OperatorService(ServiceBase):
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
             _goal_metrics(families, name, state, goal_at_us)
-        families["quotaledger_journal_head_seq"]["samples"].append(
-            {"labels": {}, "value": self.journal.head.seq}
+        families["quotaledger_journal_head_seq"].samples.append(
+            MetricSample({}, self.journal.head.seq)
         )
-        result: MetricsAnswer = {
-            "ok": True,
-            "at": format_us_or_none(at_us),
-            "goals": names,
-            "metrics": families,
-        }
+        answer = MetricsAnswer(ok=True, at=format_us_or_none(at_us), goals=names, metrics=families)
         if out is not None:
-            data = prometheus_text(result).encode()
+            data = prometheus_text(answer).encode()
             write_atomically("--out", out, data)
-            result["out"] = out
-            result["bytes"] = len(data)
-        return result
+            answer.out = out
+            answer.bytes = len(data)
+        return answer
 
 
-# -- JSON shapes -------------------------------------------------------------------------
+# -- answers' parts ----------------------------------------------------------------------
 
 
 def _domains(ledger: Ledger, goal: str) -> list[str]:
@@ -458,79 +377,73 @@ def _domains(ledger: Ledger, goal: str) -> list[str]:
     return [name for name, present in held.items() if present]
 
 
-def _dimensions(tokens: dict[str, Any] | None) -> list[str]:
+def _dimensions(tokens: cap.TokenConfig | None) -> list[str]:
     """The token gate's configured dimensions: tpm when it has a TPM quota, then every
     other dimension it limits (SPEC §3.6)."""
     if tokens is None:
         return []
-    combined = ["tpm"] if tokens.get("quota_tpm") is not None else []
-    return combined + sorted(tokens.get("limits") or {})
+    combined = ["tpm"] if tokens.quota_tpm is not None else []
+    return combined + sorted(tokens.limits)
 
 
-def capacity_audit_json(result: au.Audit, explanation: ExplanationJson) -> CapacityAuditAnswer:
-    from quotaledger.services.audit_views import recorded_event_json
+def capacity_audit(result: au.Audit, explanation: Explanation) -> AuditAnswer:
+    from quotaledger.services.audit_views import recorded_event_of
 
     recorded, replayed = result.recorded, result.replayed
-    body: CapacityAuditAnswer = {
-        "ok": result.reproduced,
-        "event": recorded_event_json(recorded),
-        "recorded": {"admitted": recorded.admitted, "reasons": list(recorded.reasons)},
+    return AuditAnswer(
+        ok=result.reproduced,
+        event=recorded_event_of(recorded),
+        recorded=Outcome(recorded.admitted, list(recorded.reasons)),
         # Exactly SPEC §7's keys (an idempotent replay shows in `differences` and in
         # `explanation.idempotent_replay`).
-        "replayed": {"admitted": replayed.ok, "reasons": list(replayed.reasons)},
-        "reproduced": result.reproduced,
-        "differences": list(result.differences),
-        "explanation": explanation,
-        "request": msgspec.to_builtins(recorded.request),
-    }
-    if not result.reproduced:
-        body["reasons"] = [NOT_REPRODUCED]
-    return body
+        replayed=Outcome(replayed.ok, list(replayed.reasons)),
+        reproduced=result.reproduced,
+        differences=list(result.differences),
+        explanation=explanation,
+        request=msgspec.to_builtins(recorded.request),
+        reasons=msgspec.UNSET if result.reproduced else [NOT_REPRODUCED],
+    )
 
 
-def settlement_audit_json(result: au.SettlementAudit) -> SettlementAuditAnswer:
+def settlement_audit(result: au.SettlementAudit) -> AuditAnswer:
     from quotaledger.services.settlement import decision_view
 
     record, replayed = result.record, result.replayed
     data = msgspec.to_builtins(result.recorded_payload)
-    body: SettlementAuditAnswer = {
-        "ok": result.reproduced,
-        "event": {
-            "seq": record.seq,
-            "hash": record.hash,
-            "kind": record.kind,
-            "at": record.at,
-            "goal": record.goal,
-            "run": None,
-            "agent": data.get("agent"),
-            "turn": data.get("turn"),
-        },
-        "recorded": {"admitted": True, "reasons": []},
-        "replayed": {
-            "admitted": replayed.ok and replayed.kind == record.kind,
-            "reasons": list(replayed.reasons),
-        },
-        "replayed_idempotent": replayed.idempotent,
-        "reproduced": result.reproduced,
-        "differences": list(result.differences),
-        "explanation": {
-            "binding_constraint": replayed.reasons[0] if replayed.reasons else None,
-            "shortfall_tpm": None,
-            "usage_tpm": None,
-            "reserved_tpm": None,
-            "load_tpm": None,
-            "target_tpm": None,
-            "top_contributors": [],
-            "cooldown_until": None,
-            "coverage": None,
-            "earliest_admissible_at": record.at if replayed.ok else None,
-            "settlement": decision_view(record.goal or "", result.recorded_payload, replayed),
-        },
-        "request": data,
-    }
-    if not result.reproduced:
-        body["reasons"] = [NOT_REPRODUCED]
-    return body
+    view = decision_view(record.goal or "", result.recorded_payload, replayed)
+    return AuditAnswer(
+        ok=result.reproduced,
+        event=AuditEvent(
+            seq=record.seq,
+            hash=record.hash,
+            kind=record.kind,
+            at=record.at,
+            goal=record.goal,
+            run=None,
+            agent=data.get("agent"),
+            turn=data.get("turn"),
+        ),
+        recorded=Outcome(True, []),
+        replayed=Outcome(replayed.ok and replayed.kind == record.kind, list(replayed.reasons)),
+        replayed_idempotent=replayed.idempotent,
+        reproduced=result.reproduced,
+        differences=list(result.differences),
+        explanation=Explanation(
+            binding_constraint=replayed.reasons[0] if replayed.reasons else None,
+            shortfall_tpm=None,
+            usage_tpm=None,
+            reserved_tpm=None,
+            load_tpm=None,
+            target_tpm=None,
+            top_contributors=[],
+            cooldown_until=None,
+            coverage=None,
+            earliest_admissible_at=record.at if replayed.ok else None,
+            settlement=msgspec.to_builtins(view),
+        ),
+        request=data,
+        reasons=msgspec.UNSET if result.reproduced else [NOT_REPRODUCED],
+    )
 
 
 # -- metrics -----------------------------------------------------------------------------
@@ -592,22 +505,19 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def metric_families() -> dict[str, dict[str, Any]]:
-    return {
-        name: {"type": kind, "help": help_text, "samples": []}
-        for name, kind, help_text in _FAMILIES
-    }
+def metric_families() -> dict[str, MetricFamily]:
+    return {name: MetricFamily(kind, help_text) for name, kind, help_text in _FAMILIES}
 
 
 def _goal_metrics(
-    families: dict[str, dict[str, Any]], goal: str, state: cap.GoalCapacity, at_us: int
+    families: dict[str, MetricFamily], goal: str, state: cap.GoalCapacity, at_us: int
 ) -> None:
     from quotaledger.projections import audit as au
 
     ev = cap.evaluate(state, at_us)
 
-    def add(name: str, value: Any, **labels: str) -> None:
-        families[name]["samples"].append({"labels": {"goal": goal, **labels}, "value": value})
+    def add(name: str, value: Number | None, **labels: str) -> None:
+        families[name].samples.append(MetricSample({"goal": goal, **labels}, value))
 
     parts = ev.usage.parts
     add("quotaledger_usage_tpm", parts.uncached_input, counter="uncached_input")
@@ -649,18 +559,18 @@ def _goal_metrics(
     add("quotaledger_releases_total", state.releases_total)
 
 
-def prometheus_text(result: MetricsAnswer) -> str:
-    """The text exposition format (version 0.0.4) of a `metrics` result."""
+def prometheus_text(answer: MetricsAnswer) -> str:
+    """The text exposition format (version 0.0.4) of a `metrics` answer."""
     lines: list[str] = []
-    for name, family in result["metrics"].items():
-        lines.append(f"# HELP {name} {_escape_help(family['help'])}")
-        lines.append(f"# TYPE {name} {family['type']}")
-        for sample in family["samples"]:
+    for name, family in answer.metrics.items():
+        lines.append(f"# HELP {name} {_escape_help(family.help)}")
+        lines.append(f"# TYPE {name} {family.type}")
+        for sample in family.samples:
             labels = ",".join(
-                f'{key}="{_escape_label(str(value))}"' for key, value in sample["labels"].items()
+                f'{key}="{_escape_label(str(value))}"' for key, value in sample.labels.items()
             )
             selector = f"{name}{{{labels}}}" if labels else name
-            lines.append(f"{selector} {_number(sample['value'])}")
+            lines.append(f"{selector} {_number(sample.value)}")
     return "\n".join(lines) + "\n"
 
 
@@ -672,7 +582,7 @@ def _escape_label(text: str) -> str:
     return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
 
 
-def _number(value: Any) -> str:
+def _number(value: Number | None) -> str:
     if value is None:
         return "NaN"
     if isinstance(value, bool):

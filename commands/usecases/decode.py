@@ -27,6 +27,10 @@ from quotaledger.usecases.fields import Rule
 class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
     """What a caller asks of one use case; every field is a keyword of the API."""
 
+    def check(self, names: Callable[[str], str]) -> None:
+        """The rules across fields (exactly one of two options, a range in order),
+        worded with the caller's `names`; `decode` calls it once each field is valid."""
+
 
 class Answer(msgspec.Struct, kw_only=True):
     """What a use case answers: `--json` prints it, the API returns it as a dict.
@@ -91,6 +95,7 @@ def decode(request_type: type[R], values: Mapping[str, Any], names: Names) -> R:
         value = getattr(request, field)
         if value is not None:
             check(names(field), value)
+    request.check(names)
     return request
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from quotaledger.api import Ledger
 from quotaledger.services.operator import prometheus_text
+from quotaledger.usecases.operator import MetricFamily, MetricSample, MetricsAnswer
 from tests.operators.operators_helpers import at, parse_prometheus, sample_value
 from tests.support import run_cli
 
@@ -96,15 +97,9 @@ def test_metrics_json(journal_path: str) -> None:
 
 
 def test_label_values_are_escaped() -> None:
-    result = {
-        "metrics": {
-            "x_metric": {
-                "type": "gauge",
-                "help": "a back\\slash\nand newline",
-                "samples": [{"labels": {"goal": 'we"ird\\name\n'}, "value": 1.5}],
-            }
-        }
-    }
+    family = MetricFamily("gauge", "a back\\slash\nand newline")
+    family.samples.append(MetricSample({"goal": 'we"ird\\name\n'}, 1.5))
+    result = MetricsAnswer(ok=True, at=None, goals=[], metrics={"x_metric": family})
     text = prometheus_text(result)
     assert 'goal="we\\"ird\\\\name\\n"' in text
     parsed = parse_prometheus(text)

@@ -31,6 +31,8 @@ from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.services.operator import OperatorService
+from quotaledger.usecases.decode import API, builtins, decode
+from quotaledger.usecases.operator import ReportRequest
 from tests.operators.operators_helpers import BASE_US
 
 RUNS = ["r0", "r1", "r2", "r3"]
@@ -215,7 +217,8 @@ def _report(path: str, out: str, goal: str, **options: Any) -> tuple[dict[str, A
     """The answer, the page (its generation time left out) and the checkpoint used."""
     service = OperatorService.open_unfolded(path)
     try:
-        answer = dict(service.report(goal=goal, out=out, **options))
+        request = decode(ReportRequest, {"goal": goal, "out": out, **options}, API)
+        answer = builtins(service.report(request))
         used = service.journal.checkpoint_seq
     finally:
         service.close()

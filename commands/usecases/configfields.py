@@ -1,0 +1,54 @@
+"""The capacity config fields a request may give (SPEC §3.5, §3.6): `whatif`'s
+overrides, and `configure`'s fields once it takes a request.
+
+A request type that takes them derives from `ConfigFieldsRequest`. The fields stay
+plain numbers here: their ranges and relations are the config rule's
+(`projections.configrule`), which words every problem of a config at once
+(`invalid_config`).
+"""
+
+from typing import Any, cast
+
+from quotaledger.projections.configfields import ConfigFields
+from quotaledger.projections.configrule import FIELDS
+from quotaledger.usecases.decode import Request
+
+
+class ConfigFieldsRequest(Request):
+    """The config fields; None means not given."""
+
+    max_active_cases: int | None = None
+    target_active_cases: int | None = None
+    max_baseline_cases: int | None = None
+    max_test_cases: int | None = None
+    reserved_test_cases: int | None = None
+    quota_tpm: int | None = None
+    target_tpm: int | None = None
+    evaluator_reserve_tpm: int | None = None
+    cold_start_reserve_tpm: int | None = None
+    cached_input_weight: float | None = None
+    max_observation_age_s: int | None = None
+    cooldown_base_s: int | None = None
+    cooldown_max_s: int | None = None
+    quota_itpm: int | None = None
+    target_itpm: int | None = None
+    evaluator_reserve_itpm: int | None = None
+    cold_start_reserve_itpm: int | None = None
+    quota_otpm: int | None = None
+    target_otpm: int | None = None
+    evaluator_reserve_otpm: int | None = None
+    cold_start_reserve_otpm: int | None = None
+    quota_rpm: int | None = None
+    target_rpm: int | None = None
+    evaluator_reserve_rpm: int | None = None
+    cold_start_reserve_rpm: int | None = None
+
+    def config_fields(self) -> ConfigFields:
+        """The given fields, in the config rule's order (None: not given)."""
+        given: dict[str, Any] = {name: getattr(self, name) for name in FIELDS}
+        return cast(ConfigFields, given)
+
+
+# The config rule's field list is the one list: this declaration (for the request's
+# types and schema) must name exactly its fields, in its order.
+assert ConfigFieldsRequest.__struct_fields__ == FIELDS

@@ -1,0 +1,340 @@
+"""Operators' use cases (SPEC §7): goals, audit, whatif, report, metrics."""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from quotaledger.journal import InvalidInput, codes
+from quotaledger.journal.clock import canonical_at, parse_at
+from quotaledger.projections import capacity as cap
+from quotaledger.services.outfile import check_out_path
+from quotaledger.usecases.configfields import ConfigFieldsRequest
+from quotaledger.usecases.decode import Answer, Names, Request
+from quotaledger.usecases.fields import Identifier, Rule, Time
+
+Number = int | float
+
+# -- request fields ----------------------------------------------------------------------
+
+
+def check_seq(name: str, value: int) -> int:
+    if isinstance(value, int) and value < 0:
+        raise InvalidInput(f"{name} must be >= 0", code=codes.INVALID_OPTION)
+    return value
+
+
+def check_record_hash(name: str, value: str) -> str:
+    if isinstance(value, str) and (len(value) != 64 or value.strip("0123456789abcdef")):
+        raise InvalidInput(f"{name} must be 64 lowercase hex digits", code=codes.INVALID_OPTION)
+    return value
+
+
+Seq = Annotated[int, msgspec.Meta(ge=0, description="A record's seq"), Rule(check_seq)]
+RecordHash = Annotated[
+    str,
+    msgspec.Meta(pattern="^[0-9a-f]{64}$", description="A record's hash (64 lowercase hex)"),
+    Rule(check_record_hash),
+]
+OutFile = Annotated[
+    str,
+    msgspec.Meta(description="A file to write, in an existing directory"),
+    Rule(check_out_path, always=True),
+]
+"""A file the command writes (replaced atomically): checked before any work."""
+
+
+def range_us(since: str | None, until: str | None, names: Names) -> tuple[int | None, int | None]:
+    """`--since`/`--until` as microseconds; exit 2 if either is malformed or the range
+    ends before it starts."""
+    since_us, until_us = _moment_us(names("since"), since), _moment_us(names("until"), until)
+    if since_us is not None and until_us is not None and until_us < since_us:
+        raise InvalidInput(
+            f"{names('until')} is before {names('since')}", code=codes.INVALID_OPTION
+        )
+    return since_us, until_us
+
+
+def _moment_us(name: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        return parse_at(canonical_at(text))
+    except InvalidInput as exc:
+        raise InvalidInput(f"{name}: {exc.message}", code=exc.code) from None
+
+
+# -- goals -------------------------------------------------------------------------------
+
+
+class GoalsRequest(Request):
+    """Every goal with an event, now or as of `at`."""
+
+    at: Time | None = None
+
+
+class Gates(msgspec.Struct):
+    cases: bool
+    tokens: bool
+
+
+class GoalSummary(msgspec.Struct, kw_only=True):
+    domains: list[str]
+    gates: Gates
+    dimensions: list[str]
+    active_runs: int
+    last_event_at: str
+    admission_ready: bool
+    next_action: str
+
+
+class GoalsAnswer(Answer):
+    ok: bool
+    at: str | None
+    goals: dict[str, GoalSummary]
+
+
+# -- audit -------------------------------------------------------------------------------
+
+
+class AuditRequest(Request):
+    """A journaled decision (by seq, by hash, or a run's latest), re-taken and explained."""
+
+    seq: Seq | None = None
+    hash: RecordHash | None = None
+    goal: Identifier | None = None
+    run: Identifier | None = None
+
+    def one_selector(self) -> bool:
+        """Whether exactly one of `seq`, `hash`, or `goal` with `run` is given (the
+        audit checks it once the journal is read: a journal that cannot be read is
+        reported first)."""
+        by_run = self.goal is not None or self.run is not None
+        chosen = sum((self.seq is not None, self.hash is not None, by_run))
+        return chosen == 1 and (not by_run or (self.goal is not None and self.run is not None))
+
+
+class AuditEvent(msgspec.Struct, kw_only=True):
+    """The journaled decision an audit re-took; a settlement decision's has no run
+    (null) and names its agent and turn."""
+
+    seq: int
+    hash: str
+    kind: str
+    at: str
+    goal: str | None
+    run: str | None
+    agent: str | UnsetType | None = UNSET
+    turn: str | UnsetType | None = UNSET
+
+
+class Outcome(msgspec.Struct):
+    admitted: bool
+    reasons: list[str]
+
+
+class WindowSample(msgspec.Struct, kw_only=True):
+    seq: int
+    at: str
+    uncached_input: int
+    cached_input: int
+    output: int
+    coverage: str
+    leaves_window_at: str
+
+
+class ContributorUsage(msgspec.Struct):
+    uncached_input: int
+    cached_input: int
+    output: int
+
+
+class Contributor(msgspec.Struct, kw_only=True):
+    run: str | None
+    usage_tpm: Number
+    usage: ContributorUsage
+    share: float | None
+    active: bool
+    forecast_tpm: int | None
+    sample_count: int
+    samples: list[WindowSample]
+
+
+class Reservation(msgspec.Struct, kw_only=True):
+    run: str
+    case: str | None
+    arm: str | None
+    run_class: str = msgspec.field(name="class")
+    forecast_tpm: int | None
+    admitted_at: str
+    lease_until: str | None
+    seq: int
+
+
+class Window(msgspec.Struct, kw_only=True):
+    start: str = msgspec.field(name="from")
+    to: str
+    samples: int
+    rule: str
+
+
+class Explanation(msgspec.Struct, kw_only=True):
+    """Why a decision came out as it did: SPEC §7's keys (the capacity ones null for a
+    settlement decision), then a capacity decision's context, or a settlement
+    decision's view."""
+
+    binding_constraint: str | None
+    binding_dimension: str | UnsetType | None = UNSET
+    shortfall_tpm: Number | None
+    shortfall: dict[str, Number] | UnsetType = UNSET
+    usage_tpm: Number | None
+    reserved_tpm: int | None
+    load_tpm: Number | None
+    target_tpm: int | None
+    top_contributors: list[Contributor]
+    cooldown_until: str | None
+    coverage: str | None
+    earliest_admissible_at: str | None
+    # A capacity decision's context (SPEC: more keys are welcome).
+    reasons: list[str] | UnsetType = UNSET
+    usage: cap.UsageParts | UnsetType = UNSET
+    headroom_tpm: Number | UnsetType | None = UNSET
+    forecast_tpm: int | UnsetType | None = UNSET
+    run_class: str | UnsetType = msgspec.field(default=UNSET, name="class")
+    available_tpm: int | UnsetType | None = UNSET
+    dimensions: dict[cap.Dimension, cap.DimensionFigures] | UnsetType = UNSET
+    cold_start_reserve_tpm: int | UnsetType | None = UNSET
+    evaluator_reserve_tpm: int | UnsetType | None = UNSET
+    quota_tpm: int | UnsetType | None = UNSET
+    cooldown_active: bool | UnsetType = UNSET
+    observation_stale: bool | UnsetType = UNSET
+    last_observation_at: str | UnsetType | None = UNSET
+    active_cases: cap.ActiveCases | UnsetType = UNSET
+    target_active_cases: int | UnsetType | None = UNSET
+    max_active_cases: int | UnsetType | None = UNSET
+    reservations: list[Reservation] | UnsetType = UNSET
+    window: Window | UnsetType = UNSET
+    idempotent_replay: bool | UnsetType = UNSET
+    settlement: dict[str, Any] | UnsetType = UNSET
+    """A settlement decision's view, as its command answers it (keys by kind)."""
+
+
+class AuditAnswer(Answer, kw_only=True):
+    """`ok` and `reproduced` are false when the replay differs from the record;
+    `replayed_idempotent` only for a settlement decision."""
+
+    ok: bool
+    event: AuditEvent
+    recorded: Outcome
+    replayed: Outcome
+    replayed_idempotent: bool | UnsetType = UNSET
+    reproduced: bool
+    differences: list[str]
+    explanation: Explanation
+    request: dict[str, Any]
+    """The recorded request (a capacity decision's) or payload (a settlement
+    decision's): its keys are the recorded event kind's."""
+    reasons: list[str] | UnsetType = UNSET
+
+
+# -- whatif ------------------------------------------------------------------------------
+
+
+class WhatifRequest(ConfigFieldsRequest, kw_only=True):
+    """Replay the goal's recorded admission requests under a changed config (the
+    config fields given), over the journal or the range `since`..`until`."""
+
+    goal: Identifier
+    since: Time | None = None
+    until: Time | None = None
+
+    def check(self, names: Callable[[str], str]) -> None:
+        range_us(self.since, self.until, names)
+
+
+class Flip(msgspec.Struct, kw_only=True):
+    seq: int
+    run: str
+    at: str
+    recorded_admitted: bool
+    whatif_admitted: bool
+    whatif_reasons: list[str]
+    recorded_reasons: list[str]
+    whatif_idempotent: bool
+
+
+class Range(msgspec.Struct):
+    start: str | None = msgspec.field(name="from")
+    end: str | None = msgspec.field(name="to")
+
+
+class WhatifAnswer(Answer):
+    ok: bool
+    goal: str
+    assumptions: list[str]
+    decisions: int
+    flips: list[Flip]
+    changes: dict[str, Number]
+    range: Range
+
+
+# -- report ------------------------------------------------------------------------------
+
+
+class ReportRequest(Request):
+    """Write the goal's self-contained offline HTML report to `out`."""
+
+    goal: Identifier
+    out: OutFile
+    since: Time | None = None
+    until: Time | None = None
+
+    def check(self, names: Callable[[str], str]) -> None:
+        range_us(self.since, self.until, names)
+
+
+class ReportAnswer(Answer):
+    ok: bool
+    goal: str
+    out: str
+    bytes: int
+    points: int
+    decisions: int
+    admissions: int
+    refusals: int
+    rejections: int
+
+
+# -- metrics -----------------------------------------------------------------------------
+
+
+class MetricsRequest(Request):
+    """The state now (or as of `at`) as Prometheus metrics, of every goal or one; with
+    `out`, also written there in the text format, atomically."""
+
+    goal: Identifier | None = None
+    at: Time | None = None
+    out: OutFile | None = None
+
+
+class MetricSample(msgspec.Struct):
+    labels: dict[str, str]
+    value: Number | None
+
+
+class MetricFamily(msgspec.Struct):
+    type: str
+    help: str
+    samples: list[MetricSample] = msgspec.field(default_factory=list)
+
+
+class MetricsAnswer(Answer):
+    """`out` and `bytes` only when written to a file."""
+
+    ok: bool
+    at: str | None
+    goals: list[str]
+    metrics: dict[str, MetricFamily]
+    out: str | UnsetType = UNSET
+    bytes: int | UnsetType = UNSET
