@@ -1,4 +1,4 @@
-"""Every limit the engine enforces, in one place.
+"""Every limit the engine enforces, in one place (the domain's are projections/limits.py).
 
 The relationships between them are checked once, at import, so a change to one
 limit that breaks another fails loudly instead of corrupting a journal later.
@@ -36,14 +36,8 @@ CHECKPOINT_EVERY_EVENTS = 10_000
 READ_CHUNK_BYTES = 8 << 20
 """Bytes read from a journal file at a time while folding."""
 
-IDENTIFIER_CHARS_MAX = 128
-FREE_TEXT_BYTES_MAX = 4096
-TOKEN_COUNT_MAX = 10**12
-HANDOFF_BYTES_MAX = 256 << 10
-
 GENESIS_PREV = "0" * 64
 
 assert BATCH_BYTES_MAX >= LINE_BYTES_MAX
 assert READ_CHUNK_BYTES >= 2 * LINE_BYTES_MAX
 assert LOCK_POLL_S_MIN < LOCK_POLL_S_MAX < LOCK_TIMEOUT_S_DEFAULT < LOCK_TIMEOUT_S_MAX
-assert HANDOFF_BYTES_MAX * 2 < LINE_BYTES_MAX, "a handoff must fit in one journal line"

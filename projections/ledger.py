@@ -22,7 +22,7 @@ from quotaledger.projections.settlement import SettlementState
 from quotaledger.projections.types import StateStruct
 
 
-class Ledger(StateStruct):
+class LedgerState(StateStruct):
     # The states by their own names: a field named like its module would shadow the
     # module in the annotations after it (evaluated at class creation, not strings).
     capacity: CapacityState = msgspec.field(default_factory=CapacityState)
@@ -32,7 +32,7 @@ class Ledger(StateStruct):
 
 
 DomainApply = Callable[[Any, Record, Any], None]
-"""A domain's fold step: (its part of the Ledger, record, decoded payload)."""
+"""A domain's fold step: (its part of the LedgerState, record, decoded payload)."""
 
 
 DOMAINS: tuple[tuple[str, dict[str, type[Any]], DomainApply], ...] = (
@@ -41,7 +41,7 @@ DOMAINS: tuple[tuple[str, dict[str, type[Any]], DomainApply], ...] = (
     ("settlement", settlement.EVENTS, settlement.apply),
     ("probes", probes.EVENTS, probes.apply),
 )
-"""Each domain: its part of the Ledger, its kinds' payload Structs, its fold step."""
+"""Each domain: its part of the LedgerState, its kinds' payload Structs, its fold step."""
 
 
 def _payload_types() -> dict[str, type[Any]]:
@@ -83,7 +83,7 @@ class LedgerProjector:
         # appends one event to a checkpointed journal needs one or two of them.
         self._decoders: dict[str, PayloadDecoder] = {}
         self._encode = msgspec.msgpack.Encoder().encode
-        self._decode: Callable[[bytes], Ledger] | None = None
+        self._decode: Callable[[bytes], LedgerState] | None = None
 
     def decoder(self, kind: str) -> PayloadDecoder | None:
         decode = self._decoders.get(kind)
@@ -94,20 +94,20 @@ class LedgerProjector:
             decode = self._decoders[kind] = msgspec.json.Decoder(payload_type).decode
         return decode
 
-    def initial(self) -> Ledger:
-        return Ledger()
+    def initial(self) -> LedgerState:
+        return LedgerState()
 
-    def apply(self, state: Ledger, record: Record, payload: Any) -> None:
+    def apply(self, state: LedgerState, record: Record, payload: Any) -> None:
         found = self._appliers.get(record.kind)
         if found is not None:  # journal.* records carry no domain state
             part, apply = found
             apply(part(state), record, payload)
 
-    def visitor(self, state: Ledger) -> Visitor:
+    def visitor(self, state: LedgerState) -> Visitor:
         """`apply` on `state` as the fold's visitor, each kind's step and part of the
-        Ledger found once per fold instead of once per record: a fold of 100,000
+        LedgerState found once per fold instead of once per record: a fold of 100,000
         records calls it 100,000 times. (A domain's apply mutates its part in place;
-        no step replaces a part of the Ledger.)"""
+        no step replaces a part of the LedgerState.)"""
         steps = {kind: (apply, part(state)) for kind, (part, apply) in self._appliers.items()}
         step_of = steps.get
 
@@ -118,12 +118,12 @@ class LedgerProjector:
 
         return visit
 
-    def dump(self, state: Ledger) -> bytes:
+    def dump(self, state: LedgerState) -> bytes:
         return self._encode(state)
 
-    def load(self, blob: bytes) -> Ledger:
+    def load(self, blob: bytes) -> LedgerState:
         if self._decode is None:
-            self._decode = msgspec.msgpack.Decoder(Ledger).decode
+            self._decode = msgspec.msgpack.Decoder(LedgerState).decode
         return self._decode(blob)
 
 

@@ -13,22 +13,25 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from quotaledger.journal import Record
+from quotaledger.projections.limits import (
+    BYTES_MAX,
+    CANDIDATES_MAX,
+    COMMAND_ARGS_MAX,
+    EXIT_CODE_MAX,
+    PATH_CHARS_MAX,
+)
 from quotaledger.projections.types import FreeText, Payload, Sha256Hex, StateStruct
 
 VERSION = "1"
 
 OBSERVED = "probe.observed"
 
-COMMAND_ARGS_MAX = 1024
-CANDIDATES_MAX = 256
-EXIT_CODE_MAX = 255
-BYTES_MAX = 1 << 62
 
 ByteCount = Annotated[int, msgspec.Meta(ge=0, le=BYTES_MAX)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=BYTES_MAX)]
 ExitCode = Annotated[int, msgspec.Meta(ge=0, le=EXIT_CODE_MAX)]
 Seconds = Annotated[float, msgspec.Meta(ge=0)]
-PathText = Annotated[str, msgspec.Meta(min_length=1, max_length=4096)]
+PathText = Annotated[str, msgspec.Meta(min_length=1, max_length=PATH_CHARS_MAX)]
 
 
 class ProbeMemory(Payload, frozen=True, kw_only=True):

@@ -132,7 +132,7 @@ HANDOFF_TOO_LARGE = "handoff_too_large"
 HANDOFF_DIGEST_MISMATCH = "handoff_digest_mismatch"
 
 # -- settlement (SPEC §5). The first six are the spec's; the rest name cases it leaves
-# open (see projections/settlement.py's docstring). ----------------------------------
+# open (see projections/settlement's docstring). ------------------------------------
 SETTLEMENT_OWED = "settlement_owed"
 TURN_IN_PROGRESS = "turn_in_progress"
 QUOTA_THROTTLED = "quota_throttled"

@@ -22,7 +22,12 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.clock import CANONICAL_AT_PATTERN, names_a_real_second
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
+from quotaledger.projections.limits import (
+    FREE_TEXT_BYTES_MAX,
+    IDENTIFIER_CHARS_MAX,
+    TOKEN_COUNT_MAX,
+    byte_size,
+)
 
 IDENTIFIER_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@/-"
 """The characters an identifier is made of (SPEC §8: A-Za-z0-9._:@/-)."""
@@ -55,6 +60,8 @@ class _TextBytes:
 
 
 FreeText = Annotated[str, msgspec.Meta(max_length=FREE_TEXT_BYTES_MAX), _TextBytes()]
+TEXT_SIZE = byte_size(FREE_TEXT_BYTES_MAX)
+"""The bound as messages state it (4 KiB)."""
 TEXT_CHARS_ALWAYS_FIT = FREE_TEXT_BYTES_MAX // 4
 """A text of at most this many characters fits whatever they are (UTF-8 takes at most
 four bytes a character), so only a longer one is encoded to be measured."""
@@ -122,7 +129,7 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
                 if len(value) > TEXT_CHARS_ALWAYS_FIT:
                     check_text(name, value)
             elif value is not None and any(map(_too_long, value)):
-                raise TextTooLong(f"{name} is longer than 4 KiB")
+                raise TextTooLong(f"{name} is longer than {TEXT_SIZE}")
 
 
 IDENTIFIERS_KNOWN: set[str] = set()
@@ -150,7 +157,7 @@ def check_identifier(name: str, value: str) -> None:
 def check_text(name: str, value: str) -> None:
     """Refuse a free text (field `name`) longer than 4 KiB in UTF-8."""
     if _too_long(value):
-        raise TextTooLong(f"{name} is longer than 4 KiB")
+        raise TextTooLong(f"{name} is longer than {TEXT_SIZE}")
 
 
 def _too_long(text: str) -> bool:

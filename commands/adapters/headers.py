@@ -37,8 +37,7 @@ from typing import Any
 from quotaledger.journal import codes
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import TOKEN_COUNT_MAX
-from quotaledger.projections.capacity import RETRY_AFTER_S_MAX
+from quotaledger.projections.limits import RETRY_AFTER_S_MAX, TOKEN_COUNT_MAX, power_of_ten
 
 RETRY_AFTER = "retry-after"
 RETRY_AFTER_MS = "retry-after-ms"
@@ -279,7 +278,7 @@ def _recognised(pairs: list[tuple[str, Any]]) -> dict[str, str]:
 
 def _count(header: str, value: str) -> int:
     if _COUNT.fullmatch(value) is None or int(value) > TOKEN_COUNT_MAX:
-        raise _malformed(header, value, "an integer from 0 to 10^12")
+        raise _malformed(header, value, f"an integer from 0 to {power_of_ten(TOKEN_COUNT_MAX)}")
     return int(value)
 
 

@@ -24,7 +24,7 @@ from typing import Any, TypedDict
 from quotaledger.adapters import USAGE_FORMATS
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import TOKEN_COUNT_MAX
+from quotaledger.projections.limits import TOKEN_COUNT_MAX, power_of_ten
 
 
 class Usage(TypedDict):
@@ -229,7 +229,9 @@ def _count(body: Mapping[str, Any], key: str, prefix: str, *, required: bool = F
     if isinstance(value, bool) or not isinstance(value, int):
         raise _invalid(f"{field} must be an integer token count, got {value!r}", field)
     if not 0 <= value <= TOKEN_COUNT_MAX:
-        raise _invalid(f"{field} must be from 0 to 10^12, got {value}", field)
+        raise _invalid(
+            f"{field} must be from 0 to {power_of_ten(TOKEN_COUNT_MAX)}, got {value}", field
+        )
     return value
 
 

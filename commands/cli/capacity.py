@@ -17,8 +17,7 @@ from quotaledger.cli.common import (
 from quotaledger.cli.config_options import config_options
 from quotaledger.cli.output import Output, table
 from quotaledger.cli.runner import coverage_text, dimension_lines, num
-from quotaledger.projections.capacity import DIMENSIONS
-from quotaledger.projections.configfields import ConfigFields
+from quotaledger.projections.capacity import DIMENSIONS, ConfigFields
 from quotaledger.services.capacity import CapacityService
 
 commands = CommandTable()

@@ -18,9 +18,13 @@ from typing import Annotated, Any, get_type_hints
 import typer
 
 from quotaledger.cli.common import duration_option
-from quotaledger.projections.capacity import CONFIG_RANGES
-from quotaledger.projections.configfields import ConfigFields
-from quotaledger.projections.configrule import DEFAULTS, FIELDS, dimension_fields
+from quotaledger.projections.capacity import (
+    CONFIG_RANGES,
+    DEFAULTS,
+    FIELDS,
+    ConfigFields,
+    dimension_fields,
+)
 
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the

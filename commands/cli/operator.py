@@ -14,7 +14,7 @@ from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.projections.configfields import ConfigFields
+from quotaledger.projections.capacity import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService, prometheus_text
 from quotaledger.usecases.decode import CLI, decode

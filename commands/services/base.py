@@ -8,16 +8,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
-from quotaledger.journal.limits import (
-    CHECKPOINT_EVERY_EVENTS,
-    FREE_TEXT_BYTES_MAX,
-    IDENTIFIER_CHARS_MAX,
-    LOCK_TIMEOUT_S_DEFAULT,
-    TOKEN_COUNT_MAX,
-)
+from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
-from quotaledger.projections.ledger import PROJECTOR, Ledger
+from quotaledger.projections.ledger import PROJECTOR, LedgerState
+from quotaledger.projections.limits import (
+    FREE_TEXT_BYTES_MAX,
+    IDENTIFIER_CHARS_MAX,
+    TOKEN_COUNT_MAX,
+)
 from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
@@ -33,9 +32,9 @@ S = TypeVar("S", bound="ServiceBase")
 class ServiceBase:
     """Holds the open journal; domain services are mixins over it."""
 
-    journal: Journal[Ledger]
+    journal: Journal[LedgerState]
 
-    def __init__(self, journal: Journal[Ledger]) -> None:
+    def __init__(self, journal: Journal[LedgerState]) -> None:
         self.journal = journal
 
     @classmethod
@@ -136,7 +135,7 @@ class ServiceBase:
             closest=closest,
         )
 
-    def _state_as_of(self, *, at: str | None = None, seq: int | None = None) -> Ledger:
+    def _state_as_of(self, *, at: str | None = None, seq: int | None = None) -> LedgerState:
         """The ledger now, as of time `at` (every event with at <= T) or record `seq`.
 
         On a handle opened with allow_corrupt, only `seq` inside the verified prefix
@@ -161,7 +160,7 @@ class ServiceBase:
 
 
 def conclude(
-    txn: Transaction[Ledger], goal: str, at: str, decision: Decision[Any]
+    txn: Transaction[LedgerState], goal: str, at: str, decision: Decision[Any]
 ) -> PendingRecord | None:
     """Every writer ends here: append the event its decision names, if it names one.
 

@@ -14,12 +14,12 @@ import msgspec
 
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
-from quotaledger.journal.limits import TOKEN_COUNT_MAX
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
+from quotaledger.projections import limits
 from quotaledger.projections import reasons as R
-from quotaledger.projections.configfields import ConfigFields
-from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.capacity import ConfigFields
+from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -94,9 +94,7 @@ class CapacityService(ServiceBase):
         """
         check_identifier("--goal", goal)
         remove_limit, remove_gate = _names(remove_limit), _names(remove_gate)
-        from quotaledger.projections import configrule as rule  # configure only: start-up
-
-        given = rule.given_fields(fields)
+        given = cap.given_fields(fields)
         if not given and not remove_limit and not remove_gate:
             raise InvalidInput(
                 "nothing to configure: give the case gate (--max-active-cases ...), the token "
@@ -108,12 +106,12 @@ class CapacityService(ServiceBase):
         with self.journal.transaction() as txn:
             at_text = txn.time_for(goal, at)
             state = cap.goal_of(txn.state.capacity, goal)
-            current = rule.Config(state.cases, state.tokens, tuple(state.explicit))
-            new = rule.reconfigure(
+            current = cap.Config(state.cases, state.tokens, tuple(state.explicit))
+            new = cap.reconfigure(
                 current, given, remove_limits=remove_limit, remove_gates=remove_gate
             )
             config = config_json(new.cases, new.tokens)
-            changes = rule.changes(current, new)
+            changes = cap.changes(current, new)
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
             if below:
@@ -252,7 +250,7 @@ class CapacityService(ServiceBase):
         )
         if dry_run and not self.journal.store.writable:
             # A read-only handle polls without the lock: whatever is durable now.
-            ledger: Ledger = self.journal.refresh()
+            ledger: LedgerState = self.journal.refresh()
             at_text = self._time_without_lock(goal, at)
             state = cap.goal_of(ledger.capacity, goal)
             decision = cap.decide_admission(state, request, parse_at(at_text))
@@ -369,7 +367,7 @@ class CapacityService(ServiceBase):
             self.require_goal(goal)
         if at is None and seq is None:
             self.journal.refresh()  # a long-lived handle shows what others appended since
-        ledger: Ledger = self._state_as_of(at=at, seq=seq)
+        ledger: LedgerState = self._state_as_of(at=at, seq=seq)
         goals = ledger.capacity.goals
         names = sorted(goals) if goal is None else [goal]
         now_us = wall_us()
@@ -420,7 +418,7 @@ def admit_request(
     for dimension, forecast in forecasts.items():
         if forecast is not None:
             check_tokens(f"--forecast-{dimension}", forecast)
-    _bounded("--lease-s", lease_s, 1, cap.LEASE_S_MAX)
+    _bounded("--lease-s", lease_s, 1, limits.LEASE_S_MAX)
     return cap.AdmitRequest(
         run=run,
         case=case,
@@ -500,7 +498,7 @@ def _given_counts(counts: dict[str, int | None]) -> dict[str, int | None]:
     for name, value in counts.items():
         if value is None:
             checked[name] = None if name == "requests" else 0
-        elif 0 <= value <= TOKEN_COUNT_MAX:
+        elif 0 <= value <= limits.TOKEN_COUNT_MAX:
             checked[name] = value
         else:
             checked[name] = check_tokens(COUNT_OPTIONS[name], value)  # raises
@@ -543,9 +541,9 @@ def check_retry_after_s(value: float | None) -> float | None:
             code=codes.INVALID_OPTION,
             option="--retry-after-s",
         )
-    if not 0 <= value <= cap.RETRY_AFTER_S_MAX:  # NaN fails this too
+    if not 0 <= value <= limits.RETRY_AFTER_S_MAX:  # NaN fails this too
         raise InvalidInput(
-            f"--retry-after-s must be from 0 to {cap.RETRY_AFTER_S_MAX} seconds, got {value}",
+            f"--retry-after-s must be from 0 to {limits.RETRY_AFTER_S_MAX} seconds, got {value}",
             code=codes.INVALID_OPTION,
             option="--retry-after-s",
         )

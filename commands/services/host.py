@@ -28,7 +28,6 @@ from quotaledger.journal.clock import (
     parse_duration_us,
     wall_us,
 )
-from quotaledger.journal.limits import HANDOFF_BYTES_MAX
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity, hosts
 from quotaledger.projections import reasons as R
@@ -45,7 +44,8 @@ from quotaledger.projections.hosts import (
     ReturnRequest,
     StartRequest,
 )
-from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.ledger import LedgerState
+from quotaledger.projections.limits import EXIT_CODE_MAX, HANDOFF_BYTES_MAX, SIGNAL_MAX
 from quotaledger.services.base import (
     ServiceBase,
     check_identifier,
@@ -268,7 +268,7 @@ def _differences(
 class HostService(ServiceBase):
     """`host phase | start | exit | return | continue | heartbeat | stop | replan | status`."""
 
-    def _goal_hosts(self, state: Ledger, goal: str) -> GoalHosts:
+    def _goal_hosts(self, state: LedgerState, goal: str) -> GoalHosts:
         return state.hosts.goals.get(goal) or GoalHosts()
 
     def host_phase(
@@ -393,10 +393,10 @@ class HostService(ServiceBase):
         check_identifier("--attempt", attempt)
         if exit_code is not None and signal is not None:
             raise InvalidInput("give --exit-code or --signal, not both", code=codes.INVALID_OPTION)
-        if exit_code is not None and not 0 <= exit_code <= 255:
-            raise InvalidInput("--exit-code must be 0..255", code=codes.INVALID_OPTION)
-        if signal is not None and not 1 <= signal <= 128:
-            raise InvalidInput("--signal must be 1..128", code=codes.INVALID_OPTION)
+        if exit_code is not None and not 0 <= exit_code <= EXIT_CODE_MAX:
+            raise InvalidInput(f"--exit-code must be 0..{EXIT_CODE_MAX}", code=codes.INVALID_OPTION)
+        if signal is not None and not 1 <= signal <= SIGNAL_MAX:
+            raise InvalidInput(f"--signal must be 1..{SIGNAL_MAX}", code=codes.INVALID_OPTION)
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, at)
             state = self._goal_hosts(txn.state, goal)
@@ -618,7 +618,7 @@ class HostService(ServiceBase):
 
     # -- readers (no lock; --at evaluates the state as of T) --------------------------
 
-    def _reader_state(self, goal: str, at: str | None) -> tuple[Ledger, int]:
+    def _reader_state(self, goal: str, at: str | None) -> tuple[LedgerState, int]:
         if at is not None:
             return self._state_as_of(at=at), parse_at(at)
         # A long-lived API handle may lag behind other processes (a heartbeat would
@@ -691,7 +691,7 @@ def _handoff_sha(check: HandoffCheck | None) -> str | None:
     return None if check is None else check.sha256
 
 
-def _find_phase(state: Ledger, goal: str, lane: str, number: int) -> hosts.PhaseState:
+def _find_phase(state: LedgerState, goal: str, lane: str, number: int) -> hosts.PhaseState:
     phases = state.hosts.goals[goal].lanes[lane].phases
     return next(p for p in reversed(phases) if p.phase == number)
 
@@ -762,7 +762,7 @@ def _lane_json(
     }
 
 
-def capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
+def capacity_readiness(state: LedgerState, goal: str, at_us: int) -> Readiness:
     """The goal's capacity readiness for the host gates, from the capacity projection.
 
     `capacity_ready` is the capacity domain's `admission_ready`, except that a goal
@@ -772,7 +772,7 @@ def capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
     return _capacity_readiness(state, goal, at_us)
 
 
-def _capacity_readiness(state: Ledger, goal: str, at_us: int) -> Readiness:
+def _capacity_readiness(state: LedgerState, goal: str, at_us: int) -> Readiness:
     goal_capacity = capacity.goal_of(state.capacity, goal)
     if goal_capacity.cases is None and goal_capacity.tokens is None:
         return Readiness(capacity_ready=True, has_token_gate=False)

@@ -15,7 +15,7 @@ import msgspec
 from quotaledger.journal import Head, InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.ledger import Ledger
+from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.outfile import write_atomically
 from quotaledger.usecases.decode import API
@@ -159,7 +159,7 @@ class OperatorService(ServiceBase):
             raise _no_decision(request)
         return found
 
-    def _decision_in_replay(self, request: AuditRequest) -> tuple[Record, Any, Ledger]:
+    def _decision_in_replay(self, request: AuditRequest) -> tuple[Record, Any, LedgerState]:
         """The record `seq` or `hash` names and the state just before it, from the fold
         of a handle opened with fold=False (the selector checked after the pass, so its
         errors come after a corrupt journal's, as when the open folded first)."""
@@ -222,7 +222,7 @@ class OperatorService(ServiceBase):
         at_us = None if at is None else parse_at(canonical_at(at))
         if at is None:
             self.journal.refresh()
-        ledger: Ledger = self.journal.state if at is None else self._state_as_of(at=at)
+        ledger: LedgerState = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
         now_us = wall_us()
         goals: dict[str, GoalSummary] = {}
@@ -340,7 +340,7 @@ class OperatorService(ServiceBase):
             self.require_goal(goal)
         if at is None:
             self.journal.refresh()
-            ledger: Ledger = self.journal.state
+            ledger: LedgerState = self.journal.state
         else:
             ledger = self._state_as_of(at=at)
         at_us = None if at is None else parse_at(canonical_at(at))
@@ -366,7 +366,7 @@ class OperatorService(ServiceBase):
 # -- answers' parts ----------------------------------------------------------------------
 
 
-def _domains(ledger: Ledger, goal: str) -> list[str]:
+def _domains(ledger: LedgerState, goal: str) -> list[str]:
     """The domains whose events name `goal`, in the ledger's order."""
     held = {
         "capacity": goal in ledger.capacity.goals,

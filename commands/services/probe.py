@@ -23,7 +23,7 @@ import msgspec
 
 from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
-from quotaledger.projections import probes
+from quotaledger.projections import limits, probes
 from quotaledger.services import probe_runner as runner
 from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
 
@@ -227,9 +227,9 @@ def _check_command(command: Sequence[str]) -> list[str]:
             "give the command to probe after `--`: probe run --goal G -- CMD ARGS...",
             code=codes.COMMAND_MISSING,
         )
-    if len(argv) > probes.COMMAND_ARGS_MAX:
+    if len(argv) > limits.COMMAND_ARGS_MAX:
         raise InvalidInput(
-            f"the command has more than {probes.COMMAND_ARGS_MAX} arguments",
+            f"the command has more than {limits.COMMAND_ARGS_MAX} arguments",
             code=codes.COMMAND_TOO_LONG,
         )
     for arg in argv:
@@ -245,9 +245,9 @@ def _check_options(
     interval_ms: int,
     timeout_s: float | None,
 ) -> None:
-    if len(paths) > probes.CANDIDATES_MAX:
+    if len(paths) > limits.CANDIDATES_MAX:
         raise InvalidInput(
-            f"at most {probes.CANDIDATES_MAX} --candidate files", code=codes.TOO_MANY_CANDIDATES
+            f"at most {limits.CANDIDATES_MAX} --candidate files", code=codes.TOO_MANY_CANDIDATES
         )
     for path in paths:
         _check_utf8("--candidate", path)
@@ -255,7 +255,7 @@ def _check_options(
     if input_revision is not None:
         _check_utf8("--input-revision", input_revision)
         check_text("--input-revision", input_revision)
-    if reference_bytes is not None and not 0 <= reference_bytes <= probes.BYTES_MAX:
+    if reference_bytes is not None and not 0 <= reference_bytes <= limits.BYTES_MAX:
         raise InvalidInput(
             "--reference-bytes must be from 0 to 2^62",
             code=codes.INVALID_OPTION,

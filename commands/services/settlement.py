@@ -18,7 +18,7 @@ from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.journal.store import PendingRecord
 from quotaledger.journal.target import follow_up_journal
-from quotaledger.projections import settlement
+from quotaledger.projections import limits, settlement
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.reasons import SETTLEMENT_OWED
 from quotaledger.projections.settlement import (
@@ -75,10 +75,9 @@ def check_effect(value: str) -> str:
 
 
 def check_window_hours(value: float) -> float:
-    if not (math.isfinite(value) and 0 < value <= settlement.WINDOW_HOURS_MAX):
+    if not (math.isfinite(value) and 0 < value <= limits.WINDOW_HOURS_MAX):
         raise InvalidInput(
-            f"--window-hours must be a number > 0 and <= {settlement.WINDOW_HOURS_MAX}, "
-            f"got {value}",
+            f"--window-hours must be a number > 0 and <= {limits.WINDOW_HOURS_MAX}, got {value}",
             code=codes.INVALID_WINDOW_HOURS,
             option="--window-hours",
         )

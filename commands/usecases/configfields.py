@@ -3,14 +3,13 @@ overrides, and `configure`'s fields once it takes a request.
 
 A request type that takes them derives from `ConfigFieldsRequest`. The fields stay
 plain numbers here: their ranges and relations are the config rule's
-(`projections.configrule`), which words every problem of a config at once
+(`projections.capacity.config`), which words every problem of a config at once
 (`invalid_config`).
 """
 
 from typing import Any, cast
 
-from quotaledger.projections.configfields import ConfigFields
-from quotaledger.projections.configrule import FIELDS
+from quotaledger.projections.capacity import FIELDS, ConfigFields
 from quotaledger.usecases.decode import Request
 
 

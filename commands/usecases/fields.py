@@ -11,7 +11,13 @@ import msgspec
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, IDENTIFIER_CHARS_MAX, TOKEN_COUNT_MAX
+from quotaledger.projections.limits import (
+    FREE_TEXT_BYTES_MAX,
+    IDENTIFIER_CHARS_MAX,
+    TOKEN_COUNT_MAX,
+    byte_size,
+    power_of_ten,
+)
 from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 
@@ -43,7 +49,7 @@ def check_identifier(name: str, value: str) -> str:
 def check_tokens(name: str, value: int) -> int:
     if isinstance(value, int) and not isinstance(value, bool) and not 0 <= value <= TOKEN_COUNT_MAX:
         raise InvalidInput(
-            f"{name} must be an integer from 0 to {_power_of_ten(TOKEN_COUNT_MAX)}, got {value}",
+            f"{name} must be an integer from 0 to {power_of_ten(TOKEN_COUNT_MAX)}, got {value}",
             code=codes.INVALID_TOKEN_COUNT,
             option=name,
         )
@@ -61,7 +67,7 @@ def check_text(name: str, value: str) -> str:
         ) from None
     if len(encoded) > FREE_TEXT_BYTES_MAX:
         raise InvalidInput(
-            f"{name} is longer than {FREE_TEXT_BYTES_MAX // 1024} KiB",
+            f"{name} is longer than {byte_size(FREE_TEXT_BYTES_MAX)}",
             code=codes.TEXT_TOO_LONG,
             option=name,
         )
@@ -81,11 +87,6 @@ def check_choice(choices: tuple[str, ...]) -> Callable[[str, Any], object]:
     return check
 
 
-def _power_of_ten(value: int) -> str:
-    exponent = len(str(value)) - 1
-    return f"10^{exponent}" if value == 10**exponent else str(value)
-
-
 _IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 Identifier = Annotated[
@@ -93,7 +94,7 @@ Identifier = Annotated[
     msgspec.Meta(
         pattern=IDENTIFIER_PATTERN.replace("\\Z", "$"),
         max_length=IDENTIFIER_CHARS_MAX,
-        description="1-128 characters of A-Za-z0-9._:@/-",
+        description=f"1-{IDENTIFIER_CHARS_MAX} characters of A-Za-z0-9._:@/-",
     ),
     Rule(check_identifier),
 ]
@@ -102,13 +103,18 @@ replan). The schema's `$` stands for the check's `\\Z` (which refuses a trailing
 newline): JSON Schema's dialect has no `\\Z`; `check_identifier` is what decides."""
 TokenCount = Annotated[
     int,
-    msgspec.Meta(ge=0, le=TOKEN_COUNT_MAX, description="A token count, 0..10^12"),
+    msgspec.Meta(
+        ge=0, le=TOKEN_COUNT_MAX, description=f"A token count, 0..{power_of_ten(TOKEN_COUNT_MAX)}"
+    ),
     Rule(check_tokens),
 ]
 FreeText = Annotated[
     str,
     # Characters, a first and cheap bound: the rule counts the UTF-8 bytes.
-    msgspec.Meta(max_length=FREE_TEXT_BYTES_MAX, description="Free text, at most 4 KiB"),
+    msgspec.Meta(
+        max_length=FREE_TEXT_BYTES_MAX,
+        description=f"Free text, at most {byte_size(FREE_TEXT_BYTES_MAX)}",
+    ),
     Rule(check_text, always=True),
 ]
 Time = Annotated[str, msgspec.Meta(description="RFC 3339 with a time zone")]

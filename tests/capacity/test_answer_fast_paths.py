@@ -142,7 +142,7 @@ def test_a_decisions_dimension_figures_are_the_dimensions_own_numbers(
     limit = cap.Limit(target * 2, target, evaluator_reserve, cold_start_reserve)
     for view in (None, cap.ProviderView(report, True, 5), cap.ProviderView(report, False, 5)):
         state = cap.DimensionState("tpm", limit, usage, reserved, view)
-        figures = cap._dimension_figures(state, forecast, run_class)
+        figures = cap.dimension_figures(state, forecast, run_class)
         assert figures.headroom == state.headroom(run_class)
         assert (figures.load, figures.provider_used) == (state.load, state.provider_used)
 

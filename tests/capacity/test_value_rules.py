@@ -16,8 +16,8 @@ import pytest
 
 from quotaledger.api import Ledger
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.limits import FREE_TEXT_BYTES_MAX, TOKEN_COUNT_MAX
 from quotaledger.projections import capacity, hosts, probes, settlement
+from quotaledger.projections.limits import FREE_TEXT_BYTES_MAX, TOKEN_COUNT_MAX
 from quotaledger.projections.types import FreeText, Payload, TextTooLong, _checked_fields
 from quotaledger.services.base import check_text, check_tokens
 from tests.capacity.capacity_helpers import observed_data

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from quotaledger.journal.limits import HANDOFF_BYTES_MAX
+from quotaledger.projections.limits import HANDOFF_BYTES_MAX
 from tests.hosts.hosts_helpers import Lane, at, lane_with_failure, nothing_appended, ok, refused
 from tests.support import run_process
 

@@ -236,6 +236,14 @@ def test_an_edited_observation_makes_the_next_decision_not_reproduced(journal_pa
     assert refused["replayed"]["admitted"] is True
 
 
+def _patch_capacity(monkeypatch, name: str, value: object) -> None:
+    """A changed rule: `name` replaced wherever the capacity package binds it (its
+    modules import one another's names, so each holds its own reference)."""
+    for module in (cap, cap.config, cap.events, cap.fold, cap.evaluation, cap.decision):
+        if hasattr(module, name):
+            monkeypatch.setattr(module, name, value)
+
+
 def test_a_changed_rule_is_not_reproduced(journal_path: str, monkeypatch) -> None:
     seqs = _scenario(journal_path)
     original = cap.token_reasons
@@ -244,7 +252,7 @@ def test_a_changed_rule_is_not_reproduced(journal_path: str, monkeypatch) -> Non
         reasons = original(ev, request)
         return [r for r in reasons if r != R.TOKEN_HEADROOM_EXHAUSTED]
 
-    monkeypatch.setattr(cap, "token_reasons", lenient)
+    _patch_capacity(monkeypatch, "token_reasons", lenient)
     result = run_cli("audit", "--journal", journal_path, "--seq", seqs["refused"])
     assert result.code == 1 and "NOT REPRODUCED" in result.stdout
     body = run_cli("audit", "--journal", journal_path, "--json", "--seq", seqs["refused"]).json
@@ -254,10 +262,10 @@ def test_a_changed_rule_is_not_reproduced(journal_path: str, monkeypatch) -> Non
 def test_a_changed_figure_rule_is_not_reproduced(journal_path: str, monkeypatch) -> None:
     """Even a rule change that keeps every verdict shows: the figures differ."""
     seqs = _scenario(journal_path)
-    monkeypatch.setattr(cap, "WINDOW_US", 61 * 1_000_000)
+    _patch_capacity(monkeypatch, "WINDOW_US", 61 * 1_000_000)
     body = run_cli("audit", "--journal", journal_path, "--json", "--seq", seqs["admitted"]).json
     assert body["reproduced"] is True  # no sample sits between 60 and 61 s back
-    monkeypatch.setattr(cap, "weighted_tpm", lambda u, c, o, w, cw=0: u + o)  # cached ignored
+    _patch_capacity(monkeypatch, "weighted_tpm", lambda u, c, o, w, cw=0: u + o)  # cached ignored
     body = run_cli("audit", "--journal", journal_path, "--json", "--seq", seqs["admitted"]).json
     assert body["reproduced"] is False
     assert any(d.startswith("receipt.usage_tpm") for d in body["differences"])

@@ -139,11 +139,11 @@ def _timeline(path: str, **options: Any) -> au.Timeline:
 def checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every point the sampler computes is compared with the evaluation at its time, and
     the point before it with the evaluation just before it; the points checked."""
-    fast = au._Sampler.point
+    fast = au.timeline._Sampler.point
     checked: list[int] = []
     previous: dict[int, au.Point] = {}
 
-    def point(sampler: au._Sampler, at_us: int) -> au.Point:
+    def point(sampler: au.timeline._Sampler, at_us: int) -> au.Point:
         found = fast(sampler, at_us)
         goal = sampler.goal
         assert found == au.point_of(cap.evaluate(goal, at_us)), at_us
@@ -156,7 +156,7 @@ def checked(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         checked.append(at_us)
         return found
 
-    monkeypatch.setattr(au._Sampler, "point", point)
+    monkeypatch.setattr(au.timeline._Sampler, "point", point)
     return checked
 
 

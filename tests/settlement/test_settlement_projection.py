@@ -1,4 +1,4 @@
-"""The pure settlement fold and decisions (projections/settlement.py), no I/O."""
+"""The pure settlement fold and decisions (projections/settlement/), no I/O."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ from hypothesis import strategies as st
 
 from quotaledger.journal import Record
 from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.projections import reasons as R
 from quotaledger.projections import settlement as s
 from quotaledger.projections.ledger import PROJECTOR
-from quotaledger.projections.types import IDENTIFIER_PATTERN
+from quotaledger.projections.limits import WINDOW_HOURS_MAX
+from quotaledger.projections.types import IDENTIFIER_PATTERN, Payload
 from quotaledger.services.settlement import resume_view
 from tests.settlement.settlement_helpers import effect, spend_line
 
@@ -29,7 +31,7 @@ class Folder:
         self.state = s.SettlementState()
         self.seq = 0
 
-    def add(self, payload: s.Payload, at_us: int) -> None:
+    def add(self, payload: Payload, at_us: int) -> None:
         self.seq += 1
         kind = {cls: k for k, cls in s.EVENTS.items()}[type(payload)]
         record = Record(
@@ -116,7 +118,7 @@ def test_zero_allowance_pauses_new_turns_for_good() -> None:
     f = Folder()
     f.add(s.BudgetConfigured(allowed_units=0, window_hours=1.0), T0_US)
     d = s.decide_open(f.state, "g", "a", "t1", "k", T0_US)
-    assert d.reasons == (s.QUOTA_THROTTLED,)
+    assert d.reasons == (R.QUOTA_THROTTLED,)
     assert d.detail.figures is not None and d.detail.figures.reopens_at_us is None
 
 
@@ -129,15 +131,15 @@ def test_no_budget_never_throttles() -> None:
 def test_decisions_follow_the_turn_lifecycle() -> None:
     f = Folder()
     eff = s.effect_of("g", "a", "k1", "t1")
-    assert s.decide_writeback(f.state, "g", "a", "t1", 5).reasons == (s.TURN_NOT_OPEN,)
-    assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (s.SPEND_IDENTITY_MISMATCH,)
+    assert s.decide_writeback(f.state, "g", "a", "t1", 5).reasons == (R.TURN_NOT_OPEN,)
+    assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (R.SPEND_IDENTITY_MISMATCH,)
     f.add(s.TurnOpened(agent="a", turn="t1", task="k1"), T0_US)
-    assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (s.TURN_IN_PROGRESS,)
+    assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (R.TURN_IN_PROGRESS,)
     assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).idempotent is True
     assert s.decide_open(f.state, "g", "a", "t1", "k9", T0_US).reasons == (
-        s.TURN_EXISTS_WITH_DIFFERENT_TASK,
+        R.TURN_EXISTS_WITH_DIFFERENT_TASK,
     )
-    assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (s.WRITEBACK_NOT_VERIFIED,)
+    assert s.decide_spend(f.state, "g", "a", "t1", eff, 5).reasons == (R.WRITEBACK_NOT_VERIFIED,)
     assert resume_view(f.state, "g", "a") == {
         "phase": "open",
         "next_step": "writeback",
@@ -151,8 +153,8 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
     assert resume["command"] == spend_line("g", "a", "t1", eff, 5)
     assert (resume["effect"], resume["amount"]) == (eff, 5)
     assert s.decide_writeback(f.state, "g", "a", "t1", 5).idempotent is True
-    assert s.decide_writeback(f.state, "g", "a", "t1", 6).reasons == (s.WRITEBACK_AMOUNT_CONFLICT,)
-    assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (s.SETTLEMENT_OWED,)
+    assert s.decide_writeback(f.state, "g", "a", "t1", 6).reasons == (R.WRITEBACK_AMOUNT_CONFLICT,)
+    assert s.decide_open(f.state, "g", "a", "t2", "k2", T0_US).reasons == (R.SETTLEMENT_OWED,)
     assert s.decide_open(f.state, "g", "b", "t2", "k2", T0_US).ok  # other agents go on
     for wrong in (
         ("g2", "a", "t1", eff, 5),
@@ -161,7 +163,7 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
         ("g", "a", "t1", "f" * 32, 5),
         ("g", "a", "t1", eff, 6),
     ):
-        assert s.decide_spend(f.state, *wrong).reasons == (s.SPEND_IDENTITY_MISMATCH,), wrong
+        assert s.decide_spend(f.state, *wrong).reasons == (R.SPEND_IDENTITY_MISMATCH,), wrong
     spend = s.decide_spend(f.state, "g", "a", "t1", eff, 5)
     assert spend.kind == s.QUOTA_SPENT and isinstance(spend.payload, s.QuotaSpent)
     assert (spend.payload.spent_before, spend.payload.spent_after) == (0, 5)
@@ -169,7 +171,7 @@ def test_decisions_follow_the_turn_lifecycle() -> None:
     replay = s.decide_spend(f.state, "g", "a", "t1", eff, 5)
     assert replay.ok and replay.idempotent and replay.kind is None
     assert resume_view(f.state, "g", "a")["effective_action"] == "settled_skip"
-    assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).reasons == (s.TURN_ALREADY_SETTLED,)
+    assert s.decide_open(f.state, "g", "a", "t1", "k1", T0_US).reasons == (R.TURN_ALREADY_SETTLED,)
     assert resume_view(f.state, "g", "nobody") == {"phase": "idle"}
 
 
@@ -183,7 +185,7 @@ def test_state_round_trips_through_the_checkpoint_codec() -> None:
     assert PROJECTOR.load(PROJECTOR.dump(ledger)).settlement == f.state
 
 
-@pytest.mark.parametrize("hours", [0.0, -1.0, s.WINDOW_HOURS_MAX * 2])
+@pytest.mark.parametrize("hours", [0.0, -1.0, WINDOW_HOURS_MAX * 2])
 def test_budget_payload_rejects_bad_windows(hours: float) -> None:
     data = msgspec.json.encode({"allowed_units": 1, "window_hours": hours})
     with pytest.raises(msgspec.ValidationError):

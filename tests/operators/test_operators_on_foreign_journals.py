@@ -1,6 +1,6 @@
 """Operators' questions (SPEC §7) asked of journals quotaledger never wrote.
 
-`elsewhere.py` is a second implementation of SPEC §3 written from the SPEC text; it
+`independent_operators.py` is a second implementation of SPEC §3 written from the SPEC text; it
 journals with the independent writer (json + hashlib) and answers the questions
 itself. quotaledger's CLI must give the same answers: why a run was refused (binding
 constraint, shortfall of SPEC §7's formula), what held the capacity, when it could
@@ -21,7 +21,14 @@ import pytest
 
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
-from tests.operators.elsewhere import WINDOW_US, Elsewhere, Goal, random_history, ts, us_of
+from tests.operators.independent_operators import (
+    WINDOW_US,
+    Goal,
+    IndependentOperators,
+    random_history,
+    ts,
+    us_of,
+)
 from tests.support import REPO, run_cli, run_process
 
 AUDIT_KEYS = {"ok", "event", "recorded", "replayed", "reproduced", "explanation"}
@@ -48,7 +55,7 @@ TOKEN_DEFAULTS = {
 }
 
 
-def _write(tmp_path: Path, world: Elsewhere, name: str = "elsewhere.jsonl") -> str:
+def _write(tmp_path: Path, world: IndependentOperators, name: str = "foreign.jsonl") -> str:
     path = tmp_path / name
     path.write_bytes(world.bytes())
     return str(path)
@@ -60,7 +67,9 @@ def _cli(path: str, *args: str) -> Any:
     return result
 
 
-def _check_audit(body: dict[str, Any], decision: dict[str, Any], world: Elsewhere) -> None:
+def _check_audit(
+    body: dict[str, Any], decision: dict[str, Any], world: IndependentOperators
+) -> None:
     assert set(body) >= AUDIT_KEYS
     assert set(body["event"]) >= {"seq", "hash", "kind", "at", "goal", "run"}
     assert set(body["recorded"]) == {"admitted", "reasons"}
@@ -118,7 +127,7 @@ def test_audit_by_hash_and_by_goal_run_find_the_same_decision(tmp_path: Path) ->
     assert body["event"]["seq"] == decision["seq"] and body["event"]["hash"] == digest
 
 
-def test_earliest_admissible_at_is_exact_on_elsewhere_histories(tmp_path: Path) -> None:
+def test_earliest_admissible_at_is_exact_on_independent_histories(tmp_path: Path) -> None:
     """Re-deciding (admit --dry-run on a copy) at the earliest time passes, 1 µs before fails."""
     checked = 0
     for seed in SEEDS:
@@ -152,7 +161,7 @@ def test_a_wrongly_recorded_decision_is_not_reproduced(tmp_path: Path) -> None:
     """Another implementation journaled a refusal the rules admit (and an admission they
     refuse): audit says reproduced: false, loudly, exit 1 — in a real process too."""
     t = us_of("2026-03-02T10:00:00.000000Z")
-    world = Elsewhere(t)
+    world = IndependentOperators(t)
     tokens = {
         "quota_tpm": 10_000,
         "target_tpm": 9_000,
@@ -185,9 +194,11 @@ def test_a_wrongly_recorded_decision_is_not_reproduced(tmp_path: Path) -> None:
 # -- whatif ------------------------------------------------------------------------------
 
 
-def _whatif_independent(world: Elsewhere, goal: str, overrides: dict[str, Any]) -> list[dict]:
+def _whatif_independent(
+    world: IndependentOperators, goal: str, overrides: dict[str, Any]
+) -> list[dict]:
     """Replay the journaled ops of `goal` with every configure changed by `overrides`."""
-    replay = Elsewhere(us_of(world.records[0]["at"]))
+    replay = IndependentOperators(us_of(world.records[0]["at"]))
     flips = []
     recorded = {d["seq"]: d for d in world.decisions}
     for record in world.records[1:]:
@@ -286,7 +297,7 @@ def test_whatif_flips_match_an_independent_replay(tmp_path: Path, seed: int) -> 
 # -- inspect, metrics, log, report ------------------------------------------------------------
 
 
-def _probe_times(world: Elsewhere) -> list[int]:
+def _probe_times(world: IndependentOperators) -> list[int]:
     times = sorted({us_of(r["at"]) for r in world.records})
     picked = times[:: max(1, len(times) // 6)]
     return [*picked, *(t + WINDOW_US for t in picked[:2]), times[-1] + 1]
@@ -297,7 +308,7 @@ def test_inspect_at_matches_an_independent_fold(tmp_path: Path, seed: int) -> No
     world = random_history(seed)
     path = _write(tmp_path, world)
     for t in _probe_times(world):
-        prefix = Elsewhere(us_of(world.records[0]["at"]))
+        prefix = IndependentOperators(us_of(world.records[0]["at"]))
         _replay_until(world, prefix, t)
         body = _cli(path, "inspect", "--at", ts(t)).json
         assert body["ok"] is True
@@ -323,7 +334,7 @@ def test_inspect_at_matches_an_independent_fold(tmp_path: Path, seed: int) -> No
                 assert row["lease_until"] == (None if end is None else ts(end))
 
 
-def _replay_until(world: Elsewhere, into: Elsewhere, t: int) -> None:
+def _replay_until(world: IndependentOperators, into: IndependentOperators, t: int) -> None:
     """Fold `world`'s records with at <= t into `into` (as recorded, no re-deciding)."""
     for record in world.records[1:]:
         at_us = us_of(record["at"])
@@ -347,7 +358,7 @@ def _replay_until(world: Elsewhere, into: Elsewhere, t: int) -> None:
         elif kind == "capacity.admitted":
             req = data["request"]
             end = None if req["lease_s"] is None else at_us + req["lease_s"] * 1_000_000
-            from tests.operators.elsewhere import Run
+            from tests.operators.independent_operators import Run
 
             g.runs[req["run"]] = Run(req, at_us, end, record["seq"])
             g.admissions += 1
@@ -396,7 +407,7 @@ def test_metrics_match_an_independent_fold_and_the_text_format(tmp_path: Path) -
     world = random_history(6)
     path = _write(tmp_path, world)
     t = max(us_of(r["at"]) for r in world.records)
-    state = Elsewhere(us_of(world.records[0]["at"]))
+    state = IndependentOperators(us_of(world.records[0]["at"]))
     _replay_until(world, state, t)
     result = run_cli("metrics", "--journal", path, "--at", ts(t))
     assert result.code == 0, result.stderr
@@ -522,7 +533,7 @@ class _Rows(HTMLParser):
         self.text.append(data)
 
 
-def test_report_lists_every_refusal_of_an_elsewhere_journal(tmp_path: Path) -> None:
+def test_report_lists_every_refusal_of_a_foreign_journal(tmp_path: Path) -> None:
     world = random_history(10)
     path = _write(tmp_path, world)
     out = tmp_path / "report.html"

@@ -239,7 +239,7 @@ class Goal:
         return [(run, num(a[0] + a[2] + a[1] * w)) for run, a in by_run.items()]
 
 
-class Elsewhere:
+class IndependentOperators:
     """Runs SPEC §3's commands and journals them with the independent writer."""
 
     def __init__(self, start_us: int, journal_id: str = "e1se" * 8) -> None:
@@ -416,11 +416,11 @@ def token_config(rng: random.Random) -> dict[str, Any]:
 
 def random_history(
     seed: int, steps: int = 45, goals: tuple[str, ...] = ("g", "alt/goal")
-) -> Elsewhere:
+) -> IndependentOperators:
     """A runner's life on two goals, with explicit times, as another implementation wrote it."""
     rng = random.Random(seed)
     t = us_of("2026-03-01T09:00:00.000000Z") + rng.randint(0, 10**6)
-    world = Elsewhere(t)
+    world = IndependentOperators(t)
     first = goals[0]
     gates = rng.choice(["cases", "tokens", "both", "both"])
     world.configure(

@@ -1,0 +1,78 @@
+"""Operators' questions of a goal's history (SPEC §7): audit, what-if, timelines.
+
+Pure: every function works on records and folded state handed to it, never on a
+file. The decisions are re-taken with `projections.capacity.decide_admission`, looked
+up on the module at call time: the audit runs the very function `admit` runs (and a
+rule changed in the code shows as "not reproduced").
+
+- `audit_decision`: the state just before a journaled decision, the recorded request
+  and time -> replayed decision and whether it reproduces the record; the
+  application explains it (binding constraint, shortfall, window composition from
+  `top_contributors`, reservations, cooldown, coverage, earliest admissible time).
+- `WhatIf`: a counterfactual replay of a goal's recorded admission requests under a
+  changed config, listing the decisions that flip.
+- `Timeline`: the goal's usage, reservations and limits sampled at every time they
+  change (event times, samples leaving the window, leases and cooldowns ending), for
+  the report's step charts.
+
+The package by job: `audit`, `whatif` and `timeline` (`goalfold` is the fold of one
+goal the last two share); every public name is re-exported here.
+"""
+
+from quotaledger.projections.audit.audit import (
+    FIGURES_ADDED_LATER,
+    HOST_DECISION_KINDS,
+    SETTLEMENT_DECISION_KINDS,
+    TOP_CONTRIBUTORS,
+    Audit,
+    Contributor,
+    RecordedDecision,
+    SettlementAudit,
+    audit_decision,
+    audit_settlement,
+    compare,
+    recorded_decision,
+    top_contributors,
+)
+from quotaledger.projections.audit.goalfold import (
+    GoalFold,
+)
+from quotaledger.projections.audit.timeline import (
+    Cooldown,
+    Point,
+    Timeline,
+    merged_cooldowns,
+    point_of,
+    seconds,
+)
+from quotaledger.projections.audit.whatif import (
+    Flip,
+    Overrides,
+    WhatIf,
+)
+
+__all__ = [
+    "FIGURES_ADDED_LATER",
+    "HOST_DECISION_KINDS",
+    "SETTLEMENT_DECISION_KINDS",
+    "TOP_CONTRIBUTORS",
+    "Audit",
+    "Contributor",
+    "Cooldown",
+    "Flip",
+    "GoalFold",
+    "Overrides",
+    "Point",
+    "RecordedDecision",
+    "SettlementAudit",
+    "Timeline",
+    "WhatIf",
+    "audit_decision",
+    "audit_settlement",
+    "compare",
+    "merged_cooldowns",
+    "point_of",
+    "recorded_decision",
+    "seconds",
+    "top_contributors",
+]

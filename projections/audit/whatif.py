@@ -1,0 +1,202 @@
+"""What-if (SPEC §7): a goal's recorded admission requests replayed under a changed config."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from quotaledger.journal import InvalidInput, Record, codes
+from quotaledger.journal.clock import format_us
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.audit.audit import recorded_decision
+from quotaledger.projections.audit.goalfold import GoalFold
+from quotaledger.projections.capacity import ConfigFields
+
+# -- what-if ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """The config fields a what-if changes, applied by configure's rule (SPEC §3.5):
+    only these fields change, and a derived default never set explicitly follows its
+    source (so "what if I had 6 slots" moves a default target and caps)."""
+
+    fields: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, fields: ConfigFields) -> "Overrides":
+        return cls(cap.given_fields(fields))
+
+    def apply(
+        self,
+        cases: cap.CaseConfig | None,
+        tokens: cap.TokenConfig | None,
+        explicit: tuple[str, ...] | list[str] = (),
+    ) -> tuple[cap.CaseConfig | None, cap.TokenConfig | None]:
+        """The recorded config with the given fields changed (exit 2 if that is invalid).
+
+        A gate or dimension the record does not configure stays absent, unless the
+        overrides name its defining field (`max_active_cases`, a quota): then it is
+        built from the defaults and the given fields.
+        """
+        if not self.fields:
+            return cases, tokens
+        current = cap.Config(cases, tokens, tuple(explicit))
+        flat = current.flat()
+        applicable = {n: v for n, v in self.fields.items() if self._applies(n, flat)}
+        try:
+            new = cap.reconfigure(current, applicable)
+        except InvalidInput as exc:
+            problems = exc.context.get("problems") or [str(exc)]
+            raise InvalidInput(
+                "the what-if config is invalid: " + "; ".join(problems),
+                code=codes.INVALID_CONFIG,
+                problems=problems,
+            ) from None
+        return new.cases, new.tokens
+
+    def _applies(self, name: str, flat: dict[str, Any]) -> bool:
+        """Does an override of `name` apply to a config whose values are `flat`?"""
+        given = self.fields
+        if name in cap.CASE_FIELDS:
+            return flat["max_active_cases"] is not None or "max_active_cases" in given
+        quotas = [cap.dimension_fields(d)[0] for d in cap.DIMENSIONS]
+        for dimension in cap.DIMENSIONS:
+            names = cap.dimension_fields(dimension)
+            if name in names:
+                return flat[names[0]] is not None or names[0] in given
+        # a token-gate field of no one dimension
+        return any(flat[q] is not None or q in given for q in quotas)
+
+    def describe(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self.fields.items())
+
+
+@dataclass(frozen=True)
+class Flip:
+    seq: int
+    run: str
+    at: str
+    recorded_admitted: bool
+    whatif_admitted: bool
+    whatif_reasons: tuple[str, ...]
+    recorded_reasons: tuple[str, ...]
+    whatif_idempotent: bool
+
+
+class WhatIf(GoalFold):
+    """Replays one goal's records under `overrides`; feed every record in journal order.
+
+    Before `since_us` the records fold as recorded; from then on the config is the
+    recorded one with the overrides applied, each recorded admission request is
+    decided again at its recorded time, and what the replay admitted holds its case
+    slot and forecast until its recorded release, its lease's end, or the end of the
+    range. Observed usage is the recorded usage. Provider rejections happen at their
+    recorded times and their cooldowns follow the replayed config.
+    """
+
+    def __init__(
+        self,
+        goal: str,
+        overrides: Overrides,
+        *,
+        since_us: int | None = None,
+        until_us: int | None = None,
+    ) -> None:
+        super().__init__(goal, since_us, until_us)
+        self.overrides = overrides
+        self.decisions = 0
+        self.flips: list[Flip] = []
+        self.first_at: str | None = None
+        self.last_at: str | None = None
+        self._replaying = False
+
+    def feed(self, record: Record, payload: Any) -> None:
+        at_us = self.record_at_us(record)
+        if at_us is None:
+            return
+        if not self._replaying and (self.since_us is None or at_us >= self.since_us):
+            self._start_replay()
+        if not self._replaying:
+            cap.apply(self.state, record, payload)
+            return
+        if self.first_at is None:
+            self.first_at = record.at
+        self.last_at = record.at
+        cap.apply(self.state, record, self._counterfactual(record, payload, at_us))
+
+    def _start_replay(self) -> None:
+        """From here on the config carries the overrides (validated once up front)."""
+        self._replaying = True
+        goal = self.state.goals.get(self.goal)
+        if goal is not None:
+            goal.cases, goal.tokens = self.overrides.apply(goal.cases, goal.tokens, goal.explicit)
+
+    def _counterfactual(self, record: Record, payload: Any, at_us: int) -> Any:
+        """The payload this record would have had in the replayed world."""
+        goal = self.goal_state
+        if isinstance(payload, cap.CapacityConfigured):
+            cases, tokens = self.overrides.apply(payload.cases, payload.tokens, payload.explicit)
+            return cap.CapacityConfigured(cases=cases, tokens=tokens, explicit=payload.explicit)
+        if isinstance(payload, cap.CapacityRejected):
+            plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
+            return msgspec.structs.replace(
+                payload,
+                cooldown_s=plan.cooldown_s,
+                clamped=plan.clamped,
+                cooldown_until=format_us(plan.cooldown_until_us),
+                streak=plan.streak,
+            )
+        recorded = recorded_decision(record, payload)
+        if recorded is None:
+            return payload  # observations and releases happen as recorded
+        decision = cap.decide_admission(goal, recorded.request, at_us)
+        self.decisions += 1
+        if decision.ok != recorded.admitted:
+            self.flips.append(
+                Flip(
+                    record.seq,
+                    recorded.request.run,
+                    record.at,
+                    recorded.admitted,
+                    decision.ok,
+                    decision.reasons,
+                    recorded.reasons,
+                    decision.idempotent,
+                )
+            )
+        # What admit would have appended (None for an idempotent replay: fold nothing).
+        return decision.payload
+
+    def assumptions(self) -> list[str]:
+        """Every assumption the replay makes, stated for the operator."""
+        changes = self.overrides.describe() or "none (the recorded config)"
+        end = format_us(self.until_us) if self.until_us is not None else "the end of the journal"
+        start = format_us(self.since_us) if self.since_us is not None else "the goal's first event"
+        notes = [
+            f"config changes: {changes}; only these fields change, applied on top of each "
+            "recorded configure (and of the config in force when the range starts); every "
+            "other field keeps its recorded value",
+            f"range: from {start} to {end}; events before the range fold as recorded",
+            "every recorded admission request (capacity.admitted and capacity.refused "
+            "events) is decided again at its recorded time, in journal order, by the same "
+            "decision function as admit; requests that were never journaled (dry runs, "
+            "idempotent replays) are not replayed",
+            "observed usage is the recorded usage: a run refused in the replay is assumed "
+            "to have consumed what was observed anyway",
+            "a run admitted in the replay holds its forecast and case slot until its "
+            "recorded release, the end of its lease (renewed by its observations), or the "
+            "end of the range",
+            "a run admitted in reality but refused in the replay holds nothing",
+            "provider rejections (429) happen at their recorded times; their cooldowns are "
+            "recomputed under the replayed config (Retry-After as recorded)",
+            "recorded configures apply even when the replay's occupancy exceeds their case "
+            "limits (config_below_occupancy is not re-checked)",
+        ]
+        notes.append(
+            "the overrides are applied by configure's rule: a derived default never set "
+            "explicitly (a target from its quota, target_active_cases and the case caps "
+            "from max_active_cases) follows its source; a value set explicitly keeps its "
+            "recorded value unless overridden too"
+        )
+        return notes

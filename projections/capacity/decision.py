@@ -1,0 +1,393 @@
+"""The capacity decisions (SPEC §3.2-§3.6): admission, release, a rejection's
+cooldown, when a refused request would pass, readiness and the next action."""
+
+import math
+
+import msgspec
+
+from quotaledger.journal.clock import US_PER_S, format_us
+from quotaledger.projections import reasons as R
+from quotaledger.projections.capacity.config import (
+    ARM_GROUP,
+    DEFAULT_COOLDOWN_BASE_S,
+    DEFAULT_COOLDOWN_MAX_S,
+    LIMIT_DIMENSIONS,
+    CaseConfig,
+    Dimension,
+    Number,
+)
+from quotaledger.projections.capacity.evaluation import (
+    DimensionState,
+    Evaluation,
+    evaluate,
+    forecast_of,
+    tidy,
+)
+from quotaledger.projections.capacity.events import (
+    ADMITTED,
+    REFUSED,
+    RELEASED,
+    ActiveCases,
+    AdmitRequest,
+    CapacityAdmitted,
+    CapacityRefused,
+    CapacityReleased,
+    Figures,
+    Receipt,
+)
+from quotaledger.projections.capacity.fold import WINDOW_US, ActiveRun, GoalCapacity
+from quotaledger.projections.decision import Decision
+
+
+def seconds_us(seconds: Number) -> int:
+    """A duration in whole microseconds; a fractional one is rounded up (a cooldown
+    never ends early), after dropping float noise (0.1 s is 100000 µs, not 100001)."""
+    if isinstance(seconds, int):
+        return seconds * US_PER_S
+    return math.ceil(round(seconds * US_PER_S, 3))
+
+
+# -- the admission decision (SPEC §3.3, §3.6) ------------------------------------------
+
+
+class Admission(msgspec.Struct, frozen=True):
+    """What an admission decision used and took (its `Decision.detail`)."""
+
+    figures: Figures
+    receipt: Receipt | None
+    """For an admission: the new receipt, or the original one on an idempotent replay."""
+    original: ActiveRun | None = None
+    """The active admission of the same run, if any."""
+
+
+AdmissionDecision = Decision[Admission]
+"""`ok` is admitted; the event is `capacity.admitted` or, for a refusal, the journaled
+`capacity.refused`; an idempotent replay appends nothing."""
+
+
+def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> AdmissionDecision:
+    """May `request` start at `at_us`? Pure: the same answer for the same inputs.
+
+    `goal` is the goal's state folded up to (not including) the decision; `at_us` is the
+    decision's time, at or after the goal's latest folded event. `admit`, `audit` and
+    `whatif` all decide with this one function.
+    """
+    ev = evaluate(goal, at_us)
+    original = next((r for r in ev.active_runs if r.request.run == request.run), None)
+    if original is not None:
+        figures = ev.figures(request, request.run_class)
+        if original.request == request:
+            detail = Admission(figures, original.receipt, original)
+            return Decision(idempotent=True, detail=detail)
+        return _refusal(request, (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,), figures, original)
+    reasons = refusal_reasons(ev, request)
+    figures = ev.figures(request, request.run_class, binding_dimension(reasons))
+    if reasons:
+        return _refusal(request, reasons, figures, None)
+    receipt = _receipt(ev, figures, request)
+    admitted = CapacityAdmitted(request=request, receipt=receipt)
+    return Decision(kind=ADMITTED, payload=admitted, detail=Admission(figures, receipt))
+
+
+def _refusal(
+    request: AdmitRequest,
+    reasons: tuple[str, ...],
+    figures: Figures,
+    original: ActiveRun | None,
+) -> AdmissionDecision:
+    """A refusal is journaled, with the figures it was decided on (SPEC §3.3)."""
+    refused = CapacityRefused(request=request, reasons=list(reasons), figures=figures)
+    return Decision(
+        reasons=reasons,
+        kind=REFUSED,
+        payload=refused,
+        detail=Admission(figures, None, original),
+    )
+
+
+def binding_dimension(reasons: tuple[str, ...] | list[str]) -> Dimension | None:
+    """The first dimension with a failing reason (gate-wide reasons name none)."""
+    for reason in reasons:
+        dimension = R.REASON_DIMENSION.get(reason)
+        if dimension is not None:
+            return dimension  # type: ignore[return-value]
+    return None
+
+
+def refusal_reasons(ev: Evaluation, request: AdmitRequest) -> tuple[str, ...]:
+    """Every failing reason, in the documented order (idempotency aside)."""
+    if not ev.configured:
+        return (R.NOT_CONFIGURED,)
+    reasons: list[str] = []
+    if ev.cases is not None:
+        reasons += case_reasons(ev.cases, ev.active_cases, request.arm)
+    if ev.tokens is not None:
+        reasons += token_reasons(ev, request)
+    return tuple(reasons)
+
+
+def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> list[str]:
+    """The case gate's failing reasons for one more run of `arm`."""
+    reasons: list[str] = []
+    if active.total >= cases.target_active_cases:
+        reasons.append(R.TARGET_CAPACITY_EXHAUSTED)
+    if active.total >= cases.max_active_cases:
+        reasons.append(R.TOTAL_CAPACITY_EXHAUSTED)
+    if arm is None:
+        reasons.append(R.CASE_ARM_REQUIRED)
+        return reasons
+    group = ARM_GROUP[arm]
+    if group == "baseline" and active.baseline >= cases.max_baseline_cases:
+        reasons.append(R.BASELINE_CAPACITY_EXHAUSTED)
+    if group == "test" and active.test >= cases.max_test_cases:
+        reasons.append(R.TEST_CAPACITY_EXHAUSTED)
+    if group == "baseline":
+        # A baseline may not take a slot the test arms are still owed.
+        owed_to_test = max(0, cases.reserved_test_cases - active.test)
+        if cases.target_active_cases - (active.total + 1) < owed_to_test:
+            reasons.append(R.RESERVED_TEST_CAPACITY)
+    return reasons
+
+
+def token_reasons(ev: Evaluation, request: AdmitRequest) -> list[str]:
+    """The token gate's failing reasons for `request`, in SPEC §3.6's order: tpm's
+    forecast checks, the gate-wide checks, tpm's room checks, then itpm, otpm, rpm."""
+    dimensions = ev.dimensions
+    run_class = request.run_class
+    reasons: list[str] = []
+    tpm = dimensions.get("tpm")
+    if tpm is not None:
+        reasons += _forecast_checks(tpm, forecast_of(request, "tpm"))
+    if ev.cooldown_active:
+        reasons.append(R.CAPACITY_COOLDOWN_ACTIVE)
+    if ev.usage.unmetered_in_window:
+        reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
+    if ev.observation_stale:
+        reasons.append(R.USAGE_OBSERVATION_STALE)
+    if tpm is not None:
+        reasons += _room_checks(tpm, forecast_of(request, "tpm"), run_class)
+    for dimension in LIMIT_DIMENSIONS:
+        state = dimensions.get(dimension)
+        if state is not None:
+            forecast = forecast_of(request, dimension)
+            reasons += _forecast_checks(state, forecast)
+            reasons += _room_checks(state, forecast, run_class)
+    return reasons
+
+
+def _forecast_checks(s: DimensionState, forecast: int | None) -> list[str]:
+    assert s.limit is not None
+    names = R.DIMENSION_REASONS[s.dimension]
+    if forecast is None:
+        return [names["forecast_required"]]
+    if forecast > s.limit.target:
+        return [names["forecast_exceeds_target"]]
+    return []
+
+
+def _room_checks(s: DimensionState, forecast: int | None, run_class: str) -> list[str]:
+    """The headroom check (with the evaluator-reserve rule) and the provider's remaining."""
+    if forecast is None:
+        return []
+    assert s.limit is not None
+    names = R.DIMENSION_REASONS[s.dimension]
+    reasons: list[str] = []
+    needed = s.load + forecast + s.limit.cold_start_reserve
+    available = s.available(run_class)
+    assert available is not None
+    if needed > available:
+        # A solver that only lacks room because of the evaluator reserve is told so.
+        protected = run_class == "solver" and needed <= s.limit.target
+        reasons.append(
+            names["evaluator_reserve_protected"] if protected else names["headroom_exhausted"]
+        )
+    room = None if s.provider is None else s.provider.room
+    if room is not None and forecast > room:
+        reasons.append(names["provider_exhausted"])
+    return reasons
+
+
+def _receipt(ev: Evaluation, figures: Figures, request: AdmitRequest) -> Receipt:
+    lease_s = request.lease_s
+    return Receipt(
+        **msgspec.structs.asdict(figures),
+        run=request.run,
+        at=format_us(ev.at_us),
+        cases="not_configured" if ev.cases is None else "slot_taken",
+        tokens="not_configured" if ev.tokens is None else "reserved",
+        lease_until=None if lease_s is None else format_us(ev.at_us + lease_s * US_PER_S),
+    )
+
+
+def shortfall_tpm(figures: Figures, run_class: str) -> Number | None:
+    """How many TPM the forecast is over its headroom (None without a forecast or gate)."""
+    if figures.forecast_tpm is None or figures.headroom_tpm is None:
+        return None
+    return tidy(figures.forecast_tpm - figures.headroom_tpm)
+
+
+def shortfalls(
+    ev: Evaluation, request: AdmitRequest, reasons: tuple[str, ...]
+) -> dict[str, Number]:
+    """Per dimension with a failing reason: how much its forecast is over what that
+    dimension allows (its headroom, and the provider's remaining room where that
+    refused it). A dimension refused only for a missing forecast has no number."""
+    found: dict[str, Number] = {}
+    for dimension, state in ev.dimensions.items():
+        names = R.DIMENSION_REASONS[dimension]
+        failing = {check for check, reason in names.items() if reason in reasons}
+        forecast = forecast_of(request, dimension)
+        if not failing or forecast is None:
+            continue
+        over: list[Number] = []
+        if failing - {"provider_exhausted"}:
+            headroom = state.headroom(request.run_class)
+            assert headroom is not None
+            over.append(forecast - headroom)
+        room = None if state.provider is None else state.provider.room
+        if "provider_exhausted" in failing and room is not None:
+            over.append(forecast - room)
+        if over:
+            found[dimension] = tidy(max(over))
+    return found
+
+
+def decide_release(goal: GoalCapacity, run: str, at_us: int) -> Decision[None]:
+    """`release`: an active run's slot and reservation are freed; a run that is not
+    active holds nothing, so there is nothing to release (`run_not_active`)."""
+    active = goal.runs.get(run)  # runs are keyed by their request's run
+    if active is None or active.admitted_at_us > at_us or not active.active_at(at_us):
+        return Decision(reasons=(R.RUN_NOT_ACTIVE,), detail=None)
+    return Decision(kind=RELEASED, payload=CapacityReleased(run=run), detail=None)
+
+
+# -- when things change by themselves --------------------------------------------------
+
+
+def change_points_after(
+    goal: GoalCapacity, at_us: int, *, samples_after_seq: int = -1
+) -> list[int]:
+    """Times after `at_us` at which the evaluation changes with no new event: a sample
+    leaves the window, a lease ends, a cooldown ends, a provider report stops being
+    live. Sorted, without duplicates.
+
+    With `samples_after_seq`, only the samples folded after that record are looked at
+    (the others' times were asked for before): a timeline asking after every event
+    pays for each sample once, never for the whole window again.
+    """
+    points: set[int] = set()
+    samples = goal.samples
+    index = len(samples) - 1
+    while index >= goal.head and samples[index].seq > samples_after_seq:
+        points.add(samples[index].at_us + WINDOW_US)
+        index -= 1
+    for run in goal.runs.values():
+        if run.lease_until_us is not None and run.active_at(at_us):
+            points.add(run.lease_until_us)
+    if goal.cooldown_until_us is not None:
+        points.add(goal.cooldown_until_us)
+    for report in goal.provider.values():
+        points.add(report.ends_us())
+    return sorted(p for p in points if p > at_us)
+
+
+def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> int | None:
+    """The earliest time after `at_us` at which `request` would pass had nothing else
+    happened (samples ageing out, cooldown ending, leases expiring, provider reports
+    lapsing: every dimension); None if never."""
+    for point_us in change_points_after(goal, at_us):
+        if decide_admission(goal, request, point_us).ok:
+            return point_us
+    return None
+
+
+# -- cooldowns (SPEC §3.2) -------------------------------------------------------------
+
+
+class CooldownPlan(msgspec.Struct, frozen=True):
+    retry_after_s: Number | None
+    cooldown_s: Number
+    clamped: bool
+    cooldown_until_us: int
+    streak: int
+
+
+def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: Number | None) -> CooldownPlan:
+    """The bounded cooldown a provider rejection at `at_us` starts."""
+    tokens = goal.tokens
+    base_s = tokens.cooldown_base_s if tokens is not None else DEFAULT_COOLDOWN_BASE_S
+    max_s = tokens.cooldown_max_s if tokens is not None else DEFAULT_COOLDOWN_MAX_S
+    previous_us = goal.cooldown_until_us
+    # A rejection soon after the last cooldown continues the streak; a quiet spell resets it.
+    continues = previous_us is not None and at_us < previous_us + max_s * US_PER_S
+    streak = goal.streak + 1 if continues else 1
+    wanted_s = retry_after_s if retry_after_s is not None else base_s * 2 ** min(streak - 1, 64)
+    cooldown_s = min(wanted_s, max_s)
+    until_us = at_us + seconds_us(cooldown_s)
+    if previous_us is not None:
+        until_us = max(previous_us, until_us)
+    return CooldownPlan(retry_after_s, cooldown_s, wanted_s > max_s, until_us, streak)
+
+
+# -- configuration changes and readiness (SPEC §3.1, §3.5) -----------------------------
+
+
+def config_below_occupancy(active: ActiveCases, cases: CaseConfig | None) -> list[str]:
+    """Which new case limits are below the runs already active (empty: none)."""
+    if cases is None:
+        return []
+    limits = [
+        ("max_active_cases", cases.max_active_cases, active.total),
+        ("max_baseline_cases", cases.max_baseline_cases, active.baseline),
+        ("max_test_cases", cases.max_test_cases, active.test),
+    ]
+    return [f"{name} {limit} < {count} active" for name, limit, count in limits if limit < count]
+
+
+READY_PROBE = AdmitRequest(
+    run="admission-ready-probe",
+    case=None,
+    arm=None,
+    run_class="solver",
+    forecast_tpm=1,
+    lease_s=None,
+    forecast_itpm=1,
+    forecast_otpm=1,
+    forecast_rpm=1,
+)
+"""The request `admission_ready` asks about: a solver forecasting 1 in every dimension."""
+
+
+def admission_ready(ev: Evaluation) -> bool:
+    """Would a solver run forecasting 1 per dimension pass the token gate, with a case
+    slot free?"""
+    if not ev.configured:
+        return False
+    if ev.cases is not None and ev.active_cases.total >= ev.cases.target_active_cases:
+        return False
+    return ev.tokens is None or not token_reasons(ev, READY_PROBE)
+
+
+def next_action(ev: Evaluation) -> str:
+    """What the goal's operator or runner should do next (SPEC §3.5, first that applies)."""
+    cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
+    if not ev.configured:
+        return "configure"
+    if tokens is not None and ev.cooldown_active:
+        return "wait_for_cooldown"
+    if tokens is not None and (ev.observation_stale or ev.usage.unmetered_in_window):
+        return "observe_usage"
+    over_cases = cases is not None and (
+        active.total > cases.target_active_cases
+        or active.total > cases.max_active_cases
+        or active.baseline > cases.max_baseline_cases
+        or active.test > cases.max_test_cases
+    )
+    over_tokens = any(
+        s.limit is not None and s.reserved > s.limit.target for s in ev.dimensions.values()
+    )
+    if over_cases or over_tokens:
+        return "release_runs"
+    if admission_ready(ev):
+        return "backfill_to_target"
+    return "hold_at_target"

@@ -1,0 +1,215 @@
+"""The capacity events' payloads (SPEC §3.1) and their kinds."""
+
+from typing import Annotated, Literal
+
+import msgspec
+
+from quotaledger.projections.capacity.config import (
+    Arm,
+    CaseConfig,
+    Coverage,
+    Dimension,
+    Number,
+    RunClass,
+    TokenConfig,
+)
+from quotaledger.projections.limits import LEASE_S_MAX, RETRY_AFTER_S_MAX
+from quotaledger.projections.types import (
+    IDENTIFIERS_KNOWN,
+    TEXT_CHARS_ALWAYS_FIT,
+    CanonicalAt,
+    FreeText,
+    Identifier,
+    Payload,
+    TokenCount,
+    check_identifier,
+    check_text,
+)
+
+FractionalSeconds = (
+    Annotated[int, msgspec.Meta(ge=0, le=RETRY_AFTER_S_MAX)]
+    | Annotated[float, msgspec.Meta(ge=0.0, le=RETRY_AFTER_S_MAX)]
+)
+"""Seconds that may be fractional (a Retry-After of 1.5 s); an integer stays an integer."""
+
+# -- event payloads (SPEC §3.1) --------------------------------------------------------
+
+
+class UsageParts(Payload, frozen=True, kw_only=True):
+    """Raw (unweighted) token counts in the window, kept disjoint."""
+
+    uncached_input: int
+    cached_input: int
+    cache_write_input: int = 0  # absent from figures written before it existed
+    output: int
+
+
+class ActiveCases(Payload, frozen=True):
+    total: int
+    baseline: int
+    test: int
+
+
+class AdmitRequest(Payload, frozen=True, omit_defaults=True):
+    """What `admit` was asked. `omit_defaults`: only the members added after the first
+    version have defaults, so a request without them encodes as it always did."""
+
+    run: Identifier
+    case: Identifier | None
+    arm: Arm | None
+    run_class: RunClass = msgspec.field(name="class")
+    forecast_tpm: TokenCount | None
+    lease_s: Annotated[int, msgspec.Meta(ge=1, le=LEASE_S_MAX)] | None
+    forecast_itpm: TokenCount | None = None
+    forecast_otpm: TokenCount | None = None
+    forecast_rpm: TokenCount | None = None
+
+
+class DimensionFigures(Payload, frozen=True):
+    """One dimension's numbers in a decision (SPEC §3.6)."""
+
+    usage: Number
+    reserved: int
+    provider_used: int | None
+    """limit - remaining of the provider's live report, or null when none is live."""
+    load: Number
+    target: int
+    headroom: Number
+    """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
+    forecast: int | None
+
+
+class ProviderLimit(Payload, frozen=True):
+    """What a provider reported of one dimension in a response's headers (SPEC §3.6)."""
+
+    limit: TokenCount | None
+    remaining: TokenCount | None
+    reset_at: CanonicalAt | None
+
+
+ProviderReport = dict[Dimension, ProviderLimit]
+
+
+class Figures(Payload, frozen=True, kw_only=True):
+    """The numbers a decision used, as of its time."""
+
+    usage_tpm: Number
+    usage: UsageParts
+    reserved_tpm: int
+    load_tpm: Number
+    target_tpm: int | None
+    headroom_tpm: Number | None
+    """For the request's class: target - evaluator reserve (solvers) - cold start - load."""
+    forecast_tpm: int | None
+    coverage: Coverage
+    # Defaults only for members beyond SPEC §3.3's list: quotaledger always writes them
+    # (in this order; the encoder writes defaults too), but figures written elsewhere
+    # from the spec's list still decode.
+    observation_stale: bool = False
+    last_observation_at: CanonicalAt | None = None
+    cooldown_until: CanonicalAt | None
+    active_cases: ActiveCases
+    target_active_cases: int | None = None
+    max_active_cases: int | None = None
+    quota_tpm: int | None = None
+    evaluator_reserve_tpm: int | None = None
+    cold_start_reserve_tpm: int | None = None
+    dimensions: dict[Dimension, DimensionFigures] = msgspec.field(default_factory=dict)
+    binding_dimension: Dimension | None = None
+
+
+class Receipt(Figures, frozen=True, kw_only=True):
+    """An admission's figures plus what it took. The event's seq and hash are added
+    when it is presented (a record cannot contain its own hash)."""
+
+    run: Identifier
+    at: CanonicalAt
+    cases: Literal["slot_taken", "not_configured"]
+    tokens: Literal["reserved", "not_configured"]
+    lease_until: CanonicalAt | None = None  # the fold takes leases from the request
+
+
+ConfigFieldName = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]
+
+
+class CapacityConfigured(Payload, frozen=True, omit_defaults=True):
+    """The goal's full new config. `explicit` names every config field (as `configure`
+    takes it) set explicitly by this or an earlier configure and not since removed:
+    a field not in it is a derived default that follows its source (SPEC §3.5).
+
+    `omit_defaults` here and on the payloads below: only the members added after the
+    first version have defaults, so an event without them encodes as it always did.
+    """
+
+    cases: CaseConfig | None
+    tokens: TokenConfig | None
+    explicit: list[ConfigFieldName] = msgspec.field(default_factory=list)
+
+
+class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
+    run: Identifier | None
+    uncached_input: TokenCount
+    cached_input: TokenCount
+    cache_write_input: TokenCount = 0
+    output: TokenCount
+    requests: TokenCount | None
+    coverage: Coverage
+    source: FreeText | None
+    provider: ProviderReport | None = None
+
+    def __post_init__(self) -> None:
+        # Payload.__post_init__'s checks of this kind's fields (run, source; the
+        # provider's times are ProviderLimit's), written out: most events are
+        # observations, and the generic loop over the fields costs three times as
+        # much. tests/capacity/test_value_rules.py holds the two to the same verdict.
+        run = self.run
+        if run is not None and run not in IDENTIFIERS_KNOWN:
+            check_identifier("run", run)
+        source = self.source
+        if source is not None and len(source) > TEXT_CHARS_ALWAYS_FIT:
+            check_text("source", source)
+
+
+class CapacityAdmitted(Payload, frozen=True):
+    request: AdmitRequest
+    receipt: Receipt
+
+
+class CapacityRefused(Payload, frozen=True):
+    request: AdmitRequest
+    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]]
+    figures: Figures
+
+
+class CapacityRejected(Payload, frozen=True, omit_defaults=True):
+    run: Identifier | None
+    retry_after_s: FractionalSeconds | None
+    cooldown_s: FractionalSeconds
+    clamped: bool
+    cooldown_until: CanonicalAt
+    streak: Annotated[int, msgspec.Meta(ge=1)]
+    detail: FreeText | None
+    provider: ProviderReport | None = None
+
+
+class CapacityReleased(Payload, frozen=True):
+    run: Identifier
+
+
+CONFIGURED = "capacity.configured"
+OBSERVED = "capacity.observed"
+ADMITTED = "capacity.admitted"
+REFUSED = "capacity.refused"
+REJECTED = "capacity.rejected"
+RELEASED = "capacity.released"
+
+EVENTS: dict[str, type[Payload]] = {
+    CONFIGURED: CapacityConfigured,
+    OBSERVED: CapacityObserved,
+    ADMITTED: CapacityAdmitted,
+    REFUSED: CapacityRefused,
+    REJECTED: CapacityRejected,
+    RELEASED: CapacityReleased,
+}
+"""Event kind -> payload Struct."""
+DECISION_KINDS = (ADMITTED, REFUSED)
