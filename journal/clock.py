@@ -247,9 +247,12 @@ def check_not_in_future(at: str, now_us: int, last_at: str | None = None) -> Non
     if parse_at(at) <= now_us + skew_us or (last_at is not None and at <= last_at):
         return
     raise TimeInFuture(
-        f"--at {at} is more than {skew_us / US_PER_S:g} s ahead of this machine's clock "
-        f"({format_us(now_us)}); writers record no future events (set {CLOCK_SKEW_ENV} "
-        "for a skewed clock)",
+        lambda name: (
+            f"{name} {at} is more than {skew_us / US_PER_S:g} s ahead of this machine's "
+            f"clock ({format_us(now_us)}); writers record no future events (set "
+            f"{CLOCK_SKEW_ENV} for a skewed clock)"
+        ),
+        about="at",
         at=at,
         now=format_us(now_us),
         max_clock_skew_s=skew_us / US_PER_S,
@@ -268,7 +271,8 @@ def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: 
     if last_at is not None and at < last_at:
         last = "the last journal-level event" if goal is None else f"goal {goal!r}'s last event"
         raise TimeRegression(
-            f"--at {at} is earlier than {last} at {last_at}",
+            lambda name: f"{name} {at} is earlier than {last} at {last_at}",
+            about="at",
             at=at,
             last_at=last_at,
         )

@@ -2,42 +2,75 @@
 
     Error                  exit 2 unless a subclass says otherwise
     ├── InvalidInput                2  bad argument or payload; nothing written
-    │   ├── TimeRegression          2  explicit --at earlier than the goal's last event
-    │   └── TimeInFuture            2  explicit --at beyond the clock-skew bound on a writer
+    │   ├── TimeRegression          2  an explicit `at` earlier than the goal's last event
+    │   └── TimeInFuture            2  an explicit `at` beyond the clock-skew bound on a writer
     ├── JournalCorrupt              3  mid-log corruption, unreadable, wrong file type
     │   ├── NotRegularFile          3  a symlink, directory, FIFO or device
     │   ├── NotAJournal             3  a file whose first line is not a genesis record
     │   └── JournalReplaced         3  the path no longer names the file a handle holds
     └── StorageFailure              4  I/O failure; nothing acknowledged
-        ├── LockTimeout             4  lock wait exceeded --lock-timeout-s
+        ├── LockTimeout             4  lock wait exceeded `lock_timeout_s`
         └── JournalPoisoned         4  an fdatasync failed earlier on this handle
 
 Lower-level OSErrors are translated into these at the store boundary. A class's
 `exit_code` is the one statement of its exit code (SPEC §8); a raise site names its
 `code` from journal/codes.py. The commands layer turns an error into its JSON object
 and exit code in one place (`quotaledger.cli.output.exit_code_of`).
+
+A message about one of the engine's parameters (`at`, `lock_timeout_s`) names it as
+the engine does; a caller with its own names for them (the CLI's flags) words it
+with `worded(names)`: such an error is built from a function of the parameter's name,
+and `about` says which parameter it is.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from quotaledger.journal import codes
+
+Names = Callable[[str], str]
+"""A caller's word for one of the engine's parameters (the CLI: its flag)."""
+_NAME = "\0"
+"""Where the parameter's name goes in a message: no path, URL or time holds a NUL."""
 
 
 class Error(Exception):
     code = codes.ERROR
     exit_code = 2
+    about: str | None = None
+    """The parameter the message names, if it names one (see `worded`)."""
 
-    def __init__(self, message: str, *, code: str | None = None, **context: Any) -> None:
-        super().__init__(message)
-        self.message = message
+    def __init__(
+        self,
+        message: str | Names,
+        *,
+        code: str | None = None,
+        about: str | None = None,
+        **context: Any,
+    ) -> None:
+        # Kept as pieces around the parameter's name: plain strings, so an error still
+        # pickles (a process pool hands it back to its caller).
+        if isinstance(message, str):
+            self._pieces: tuple[str, ...] = (message,)
+        else:
+            assert about is not None, "a message built from a name says which parameter"
+            self._pieces = tuple(message(_NAME).split(_NAME))
+            self.about = about
+        self.message = (about or "").join(self._pieces)
+        super().__init__(self.message)
         if code is not None:
             self.code = code
         self.context = context
 
-    def to_json(self) -> dict[str, Any]:
-        return {"code": self.code, "message": self.message, **self.context}
+    def worded(self, names: Names) -> str:
+        """The message with `names`' word for the parameter it is about."""
+        return self.message if self.about is None else names(self.about).join(self._pieces)
+
+    def to_json(self, names: Names | None = None) -> dict[str, Any]:
+        message = self.message if names is None else self.worded(names)
+        return {"code": self.code, "message": message, **self.context}
 
 
 class InvalidInput(Error):

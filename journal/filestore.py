@@ -96,8 +96,9 @@ def _remove_quietly(path: str) -> None:
 class FileStore:
     """Low-level access to one journal file. Not thread-safe; one per process or thread.
 
-    It is both the core `Store` and its own `LocalFile` capability (torn tails cut
-    aside, the empty file re-linked, a descriptor for the parallel verify)."""
+    It is the core `Store`, its `Checkpoints` (a file beside the journal) and the
+    `LocalFile` capability (torn tails cut aside, the empty file re-linked, a descriptor
+    for the parallel verify)."""
 
     def __init__(self, path: str, *, create: bool) -> None:
         self.path = self.target = path
@@ -191,9 +192,12 @@ class FileStore:
             if command:
                 holder += f" ({command})"
         return LockTimeout(
-            f"journal {self.path} stayed locked by {holder} for {timeout_s:g} s: retry once "
-            "it finishes, give it longer with --lock-timeout-s, or stop that process if it "
-            "hangs",
+            lambda name: (
+                f"journal {self.path} stayed locked by {holder} for {timeout_s:g} s: retry "
+                f"once it finishes, give it longer with {name}, or stop that process if it "
+                "hangs"
+            ),
+            about="lock_timeout_s",
             lock_timeout_s=timeout_s,
             holder_pid=pid,
         )
@@ -429,10 +433,6 @@ class FileStore:
             raise StorageFailure(f"{self.path} was opened read-only", code=codes.READ_ONLY)
 
     # -- what only a file offers (the LocalFile capability) ---------------------
-
-    @property
-    def local_file(self) -> FileStore:
-        return self
 
     def local_fd(self) -> int | None:
         return self.read_fd if self.read_fd >= 0 else None

@@ -10,27 +10,28 @@ from typing import Any
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.journal import Journal, Progress
+from quotaledger.journal.fold import Fold, Progress
+from quotaledger.journal.reading import records
 from quotaledger.journal.store import PendingRecord
 
 
 def import_records(
-    journal: Journal[Any], source: Journal[Any], progress: Progress | None = None
+    fold: Fold[Any], source: Fold[Any], progress: Progress | None = None
 ) -> PendingRecord:
-    """Load every record of a verified journal into this empty store, hashes intact;
-    the last record loaded."""
-    journal.store.lock(journal.lock_timeout_s)
+    """Load every record of a verified journal (`source`) into this empty store,
+    hashes intact; the last record loaded."""
+    fold.hold.acquire()
     try:
-        journal._refresh(recover=True)
-        if journal._head.next_seq != 0:
+        fold.catch_up(recover=True)
+        if fold.head.next_seq != 0:
             raise InvalidInput(
-                f"{journal.store.target} already holds {journal._head.next_seq} records; "
+                f"{fold.store.target} already holds {fold.head.next_seq} records; "
                 "import needs an empty journal",
                 code=codes.JOURNAL_NOT_EMPTY,
             )
         pending = [
             PendingRecord(record, payload, line + b"\n")
-            for record, payload, line in source.records(progress=progress)
+            for record, payload, line in records(source, progress=progress)
         ]
         if source.torn_tail is not None:
             raise InvalidInput(
@@ -40,12 +41,12 @@ def import_records(
             )
         if not pending:
             raise InvalidInput(f"{source.store.target} holds no records", code=codes.EMPTY_SOURCE)
-        journal._state_valid = False
-        journal.store.load(pending)
-        journal._refresh(recover=True)
+        fold.valid = False
+        fold.store.load(pending)
+        fold.catch_up(recover=True)
         # Every record is now durable and folded: past the threshold, the next
         # command reads the checkpoint instead of folding them all again.
-        journal._maybe_checkpoint()
+        fold.committed()
         return pending[-1]
     finally:
-        journal.store.unlock()
+        fold.hold.release()

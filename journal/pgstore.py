@@ -57,7 +57,7 @@ from quotaledger.journal.errors import (
     StorageFailure,
 )
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.journal.store import LocalFile, PendingRecord, Tail
+from quotaledger.journal.store import PendingRecord, Tail
 
 EVENTS_TABLE = "quotaledger_events"
 CHECKPOINTS_TABLE = "quotaledger_checkpoints"
@@ -140,12 +140,12 @@ def _copy_text(value: bytes) -> bytes:
 
 
 class PgStore:
-    """One journal in one PostgreSQL schema. One per process or thread (one connection)."""
+    """One journal in one PostgreSQL schema. One per process or thread (one connection).
 
-    local_file: LocalFile | None = None
-    """No file-only capability: every row was committed whole (a row that does not
-    verify is corruption, never a torn tail), the append-only trigger refuses to cut
-    rows, and a table is never unlinked from under a writer."""
+    The core `Store` and its `Checkpoints` (a row beside the events); not a `LocalFile`:
+    every row was committed whole (a row that does not verify is corruption, never a
+    torn tail), the append-only trigger refuses to cut rows, and a table is never
+    unlinked from under a writer."""
 
     def __init__(self, url: str, *, create: bool) -> None:
         self.url = url
@@ -388,11 +388,15 @@ class PgStore:
             details = [part for part in (application, client) if part]
             if details:
                 who += f" ({', '.join(details)})"
-        advice = "retry once it finishes, give it longer with --lock-timeout-s"
+        hangs = ""
         if pid is not None:
-            advice += f", or end that session (SELECT pg_terminate_backend({pid})) if it hangs"
+            hangs = f", or end that session (SELECT pg_terminate_backend({pid})) if it hangs"
         return LockTimeout(
-            f"journal {self.target} stayed locked by {who} for {timeout_s:g} s: {advice}",
+            lambda name: (
+                f"journal {self.target} stayed locked by {who} for {timeout_s:g} s: retry "
+                f"once it finishes, give it longer with {name}{hangs}"
+            ),
+            about="lock_timeout_s",
             lock_timeout_s=timeout_s,
             holder_pid=pid,
         )

@@ -3,9 +3,9 @@
 
     result = journal.repair(truncate_after_seq=41)   # Journal.repair calls repair()
 
-Only a journal file can be cut (`Store.local_file`); PostgreSQL refuses with
+Only a journal file can be cut (the `LocalFile` capability); PostgreSQL refuses with
 `repair_unsupported`. The steps run under the journal's lock on the handle's own
-fold, durability and commit steps (`Journal._fold_into`, `_durable`, `_commit`).
+fold, durability and commit steps (`Fold.fold_into`, `make_durable`, `commit`).
 """
 
 import hashlib
@@ -19,15 +19,16 @@ from quotaledger.journal import codes
 from quotaledger.journal.chain import Head, PayloadDecoder, scan
 from quotaledger.journal.clock import event_time, parse_at, wall_us
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.journal import Journal, Transaction
+from quotaledger.journal.fold import Fold
 from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired, self_verify
-from quotaledger.journal.store import PendingRecord, Store, rest_from
+from quotaledger.journal.store import PendingRecord, Store, local_file_of, rest_from
+from quotaledger.journal.transaction import Transaction
 
 _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
 
 
 def repair(
-    journal: Journal[Any], truncate_after_seq: int, explicit_at: str | None = None
+    fold: Fold[Any], truncate_after_seq: int, explicit_at: str | None = None
 ) -> "RepairResult":
     """Move every record after `truncate_after_seq` to a quarantine file (SPEC §2.4).
 
@@ -36,45 +37,20 @@ def repair(
     the prefix's last journal-level record); running the same repair again finds
     that record and changes nothing.
     """
-    journal.store.lock(journal.lock_timeout_s)
+    fold.hold.acquire()
     try:
-        head = Head()
-        batches: list[tuple[int, int]] = []
-        failure = journal._fold_into(
-            head,
-            journal.projector.initial(),
-            None,
-            stop_after_seq=truncate_after_seq,
-            batches=batches,
-        )
-        for first, last in batches:
-            if first <= truncate_after_seq < last:
-                # Cutting inside a transaction would keep part of it (SPEC §2.4 item 5).
-                raise InvalidInput(
-                    f"record {truncate_after_seq} is inside the transaction of records "
-                    f"{first}-{last}: truncate after {first - 1} or after {last}",
-                    code=codes.REPAIR_INSIDE_TRANSACTION,
-                    transaction=[first, last],
-                )
-        if head.seq < truncate_after_seq:
-            where = failure.reason if failure is not None else "the journal ends there"
-            raise InvalidInput(
-                f"record {truncate_after_seq} is not in the verified prefix, which ends at "
-                f"seq {head.seq} ({where})",
-                code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
-                verified_seq=head.seq,
-            )
-        rest = rest_from(journal.store, head.offset, head.next_seq)
+        head = _verified_prefix(fold, truncate_after_seq)
+        rest = rest_from(fold.store, head.offset, head.next_seq)
         previous = _previous_repair(rest, truncate_after_seq)
         if previous is not None:  # the same repair already ran: report its file
-            kept = os.path.join(os.path.dirname(journal.store.target), previous.quarantine)
-            journal._durable(head.offset + len(rest))
+            kept = os.path.join(os.path.dirname(fold.store.target), previous.quarantine)
+            fold.make_durable(head.offset + len(rest))
             return RepairResult(truncate_after_seq, kept, 0, False)
-        unlogged = None if rest else _unlogged_cut(journal.store, head)
+        unlogged = None if rest else _unlogged_cut(fold.store, head)
         if not rest and unlogged is None:
-            journal._durable(head.offset)
+            fold.make_durable(head.offset)
             return RepairResult(truncate_after_seq, None, 0, False)
-        if rest and _verifies(rest, head.copy(), journal.decoder):
+        if rest and _verifies(rest, head.copy(), fold.decoder):
             # Repair is the way out of corruption (SPEC §2.4), not a way to discard
             # acknowledged records: a repeated command must not eat newer work.
             raise InvalidInput(
@@ -82,32 +58,65 @@ def repair(
                 "(repair only quarantines corrupt or torn bytes and what follows them)",
                 code=codes.JOURNAL_NOT_CORRUPT,
             )
-        # The record's time is checked before anything moves: a refused --at must
+        # The record's time is checked before anything moves: a refused `at` must
         # leave the journal as it was.
         now_us = wall_us()
         at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
         if unlogged is None:
-            local = journal.store.local_file
+            local = local_file_of(fold.store)
             if local is None:
-                raise _cannot_cut(journal.store, head.next_seq)
-            path, moved = local.cut_tail(head.offset, head.next_seq, "quarantine"), rest
-        else:
-            path, moved = unlogged
-        journal._state_valid = False
-        journal._refresh(recover=True)
-        payload = JournalRepaired(
-            truncated_after_seq=truncate_after_seq,
-            quarantine=os.path.basename(path),
-            quarantined_bytes=len(moved),
-            quarantined_sha256=hashlib.sha256(moved).hexdigest(),
-        )
-        txn = Transaction(journal)
-        txn.wall_us = now_us
-        appended = txn.append(REPAIRED_KIND, None, payload, at)
-        journal._commit(txn._pending)
-        return RepairResult(truncate_after_seq, path, len(moved), True, appended)
+                raise _cannot_cut(fold.store, head.next_seq)
+            unlogged = local.cut_tail(head.offset, head.next_seq, "quarantine"), rest
+        return _journal_the_repair(fold, truncate_after_seq, unlogged, now_us, at)
     finally:
-        journal.store.unlock()
+        fold.hold.release()
+
+
+def _verified_prefix(fold: Fold[Any], truncate_after_seq: int) -> Head:
+    """The head after record `truncate_after_seq`, which must verify and must not be
+    inside a transaction of several records."""
+    head = Head()
+    batches: list[tuple[int, int]] = []
+    failure = fold.fold_into(head, None, stop_after_seq=truncate_after_seq, batches=batches)
+    for first, last in batches:
+        if first <= truncate_after_seq < last:
+            # Cutting inside a transaction would keep part of it (SPEC §2.4 item 5).
+            raise InvalidInput(
+                f"record {truncate_after_seq} is inside the transaction of records "
+                f"{first}-{last}: truncate after {first - 1} or after {last}",
+                code=codes.REPAIR_INSIDE_TRANSACTION,
+                transaction=[first, last],
+            )
+    if head.seq < truncate_after_seq:
+        where = failure.reason if failure is not None else "the journal ends there"
+        raise InvalidInput(
+            f"record {truncate_after_seq} is not in the verified prefix, which ends at "
+            f"seq {head.seq} ({where})",
+            code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
+            verified_seq=head.seq,
+        )
+    return head
+
+
+def _journal_the_repair(
+    fold: Fold[Any], truncate_after_seq: int, cut: tuple[str, bytes], now_us: int, at: str
+) -> "RepairResult":
+    """Append the `journal.repaired` record naming the quarantine file `cut` made
+    (its path and the bytes it holds), on the journal folded again after the cut."""
+    path, moved = cut
+    fold.valid = False
+    fold.catch_up(recover=True)
+    payload = JournalRepaired(
+        truncated_after_seq=truncate_after_seq,
+        quarantine=os.path.basename(path),
+        quarantined_bytes=len(moved),
+        quarantined_sha256=hashlib.sha256(moved).hexdigest(),
+    )
+    txn = Transaction(fold)
+    txn.wall_us = now_us
+    appended = txn.append(REPAIRED_KIND, None, payload, at)
+    fold.commit(txn.to_write())
+    return RepairResult(truncate_after_seq, path, len(moved), True, appended)
 
 
 def _cannot_cut(store: Store, next_seq: int) -> InvalidInput:
@@ -129,7 +138,7 @@ def _unlogged_cut(store: Store, head: Head) -> tuple[str, bytes] | None:
     genesis at least) counts: an older one belongs to an earlier journal that lived
     at this path."""
     last_at = head.goal_last_at.get(None)
-    local = store.local_file
+    local = local_file_of(store)
     if last_at is None or local is None:
         return None
     for cut_us, path in reversed(local.cut_files(head.next_seq, "quarantine")):

@@ -8,7 +8,7 @@ stream (meaningful for both stores: it is where the record ends in an export), a
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.record import Record
@@ -34,47 +34,19 @@ strings, not an Enum: every transaction compares one, and an Enum member lookup 
 several times more."""
 
 
-class LocalFile(Protocol):
-    """What only a journal file offers, asked for explicitly (`Store.local_file`;
-    None for PostgreSQL, where every row was committed whole and a table is never
-    unlinked from under a writer): moving a torn tail or a corrupt rest aside, the
-    files that did so, re-linking an empty file removed under a writer, and a
-    descriptor for the parallel verify."""
-
-    def local_fd(self) -> int | None:
-        """A descriptor of the journal's file opened for reading, for readers that can
-        use it directly (a parallel verify); None before the file exists."""
-        ...
-
-    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
-        """Preserve the bytes after `offset` beside the journal and truncate; the path."""
-        ...
-
-    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
-        """The files cut_tail wrote for `next_seq`: (when, in µs since the epoch, path),
-        oldest first."""
-        ...
-
-    def ensure_linked(self, timeout_s: float) -> bool:
-        """Whether the last lock() found the empty file it held removed or replaced, and
-        locked the file the path names now instead."""
-        ...
-
-
 class Store(Protocol):
-    """The core both stores implement: lock, read, check the tail, append, load,
-    make durable, keep a checkpoint."""
+    """The core every store implements: what it is, lock, read, check the tail, append,
+    load (an import), check its own columns, make durable, close. What only some stores
+    offer stands apart: `LocalFile` (a file) and `Checkpoints`, asked for with
+    `local_file_of` and `checkpoints_of`."""
 
     target: str
     poisoned: bool
     writable: bool
 
-    @property
-    def local_file(self) -> LocalFile | None:
-        """The file-only capability; None for PostgreSQL."""
+    def lock(self, timeout_s: float) -> None:
+        """Take the journal's exclusive lock, waiting at most `timeout_s` seconds."""
         ...
-
-    def lock(self, timeout_s: float) -> None: ...
 
     def unlock(self) -> None: ...
 
@@ -91,8 +63,6 @@ class Store(Protocol):
         whether records follow it (`seq` -1, `offset` 0: an empty prefix). Every
         transaction asks this first, so a store answers it with one read."""
         ...
-
-    def line_ending_at(self, offset: int, seq: int) -> bytes | None: ...
 
     def append(self, records: Sequence[PendingRecord], offset: int) -> None:
         """Make `records` durable after `offset` in one write, or raise and leave none.
@@ -114,11 +84,63 @@ class Store(Protocol):
         store's fdatasync; committed rows already are)."""
         ...
 
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class LocalFile(Protocol):
+    """What only a journal file offers (PostgreSQL does not: every row was committed
+    whole, so a row that does not verify is corruption, never a torn tail; the
+    append-only trigger refuses to cut rows; a table is never unlinked from under a
+    writer): moving a torn tail or a corrupt rest aside, the files that did so,
+    re-linking an empty file removed under a writer, a descriptor for the parallel
+    verify."""
+
+    def local_fd(self) -> int | None:
+        """A descriptor of the journal's file opened for reading, for readers that can
+        use it directly (a parallel verify); None before the file exists."""
+        ...
+
+    def cut_tail(self, offset: int, next_seq: int, label: str) -> str:
+        """Preserve the bytes after `offset` beside the journal and truncate; the path."""
+        ...
+
+    def cut_files(self, next_seq: int, label: str) -> list[tuple[int, str]]:
+        """The files cut_tail wrote for `next_seq`: (when, in µs since the epoch, path),
+        oldest first."""
+        ...
+
+    def ensure_linked(self, timeout_s: float) -> bool:
+        """Whether the last lock() found the empty file it held removed or replaced, and
+        locked the file the path names now instead."""
+        ...
+
+
+@runtime_checkable
+class Checkpoints(Protocol):
+    """A store that keeps a checkpoint beside the journal (both stores do): the state
+    after record N, trusted only if the journal still holds that record."""
+
     def load_checkpoint(self) -> Checkpoint | None: ...
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None: ...
+    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Store `checkpoint`, covering only durable records."""
+        ...
 
-    def close(self) -> None: ...
+    def line_ending_at(self, offset: int, seq: int) -> bytes | None:
+        """The line (without newline) of record `seq` ending at `offset`, if the
+        journal has one there: what a checkpoint's record is checked against."""
+        ...
+
+
+def local_file_of(store: Store) -> LocalFile | None:
+    """The file-only capability of `store`, if it has it (a file)."""
+    return store if isinstance(store, LocalFile) else None
+
+
+def checkpoints_of(store: Store) -> Checkpoints | None:
+    """The checkpoint capability of `store`, if it has it."""
+    return store if isinstance(store, Checkpoints) else None
 
 
 def rest_from(store: Store, offset: int, next_seq: int) -> bytes:

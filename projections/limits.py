@@ -5,11 +5,12 @@ bound all read these; a message says a bound with `power_of_ten` or `byte_size`,
 never a hand-written figure, so changing a limit changes every message about it.
 """
 
+from quotaledger.journal.identifier import IDENTIFIER_CHARS_MAX as IDENTIFIER_CHARS_MAX
 from quotaledger.journal.limits import LINE_BYTES_MAX
 
 # -- the value rules every payload shares (SPEC §8) -------------------------------------
 
-IDENTIFIER_CHARS_MAX = 128
+# IDENTIFIER_CHARS_MAX: the engine's, which checks every event's goal (journal/identifier.py).
 FREE_TEXT_BYTES_MAX = 4096
 TOKEN_COUNT_MAX = 10**12
 """A token count (or any per-minute rate, and a settlement amount) is 0 to this."""

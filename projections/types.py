@@ -12,7 +12,6 @@ tenth of the call). tests/package/test_layering.py keeps it so.
 """
 
 import inspect
-import re
 import sys
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -22,18 +21,15 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.clock import CANONICAL_AT_PATTERN, names_a_real_second
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.identifier import IDENTIFIER_PATTERN as IDENTIFIER_PATTERN
+from quotaledger.journal.identifier import IDENTIFIERS_KNOWN as IDENTIFIERS_KNOWN
+from quotaledger.journal.identifier import has_identifier_chars, not_an_identifier
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
     IDENTIFIER_CHARS_MAX,
     TOKEN_COUNT_MAX,
     byte_size,
 )
-
-IDENTIFIER_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@/-"
-"""The characters an identifier is made of (SPEC §8: A-Za-z0-9._:@/-)."""
-# \Z: "$" would accept a trailing newline.
-IDENTIFIER_PATTERN = rf"^[{re.escape(IDENTIFIER_CHARS)}]{{1,{IDENTIFIER_CHARS_MAX}}}\Z"
-"""The identifier rule as a regular expression (the CLI checks options with it)."""
 
 
 class _IdentifierChars:
@@ -76,13 +72,6 @@ class _RealTime:
 
 CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN), _RealTime()]
 """A canonical `at` string inside a payload (RFC 3339 UTC, microseconds, Z)."""
-
-
-class InvalidIdentifier(InvalidInput, ValueError):
-    """An identifier field with a character outside A-Za-z0-9._:@/- (exit 2 when a
-    payload is built with it; msgspec reports it as a ValidationError when decoding)."""
-
-    code = codes.INVALID_IDENTIFIER
 
 
 class TextTooLong(InvalidInput, ValueError):
@@ -132,26 +121,11 @@ class Payload(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
                 raise TextTooLong(f"{name} is longer than {TEXT_SIZE}")
 
 
-IDENTIFIERS_KNOWN: set[str] = set()
-"""Identifiers already found to be made of IDENTIFIER_CHARS. Runs, goals and lanes
-recur on event after event, and a set lookup costs a fifth of the character check
-(`str.strip` over 67 characters), which every payload decoded pays: a fold reads
-hundreds of thousands. The same rule, remembered; bounded by IDENTIFIERS_KNOWN_MAX."""
-IDENTIFIERS_KNOWN_MAX = 65_536
-
-
 def check_identifier(name: str, value: str) -> None:
-    """Refuse `value` (field `name`) unless it is made of IDENTIFIER_CHARS; remember
-    it if it is (its length is msgspec's check)."""
-    if value.strip(IDENTIFIER_CHARS):
-        raise InvalidIdentifier(
-            f"{name} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} "
-            "characters of A-Za-z0-9._:@/-)"
-        )
-    if type(value) is str:  # a subclass could compare equal to another string
-        if len(IDENTIFIERS_KNOWN) >= IDENTIFIERS_KNOWN_MAX:
-            IDENTIFIERS_KNOWN.clear()
-        IDENTIFIERS_KNOWN.add(value)
+    """Refuse `value` (field `name`) unless it is made of IDENTIFIER_CHARS (its length
+    is msgspec's check): the engine's rule (journal.identifier), which remembers it."""
+    if not has_identifier_chars(value):
+        raise not_an_identifier(name, value)
 
 
 def check_text(name: str, value: str) -> None:

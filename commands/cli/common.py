@@ -31,7 +31,8 @@ from quotaledger.cli.output import EXIT_OK, Output, emit, emit_error
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
-from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT, LOCK_TIMEOUT_S_MAX
+from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.journal.locking import check_lock_timeout_s
 from quotaledger.journal.target import DEFAULT_JOURNAL, check_target
 
 _F = TypeVar("_F", bound=Callable[..., Any])
@@ -269,12 +270,9 @@ def command(
                 # `--journal ""` is never the default by accident; a missing directory
                 # or another scheme (mysql://, file://) never becomes a relative path.
                 check_target(ctx.journal_target)
-                # Also refuses nan and inf: a lock wait must be bounded (SPEC §2.3).
-                if not 0 <= ctx.lock_timeout_s <= LOCK_TIMEOUT_S_MAX:
-                    raise InvalidInput(
-                        f"--lock-timeout-s must be between 0 and {LOCK_TIMEOUT_S_MAX:g} seconds",
-                        code=codes.INVALID_OPTION,
-                    )
+                # The engine's bound (nan and inf refused: SPEC §2.3), checked before
+                # anything opens, as every option is.
+                check_lock_timeout_s(ctx.lock_timeout_s)
                 # Input errors first (exit 2), before the command opens anything: a bad
                 # time or identifier is the user's to fix whatever state the journal is in.
                 if at is not None:

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import msgspec
 
 from quotaledger.journal.errors import Error
-from quotaledger.usecases.decode import Answer
+from quotaledger.usecases.decode import CLI, Answer
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -86,11 +86,12 @@ def emit(result: Output | Answer | dict[str, Any], *, as_json: bool) -> int:
 
 
 def emit_error(error: Error, *, as_json: bool) -> int:
+    """An error as the CLI words it: a parameter the engine names (`at`) by its flag."""
     if as_json:
-        write_json({"ok": False, "error": error.to_json()})
+        write_json({"ok": False, "error": error.to_json(CLI)})
         sys.stdout.flush()
     else:
-        sys.stderr.write(f"quotaledger: error: {error.message} [{error.code}]\n")
+        sys.stderr.write(f"quotaledger: error: {error.worded(CLI)} [{error.code}]\n")
     return exit_code_of(error)
 
 

@@ -3,26 +3,23 @@
 from __future__ import annotations
 
 import difflib
-import re
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
+from quotaledger.journal.identifier import check_identifier as engine_check_identifier
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, LedgerState
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
-    IDENTIFIER_CHARS_MAX,
     TOKEN_COUNT_MAX,
 )
-from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
     from quotaledger.services.answers import EventJson, EventPart
 
-_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 KNOWN_GOALS_SHOWN = 10
 """An unknown_goal message names at most this many known goals when none is close."""
 
@@ -183,14 +180,7 @@ def event_part(pending: PendingRecord | None) -> EventPart:
 
 
 def check_identifier(option: str, value: str) -> str:
-    if not _IDENTIFIER.fullmatch(value):
-        raise InvalidInput(
-            f"{option} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} characters of "
-            "A-Z a-z 0-9 . _ : @ / -)",
-            code=codes.INVALID_IDENTIFIER,
-            option=option,
-        )
-    return value
+    return engine_check_identifier(option, value, option=option)
 
 
 def check_tokens(option: str, value: int) -> int:

@@ -3,7 +3,6 @@ what is wrong with a bad value (SPEC §8): identifiers, token counts, free text,
 times, choices. The constraint (msgspec `Meta`) is what decoding checks and what the
 JSON Schema shows; the `Rule` beside it words the error with its code."""
 
-import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -11,6 +10,7 @@ import msgspec
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.identifier import IDENTIFIER_PATTERN, is_identifier, not_an_identifier
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
     IDENTIFIER_CHARS_MAX,
@@ -18,7 +18,6 @@ from quotaledger.projections.limits import (
     byte_size,
     power_of_ten,
 )
-from quotaledger.projections.types import IDENTIFIER_PATTERN
 
 
 class Rule:
@@ -36,13 +35,8 @@ class Rule:
 
 
 def check_identifier(name: str, value: str) -> str:
-    if isinstance(value, str) and not _IDENTIFIER.fullmatch(value):
-        raise InvalidInput(
-            f"{name} {value!r} is not an identifier (1-{IDENTIFIER_CHARS_MAX} characters of "
-            "A-Z a-z 0-9 . _ : @ / -)",
-            code=codes.INVALID_IDENTIFIER,
-            option=name,
-        )
+    if isinstance(value, str) and not is_identifier(value):
+        raise not_an_identifier(name, value, option=name)
     return value
 
 
@@ -86,8 +80,6 @@ def check_choice(choices: tuple[str, ...]) -> Callable[[str, Any], object]:
 
     return check
 
-
-_IDENTIFIER = re.compile(IDENTIFIER_PATTERN)
 
 Identifier = Annotated[
     str,

@@ -3,7 +3,7 @@
 Every expectation comes from SPEC §2.3/§2.4/§8: torn tails are cut and kept, mid-log
 corruption is refused with `journal_corrupt` {seq, offset, reason} and leaves the file
 byte-identical, non-regular journals are refused without blocking, a held lock times
-out with exit 4, and every journal left behind verifies with spec21_impl.
+out with exit 4, and every journal left behind verifies with naive_spec_journal.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from tests.journal.spec21_impl import SpecViolation, read_journal
+from tests.journal.naive_spec_journal import SpecViolation, read_journal
 from tests.support import REPO, run_process
 
 OBSERVE = (

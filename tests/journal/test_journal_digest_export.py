@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journal.jhelpers import FIXTURES, engine_journal, line_offsets
+from tests.journal.journal_helpers import FIXTURES, engine_journal, line_offsets
 from tests.support import run_cli
 
 

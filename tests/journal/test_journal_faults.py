@@ -12,7 +12,7 @@ import pytest
 
 from quotaledger.journal import Journal, JournalPoisoned, StorageFailure
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
-from tests.journal.jhelpers import FIXTURES, notes_in, toy_fold, toy_journal
+from tests.journal.journal_helpers import FIXTURES, notes_in, toy_fold, toy_journal
 from tests.support import run_cli
 from tests.toyprojector import TOY, Note
 
@@ -57,7 +57,7 @@ def test_failed_fdatasync_poisons_the_handle(tmp_path: Path, monkeypatch: Any) -
     assert failed.value.exit_code == 4
     assert len(calls) == 1, "a failed fdatasync is never retried"
     assert journal.store.poisoned
-    assert journal._state == state_before  # nothing folded: nothing acknowledged
+    assert journal._fold.state == state_before  # nothing folded: nothing acknowledged
     monkeypatch.undo()  # the disk "recovers": the handle must stay poisoned anyway
     _every_call_raises_poisoned(journal)
     journal.close()

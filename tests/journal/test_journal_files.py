@@ -14,7 +14,7 @@ import pytest
 
 from quotaledger.journal import Journal, LockTimeout, NotRegularFile, StorageFailure
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
-from tests.journal.jhelpers import FIXTURES, engine_journal, toy_journal
+from tests.journal.journal_helpers import FIXTURES, engine_journal, toy_journal
 from tests.support import run_cli, run_process
 from tests.toyprojector import TOY, Note
 
@@ -131,8 +131,11 @@ def test_lock_timeout_exits_4(tmp_path: Path) -> None:
         assert by_env.code == 4 and by_env.json["error"]["code"] == "lock_timeout"
         # Readers take no lock.
         assert run_cli("verify", "--journal", path, "--json").code == 0
-        with pytest.raises(LockTimeout):
-            Journal.open(path, TOY, lock_timeout_s=0.1)
+        # A writer's open folds as readers do; its transaction waits for the lock.
+        writer = Journal.open(path, TOY, lock_timeout_s=0.1)
+        with pytest.raises(LockTimeout), writer.transaction():
+            pass
+        writer.close()
     finally:
         holder.kill()
         holder.wait()

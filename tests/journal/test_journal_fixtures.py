@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.journal.independent_verifier import verify as independent_verify
-from tests.journal.jhelpers import FIXTURES, manifest, side_files
+from tests.journal.journal_helpers import FIXTURES, manifest, side_files
 from tests.support import run_cli
 
 MANIFEST = manifest()

@@ -15,7 +15,7 @@ from tests.journal.independent_verifier import (
     parse_self_verifying,
     verify_strict,
 )
-from tests.journal.jhelpers import engine_journal, repaired_payload
+from tests.journal.journal_helpers import engine_journal, repaired_payload
 from tests.support import run_cli
 from tests.toyprojector import TOY, Note
 

@@ -14,7 +14,7 @@ import pytest
 
 from quotaledger.journal import Journal
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
-from tests.journal.jhelpers import toy_fold
+from tests.journal.journal_helpers import toy_fold
 from tests.support import REPO
 from tests.toyprojector import TOY
 

@@ -13,7 +13,7 @@ from quotaledger.journal import InvalidInput, Journal, JournalCorrupt
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.record import encode_line
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
-from tests.journal.jhelpers import (
+from tests.journal.journal_helpers import (
     engine_journal,
     flip_byte,
     line_offsets,

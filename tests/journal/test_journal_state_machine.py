@@ -21,7 +21,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from quotaledger.journal import Journal, JournalCorrupt
 from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint
-from tests.journal.jhelpers import flip_byte, line_offsets, notes_in, toy_fold
+from tests.journal.journal_helpers import flip_byte, line_offsets, notes_in, toy_fold
 from tests.toyprojector import TOY, Note
 
 

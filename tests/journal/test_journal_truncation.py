@@ -9,7 +9,13 @@ import pytest
 
 from quotaledger.journal import Journal
 from tests.journal.independent_verifier import TOY_SCHEMAS, verify_strict
-from tests.journal.jhelpers import engine_journal, line_offsets, side_files, toy_fold, toy_journal
+from tests.journal.journal_helpers import (
+    engine_journal,
+    line_offsets,
+    side_files,
+    toy_fold,
+    toy_journal,
+)
 from tests.support import run_cli
 from tests.toyprojector import TOY
 

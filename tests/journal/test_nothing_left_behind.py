@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.journal.jhelpers import engine_journal, flip_byte, line_offsets
+from tests.journal.journal_helpers import engine_journal, flip_byte, line_offsets
 from tests.support import run_cli
 
 TMPFS_BYTES = 64 << 10

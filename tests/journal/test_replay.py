@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from quotaledger.journal import Head, Journal, JournalCorrupt, Record
-from tests.journal.jhelpers import flip_byte, line_offsets, toy_fold, toy_journal
+from tests.journal.journal_helpers import flip_byte, line_offsets, toy_fold, toy_journal
 from tests.toyprojector import TOY, Note
 
 

@@ -1,7 +1,7 @@
 """Issue 2's check, against real `quotaledger` processes and a second §2.1 implementation.
 
-quotaledger's journals (every event kind) verify line by line with spec21_impl; journals
-spec21_impl writes — its own key order, nulls for absent optionals, integers where a
+quotaledger's journals (every event kind) verify line by line with naive_spec_journal; journals
+naive_spec_journal writes — its own key order, nulls for absent optionals, integers where a
 float is allowed, non-ASCII text raw or escaped — are read, verified and appended to
 by quotaledger, and the result still verifies independently.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.journal.spec21_impl import SPEC_KINDS, SpecViolation, SpecWriter, read_journal
+from tests.journal.naive_spec_journal import SPEC_KINDS, SpecViolation, SpecWriter, read_journal
 from tests.support import run_process
 
 # SPEC §5.1: effect = first 32 hex of SHA-256 of goal \0 agent \0 task \0 turn.

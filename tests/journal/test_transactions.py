@@ -27,7 +27,7 @@ from quotaledger.journal import InvalidInput, Journal
 from quotaledger.journal.record import BATCH_KIND, REPAIRED_KIND
 from quotaledger.projections.ledger import PROJECTOR
 from tests.journal.independent_verifier import verify as independent_verify
-from tests.journal.jhelpers import engine_journal, line_offsets, repaired_payload, side_files
+from tests.journal.journal_helpers import engine_journal, line_offsets, repaired_payload, side_files
 from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")

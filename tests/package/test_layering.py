@@ -54,7 +54,7 @@ def test_no_generic_top_level_import_anywhere() -> None:
 
 
 def test_tests_import_their_helpers_by_package_path() -> None:
-    """tests/ is a package: a helper is `tests.journal.jhelpers`, never a module found
+    """tests/ is a package: a helper is `tests.journal.journal_helpers`, never a module found
     because some file put its folder on sys.path (two helpers of one name would then
     shadow each other, depending on which test ran first)."""
     helpers = {path.stem for path in (REPO / "tests").rglob("*.py")} - {"__init__"}

@@ -1,5 +1,5 @@
 """Issue 9's check: real processes through a real PostgreSQL server, the export read by
-a second implementation of SPEC §2.1 (tests/journal/spec21_impl.py), and attempts to
+a second implementation of SPEC §2.1 (tests/journal/naive_spec_journal.py), and attempts to
 edit history in the table.
 
 Under CI=true the `pg_server` fixture fails instead of skipping (tests/conftest.py).
@@ -17,7 +17,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from tests.journal.spec21_impl import read_journal
+from tests.journal.naive_spec_journal import read_journal
 from tests.pg.pg_helpers import connect, events_table, fresh_schema
 from tests.support import REPO, run_process
 

@@ -35,7 +35,7 @@ from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.limits import GENESIS_PREV
 from quotaledger.journal.record import encode_line, encode_payload, genesis_line, self_verify
-from quotaledger.journal.store import PendingRecord, Store
+from quotaledger.journal.store import PendingRecord, Store, checkpoints_of, local_file_of
 from tests.store.store_helpers import fresh_schema
 from tests.support import REPO, run_cli
 from tests.toyprojector import TOY, Note
@@ -185,7 +185,7 @@ def failing_midway(
     store, for real: a file whose size limit (RLIMIT_FSIZE, `ulimit -f`) cuts the write
     short inside the second record, or a PostgreSQL batch whose last row repeats the
     seq and hash of a first one (the server refuses it after the others were sent)."""
-    if store.local_file is None:
+    if local_file_of(store) is None:
         yield [*records[:-1], (stored or records)[0]]
         return
     limit = sum(len(r.line) for r in stored) + len(records[0].line) + 5
@@ -199,10 +199,12 @@ def failing_midway(
 
 def test_only_a_file_offers_the_local_file_capability(store_target: str, is_pg: bool) -> None:
     with opened(store_target) as store:
-        assert (store.local_file is None) == is_pg
+        assert (local_file_of(store) is None) == is_pg
+        assert checkpoints_of(store) is store  # both keep checkpoints
         append(store, new_chain(1), 0)
         if not is_pg:
-            assert store.local_file is store and store.local_file.local_fd() is not None
+            local = local_file_of(store)
+            assert local is store and local.local_fd() is not None
 
 
 def test_tail_after_same_grew_changed(store_target: str) -> None:
@@ -231,7 +233,7 @@ def test_a_cut_is_changed_for_every_handle(store_target: str, is_pg: bool) -> No
     with opened(store_target) as writer:
         offsets = ends(records)
         append(writer, records, 0)
-        local = writer.local_file
+        local = local_file_of(writer)
         if is_pg:
             assert local is None
             return

@@ -1,0 +1,449 @@
+"""A handle's projection state kept current over its store: the fold, its lock, its
+checkpoints, and what makes its answers durable.
+
+`Fold` is the engine's inside, shared by the modules of one job each: `Journal` (open,
+the public handle), `Transaction` (the append protocol), `reading` (replay, verify),
+`repair` and `importing`. It knows nothing of the domain: a `Projector` supplies the
+payload schemas, the initial state and the fold step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from quotaledger.journal import codes
+from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, scan
+from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
+from quotaledger.journal.errors import InvalidInput, JournalCorrupt, JournalPoisoned
+from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS
+from quotaledger.journal.locking import LockHold
+from quotaledger.journal.record import (
+    BATCH_KIND,
+    REPAIRED_KIND,
+    JournalBatch,
+    JournalRepaired,
+    Record,
+    self_verify,
+)
+from quotaledger.journal.recovery import classify, corrupt_error, move_torn_tail
+from quotaledger.journal.store import PendingRecord, Store, Tail, checkpoints_of, local_file_of
+
+S = TypeVar("S")
+ENGINE_DECODERS: dict[str, PayloadDecoder] = {
+    REPAIRED_KIND: msgspec.json.Decoder(JournalRepaired).decode,
+    BATCH_KIND: msgspec.json.Decoder(JournalBatch).decode,
+}
+"""The journal's own kinds, which every projector's journal reads."""
+Progress = Callable[[int], None]
+"""Called with the number of bytes just processed (for progress bars)."""
+
+
+class Projector(Protocol[S]):
+    """What the journal needs to know about the domain.
+
+    A projector may also offer `visitor(state)`: `apply` on that state as a Visitor,
+    which the fold then calls for each record instead of wrapping `apply` (a step
+    that binds the state once per fold instead of per record)."""
+
+    version: str
+
+    def decoder(self, kind: str) -> PayloadDecoder | None: ...
+
+    def initial(self) -> S: ...
+
+    def apply(self, state: S, record: Record, payload: Any) -> None: ...
+
+    def dump(self, state: S) -> bytes: ...
+
+    def load(self, blob: bytes) -> S: ...
+
+
+class VisitorRaised(Exception):
+    """A `replay` visitor's own exception, carried through the fold unchanged."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(error)
+        self.error = error
+
+
+class Fold(Generic[S]):
+    """The head and state of one handle, brought up to the end of its store."""
+
+    def __init__(
+        self,
+        store: Store,
+        projector: Projector[S],
+        *,
+        lock_timeout_s: float,
+        checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
+        allow_corrupt: bool = False,
+    ) -> None:
+        self.store = store
+        self.projector = projector
+        self.hold = LockHold(store, lock_timeout_s)
+        self.checkpoint_every = checkpoint_every
+        self.allow_corrupt = allow_corrupt
+        self.head = Head()
+        self.state = projector.initial()
+        self.valid = False
+        """Whether the state is the fold of the store as last read (see catch_up)."""
+        self.checkpoint_seq = -1
+        self.recovered: list[str] = []
+        """Paths of torn tails this handle moved aside."""
+        self.corruption: Failure | None = None
+        """For readers opened with allow_corrupt: where the verified prefix ends."""
+        self.torn_tail: Failure | None = None
+        project_decoder = projector.decoder
+        self.decoder: Callable[[str], PayloadDecoder | None] = lambda kind: (
+            ENGINE_DECODERS.get(kind) or project_decoder(kind)
+        )
+        self.decoders: dict[str, PayloadDecoder] = {}
+        """Known kinds' decoders, so an append finds its decoder with one dict lookup."""
+        self.snapshot_end = 0
+        """Where the last fold's read of the store ended: what failures are judged on."""
+        self.durable_offset = 0
+        """The bytes before this offset are known durable: this handle's own commit, or
+        its fdatasync before an answer, covered them."""
+
+    # -- folding -------------------------------------------------------------------
+
+    def catch_up(
+        self,
+        *,
+        recover: bool,
+        use_checkpoint: bool = True,
+        tolerate_corrupt: bool = False,
+        also: Visitor | None = None,
+        progress: Progress | None = None,
+        resume: Callable[[Head], bool] | None = None,
+    ) -> None:
+        """Bring head and state up to the end of the store.
+
+        Mid-log corruption raises JournalCorrupt unless `tolerate_corrupt` (a handle
+        opened with allow_corrupt, e.g. for `verify` or `repair`): then the state is
+        the verified prefix and `corruption` says where it ends. Transactions never
+        tolerate it. `also` sees every record the fold folds, before it is folded, if
+        the fold starts from genesis, or with `resume` from a checkpoint whose head
+        `resume` accepts (see `reading.replay`).
+        """
+        head, store = self.head, self.store
+        tail: Tail = (
+            store.tail_after(head.offset, head.next_seq - 1, head.prev_hash)
+            if self.valid
+            else "changed"
+        )
+        if tail == "same":
+            return  # what every transaction of a lone writer finds: one read, nothing to do
+        if tail == "changed":
+            # First use, or someone cut records we had folded (a repair): start over.
+            self.head = head = Head()
+            self.state = self.projector.initial()
+            self.checkpoint_seq = -1
+            self.durable_offset = 0
+            if use_checkpoint:
+                self.load_checkpoint(covers=resume)
+                head = self.head
+            if self.checkpoint_seq >= 0 and resume is None:
+                also = None  # the visitor needs every record: `replay` reads them again
+            self.valid = True
+            if store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) == "same":
+                return
+        # `scan` advances the head before the visitor folds a record: if the fold raises
+        # midway, head and state disagree, so the state counts as valid only once the
+        # fold (and the handling of its failure) has finished.
+        self.valid = False
+        visit = self.visitor(self.state, also)
+        failure = self.fold_into(self.head, visit, progress=progress)
+        if failure is not None:
+            corrupt = self.judge(failure, recover=recover)
+            if corrupt is not None:
+                self.corruption = failure
+                if not tolerate_corrupt:
+                    raise corrupt
+        self.valid = True
+
+    def make_durable(self, end: int) -> None:
+        """Make the bytes this handle folded, up to `end`, durable before it answers from
+        them (SPEC §2.3): another process may have written them and died before its
+        fdatasync, and an answer must not be false after a power loss. A commit's own
+        fdatasync covers what it appended, so this costs a syscall only when an answer
+        stands on bytes another handle wrote, and little then: nothing is dirty unless
+        that writer died before its fdatasync."""
+        if end > self.durable_offset:
+            self.store.make_durable()
+            self.durable_offset = end
+
+    def decoder_for(self, kind: str) -> PayloadDecoder:
+        """The decoder of `kind` (cached), or `unknown_kind`."""
+        found = self.decoders.get(kind)
+        if found is None:
+            found = self.decoder(kind)
+            if found is None:
+                raise InvalidInput(f"unknown event kind {kind!r}", code=codes.UNKNOWN_KIND)
+            self.decoders[kind] = found
+        return found
+
+    def visitor(self, state: S, also: Visitor | None = None) -> Visitor:
+        """The fold step on `state` as scan's visitor (the projector's own `visitor`,
+        if it has one: a step that binds the state once), after `also` if given."""
+        make_visitor = getattr(self.projector, "visitor", None)
+        if make_visitor is not None:
+            fold: Visitor = make_visitor(state)
+        else:
+            apply = self.projector.apply
+
+            def fold(record: Record, payload: Any, line: bytes) -> None:
+                apply(state, record, payload)
+
+        if also is None:
+            return fold
+
+        def visit_also(record: Record, payload: Any, line: bytes) -> None:
+            try:
+                also(record, payload, line)
+            except Exception as exc:
+                # The caller's error, not a record that does not fold: scan must not
+                # take it for corruption (`replay` raises it as it is).
+                raise VisitorRaised(exc) from exc
+            fold(record, payload, line)
+
+        return visit_also
+
+    def fold_into(
+        self,
+        head: Head,
+        visit: Visitor | None,
+        *,
+        stop_after_seq: int | None = None,
+        progress: Progress | None = None,
+        batches: list[tuple[int, int]] | None = None,
+    ) -> Failure | None:
+        """Verify and visit the records after `head`; returns the first failure."""
+        for failure in self.scan_chunks(
+            head, visit, stop_after_seq=stop_after_seq, progress=progress, batches=batches
+        ):
+            if failure is not None:
+                return failure
+        return None
+
+    def scan_chunks(
+        self,
+        head: Head,
+        visit: Visitor | None,
+        *,
+        stop_after_seq: int | None = None,
+        progress: Progress | None = None,
+        batches: list[tuple[int, int]] | None = None,
+    ) -> Iterator[Failure | None]:
+        """The one loop that reads the store after `head` chunk by chunk, carrying a
+        line split between chunks into the next, and verifies each: every verified
+        record goes to `visit` and advances `head`. Yields once per chunk (None, or the
+        first failure, which ends it), so a reader can hand on each chunk's records as
+        they come; bytes left over at the end are yielded as an incomplete failure.
+        Notes where this read ended (`snapshot_end`): what failures are judged on."""
+        carry = b""
+        decoder = self.decoder
+        self.snapshot_end = head.offset
+        for chunk in self.store.chunks(head.offset, head.next_seq):
+            self.snapshot_end += len(chunk)
+            buf = carry + chunk if carry else chunk
+            start = head.offset
+            failure = scan(
+                buf, head, decoder, visit, stop_after_seq=stop_after_seq, batches=batches
+            )
+            if progress is not None:
+                progress(head.offset - start)
+            yield failure
+            if failure is not None:
+                return
+            if stop_after_seq is not None and head.next_seq > stop_after_seq:
+                return
+            carry = buf[head.offset - start :]
+        if carry:
+            # A partial line, or a transaction not all of whose records are there yet.
+            why = "incomplete transaction" if b"\n" in carry else "unterminated last line"
+            yield Failure(head.next_seq, head.offset, why, False, True)
+
+    # -- what a fold stopped at (journal/recovery.py) --------------------------------
+
+    def judge(
+        self, failure: Failure, *, recover: bool = False, verified: Head | None = None
+    ) -> JournalCorrupt | None:
+        """What the failure a fold ended on is, for every reader and writer: a torn tail
+        (only a file can have one) is noted in `torn_tail`, or, when `recover`, moved
+        aside and forgotten, and None is returned; corruption is returned as the error
+        that reports it, for the caller to raise (or to note, if it tolerates it)."""
+        local = local_file_of(self.store)
+        if local is None or classify(self.store, failure, self.snapshot_end) != "torn":
+            return corrupt_error(self.store.target, failure, verified)
+        self.torn_tail = torn = failure.torn_from()
+        if recover:
+            self.recovered.append(move_torn_tail(local, torn, self.snapshot_end))
+            self.torn_tail = None
+        return None
+
+    def raise_if_corrupt(self, failure: Failure, verified: Head | None = None) -> None:
+        corrupt = self.judge(failure, verified=verified)
+        if corrupt is not None:
+            raise corrupt
+
+    def check_poisoned(self) -> None:
+        """A handle whose store failed a write or fdatasync answers nothing any more."""
+        if self.store.poisoned:
+            raise JournalPoisoned(
+                f"an earlier write or fdatasync of {self.store.target} failed; this handle is "
+                "poisoned: reopen the journal (recovery runs on open)"
+            )
+
+    # -- under the lock (transactions, repair, import) -------------------------------
+
+    def begin(self) -> None:
+        """Take the lock (this thread's turn, then the store's) and catch up, recovering
+        a torn tail: what every command that writes does first."""
+        if self.store.poisoned:
+            self.check_poisoned()
+        self.hold.acquire()
+        try:
+            self.catch_up(recover=True)
+            if self.head.next_seq == 0:
+                local = local_file_of(self.store)
+                if local is not None and local.ensure_linked(self.hold.timeout_s):
+                    self.valid = False  # another file now: fold it from the start
+                    self.catch_up(recover=True)
+        except BaseException:
+            self.hold.release()
+            raise
+
+    def end(self) -> None:
+        self.hold.release()
+
+    def commit(self, pending: list[PendingRecord]) -> None:
+        """Fold `pending`, then make it durable; until both succeed the state is invalid.
+
+        The fold runs before the write and fdatasync, not after: a projection that
+        raises then leaves nothing on disk, and the CPU work is done while caches are
+        warm instead of after the sleep in fdatasync (measurably faster durable
+        appends). A failed write or sync leaves the state to be rebuilt from the log.
+        """
+        self.valid = False
+        head, apply, state = self.head, self.projector.apply, self.state
+        offset = end = head.offset
+        goal_last_at = head.goal_last_at
+        for record, payload, line in pending:
+            if record.seq == 0:
+                head.journal_id = payload.journal_id
+            apply(state, record, payload)
+            end += len(line)
+            goal_last_at[record.goal] = record.at
+        last = pending[-1].record
+        head.next_seq = last.seq + 1
+        head.prev_hash = last.hash
+        head.offset = end
+        self.store.append(pending, offset)  # a new journal's directory entry too (SPEC §2.3)
+        self.durable_offset = end
+        self.valid = True
+
+    def committed(self) -> None:
+        """After a commit, the lock released: refresh the checkpoint once the unfolded
+        tail is past the threshold (a cache: a failure only warns)."""
+        if (
+            self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every
+            and checkpoints_of(self.store) is not None
+        ):
+            try:
+                self.write_checkpoint()
+            except Exception as exc:  # the commit is durable: a checkpoint is only a cache
+                warn(f"could not refresh the checkpoint: {exc}")
+
+    # -- checkpoints (SPEC §2.5) ---------------------------------------------------
+
+    def load_checkpoint(self, covers: Callable[[Head], bool] | None = None) -> None:
+        accepted = self.accept_checkpoint(say=warn, covers=covers)
+        if accepted is not None:
+            self.state, self.head = accepted
+            self.checkpoint_seq = self.head.seq
+
+    def accept_checkpoint(
+        self,
+        *,
+        say: Callable[[str], None] | None,
+        covers: Callable[[Head], bool] | None = None,
+    ) -> tuple[S, Head] | None:
+        """The stored checkpoint as a state and the head to fold on from, if it may be
+        trusted (its projection version is the code's, the journal has its record at its
+        offset with its seq and hash, its state loads) and `covers` accepts its head;
+        else None, and `say` is told why it was ignored."""
+        checkpoint = self.stored_checkpoint()
+        if checkpoint is None:
+            return None
+        problem = self.checkpoint_problem(checkpoint)
+        if problem is not None:
+            if say is not None:
+                say(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
+            return None
+        head = Head(
+            next_seq=checkpoint.seq + 1,
+            prev_hash=checkpoint.hash,
+            offset=checkpoint.offset,
+            journal_id=checkpoint.journal_id,
+            goal_last_at=checkpoint.head.goal_last_at_map(),
+        )
+        if covers is not None and not covers(head):
+            return None
+        try:
+            state = self.projector.load(bytes(checkpoint.state))
+        except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
+            if say is not None:
+                say(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
+            return None
+        return state, head
+
+    def stored_checkpoint(self) -> Checkpoint | None:
+        checkpoints = checkpoints_of(self.store)
+        return None if checkpoints is None else checkpoints.load_checkpoint()
+
+    def checkpoint_problem(self, checkpoint: Checkpoint) -> str | None:
+        """Why writers would not trust `checkpoint` (None: they would)."""
+        if checkpoint.projection_version != self.projector.version:
+            return (
+                f"projection version {checkpoint.projection_version!r} is not the code's "
+                f"{self.projector.version!r}"
+            )
+        checkpoints = checkpoints_of(self.store)
+        line = (
+            None
+            if checkpoints is None
+            else checkpoints.line_ending_at(checkpoint.offset, checkpoint.seq)
+        )
+        record = self_verify(line) if line is not None else None
+        if record is None or record.seq != checkpoint.seq or record.hash != checkpoint.hash:
+            return f"the journal has no record seq {checkpoint.seq} ending at {checkpoint.offset}"
+        return None
+
+    def write_checkpoint(self) -> Checkpoint:
+        """Store the current state as a checkpoint (covers only durable records)."""
+        self.check_poisoned()
+        checkpoints = checkpoints_of(self.store)
+        if checkpoints is None:
+            raise InvalidInput(
+                f"{self.store.target} keeps no checkpoints", code=codes.CHECKPOINT_UNSUPPORTED
+            )
+        if self.head.journal_id is None:
+            raise InvalidInput(
+                "the journal is empty; nothing to checkpoint", code=codes.EMPTY_JOURNAL
+            )
+        checkpoint = Checkpoint(
+            seq=self.head.seq,
+            hash=self.head.prev_hash,
+            offset=self.head.offset,
+            journal_id=self.head.journal_id,
+            projection_version=self.projector.version,
+            state=msgspec.Raw(self.projector.dump(self.state)),
+            head=JournalHeadState.of(self.head.goal_last_at),
+        )
+        checkpoints.save_checkpoint(checkpoint)
+        self.checkpoint_seq = checkpoint.seq
+        return checkpoint

@@ -1,0 +1,333 @@
+"""A transaction: one locked read-decide-append cycle, committed on a clean exit.
+
+    with journal.transaction() as txn:           # lock, catch up, sample time
+        at = txn.time_for("goal-a", explicit_at=None)
+        decision = decide(txn.state, ...)        # pure
+        txn.append("capacity.admitted", "goal-a", payload, at)
+    # committed: one write, one fdatasync, then the lock is released
+
+A transaction of several events is led by a journal.batch record that announces how
+many follow (SPEC §2.4: all or nothing after a crash). What a transaction needs of its
+journal is `Host` (the engine's `Fold` is one).
+"""
+
+from __future__ import annotations
+
+import uuid
+from types import TracebackType
+from typing import Any, Generic, Protocol, TypeVar
+
+import msgspec
+
+from quotaledger.journal import codes
+from quotaledger.journal.chain import Head, PayloadDecoder
+from quotaledger.journal.clock import (
+    check_not_in_future,
+    event_time,
+    format_us,
+    is_canonical_at,
+    wall_us,
+)
+from quotaledger.journal.errors import Error, InvalidInput, StorageFailure, TimeRegression
+from quotaledger.journal.identifier import is_identifier, not_an_identifier
+from quotaledger.journal.limits import (
+    BATCH_BYTES_MAX,
+    BATCH_EVENTS_MAX,
+    FORMAT_VERSION,
+    LINE_BYTES_MAX,
+)
+from quotaledger.journal.record import (
+    BATCH_KIND,
+    JournalBatch,
+    JournalCreated,
+    Record,
+    encode_line,
+    encode_payload,
+    genesis_line,
+    self_verify,
+)
+from quotaledger.journal.store import PendingRecord
+
+S = TypeVar("S")
+_decode_genesis = msgspec.json.Decoder(JournalCreated).decode
+_Raw = msgspec.Raw
+_new_pending = tuple.__new__
+"""Builds a PendingRecord without the NamedTuple's Python-level __new__ (every append)."""
+_NOTHING_CHECKED: tuple[str | None, object] = (None, object())  # no string is this time
+
+
+class Host(Protocol[S]):
+    """What a transaction needs of its journal: to begin (the lock taken, the state
+    caught up) and end (the lock released), the head and state, each kind's decoder,
+    to commit the records (folded, then durable), to make what it folded durable when
+    it appends nothing, and to hear once the lock is released after a commit."""
+
+    head: Head
+    state: S
+
+    def begin(self) -> None: ...
+
+    def end(self) -> None: ...
+
+    def check_poisoned(self) -> None: ...
+
+    def decoder_for(self, kind: str) -> PayloadDecoder: ...
+
+    def commit(self, pending: list[PendingRecord]) -> None: ...
+
+    def make_durable(self, end: int) -> None: ...
+
+    def committed(self) -> None: ...
+
+
+def genesis_record(at: str) -> PendingRecord:
+    """The genesis record of a new journal. A transaction stages it in front of its
+    first event, so genesis and that event share one write and one fdatasync, and a
+    transaction that appends nothing (a refused or invalid command) writes nothing."""
+    line, _ = genesis_line(uuid.uuid4().hex, at)
+    record = self_verify(line[:-1])
+    assert record is not None
+    return PendingRecord(record, _decode_genesis(record.data), line)
+
+
+class Transaction(Generic[S]):
+    """One locked read-decide-append cycle; commits on a clean exit."""
+
+    __slots__ = (
+        "_checked",
+        "_goal_last_at",
+        "_host",
+        "_more",
+        "_pending",
+        "_pending_bytes",
+        "committed",
+        "wall_us",
+    )
+
+    def __init__(self, host: Host[S]) -> None:
+        self._host = host
+        self._pending: list[PendingRecord] = []
+        """Staged and encoded: the genesis record of a new journal, the first event."""
+        self._more: list[tuple[str, str | None, bytes, str, Any]] = []
+        """The events after the first (kind, goal, data, at, payload), encoded at commit
+        behind the journal.batch record that leads a transaction of several (_final)."""
+        self.committed: list[PendingRecord] = []
+        """The records the transaction wrote, as written, once it has committed."""
+        self._pending_bytes = 0
+        self._goal_last_at: dict[str | None, str] = {}
+        self._checked: tuple[str | None, object] = _NOTHING_CHECKED
+        """A goal and a time known canonical and not before the goal's last event."""
+        self.wall_us = 0
+
+    def __enter__(self) -> Transaction[S]:
+        self._host.begin()
+        # Time is sampled only now, under the lock (SPEC §2.2, seed 000).
+        self.wall_us = wall_us()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        host = self._host
+        pending = self._pending
+        try:
+            if pending and exc_type is None:
+                pending = self.to_write()
+                host.commit(pending)
+                self.committed = pending
+            else:
+                self._pending = []
+                # Nothing appended: the answer (an idempotent replay, a refusal, an
+                # input error judged against the state) stands on bytes folded from
+                # others, which must be durable before it is given.
+                if exc_type is None or (
+                    issubclass(exc_type, Error) and not issubclass(exc_type, StorageFailure)
+                ):
+                    host.make_durable(host.head.offset)
+        finally:
+            host.end()
+        if exc_type is None and pending:
+            host.committed()
+
+    @property
+    def state(self) -> S:
+        self._host.check_poisoned()
+        return self._host.state
+
+    @property
+    def head(self) -> Head:
+        self._host.check_poisoned()
+        return self._host.head
+
+    def last_at(self, goal: str | None) -> str | None:
+        staged = self._goal_last_at.get(goal)
+        if staged is not None:
+            return staged
+        head = self._host.head
+        if goal is None and head.next_seq == 0:
+            return format_us(self.wall_us)  # the genesis record this transaction will stage
+        return head.goal_last_at.get(goal)
+
+    def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
+        """The event time for `goal`: implicit never goes back; explicit must not."""
+        if goal is not None and not is_identifier(goal):
+            raise not_an_identifier("goal", goal, about=True)
+        at = event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
+        self._checked = (goal, at)  # so append need not check this time again
+        return at
+
+    def _check_event(self, goal: str | None, at: str) -> None:
+        """An event's goal and time, when they are not what time_for gave: the goal an
+        identifier (or None: journal-level), the time canonical, not before the goal's
+        last event, not beyond the clock-skew bound."""
+        if goal is not None and not is_identifier(goal):
+            raise not_an_identifier("goal", goal, about=True)
+        if not isinstance(at, str) or not is_canonical_at(at):
+            raise InvalidInput(
+                lambda name: f"{name} {at!r} is not a canonical event time (see time_for)",
+                code=codes.INVALID_TIME,
+                about="at",
+            )
+        last = self.last_at(goal)
+        if last is not None and at < last:
+            raise TimeRegression(
+                lambda name: f"{name} {at} is earlier than {last}",
+                about="at",
+                at=at,
+                last_at=last,
+            )
+        check_not_in_future(at, self.wall_us, last)
+
+    def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
+        """Stage one event; it becomes durable when the transaction commits.
+
+        The record returned is final for a transaction of one event. Once a second is
+        staged, a journal.batch record will lead them and every seq and hash shifts:
+        `committed` holds the records as written after the commit."""
+        checked_goal, checked_at = self._checked
+        if at is not checked_at or goal != checked_goal:
+            self._check_event(goal, at)  # not what time_for gave, nor a batch's shared one
+        host = self._host
+        decode = host.decoder_for(kind)
+        staged = self._pending
+        genesis = None
+        if staged:
+            previous = staged[-1].record
+            seq, prev = previous.seq + 1, previous.hash
+        elif host.head.next_seq == 0:
+            # A new journal: staged together with the first event (see genesis_record),
+            # and only once that event is accepted.
+            genesis = genesis_record(format_us(self.wall_us))
+            seq, prev = 1, genesis.record.hash
+        else:
+            seq, prev = host.head.next_seq, host.head.prev_hash
+        data = payload if isinstance(payload, bytes) else encode_payload(payload)
+        # Check the payload against its schema right before it is written: a payload
+        # that did not decode would make the journal corrupt for every later reader.
+        try:
+            decoded = decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise InvalidInput(
+                f"payload of {kind} is invalid: {exc}", code=codes.INVALID_PAYLOAD
+            ) from exc
+        if kind == BATCH_KIND:
+            raise InvalidInput(
+                "journal.batch records are the journal's own", code=codes.RESERVED_KIND
+            )
+        if staged and staged[-1].record.seq != 0:
+            return self._stage_more(kind, goal, data, at, decoded)
+        line, digest = encode_line(seq, at, kind, goal, data, prev)
+        size = len(line)
+        if size > LINE_BYTES_MAX:
+            raise InvalidInput(
+                f"event of {size} bytes exceeds the 1 MiB line limit", code=codes.LINE_TOO_LARGE
+            )
+        pending_bytes = self._pending_bytes + size
+        if len(staged) >= BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
+            raise InvalidInput("too many events in one transaction", code=codes.BATCH_TOO_LARGE)
+        record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), prev, digest)
+        pending = _new_pending(PendingRecord, (record, decoded, line))
+        if genesis is not None:
+            staged.append(genesis)
+            pending_bytes += len(genesis.line)
+            self._goal_last_at[None] = genesis.record.at
+        staged.append(pending)
+        self._pending_bytes = pending_bytes
+        self._goal_last_at[goal] = at
+        self._checked = (goal, at)  # the goal's last time now: the next event may share it
+        return pending
+
+    def to_write(self) -> list[PendingRecord]:
+        """The records this transaction's one write would hold, were it to commit now."""
+        return self._final() if self._more else self._pending
+
+    def _stage_more(
+        self, kind: str, goal: str | None, data: bytes, at: str, decoded: Any
+    ) -> PendingRecord:
+        """Stage an event after the first: the transaction is one of several records,
+        so a journal.batch record will lead them, and every seq and hash shifts; they
+        are encoded once, at commit. What this returns has the event's final seq but
+        no prev or hash yet (`committed` has them after the commit)."""
+        more = self._more
+        events = len(more) + 2
+        # A line is its payload plus an envelope of at most this many bytes (the exact
+        # size is checked when it is encoded).
+        size = len(data) + len(kind) * 6 + len(goal or "") * 6 + 256
+        pending_bytes = self._pending_bytes + size
+        if events > BATCH_EVENTS_MAX or pending_bytes > BATCH_BYTES_MAX:
+            raise InvalidInput("too many events in one transaction", code=codes.BATCH_TOO_LARGE)
+        if len(data) >= LINE_BYTES_MAX:
+            raise InvalidInput(
+                f"event of {len(data)} bytes exceeds the 1 MiB line limit",
+                code=codes.LINE_TOO_LARGE,
+            )
+        more.append((kind, goal, data, at, decoded))
+        self._pending_bytes = pending_bytes
+        self._goal_last_at[goal] = at
+        self._checked = (goal, at)
+        seq = self._pending[-1].record.seq + len(more) + 1  # the announcement takes the first
+        record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), "", "")
+        return _new_pending(PendingRecord, (record, decoded, b""))
+
+    def _final(self) -> list[PendingRecord]:
+        """The records a transaction of several events writes: a journal.batch record
+        announcing how many follow, then the events, chained as usual (SPEC §2.4: all
+        or nothing after a crash)."""
+        *genesis, first = self._pending
+        events = [
+            (
+                first.record.kind,
+                first.record.goal,
+                bytes(first.record.data),
+                first.record.at,
+                first.payload,
+            ),
+            *self._more,
+        ]
+        base = genesis[0].record.at if genesis else self._host.head.goal_last_at.get(None)
+        # A journal-level time: not before the last journal-level event, nor after a
+        # journal-level event of this transaction (times never go back per goal).
+        at = min(
+            [event_time(None, base, self.wall_us, None)]
+            + [event_at for _, goal, _, event_at, _ in events if goal is None]
+        )
+        seq, prev = first.record.seq, first.record.prev
+        announced = JournalBatch(records=len(events))
+        data = encode_payload(announced)
+        line, digest = encode_line(seq, at, BATCH_KIND, None, data, prev)
+        record = Record(FORMAT_VERSION, seq, at, BATCH_KIND, None, _Raw(data), prev, digest)
+        written = [*genesis, PendingRecord(record, announced, line)]
+        for kind, goal, data, event_at, payload in events:
+            seq, prev = seq + 1, digest
+            line, digest = encode_line(seq, event_at, kind, goal, data, prev)
+            if len(line) > LINE_BYTES_MAX:
+                raise InvalidInput(
+                    f"event of {len(line)} bytes exceeds the 1 MiB line limit",
+                    code=codes.LINE_TOO_LARGE,
+                )
+            record = Record(FORMAT_VERSION, seq, event_at, kind, goal, _Raw(data), prev, digest)
+            written.append(_new_pending(PendingRecord, (record, payload, line)))
+        return written
