@@ -24,28 +24,31 @@ def is_pg_url(target: str) -> bool:
     return target.startswith(PG_SCHEMES)
 
 
-def check_target(target: str, option: str = "--journal") -> None:
-    """Refuse (InvalidInput, exit 2) a value that cannot name a journal."""
+def check_target(target: str, option: str | None = None) -> None:
+    """Refuse (InvalidInput, exit 2) a value that cannot name a journal: named as the
+    caller's `option` (the CLI's `--journal`), else as the engine's parameter `target`."""
+    word = option or "target"
+    context = {"option": option} if option else {"parameter": "target"}
     if not target:
-        raise InvalidInput(f"{option} is empty", code=codes.INVALID_OPTION, option=option)
+        raise InvalidInput(f"{word} is empty", code=codes.INVALID_OPTION, **context)
     if is_pg_url(target):
         return
     scheme = _SCHEME.match(target)
     if scheme is not None:
         shown = _PASSWORD.sub(r"\1:***@", target)
         raise InvalidInput(
-            f"{option} {shown}: {scheme.group(0)} is not a journal store; give a file path "
+            f"{word} {shown}: {scheme.group(0)} is not a journal store; give a file path "
             "or a postgresql:// URL",
             code=codes.INVALID_JOURNAL_URL,
-            option=option,
+            **context,
         )
     directory = os.path.dirname(target) or "."
     if not os.path.isdir(directory):
         what = "is not a directory" if os.path.exists(directory) else "does not exist"
         raise InvalidInput(
-            f"{option} {target}: directory {directory} {what}",
+            f"{word} {target}: directory {directory} {what}",
             code=codes.INVALID_JOURNAL_PATH,
-            option=option,
+            **context,
         )
 
 

@@ -269,7 +269,7 @@ def command(
             try:
                 # `--journal ""` is never the default by accident; a missing directory
                 # or another scheme (mysql://, file://) never becomes a relative path.
-                check_target(ctx.journal_target)
+                check_target(ctx.journal_target, option="--journal")
                 # The engine's bound (nan and inf refused: SPEC §2.3), checked before
                 # anything opens, as every option is.
                 check_lock_timeout_s(ctx.lock_timeout_s)

@@ -220,3 +220,12 @@ def test_a_ledger_shared_by_threads_answers_every_call(tmp_path: Path) -> None:
             thread.join()
         assert failures == []
         assert ledger.journal.head.seq == 81  # genesis, configure, 80 observations
+
+
+@pytest.mark.parametrize("target", ["{tmp}/missing/j.jsonl", "mysql://db/x", ""])
+def test_the_engine_names_its_target_parameter(tmp_path: Path, target: str) -> None:
+    with pytest.raises(InvalidInput) as raised:
+        Journal.open(target.format(tmp=tmp_path), TOY)
+    assert raised.value.message.startswith("target "), raised.value.message
+    assert raised.value.context == {"parameter": "target"}
+    assert "--journal" not in raised.value.message
