@@ -33,6 +33,17 @@ from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
 from quotaledger.usecases.capacity import ReleaseRequest
 from quotaledger.usecases.decode import API, Answer, Request, builtins, decode
+from quotaledger.usecases.host import (
+    HostContinueRequest,
+    HostExitRequest,
+    HostHeartbeatRequest,
+    HostPhaseRequest,
+    HostReplanRequest,
+    HostReturnRequest,
+    HostStartRequest,
+    HostStatusRequest,
+    HostStopRequest,
+)
 from quotaledger.usecases.operator import (
     AuditRequest,
     GoalsRequest,
@@ -136,15 +147,15 @@ class Ledger(ServiceBase):
     reject = legacy(CapacityService.reject)
     release = endpoint(ReleaseRequest, CapacityService.release)
     inspect = legacy(CapacityService.inspect)
-    host_phase = legacy(HostService.host_phase)
-    host_start = legacy(HostService.host_start)
-    host_exit = legacy(HostService.host_exit)
-    host_return = legacy(HostService.host_return)
-    host_continue = legacy(HostService.host_continue)
-    host_stop = legacy(HostService.host_stop)
-    host_replan = legacy(HostService.host_replan)
-    host_heartbeat = legacy(HostService.host_heartbeat)
-    host_status = legacy(HostService.host_status)
+    host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
+    host_start = endpoint(HostStartRequest, HostService.host_start)
+    host_exit = endpoint(HostExitRequest, HostService.host_exit)
+    host_return = endpoint(HostReturnRequest, HostService.host_return)
+    host_continue = endpoint(HostContinueRequest, HostService.host_continue)
+    host_stop = endpoint(HostStopRequest, HostService.host_stop)
+    host_replan = endpoint(HostReplanRequest, HostService.host_replan)
+    host_heartbeat = endpoint(HostHeartbeatRequest, HostService.host_heartbeat)
+    host_status = endpoint(HostStatusRequest, HostService.host_status)
     budget_configure = legacy(SettlementService.budget_configure)
     turn_open = legacy(SettlementService.turn_open)
     turn_writeback = legacy(SettlementService.turn_writeback)

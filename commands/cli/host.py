@@ -1,14 +1,35 @@
 """Host continuation commands (SPEC §4): `quotaledger host phase|start|exit|return|...`."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
+from msgspec import UnsetType
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option
 from quotaledger.cli.output import Output, plural, table
 from quotaledger.journal import codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 from quotaledger.services.host import HostService
+from quotaledger.usecases.decode import CLI, Event, decode
+from quotaledger.usecases.host import (
+    AttemptAnswer,
+    HostContinueRequest,
+    HostExitRequest,
+    HostHeartbeatAnswer,
+    HostHeartbeatRequest,
+    HostPhaseAnswer,
+    HostPhaseRequest,
+    HostReplanAnswer,
+    HostReplanRequest,
+    HostReturnRequest,
+    HostStartRequest,
+    HostStatusAnswer,
+    HostStatusRequest,
+    HostStopAnswer,
+    HostStopRequest,
+    Lane,
+    Phase,
+)
 
 LaneOpt = Annotated[str, typer.Option("--lane", help="Lane (one agent's line of work).")]
 AttemptOpt = Annotated[str, typer.Option("--attempt", help="Attempt identifier.")]
@@ -79,19 +100,21 @@ def phase(
     A lane whose last attempt failed or was interrupted is refused lane_failed:
     it goes on only through `host continue`.
     """
+    values = {
+        "goal": goal,
+        "lane": lane,
+        "deadline": deadline,
+        "session": session,
+        "profile": profile,
+        "handoff": handoff,
+        "handoff_sha256": handoff_sha256,
+        "max_phase": max_phase,
+        "at": at,
+    }
+    request = decode(HostPhaseRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_phase(
-            goal=goal,
-            lane=lane,
-            deadline=deadline,
-            session=session,
-            profile=profile,
-            handoff=handoff,
-            handoff_sha256=handoff_sha256,
-            max_phase=max_phase,
-            at=at,
-        )
-    return Output(result, text=phase_text(result))
+        answer = ledger.host_phase(request)
+    return Output(answer, text=phase_text(answer))
 
 
 @commands(
@@ -110,18 +133,20 @@ def start(
     at: AtOpt = None,
 ) -> Output:
     """The dispatch gate: start an attempt, or refuse with every failing reason."""
+    values = {
+        "goal": goal,
+        "lane": lane,
+        "attempt": attempt,
+        "session": session,
+        "profile": profile,
+        "pid": pid,
+        "max_attempts": max_attempts,
+        "at": at,
+    }
+    request = decode(HostStartRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_start(
-            goal=goal,
-            lane=lane,
-            attempt=attempt,
-            session=session,
-            profile=profile,
-            pid=pid,
-            max_attempts=max_attempts,
-            at=at,
-        )
-    return Output(result, text=attempt_text(result, "start"))
+        answer = ledger.host_start(request)
+    return Output(answer, text=attempt_text(answer, "start"))
 
 
 @commands("exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
@@ -138,11 +163,11 @@ def exit_(
     at: AtOpt = None,
 ) -> Output:
     """Record that the attempt's process was observed exited."""
+    values = {"goal": goal, "attempt": attempt, "exit_code": exit_code, "signal": signal, "at": at}
+    request = decode(HostExitRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_exit(
-            goal=goal, attempt=attempt, exit_code=exit_code, signal=signal, at=at
-        )
-    return Output(result, text=attempt_text(result, "exit"))
+        answer = ledger.host_exit(request)
+    return Output(answer, text=attempt_text(answer, "exit"))
 
 
 @commands(
@@ -166,17 +191,19 @@ def return_(
     at: AtOpt = None,
 ) -> Output:
     """Record the attempt's outcome; prints the event hash `host continue` binds."""
+    values = {
+        "goal": goal,
+        "attempt": attempt,
+        "outcome": outcome,
+        "failure": failure,
+        "cursor": cursor,
+        "detail": detail,
+        "at": at,
+    }
+    request = decode(HostReturnRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_return(
-            goal=goal,
-            attempt=attempt,
-            outcome=outcome,
-            failure=failure,
-            cursor=cursor,
-            detail=detail,
-            at=at,
-        )
-    return Output(result, text=attempt_text(result, "return"))
+        answer = ledger.host_return(request)
+    return Output(answer, text=attempt_text(answer, "return"))
 
 
 @commands(
@@ -203,21 +230,23 @@ def continue_(
     Replaying the same request returns the same phase (idempotent); any
     difference is refused phase_exists_with_different_request.
     """
+    values = {
+        "goal": goal,
+        "lane": lane,
+        "bind": bind,
+        "deadline": deadline,
+        "session": session,
+        "profile": profile,
+        "cursor": cursor,
+        "handoff": handoff,
+        "handoff_sha256": handoff_sha256,
+        "max_phase": max_phase,
+        "at": at,
+    }
+    request = decode(HostContinueRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_continue(
-            goal=goal,
-            lane=lane,
-            bind=bind,
-            deadline=deadline,
-            session=session,
-            profile=profile,
-            cursor=cursor,
-            handoff=handoff,
-            handoff_sha256=handoff_sha256,
-            max_phase=max_phase,
-            at=at,
-        )
-    return Output(result, text=phase_text(result, "continued"))
+        answer = ledger.host_continue(request)
+    return Output(answer, text=phase_text(answer, "continued"))
 
 
 @commands("heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1")
@@ -225,9 +254,11 @@ def heartbeat(
     ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
 ) -> Output:
     """The lane's current phase and its handoff until a completed return confirms it."""
+    values = {"goal": goal, "lane": lane, "session": session, "at": at}
+    request = decode(HostHeartbeatRequest, values, CLI)
     with ctx.service(HostService, write=False) as ledger:
-        result = ledger.host_heartbeat(goal=goal, lane=lane, session=session, at=at)
-    return Output(result, text=heartbeat_text(result))
+        answer = ledger.host_heartbeat(request)
+    return Output(answer, text=heartbeat_text(answer))
 
 
 @commands("stop", example="quotaledger host stop --goal g")
@@ -238,9 +269,10 @@ def stop(
     at: AtOpt = None,
 ) -> Output:
     """Request a stop (no lane starts or continues), or clear it with --clear."""
+    request = decode(HostStopRequest, {"goal": goal, "clear": clear, "at": at}, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_stop(goal=goal, clear=clear, at=at)
-    return Output(result, text=stop_text(result))
+        answer = ledger.host_stop(request)
+    return Output(answer, text=stop_text(answer))
 
 
 @commands("replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open")
@@ -258,11 +290,12 @@ def replan(
 
     if open_ == settle:
         raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
+    action = "open" if open_ else "settle"
+    values = {"goal": goal, "lane": lane, "replan": replan, "action": action, "at": at}
+    request = decode(HostReplanRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
-        result = ledger.host_replan(
-            goal=goal, lane=lane, replan=replan, action="open" if open_ else "settle", at=at
-        )
-    return Output(result, text=replan_text(result))
+        answer = ledger.host_replan(request)
+    return Output(answer, text=replan_text(answer))
 
 
 @commands("status", example="quotaledger host status --goal g --lane l1")
@@ -274,150 +307,146 @@ def status(
     at: ReadAtOpt = None,
 ) -> Output:
     """Per lane: phases, attempts, holds, the last failure, dispatchable and why not."""
+    values = {"goal": goal, "lane": lane, "at": at, "max_attempts": max_attempts}
+    request = decode(HostStatusRequest, values, CLI)
     with ctx.service(HostService, write=False) as ledger:
-        result = ledger.host_status(goal=goal, lane=lane, at=at, max_attempts=max_attempts)
-    return Output(result, text=status_text(result))
+        answer = ledger.host_status(request)
+    return Output(answer, text=status_text(answer))
 
 
 # -- human text (SPEC §8: one summary line, then a table where there is a list) ---------
 
 
-def _refused(what: str, result: dict[str, Any]) -> str:
-    return f"REFUSED {what}: {', '.join(result['reasons'])}"
+def _refused(what: str, reasons: list[str] | UnsetType) -> str:
+    return f"REFUSED {what}: {', '.join(reasons if isinstance(reasons, list) else [])}"
 
 
-def _seq(result: dict[str, Any]) -> str:
-    event = result.get("event")
-    if result.get("appended") and event:
-        return f" (seq {event['seq']})"
-    return " (replay: nothing appended)" if result.get("idempotent") else ""
+def _seq(answer: HostPhaseAnswer | AttemptAnswer | HostStopAnswer | HostReplanAnswer) -> str:
+    if answer.appended and isinstance(answer.event, Event):
+        return f" (seq {answer.event.seq})"
+    return " (replay: nothing appended)" if answer.idempotent is True else ""
 
 
-def phase_text(result: dict[str, Any], verb: str = "opened") -> str:
-    if not result["ok"]:
-        text = _refused(f"host {'continue' if verb == 'continued' else 'phase'}", result)
-        text += "".join(f"\n  {line}" for line in result.get("detail", []))
-        return text + _differences_text(result)
-    p = result["phase"]
-    if result.get("idempotent"):
+def phase_text(answer: HostPhaseAnswer, verb: str = "opened") -> str:
+    if isinstance(answer.reasons, list):
+        text = _refused(f"host {'continue' if verb == 'continued' else 'phase'}", answer.reasons)
+        return text + _differences_text(answer)
+    p = answer.phase
+    assert isinstance(p, Phase)
+    if answer.idempotent is True:
         verb = f"already {verb}"
-    bound = f", bound to {p['bound']}" if p["bound"] else ""
-    handoff = f", handoff {p['handoff_sha256'][:12]}…" if p["handoff_sha256"] else ""
+    bound = f", bound to {p.bound}" if p.bound else ""
+    handoff = f", handoff {p.handoff_sha256[:12]}…" if p.handoff_sha256 else ""
     return (
-        f"{verb} phase {p['phase']} of lane {p['lane']}: deadline {p['deadline']}, session "
-        f"{p['session'] or '-'}, profile {p['profile'] or '-'}{bound}{handoff}{_seq(result)}"
+        f"{verb} phase {p.phase} of lane {p.lane}: deadline {p.deadline}, session "
+        f"{p.session or '-'}, profile {p.profile or '-'}{bound}{handoff}{_seq(answer)}"
     )
 
 
-def _differences_text(result: dict[str, Any]) -> str:
+def _differences_text(answer: HostPhaseAnswer) -> str:
     """Which input of a replay differs from the phase it would replay (both shown)."""
-    differences = result.get("differences") or {}
-    number = result["existing_phase"]["phase"] if result.get("existing_phase") else "?"
+    differences = answer.differences if isinstance(answer.differences, dict) else {}
+    existing = answer.existing_phase
+    number = existing.phase if isinstance(existing, Phase) else "?"
     lines = [
-        f"\n  {name} differs: phase {number} has {d['existing'] or '-'}, this request "
-        f"{d['requested'] or '-'}"
+        f"\n  {name} differs: phase {number} has {d.existing or '-'}, this request "
+        f"{d.requested or '-'}"
         for name, d in differences.items()
     ]
     if "deadline" in differences:
         lines.append(
             "\n  (a relative deadline resolves against each command's time: replay with "
-            f"--deadline {differences['deadline']['existing']})"
+            f"--deadline {differences['deadline'].existing})"
         )
     return "".join(lines)
 
 
-def attempt_text(result: dict[str, Any], command: str) -> str:
-    if not result["ok"]:
-        return _refused(f"host {command} {result.get('attempt', '')}".rstrip(), result)
-    a = result["attempt"]
+def attempt_text(answer: AttemptAnswer, command: str) -> str:
+    a = answer.attempt
+    if isinstance(a, str):
+        return _refused(f"host {command} {a}".rstrip(), answer.reasons)
     if command == "start":
-        head = (
-            f"started attempt {a['attempt']} (#{a['number']}) in phase {a['phase']} "
-            f"of lane {a['lane']}"
-        )
+        head = f"started attempt {a.attempt} (#{a.number}) in phase {a.phase} of lane {a.lane}"
     elif command == "exit":
-        signal = a["signal"]
-        how = f"signal {signal}" if signal is not None else f"exit code {a['exit_code']}"
-        head = f"attempt {a['attempt']} exited, {how}"
+        how = f"signal {a.signal}" if a.signal is not None else f"exit code {a.exit_code}"
+        head = f"attempt {a.attempt} exited, {how}"
     else:
-        failure = a["failure"]
-        why = f" ({failure['code']})" if failure else ""
-        head = f"attempt {a['attempt']} returned {a['outcome']}{why}, cursor {a['cursor'] or '-'}"
-    text = head + _seq(result)
-    if command == "return" and a["outcome"] != "completed":
-        text += f"\nbind with: host continue --bind {a['returned_hash']}"
+        why = f" ({a.failure.code})" if a.failure else ""
+        head = f"attempt {a.attempt} returned {a.outcome}{why}, cursor {a.cursor or '-'}"
+    text = head + _seq(answer)
+    if command == "return" and a.outcome != "completed":
+        text += f"\nbind with: host continue --bind {a.returned_hash}"
     return text
 
 
-def heartbeat_text(result: dict[str, Any]) -> str:
-    p = result.get("phase")
+def heartbeat_text(answer: HostHeartbeatAnswer) -> str:
+    p = answer.phase
     if p is None:
-        return (
-            f"no open phase{': ' + ', '.join(result['reasons']) if result.get('reasons') else ''}"
-        )
+        reasons = answer.reasons if isinstance(answer.reasons, list) else []
+        return f"no open phase{': ' + ', '.join(reasons) if reasons else ''}"
     text = (
-        f"lane {p['lane']} phase {p['phase']}: deadline {p['deadline']}, session "
-        f"{p['session'] or '-'}, profile {p['profile'] or '-'}"
+        f"lane {p.lane} phase {p.phase}: deadline {p.deadline}, session "
+        f"{p.session or '-'}, profile {p.profile or '-'}"
     )
-    handoff = result.get("handoff")
+    handoff = answer.handoff
     if handoff is not None:
-        text += f"\nhandoff (sha256 {handoff['sha256']}), until a completed return confirms it:\n"
-        text += handoff["content"]
+        text += f"\nhandoff (sha256 {handoff.sha256}), until a completed return confirms it:\n"
+        text += handoff.content or ""
     return text
 
 
-def stop_text(result: dict[str, Any]) -> str:
-    state = "stop requested: no lane starts or continues" if result["stop"] else "stop cleared"
-    return state + _seq(result)
+def stop_text(answer: HostStopAnswer) -> str:
+    state = "stop requested: no lane starts or continues" if answer.stop else "stop cleared"
+    return state + _seq(answer)
 
 
-def replan_text(result: dict[str, Any]) -> str:
-    if not result["ok"]:
-        return _refused("host replan", result)
-    r = result["replan"]
-    state = "open (holds the lane)" if r["open"] else "settled"
-    return f"replan {r['replan']} of lane {result['lane']} {state}{_seq(result)}"
+def replan_text(answer: HostReplanAnswer) -> str:
+    r = answer.replan
+    if isinstance(r, str):
+        return _refused("host replan", answer.reasons)
+    state = "open (holds the lane)" if r.open else "settled"
+    return f"replan {r.replan} of lane {answer.lane} {state}{_seq(answer)}"
 
 
-def status_text(result: dict[str, Any]) -> str:
-    lanes = result["lanes"]
-    ready = sum(1 for lane in lanes.values() if lane["dispatchable"])
+def status_text(answer: HostStatusAnswer) -> str:
+    lanes = answer.lanes
+    ready = sum(1 for lane in lanes.values() if lane.dispatchable)
     head = (
-        f"goal {result['goal']} as of {result['at']}: {plural(len(lanes), 'lane')}, "
+        f"goal {answer.goal} as of {answer.at}: {plural(len(lanes), 'lane')}, "
         f"{ready} dispatchable"
-        + ("; stop requested" if result["stop"] else "")
-        + ("" if result["capacity_ready"] else "; capacity not ready")
+        + ("; stop requested" if answer.stop else "")
+        + ("" if answer.capacity_ready else "; capacity not ready")
     )
     if not lanes:
         return head
-    rows, failures = [], []
-    for name, lane in lanes.items():
-        phase = lane["phases"][-1] if lane["phases"] else None
-        attempt = lane["attempts"][-1] if lane["attempts"] else None
-        last = "-"
-        if attempt is not None:
-            outcome = attempt["outcome"] or ("exited" if attempt["exited"] else "running")
-            code = attempt["failure"]["code"] if attempt["failure"] else None
-            last = f"{attempt['attempt']} #{attempt['number']} {outcome}" + (
-                f" ({code})" if code else ""
-            )
-        rows.append(
-            [
-                name,
-                str(phase["phase"]) if phase else "-",
-                phase["deadline"] if phase else "-",
-                str(len(lane["attempts"])),
-                last,
-                "yes" if lane["dispatchable"] else "no",
-                ", ".join(lane["reasons"]) or "-",
-            ]
-        )
-        failure = lane["last_failure"]
-        if failure is not None and failure.get("continued_by_phase") is None:
-            failures.append([name, failure["attempt"], failure["code"], failure["hash"]])
+    rows = [_lane_row(name, lane) for name, lane in lanes.items()]
+    failures = [
+        [name, failure.attempt, str(failure.code), str(failure.hash)]
+        for name, failure in ((name, lane.last_failure) for name, lane in lanes.items())
+        if failure is not None and failure.continued_by_phase is None
+    ]
     header = ["LANE", "PHASE", "DEADLINE", "ATTEMPTS", "LAST_ATTEMPT", "DISPATCHABLE", "REASONS"]
     text = head + "\n" + table(rows, header)
     if failures:
         text += "\n\nfailures to continue (host continue --bind HASH):\n"
         text += table(failures, ["LANE", "ATTEMPT", "FAILURE", "HASH"])
     return text
+
+
+def _lane_row(name: str, lane: Lane) -> list[str]:
+    phase = lane.phases[-1] if lane.phases else None
+    attempt = lane.attempts[-1] if lane.attempts else None
+    last = "-"
+    if attempt is not None:
+        outcome = attempt.outcome or ("exited" if attempt.exited else "running")
+        code = attempt.failure.code if attempt.failure else None
+        last = f"{attempt.attempt} #{attempt.number} {outcome}" + (f" ({code})" if code else "")
+    return [
+        name,
+        str(phase.phase) if phase else "-",
+        phase.deadline if phase else "-",
+        str(len(lane.attempts)),
+        last,
+        "yes" if lane.dispatchable else "no",
+        ", ".join(lane.reasons) or "-",
+    ]

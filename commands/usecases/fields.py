@@ -81,6 +81,52 @@ def check_choice(choices: tuple[str, ...]) -> Callable[[str, Any], object]:
     return check
 
 
+def check_member(choices: tuple[str, ...], code: str) -> Rule:
+    """One of `choices`, for an option whose wrong value has a code of its own
+    (`--outcome`: `invalid_outcome`); the choices are the type's `Literal`."""
+
+    def check(name: str, value: Any) -> object:
+        if isinstance(value, str) and value not in choices:
+            raise InvalidInput(f"{name} must be one of {', '.join(choices)}", code=code)
+        return value
+
+    return Rule(check)
+
+
+def sha256_hex(value: str) -> str | None:
+    """A SHA-256 hex digest as stored (trimmed, lower case), or None if it is not one."""
+    digest = value.strip().lower()
+    if len(digest) != 64 or not set(digest) <= _HEX:
+        return None
+    return digest
+
+
+def check_digest(what: str, code: str) -> Callable[[str, Any], object]:
+    def check(name: str, value: Any) -> object:
+        if isinstance(value, str) and sha256_hex(value) is None:
+            raise InvalidInput(f"{name} {value!r} is not {what}", code=code)
+        return value
+
+    return check
+
+
+def check_range(message: str, code: str, low: float | None, high: float | None) -> Rule:
+    """An integer from `low` to `high` (None: unbounded), worded by `message` with
+    `{name}`, `{value}`, `{low}` and `{high}`."""
+
+    def check(name: str, value: Any) -> object:
+        if not isinstance(value, int) or isinstance(value, bool):
+            return value  # a wrong kind of value: decode says so
+        if not ((low is None or low <= value) and (high is None or value <= high)):
+            worded = message.format(name=name, value=value, low=low, high=high)
+            raise InvalidInput(worded, code=code)
+        return value
+
+    return Rule(check)
+
+
+_HEX = frozenset("0123456789abcdef")
+
 Identifier = Annotated[
     str,
     msgspec.Meta(
@@ -121,3 +167,34 @@ def choice(choices: tuple[str, ...], description: str) -> Any:
     return Annotated[
         str, msgspec.Meta(description=described), Rule(check_choice(choices), always=True)
     ]
+
+
+def range_rule(base: Any, message: str, code: str) -> Rule:
+    """The rule for `base`, an integer type annotated with its range
+    (`msgspec.Meta(ge=..., le=...)`, stated once where the domain defines it), that
+    words a value outside it (`check_range`'s `message`):
+    `Annotated[base, range_rule(base, ...)]`."""
+    meta = next(m for m in base.__metadata__ if isinstance(m, msgspec.Meta))
+    return check_range(message, code, meta.ge, meta.le)
+
+
+_DIGEST_PATTERN = r"^\s*[0-9a-fA-F]{64}\s*$"
+"""What `sha256_hex` takes: 64 hex digits, either case, blanks around them."""
+Sha256 = Annotated[
+    str,
+    msgspec.Meta(pattern=_DIGEST_PATTERN, description="A SHA-256 digest, 64 hex digits"),
+    Rule(check_digest("64 hex digits", codes.INVALID_SHA256)),
+]
+"""A file's SHA-256 digest (`--handoff-sha256`); `sha256_hex` gives it as stored."""
+EventHash = Annotated[
+    str,
+    msgspec.Meta(pattern=_DIGEST_PATTERN, description="An event's hash, 64 hex digits"),
+    Rule(check_digest("an event hash", codes.INVALID_HASH)),
+]
+"""An event's hash (`--bind`); `sha256_hex` gives it as stored."""
+Deadline = Annotated[
+    str,
+    msgspec.Meta(description="RFC 3339 with a time zone, or +DURATION after the event's time"),
+]
+"""A deadline as text; the API also takes an aware datetime (`decode`). It is resolved
+against the event's time where it is used (`journal.clock.parse_deadline_us`)."""

@@ -26,6 +26,9 @@ CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {("bench",): ["--events", "1"]}
 VALID_ARGS: dict[tuple[str, ...], list[str]] = {
     ("repair",): ["--yes"],
     ("host", "replan"): ["--open"],
+    # a choice and an event hash, checked by the request type before the journal opens
+    ("host", "return"): ["--outcome", "completed"],
+    ("host", "continue"): ["--bind", "ab" * 32],
     # the three counters are required unless --usage gives them (checked by the command)
     ("observe",): ["--uncached-input", "0", "--cached-input", "0", "--output", "0"],
 }

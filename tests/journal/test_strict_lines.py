@@ -112,6 +112,9 @@ WALKED = [path for path in COMMANDS if path != ("bench",)]  # bench writes scrat
 GIVEN: dict[tuple[str, ...], dict[str, str]] = {
     ("repair",): {"yes": "", "truncate_after": "0"},
     ("host", "replan"): {"open_": ""},
+    # a choice and an event hash, checked by the request type before the journal opens
+    ("host", "return"): {"outcome": "completed"},
+    ("host", "continue"): {"bind": "ab" * 32},
     # observe takes its counts or --usage (neither is a required option to click)
     ("observe",): {"uncached_input": "1", "cached_input": "0", "output": "0"},
 }
