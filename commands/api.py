@@ -31,7 +31,13 @@ from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
 from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
-from quotaledger.usecases.capacity import ReleaseRequest
+from quotaledger.usecases.capacity import (
+    AdmitRequest,
+    ObserveRequest,
+    RejectRequest,
+    ReleaseRequest,
+)
+from quotaledger.usecases.capacity_state import ConfigureRequest, InspectRequest
 from quotaledger.usecases.decode import API, Answer, Request, builtins, decode
 from quotaledger.usecases.host import (
     HostContinueRequest,
@@ -141,12 +147,12 @@ class Ledger(ServiceBase):
     log = legacy(JournalService.log)
     export = legacy(JournalService.export)
     import_ = legacy(JournalService.import_)
-    configure = legacy(CapacityService.configure)
-    observe = legacy(CapacityService.observe)
-    admit = legacy(CapacityService.admit)
-    reject = legacy(CapacityService.reject)
+    configure = endpoint(ConfigureRequest, CapacityService.configure)
+    observe = endpoint(ObserveRequest, CapacityService.observe)
+    admit = endpoint(AdmitRequest, CapacityService.admit)
+    reject = endpoint(RejectRequest, CapacityService.reject)
     release = endpoint(ReleaseRequest, CapacityService.release)
-    inspect = legacy(CapacityService.inspect)
+    inspect = endpoint(InspectRequest, CapacityService.inspect)
     host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
     host_start = endpoint(HostStartRequest, HostService.host_start)
     host_exit = endpoint(HostExitRequest, HostService.host_exit)

@@ -1,8 +1,7 @@
 """Capacity commands (SPEC §3.5): configure and inspect here; observe, admit, reject and
 release, which a runner calls per event, in cli/runner.py (listed here in SPEC order)."""
 
-from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -14,11 +13,18 @@ from quotaledger.cli.common import (
     GoalOpt,
     choice_option,
 )
-from quotaledger.cli.config_options import config_options
+from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import Output, table
-from quotaledger.cli.runner import coverage_text, dimension_lines, num
-from quotaledger.projections.capacity import DIMENSIONS, ConfigFields
+from quotaledger.cli.runner import coverage_text, dimension_lines, num, request_of
+from quotaledger.projections.capacity import DIMENSIONS
 from quotaledger.services.capacity import CapacityService
+from quotaledger.usecases.capacity_state import (
+    ConfigureAnswer,
+    ConfigureRequest,
+    ConfigView,
+    InspectAnswer,
+    InspectRequest,
+)
 
 commands = CommandTable()
 
@@ -36,7 +42,7 @@ def register(app: typer.Typer) -> None:
 def configure(
     ctx: Ctx,
     goal: GoalOpt,
-    config: ConfigFields,
+    config: ConfigOptions,
     remove_limit: Annotated[
         list[str] | None,
         choice_option(
@@ -54,15 +60,16 @@ def configure(
     A default never set explicitly follows its source (a target its quota, the case
     target and caps --max-active-cases); the answer lists every change.
     """
+    options = dict(locals())
+    request = request_of(
+        ConfigureRequest,
+        {**options.pop("config"), **options},
+        remove_limit=remove_limit or [],
+        remove_gate=remove_gate or [],
+    )
     with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.configure(
-            goal=goal,
-            at=at,
-            remove_limit=remove_limit or [],
-            remove_gate=remove_gate or [],
-            **config,
-        )
-    return Output(result, text=configure_text(result))
+        answer = ledger.configure(request)
+    return Output(answer, text=configure_text(answer))
 
 
 commands.include(runner.commands)  # observe ... release, in their SPEC §3.5 place
@@ -87,99 +94,100 @@ def inspect(
 
     On a corrupt journal, --seq N before the corrupt record still answers.
     """
+    request = request_of(InspectRequest, locals())
     with ctx.service(CapacityService, write=False, allow_corrupt=seq is not None) as ledger:
-        result = ledger.inspect(goal=goal, at=at, seq=seq)
-    return Output(result, text=inspect_text(result))
+        answer = ledger.inspect(request)
+    return Output(answer, text=inspect_text(answer))
 
 
 # -- human text ------------------------------------------------------------------------
 
 
-def configure_text(result: dict[str, Any]) -> str:
-    config = result["config"]
-    if not result["ok"]:
+def configure_text(answer: ConfigureAnswer) -> str:
+    if not answer.ok:
+        assert isinstance(answer.reasons, list) and isinstance(answer.detail, list)
         return (
-            f"REFUSED configure {result['goal']}: {', '.join(result['reasons'])} "
-            f"({'; '.join(result['detail'])})"
+            f"REFUSED configure {answer.goal}: {', '.join(answer.reasons)} "
+            f"({'; '.join(answer.detail)})"
         )
     # What a reconfiguration changed (a first configure's values are all new: the
     # summary says them).
-    changes = result.get("changes") or {}
     changed = ", ".join(
-        f"{k} {num(old)} -> {num(new)}" for k, (old, new) in changes.items() if old is not None
+        f"{k} {num(old)} -> {num(new)}"
+        for k, (old, new) in answer.changes.items()
+        if old is not None
     )
-    text = f"configured {result['goal']}: {config_summary(config)}"
+    text = f"configured {answer.goal}: {config_summary(answer.config)}"
     return text + (f"\n  changed: {changed}" if changed else "")
 
 
-def config_summary(config: Mapping[str, Any]) -> str:
+def config_summary(config: ConfigView) -> str:
     parts = []
-    cases, tokens = config.get("cases"), config.get("tokens")
+    cases, tokens = config.cases, config.tokens
     if cases:
         parts.append(
-            f"cases target {cases['target_active_cases']}/max {cases['max_active_cases']} "
-            f"(baseline <= {cases['max_baseline_cases']}, test <= {cases['max_test_cases']}, "
-            f"reserved test {cases['reserved_test_cases']})"
+            f"cases target {cases.target_active_cases}/max {cases.max_active_cases} "
+            f"(baseline <= {cases.max_baseline_cases}, test <= {cases.max_test_cases}, "
+            f"reserved test {cases.reserved_test_cases})"
         )
-    if tokens and tokens.get("quota_tpm") is not None:
+    if tokens and tokens.quota_tpm is not None:
         parts.append(
-            f"tokens target {tokens['target_tpm']}/quota {tokens['quota_tpm']} TPM "
-            f"(evaluator reserve {tokens['evaluator_reserve_tpm']}, cold start "
-            f"{tokens['cold_start_reserve_tpm']}, cached weight {tokens['cached_input_weight']})"
+            f"tokens target {tokens.target_tpm}/quota {tokens.quota_tpm} TPM "
+            f"(evaluator reserve {tokens.evaluator_reserve_tpm}, cold start "
+            f"{tokens.cold_start_reserve_tpm}, cached weight {tokens.cached_input_weight})"
         )
-    for dimension, limit in (tokens or {}).get("limits", {}).items():
+    for dimension, limit in (tokens.limits if tokens else {}).items():
         parts.append(
-            f"{dimension} target {limit['target']}/quota {limit['quota']} "
-            f"(evaluator reserve {limit['evaluator_reserve']}, cold start "
-            f"{limit['cold_start_reserve']})"
+            f"{dimension} target {limit.target}/quota {limit.quota} "
+            f"(evaluator reserve {limit.evaluator_reserve}, cold start "
+            f"{limit.cold_start_reserve})"
         )
     return "; ".join(parts) if parts else "no gate"
 
 
-def inspect_text(result: dict[str, Any]) -> str:
-    if not result["goals"]:
+def inspect_text(answer: InspectAnswer) -> str:
+    if not answer.goals:
         return "no goals"
     blocks = []
-    for name, goal in result["goals"].items():
-        counts = goal["active_counts"]
-        ready = "ready" if goal["admission_ready"] else "not ready"
+    for name, goal in answer.goals.items():
+        counts = goal.active_counts
+        ready = "ready" if goal.admission_ready else "not ready"
         lines = [
-            f"goal {name} as of {goal['at']}: {ready}, next action {goal['next_action']}",
-            f"  config: {config_summary(goal['config'])}",
-            f"  active: {counts['total']} (baseline {counts['baseline']}, test {counts['test']})",
+            f"goal {name} as of {goal.at}: {ready}, next action {goal.next_action}",
+            f"  config: {config_summary(goal.config)}",
+            f"  active: {counts.total} (baseline {counts.baseline}, test {counts.test})",
         ]
-        headroom = goal["headroom_tpm"]
-        usage = goal["usage"]
+        headroom = goal.headroom_tpm
+        usage = goal.usage
         lines.append(
-            f"  tokens: usage {num(goal['usage_tpm'])} TPM (uncached {usage['uncached_input']}, "
-            f"cached {usage['cached_input']}, output {usage['output']}), reserved "
-            f"{goal['reserved_tpm']}, load {num(goal['load_tpm'])}, headroom solver "
-            f"{num(headroom['solver'])} / evaluator {num(headroom['evaluator'])}"
+            f"  tokens: usage {num(goal.usage_tpm)} TPM (uncached {usage.uncached_input}, "
+            f"cached {usage.cached_input}, output {usage.output}), reserved "
+            f"{goal.reserved_tpm}, load {num(goal.load_tpm)}, headroom solver "
+            f"{num(headroom.solver)} / evaluator {num(headroom.evaluator)}"
         )
-        lines += ["  " + line for line in dimension_lines(goal.get("dimensions") or {}, None)]
-        for dimension, report in (goal.get("provider") or {}).items():
-            if report["live"]:
+        lines += ["  " + line for line in dimension_lines(goal.dimensions, None)]
+        for dimension, report in goal.provider.items():
+            if report.live:
                 above = (
-                    ", config above provider limit" if report["config_above_provider_limit"] else ""
+                    ", config above provider limit" if report.config_above_provider_limit else ""
                 )
                 lines.append(
-                    f"  provider {dimension}: {report['remaining']} of {report['limit']} left "
-                    f"until {report['reset_at'] or '-'}{above}"
+                    f"  provider {dimension}: {report.remaining} of {report.limit} left "
+                    f"until {report.reset_at or '-'}{above}"
                 )
-        lines.append(f"  {coverage_text(goal)}, cooldown until {goal['cooldown_until'] or '-'}")
-        runs = goal["active_runs"]
-        if runs:
+        lines.append(f"  {coverage_text(goal)}, cooldown until {goal.cooldown_until or '-'}")
+        if goal.active_runs:
             rows = [
                 [
-                    r["run"],
-                    r["case"] or "-",
-                    r["arm"] or "-",
-                    r["class"],
-                    num(r["forecast_tpm"]),
-                    r["admitted_at"],
-                    r["lease_until"] or "-",
+                    r.run,
+                    r.case or "-",
+                    r.arm or "-",
+                    r.class_,
+                    num(r.forecast_tpm),
+                    r.admitted_at,
+                    r.lease_until or "-",
                 ]
-                for r in runs
+                for r in goal.active_runs
             ]
             header = ["RUN", "CASE", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]
             lines.append("    " + table(rows, header).replace("\n", "\n    "))

@@ -2,12 +2,13 @@
 
     @commands("configure", example=...)
     @config_options(show_defaults=True)
-    def configure(ctx: Ctx, goal: GoalOpt, config: ConfigFields, at: AtOpt = None) -> Output:
-        ... ledger.configure(goal=goal, at=at, **config) ...
+    def configure(ctx: Ctx, goal: GoalOpt, config: ConfigOptions, at: AtOpt = None) -> Output:
+        ... decode(ConfigureRequest, {"goal": goal, "at": at, **config}, CLI) ...
 
 The decorator puts the config options where the `config` parameter stands and hands
 them to the command gathered in that one dict, so both commands declare the same
-flags, with the same help, from this one table.
+flags, with the same help, from this one table. The fields and their types are the
+requests' (`usecases.configfields.ConfigFieldsRequest`).
 """
 
 import functools
@@ -18,13 +19,11 @@ from typing import Annotated, Any, get_type_hints
 import typer
 
 from quotaledger.cli.common import duration_option
-from quotaledger.projections.capacity import (
-    CONFIG_RANGES,
-    DEFAULTS,
-    FIELDS,
-    ConfigFields,
-    dimension_fields,
-)
+from quotaledger.projections.capacity import CONFIG_RANGES, DEFAULTS, FIELDS, dimension_fields
+from quotaledger.usecases.configfields import ConfigFieldsRequest
+
+ConfigOptions = dict[str, Any]
+"""The config options a command was given, by field name (None: not given)."""
 
 
 # field -> (help, what `configure` does when the flag is absent). `whatif` leaves the
@@ -73,7 +72,7 @@ for _dimension, _what in (
     _HELP[_cold] = (f"Token gate: {_what} kept free for start-up bursts", "[default: 0]")
 _FIELDS = FIELDS
 assert tuple(_HELP) == _FIELDS
-_TYPES = get_type_hints(ConfigFields)  # int | None, or float | None
+_TYPES = get_type_hints(ConfigFieldsRequest)  # int | None, or float | None
 
 
 def _option(name: str, kind: Any, show_defaults: bool) -> inspect.Parameter:

@@ -9,12 +9,11 @@ import typer
 from msgspec import UnsetType
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
-from quotaledger.cli.config_options import config_options
+from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.projections.capacity import ConfigFields
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService, prometheus_text
 from quotaledger.usecases.decode import CLI, decode
@@ -106,7 +105,7 @@ def audit(
 def whatif(
     ctx: Ctx,
     goal: GoalOpt,
-    config: ConfigFields,
+    config: ConfigOptions,
     since: SinceOpt = None,
     until: UntilOpt = None,
 ) -> Output:

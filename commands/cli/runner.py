@@ -8,9 +8,10 @@ SPEC order).
 """
 
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
+from msgspec import UnsetType
 
 from quotaledger.adapters import USAGE_FORMATS
 from quotaledger.cli.common import (
@@ -25,10 +26,20 @@ from quotaledger.cli.common import (
 from quotaledger.cli.output import Output
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.projections import capacity as cap
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
 from quotaledger.services.capacity import CapacityService
-from quotaledger.usecases.capacity import ReleaseRequest
-from quotaledger.usecases.decode import CLI, decode
+from quotaledger.usecases.capacity import (
+    AdmitAnswer,
+    AdmitRequest,
+    ObserveRequest,
+    RejectRequest,
+    ReleaseRequest,
+)
+from quotaledger.usecases.decode import CLI, Request, decode
+
+if TYPE_CHECKING:  # inspect's views: a runner's per-event command never loads them
+    from quotaledger.usecases.capacity_state import DimensionView, GoalView
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 ProviderHeadersOpt = Annotated[
@@ -49,6 +60,15 @@ def _int_opt(flag: str, text: str) -> Any:
 
 
 commands = CommandTable()
+
+Q = TypeVar("Q", bound=Request)
+
+
+def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q:
+    """A command's request from its options, named as the request's fields (`ctx`
+    aside), with what the CLI read itself in place of a `FILE|-` option (`read`)."""
+    values = {name: value for name, value in options.items() if name != "ctx"}
+    return decode(request_type, {**values, **read}, CLI)
 
 
 def register(app: typer.Typer) -> None:
@@ -111,6 +131,7 @@ def observe(
     active run's lease is renewed. --provider-headers records the rate limits the
     response reported.
     """
+    options = dict(locals())
     counts = {
         "--uncached-input": uncached_input,
         "--cached-input": cached_input,
@@ -123,33 +144,22 @@ def observe(
             f"included) or --usage; missing {', '.join(missing)}",
             code=codes.USAGE,
         )
-    usage_text = read_input("--usage", usage)
-    headers_text = read_input("--provider-headers", provider_headers)
-    with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.observe(
-            goal=goal,
-            uncached_input=uncached_input,
-            cached_input=cached_input,
-            output=output,
-            cache_write_input=cache_write_input,
-            run=run,
-            requests=requests,
-            usage=usage_text,
-            usage_format=usage_format,
-            provider_headers=headers_text,
-            coverage=coverage,
-            source=source,
-            at=at,
-        )
-    text = (
-        f"observed {goal}: usage {num(result['usage_tpm'])} TPM in the last 60 s "
-        f"({result['coverage']})"
+    request = request_of(
+        ObserveRequest,
+        options,
+        usage=read_input("--usage", usage),
+        provider_headers=read_input("--provider-headers", provider_headers),
     )
-    if result.get("provider"):
-        text += f"; provider reports {provider_summary(result['provider'])}"
-    if result.get("lease_until"):
-        text += f"; lease of {run} until {result['lease_until']}"
-    return Output(result, text=text)
+    with ctx.service(CapacityService, write=True) as ledger:
+        answer = ledger.observe(request)
+    text = (
+        f"observed {goal}: usage {num(answer.usage_tpm)} TPM in the last 60 s ({answer.coverage})"
+    )
+    if answer.provider:
+        text += f"; provider reports {provider_summary(answer.provider)}"
+    if answer.lease_until:
+        text += f"; lease of {run} until {answer.lease_until}"
+    return Output(answer, text=text)
 
 
 @commands(
@@ -200,22 +210,10 @@ def admit(
     Exit 0 admitted (an identical repeat returns the original receipt), exit 1
     refused (journaled as capacity.refused unless --dry-run).
     """
+    request = request_of(AdmitRequest, locals())
     with ctx.service(CapacityService, write=not dry_run) as ledger:
-        result = ledger.admit(
-            goal=goal,
-            run=run,
-            case=case,
-            arm=arm,
-            class_=class_,
-            forecast_tpm=forecast_tpm,
-            forecast_itpm=forecast_itpm,
-            forecast_otpm=forecast_otpm,
-            forecast_rpm=forecast_rpm,
-            lease_s=lease_s,
-            at=at,
-            dry_run=dry_run,
-        )
-    return Output(result, text=admit_text(result, run))
+        answer = ledger.admit(request)
+    return Output(answer, text=admit_text(answer, run))
 
 
 @commands(
@@ -243,23 +241,20 @@ def reject(
     It does not release the run. Without --retry-after-s, the Retry-After of
     --provider-headers (seconds, retry-after-ms, or an HTTP-date) is used.
     """
-    headers_text = read_input("--provider-headers", provider_headers)
+    request = request_of(
+        RejectRequest,
+        locals(),
+        provider_headers=read_input("--provider-headers", provider_headers),
+    )
     with ctx.service(CapacityService, write=True) as ledger:
-        result = ledger.reject(
-            goal=goal,
-            run=run,
-            retry_after_s=retry_after_s,
-            detail=detail,
-            provider_headers=headers_text,
-            at=at,
-        )
+        answer = ledger.reject(request)
     text = (
-        f"rejection recorded for {goal}: cooldown {result['cooldown_s']}s until "
-        f"{result['cooldown_until']} (streak {result['streak']}"
-        + (", clamped" if result["clamped"] else "")
+        f"rejection recorded for {goal}: cooldown {answer.cooldown_s}s until "
+        f"{answer.cooldown_until} (streak {answer.streak}"
+        + (", clamped" if answer.clamped else "")
         + ")"
     )
-    return Output(result, text=text)
+    return Output(answer, text=text)
 
 
 @commands("release", example="quotaledger release --goal g --run r1")
@@ -269,7 +264,7 @@ def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
     Releasing a run that is not active is not an error: released is false, reason
     run_not_active, nothing appended.
     """
-    request = decode(ReleaseRequest, {"goal": goal, "run": run, "at": at}, CLI)
+    request = request_of(ReleaseRequest, locals())
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.release(request)
     if answer.released:
@@ -291,85 +286,96 @@ def num(value: Any) -> str:
     return str(value)
 
 
-def provider_summary(provider: dict[str, Any]) -> str:
+def provider_summary(provider: cap.ProviderReport) -> str:
     """`rpm 499/500 left, tpm 150000/200000 left`: what each reported dimension has left."""
     return ", ".join(
-        f"{dimension} {num(report['remaining'])}/{num(report['limit'])} left"
+        f"{dimension} {num(report.remaining)}/{num(report.limit)} left"
         for dimension, report in provider.items()
     )
 
 
-def coverage_text(figures: dict[str, Any], *, with_last: bool = False) -> str:
+def coverage_text(
+    figures: "cap.Figures | GoalView | Mapping[str, Any]", *, with_last: bool = False
+) -> str:
     """Coverage as people read it: a goal never observed has no stale observation,
-    it has none at all (what usage_observation_stale then means)."""
-    last = figures.get("last_observation_at")
+    it has none at all (what usage_observation_stale then means). A mapping: the
+    three values picked out of an answer that may lack them (audit's explanation)."""
+    if isinstance(figures, Mapping):
+        last, coverage = figures["last_observation_at"], figures["coverage"]
+        stale = figures["observation_stale"]
+    else:
+        last, coverage = figures.last_observation_at, figures.coverage
+        stale = figures.observation_stale
     if last is None:
         return "no usage observed yet (observe before admitting)"
-    text = f"coverage {figures['coverage']}" + (" (stale)" if figures["observation_stale"] else "")
+    text = f"coverage {coverage}" + (" (stale)" if stale else "")
     return text + (f", last observation {last}" if with_last else "")
 
 
-def admit_text(result: Mapping[str, Any], run: str) -> str:
-    prefix = "would be " if result.get("dry_run") else ""
-    if result["admitted"]:
-        receipt = result["receipt"]
-        cases = receipt["active_cases"]
+def admit_text(answer: AdmitAnswer, run: str) -> str:
+    prefix = "would be " if answer.dry_run else ""
+    if answer.admitted:
+        receipt = answer.receipt
+        assert not isinstance(receipt, UnsetType)
+        cases = receipt.active_cases
         bits = []
-        if receipt["target_active_cases"] is not None:
-            bits.append(f"slot {cases['total'] + 1}/{receipt['target_active_cases']}")
-        if receipt["target_tpm"] is not None:
+        if receipt.target_active_cases is not None:
+            bits.append(f"slot {cases.total + 1}/{receipt.target_active_cases}")
+        if receipt.target_tpm is not None:
             bits.append(
-                f"load {num(receipt['load_tpm'])}/{receipt['target_tpm']} TPM, "
-                f"forecast {num(receipt['forecast_tpm'])}"
+                f"load {num(receipt.load_tpm)}/{receipt.target_tpm} TPM, "
+                f"forecast {num(receipt.forecast_tpm)}"
             )
         detail = ", ".join(bits) or "no gate limits it"
-        if result["idempotent"]:
-            return f"admitted {run} again (replay of seq {receipt['seq']}; nothing appended)"
+        if answer.idempotent:
+            return f"admitted {run} again (replay of seq {receipt.seq}; nothing appended)"
         return f"{prefix}admitted {run} ({detail})"
-    figures = result["figures"]
-    head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(result['reasons'])}"
-    return head + "\n  " + figures_text(figures)
+    assert not isinstance(answer.figures, UnsetType) and not isinstance(answer.reasons, UnsetType)
+    head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(answer.reasons)}"
+    return head + "\n  " + figures_text(answer.figures)
 
 
-def figures_text(figures: dict[str, Any]) -> str:
-    cases = figures["active_cases"]
+def figures_text(figures: cap.Figures) -> str:
+    cases = figures.active_cases
     lines = []
-    if figures["max_active_cases"] is not None:
+    if figures.max_active_cases is not None:
         lines.append(
-            f"cases: {cases['total']} active (baseline {cases['baseline']}, test "
-            f"{cases['test']}) of target {figures['target_active_cases']}, max "
-            f"{figures['max_active_cases']}"
+            f"cases: {cases.total} active (baseline {cases.baseline}, test "
+            f"{cases.test}) of target {figures.target_active_cases}, max "
+            f"{figures.max_active_cases}"
         )
-    if figures["target_tpm"] is not None:
+    if figures.target_tpm is not None:
         lines.append(
-            f"tokens: load {num(figures['load_tpm'])} (usage {num(figures['usage_tpm'])}, "
-            f"reserved {figures['reserved_tpm']}) + forecast {num(figures['forecast_tpm'])} "
-            f"+ cold start {figures['cold_start_reserve_tpm']} vs target {figures['target_tpm']}"
-            f" (evaluator reserve {figures['evaluator_reserve_tpm']}); headroom "
-            f"{num(figures['headroom_tpm'])} TPM"
+            f"tokens: load {num(figures.load_tpm)} (usage {num(figures.usage_tpm)}, "
+            f"reserved {figures.reserved_tpm}) + forecast {num(figures.forecast_tpm)} "
+            f"+ cold start {figures.cold_start_reserve_tpm} vs target {figures.target_tpm}"
+            f" (evaluator reserve {figures.evaluator_reserve_tpm}); headroom "
+            f"{num(figures.headroom_tpm)} TPM"
         )
-    lines += dimension_lines(figures.get("dimensions") or {}, figures.get("binding_dimension"))
-    if figures["target_tpm"] is not None or figures.get("dimensions"):
+    lines += dimension_lines(figures.dimensions, figures.binding_dimension)
+    if figures.target_tpm is not None or figures.dimensions:
         lines.append(
             coverage_text(figures, with_last=True)
-            + f", cooldown until {figures['cooldown_until'] or '-'}"
+            + f", cooldown until {figures.cooldown_until or '-'}"
         )
     return "\n  ".join(lines) if lines else "no gate configured"
 
 
-def dimension_lines(dimensions: dict[str, Any], binding: str | None) -> list[str]:
+def dimension_lines(
+    dimensions: "Mapping[cap.Dimension, cap.DimensionFigures] | Mapping[str, DimensionView]",
+    binding: str | None,
+) -> list[str]:
     """One line per dimension other than tpm (tpm has its own line)."""
     lines = []
     for name, d in dimensions.items():
         if name == "tpm":
             continue
-        headroom = d["headroom"]
-        if isinstance(headroom, dict):  # inspect gives it per class
-            headroom = headroom["solver"]
-        provider = "" if d["provider_used"] is None else f", provider used {d['provider_used']}"
+        # inspect gives the headroom per class
+        headroom = d.headroom if isinstance(d.headroom, int | float) else d.headroom.solver
+        provider = "" if d.provider_used is None else f", provider used {d.provider_used}"
         lines.append(
-            f"{name}{' (binding)' if name == binding else ''}: load {num(d['load'])} (usage "
-            f"{num(d['usage'])}, reserved {d['reserved']}{provider}) vs target {d['target']}; "
+            f"{name}{' (binding)' if name == binding else ''}: load {num(d.load)} (usage "
+            f"{num(d.usage)}, reserved {d.reserved}{provider}) vs target {d.target}; "
             f"headroom {num(headroom)}"
         )
     return lines

@@ -139,20 +139,20 @@ def bench_text(result: dict[str, Any]) -> str:
 
 def demo_text(result: dict[str, Any]) -> str:
     """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
-    import msgspec
-
     from quotaledger.cli.capacity import inspect_text
     from quotaledger.cli.operator import audit_text
+    from quotaledger.usecases.capacity_state import InspectAnswer
+    from quotaledger.usecases.decode import typed
     from quotaledger.usecases.operator import AuditAnswer
 
     goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
     return "\n".join(
         [
             f"$ quotaledger inspect --goal {goal}",
-            inspect_text(result["inspect"]),
+            inspect_text(typed(InspectAnswer, result["inspect"])),
             "",
             f"$ quotaledger audit --seq {seq}",
-            audit_text(msgspec.convert(result["audit"], AuditAnswer)),
+            audit_text(typed(AuditAnswer, result["audit"])),
             "",
             f"journal {result['journal']}: head seq {result['head']['seq']} "
             f"hash {result['head']['hash']}",

@@ -9,15 +9,16 @@ times, so the session is the same on every machine.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from quotaledger.api import Ledger
 from quotaledger.cli.capacity import config_summary
 from quotaledger.cli.runner import admit_text, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
-
-if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers import AdmitAnswer
+from quotaledger.projections.capacity import Figures
+from quotaledger.usecases.capacity import AdmitAnswer
+from quotaledger.usecases.capacity_state import ConfigView
+from quotaledger.usecases.decode import typed
 
 GOAL = "demo-campaign"
 
@@ -32,9 +33,10 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
     def t(seconds: float) -> str:
         return format_us(base_us + round(seconds * US_PER_S))
 
-    def admit(seconds: float, run_id: str, **request: Any) -> AdmitAnswer:
+    def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
         result = ledger.admit(goal=GOAL, run=run_id, at=t(seconds), **request)
-        say(f"  +{seconds:>3}s  " + admit_text(result, run_id).replace("\n", "\n         "))
+        text = admit_text(typed(AdmitAnswer, result), run_id)
+        say(f"  +{seconds:>3}s  " + text.replace("\n", "\n         "))
         return result
 
     say(f"Goal {GOAL}: 4 case slots (1 kept for test arms), 100k TPM quota, 90k target.")
@@ -51,7 +53,7 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
         cooldown_max_s=120,
         at=t(0),
     )
-    say("  configured: " + config_summary(configured["config"]))
+    say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
 
     say("The runner reports provider usage (a zero-token heartbeat, then real traffic):")
     ledger.observe(goal=GOAL, source="provider-meter", at=t(0))
@@ -110,7 +112,7 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
     event = refusal["event"]
     assert event is not None  # a refusal is journaled
     say(f"The refusal of run-004 is seq {event['seq']} ({event['hash'][:12]}…):")
-    say("  " + figures_text(refusal["figures"]))
+    say("  " + figures_text(typed(Figures, refusal["figures"])))
     return {
         "goal": GOAL,
         "refusal_seq": event["seq"],
@@ -142,13 +144,13 @@ def run_limits(
 
     say(f"Goal {LIMITS_GOAL}: the provider enforces 100k TPM and 10 requests per minute.")
     configured = ledger.configure(goal=LIMITS_GOAL, quota_tpm=100_000, quota_rpm=10, at=t(0))
-    say("  configured: " + config_summary(configured["config"]))
+    say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
     ledger.observe(goal=LIMITS_GOAL, uncached_input=6_000, output=1_000, requests=6, at=t(1))
     say("  +  1s  6 requests, 7000 tokens observed")
     rpm = ledger.admit(
         goal=LIMITS_GOAL, run="agent-a", forecast_tpm=10_000, forecast_rpm=4, at=t(2)
     )
-    say("  +  2s  " + admit_text(rpm, "agent-a").replace("\n", "\n         "))
+    say("  +  2s  " + admit_text(typed(AdmitAnswer, rpm), "agent-a").replace("\n", "\n         "))
     say("The provider's headers on the next response reveal outside traffic:")
     reset = t(21)
     ledger.observe(
@@ -172,7 +174,7 @@ def run_limits(
     tpm = ledger.admit(
         goal=LIMITS_GOAL, run="agent-b", forecast_tpm=30_000, forecast_rpm=1, at=t(4)
     )
-    say("  +  4s  " + admit_text(tpm, "agent-b").replace("\n", "\n         "))
+    say("  +  4s  " + admit_text(typed(AdmitAnswer, tpm), "agent-b").replace("\n", "\n         "))
     assert rpm["event"] is not None  # a refusal is journaled
     audit = ledger.audit(seq=rpm["event"]["seq"])
     explanation: Mapping[str, Any] = audit["explanation"]  # a capacity refusal's

@@ -1,5 +1,6 @@
 """The capacity config fields a request may give (SPEC §3.5, §3.6): `whatif`'s
-overrides, and `configure`'s fields once it takes a request.
+overrides and `configure`'s fields: the one declaration of them (asserted below to
+name `projections.capacity.FIELDS`; `cli.config_options` makes their flags).
 
 A request type that takes them derives from `ConfigFieldsRequest`. The fields stay
 plain numbers here: their ranges and relations are the config rule's
@@ -7,9 +8,9 @@ plain numbers here: their ranges and relations are the config rule's
 (`invalid_config`).
 """
 
-from typing import Any, cast
+from typing import Any
 
-from quotaledger.projections.capacity import FIELDS, ConfigFields
+from quotaledger.projections.capacity import FIELDS
 from quotaledger.usecases.decode import Request
 
 
@@ -42,10 +43,9 @@ class ConfigFieldsRequest(Request):
     evaluator_reserve_rpm: int | None = None
     cold_start_reserve_rpm: int | None = None
 
-    def config_fields(self) -> ConfigFields:
+    def config_fields(self) -> dict[str, Any]:
         """The given fields, in the config rule's order (None: not given)."""
-        given: dict[str, Any] = {name: getattr(self, name) for name in FIELDS}
-        return cast(ConfigFields, given)
+        return {name: getattr(self, name) for name in FIELDS}
 
 
 # The config rule's field list is the one list: this declaration (for the request's

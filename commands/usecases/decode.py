@@ -215,3 +215,12 @@ def builtins(answer: Answer) -> dict[str, Any]:
     """An answer as the dict `--json` prints (what the Python API returns)."""
     result: dict[str, Any] = msgspec.to_builtins(answer)
     return result
+
+
+T = TypeVar("T", bound=msgspec.Struct)
+
+
+def typed(answer_type: type[T], data: Mapping[str, Any]) -> T:
+    """An answer (or a part of one) the Python API returned as a dict, as the typed
+    answer (`builtins` undone): for code that renders an API answer as the CLI does."""
+    return msgspec.convert(data, answer_type)

@@ -37,8 +37,9 @@ def _cases(module: str, writes: bool, *names: str) -> dict[str, UseCase]:
 
 
 USE_CASES: dict[str, UseCase] = {
-    **_cases("capacity", True, "configure", "observe", "admit", "reject", "release"),
-    **_cases("capacity", False, "inspect"),
+    **_cases("capacity_state", True, "configure"),
+    **_cases("capacity", True, "observe", "admit", "reject", "release"),
+    **_cases("capacity_state", False, "inspect"),
     **_cases(
         "host",
         True,

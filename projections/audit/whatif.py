@@ -1,5 +1,6 @@
 """What-if (SPEC §7): a goal's recorded admission requests replayed under a changed config."""
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,7 +11,6 @@ from quotaledger.journal.clock import format_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
 from quotaledger.projections.audit.goalfold import GoalFold
-from quotaledger.projections.capacity import ConfigFields
 
 # -- what-if ---------------------------------------------------------------------------
 
@@ -24,7 +24,7 @@ class Overrides:
     fields: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, fields: ConfigFields) -> "Overrides":
+    def of(cls, fields: Mapping[str, Any]) -> "Overrides":
         return cls(cap.given_fields(fields))
 
     def apply(

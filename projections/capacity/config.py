@@ -19,7 +19,7 @@ by the very same function (`reconfigure`).
 """
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -266,41 +266,6 @@ def default_target_tpm(quota_tpm: int) -> int:
 # -- how configure changes a config (SPEC §3.5) ---------------------------------------
 
 
-class ConfigFields(TypedDict, total=False):
-    """The config flags of `configure` and `whatif`; None (or absent) means not given.
-
-    The annotations are strings on purpose: `quotaledger.Ledger` reads each keyword's
-    rule from its annotation's text (`arguments._typed_keywords`), as it does from the
-    services' signatures (their modules postpone annotations; this one defines Structs
-    and cannot)."""
-
-    max_active_cases: "int | None"
-    target_active_cases: "int | None"
-    max_baseline_cases: "int | None"
-    max_test_cases: "int | None"
-    reserved_test_cases: "int | None"
-    quota_tpm: "int | None"
-    target_tpm: "int | None"
-    evaluator_reserve_tpm: "int | None"
-    cold_start_reserve_tpm: "int | None"
-    cached_input_weight: "float | None"
-    max_observation_age_s: "int | None"
-    cooldown_base_s: "int | None"
-    cooldown_max_s: "int | None"
-    quota_itpm: "int | None"
-    target_itpm: "int | None"
-    evaluator_reserve_itpm: "int | None"
-    cold_start_reserve_itpm: "int | None"
-    quota_otpm: "int | None"
-    target_otpm: "int | None"
-    evaluator_reserve_otpm: "int | None"
-    cold_start_reserve_otpm: "int | None"
-    quota_rpm: "int | None"
-    target_rpm: "int | None"
-    evaluator_reserve_rpm: "int | None"
-    cold_start_reserve_rpm: "int | None"
-
-
 def dimension_fields(dimension: str) -> tuple[str, str, str, str]:
     """quota, target, evaluator reserve, cold start reserve of one dimension."""
     quota, target, evaluator, cold = (f"{part}_{dimension}" for part in LIMIT_PARTS)
@@ -321,9 +286,6 @@ GATES: dict[str, tuple[str, ...]] = {
     "tokens": TOKEN_FIELDS + LIMIT_FIELDS,
 }
 FLOAT_FIELDS = frozenset({"cached_input_weight"})
-
-# The typed keyword arguments must name exactly the configs' fields.
-assert tuple(ConfigFields.__annotations__) == FIELDS
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "target_active_cases": ("max_active_cases",),
