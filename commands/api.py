@@ -19,11 +19,12 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 from quotaledger.arguments import LedgerClosed, checked
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.journal.target import check_target, is_remote_target
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.capacity import CapacityService
 from quotaledger.services.host import HostService
@@ -186,9 +187,17 @@ class Ledger(ServiceBase):
         checkpoint_every: int = CHECKPOINT_EVERY_EVENTS,
         allow_corrupt: bool = False,
     ) -> Ledger:
-        """Open the journal at `target` (a file path or a postgresql:// URL)."""
+        """Open the journal at `target` (a file path or a postgresql:// URL), or be a
+        client of the server at `target` (`http://HOST:PORT`, `https://...`, `unix:PATH`):
+        the same methods, answers and exceptions (`quotaledger.remote`)."""
         if isinstance(target, os.PathLike):
             target = os.fspath(target)
+        if isinstance(target, str) and is_remote_target(target):
+            from quotaledger.remote import RemoteLedger
+
+            check_target(target)
+            # Not a Ledger, but one to its callers: every method, answer and error alike.
+            return cast(Ledger, RemoteLedger.open(target))
         if not isinstance(target, str) or not target:
             raise InvalidInput(
                 f"target must name a journal (a path or a postgresql:// URL), not {target!r}",

@@ -78,6 +78,7 @@ COMMAND_NOT_STARTED = "command_not_started"
 TOO_MANY_CANDIDATES = "too_many_candidates"
 CANDIDATE_UNREADABLE = "candidate_unreadable"
 SIDECAR_EXISTS = "sidecar_exists"
+REMOTE_NOT_SERVED = "remote_not_served"
 
 # JournalCorrupt and its subclasses: exit 3, nothing written.
 JOURNAL_CORRUPT = "journal_corrupt"
@@ -107,3 +108,5 @@ LISTEN_FAILED = "listen_failed"
 PG_UNREACHABLE = "pg_unreachable"
 PG_ENCODING = "pg_encoding"
 PG_ERROR = "pg_error"
+SERVER_UNREACHABLE = "server_unreachable"
+SERVER_PROTOCOL_ERROR = "server_protocol_error"

@@ -1,4 +1,5 @@
-"""What a `--journal` value can name (SPEC §8): a file path or a postgresql:// URL.
+"""What a `--journal` value can name (SPEC §8, §11): a file path, a postgresql:// URL,
+or a server (http://, https://, unix:PATH).
 
 A value that cannot name a journal — empty, a file path whose directory does not
 exist, a URL of another scheme (`mysql://`, `file://`) — is the user's to fix:
@@ -16,12 +17,18 @@ from quotaledger.journal.errors import InvalidInput
 
 DEFAULT_JOURNAL = "./quotaledger.jsonl"
 PG_SCHEMES = ("postgresql://", "postgres://")
+REMOTE_SCHEMES = ("http://", "https://", "unix:")
+"""A `quotaledger serve` to be a client of (SPEC §11), not a journal to open."""
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _PASSWORD = re.compile(r"(://[^:/@?#]*):[^@/?#]*@")
 
 
 def is_pg_url(target: str) -> bool:
     return target.startswith(PG_SCHEMES)
+
+
+def is_remote_target(target: str) -> bool:
+    return target.startswith(REMOTE_SCHEMES)
 
 
 def check_target(target: str, option: str | None = None) -> None:
@@ -32,6 +39,12 @@ def check_target(target: str, option: str | None = None) -> None:
     if not target:
         raise InvalidInput(f"{word} is empty", code=codes.INVALID_OPTION, **context)
     if is_pg_url(target):
+        return
+    if is_remote_target(target):
+        if target.rstrip("/") in ("http:/", "https:/", "unix:"):
+            raise InvalidInput(
+                f"{word} {target}: names no server", code=codes.INVALID_JOURNAL_URL, **context
+            )
         return
     scheme = _SCHEME.match(target)
     if scheme is not None:

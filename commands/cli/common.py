@@ -33,7 +33,7 @@ from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.locking import check_lock_timeout_s
-from quotaledger.journal.target import DEFAULT_JOURNAL, check_target
+from quotaledger.journal.target import DEFAULT_JOURNAL, check_target, is_remote_target
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -181,7 +181,17 @@ class Ctx(msgspec.Struct):
     ) -> Iterator[Any]:
         """The in-process API opened on this journal: `api` (the command's own service,
         e.g. `CapacityService`: a runner's call imports no other), else `quotaledger.Ledger`.
-        `fold` false: a reader that folds in its command's pass (ServiceBase.open_unfolded)."""
+        `fold` false: a reader that folds in its command's pass (ServiceBase.open_unfolded).
+        On a server's URL (SPEC §11): a client of it with the same methods (`remote`)."""
+        if is_remote_target(self.journal_target):
+            from quotaledger.remote import RemoteService
+
+            remote = RemoteService(self.journal_target)
+            try:
+                yield remote
+            finally:
+                remote.close()
+            return
         if api is None:
             from quotaledger.api import Ledger
 

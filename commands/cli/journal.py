@@ -18,7 +18,8 @@ from quotaledger.services.outfile import check_out_path
 
 
 def _size_hint(ledger: Ledger) -> int | None:
-    return ledger.journal.store.size_hint(0, 0)
+    journal = getattr(ledger, "journal", None)  # None: a server's client (no bar size)
+    return None if journal is None else journal.store.size_hint(0, 0)
 
 
 commands = CommandTable()

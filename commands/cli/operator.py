@@ -44,7 +44,10 @@ def _opt(flag: str, text: str) -> Any:
 
 
 def _size_hint(ledger: Any) -> int | None:
-    size: int | None = ledger.journal.store.size_hint(0, 0)
+    journal = getattr(ledger, "journal", None)  # None: a server's client (no bar size)
+    if journal is None:
+        return None
+    size: int | None = journal.store.size_hint(0, 0)
     return size
 
 

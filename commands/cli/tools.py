@@ -43,7 +43,7 @@ def demo(ctx: Ctx) -> Output:
     """
     from quotaledger.tools.demo import run_demo
 
-    if "://" in ctx.journal_target:
+    if "://" in ctx.journal_target or ctx.journal_target.startswith("unix:"):
         raise InvalidInput(
             "demo runs on an embedded file journal, not a URL", code=codes.INVALID_OPTION
         )

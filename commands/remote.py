@@ -1,0 +1,373 @@
+"""A client of `quotaledger serve` (SPEC §11): the Python API and the CLI over HTTP.
+
+    with Ledger.open("http://127.0.0.1:8765") as ledger:    # or https://..., unix:PATH
+        decision = ledger.admit(goal="g", run="r1", arm="baseline", forecast_tpm=2000)
+
+`RemoteLedger` has the in-process `Ledger`'s methods (one per use case the server
+serves), answers the same dicts and raises the same `quotaledger.Error` subclasses,
+chosen by the error body's code and the `Quotaledger-Exit-Code` header. Writers are
+`POST /v1/NAME` with the keyword arguments as a JSON body, readers `GET /v1/NAME?...`.
+The token comes from `QUOTALEDGER_TOKEN` only (an argument would show in `ps`).
+
+HTTP is h11's (the parsing, the keep-alive state machine) over a plain socket: the
+client imports no HTTP library larger than that (README, design), and one connection
+is reused for every call of a ledger.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Any
+
+import h11
+import msgspec
+
+from quotaledger.journal import codes
+from quotaledger.journal.errors import (
+    Error,
+    InvalidInput,
+    JournalCorrupt,
+    JournalPoisoned,
+    JournalReplaced,
+    LockTimeout,
+    NotAJournal,
+    NotRegularFile,
+    StorageFailure,
+    TimeInFuture,
+    TimeRegression,
+)
+from quotaledger.journal.target import is_remote_target
+from quotaledger.usecases.registry import USE_CASES
+
+TOKEN_ENV = "QUOTALEDGER_TOKEN"
+EXIT_HEADER = b"quotaledger-exit-code"
+NOT_SERVED = frozenset({"verify", "repair", "checkpoint", "export", "import_", "report"})
+"""Use cases the server does not serve (SPEC §11's lists): they need the journal's
+file or run a process on the server (`probe_run`, which is also refused)."""
+SERVED = frozenset(name for name in USE_CASES if name not in NOT_SERVED | {"probe_run"})
+READ_TIMEOUT_S = 120.0
+"""How long a call waits for its answer: a commit waits for the lock (30 s by
+default) and its batch, so well beyond either."""
+
+_BY_CODE: dict[str, type[Error]] = {
+    codes.TIME_REGRESSION: TimeRegression,
+    codes.TIME_IN_FUTURE: TimeInFuture,
+    codes.NOT_REGULAR_FILE: NotRegularFile,
+    codes.NOT_A_JOURNAL: NotAJournal,
+    codes.JOURNAL_REPLACED: JournalReplaced,
+    codes.LOCK_TIMEOUT: LockTimeout,
+    codes.JOURNAL_POISONED: JournalPoisoned,
+}
+_BY_EXIT: dict[int, type[Error]] = {2: InvalidInput, 3: JournalCorrupt, 4: StorageFailure}
+
+
+def not_served(name: str) -> InvalidInput:
+    return InvalidInput(
+        f"{name} is not served over HTTP; run it where the journal is, with its path",
+        code=codes.REMOTE_NOT_SERVED,
+        command=name,
+    )
+
+
+class Connection:
+    """One keep-alive HTTP/1.1 connection to a server, reopened when the server closed it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self._socket: socket.socket | None = None
+        self._http: h11.Connection | None = None
+        self._token = os.environ.get(TOKEN_ENV, "").strip()
+        if target.startswith("unix:"):
+            self.host, self.port, self.unix_path = "localhost", 0, target[len("unix:") :]
+            self.tls = False
+        else:
+            self.tls = target.startswith("https://")
+            netloc = target.split("://", 1)[1].split("/", 1)[0]
+            host, _, port = netloc.rpartition(":") if "]" not in netloc[-1:] else (netloc, "", "")
+            if not host or not port.isdigit():
+                host, port = netloc, "443" if self.tls else "80"
+            self.host, self.port, self.unix_path = host.strip("[]"), int(port), ""
+
+    def _open(self) -> socket.socket:
+        try:
+            if self.unix_path:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(READ_TIMEOUT_S)
+                sock.connect(self.unix_path)
+            else:
+                sock = socket.create_connection((self.host, self.port), timeout=READ_TIMEOUT_S)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if self.tls:
+                import ssl  # only for https: OpenSSL's context is not free to build
+
+                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
+        except OSError as exc:
+            raise self.unreachable(exc) from None
+        return sock
+
+    def unreachable(self, exc: BaseException) -> StorageFailure:
+        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        return StorageFailure(
+            f"server {self.target} is unreachable: {detail}",
+            code=codes.SERVER_UNREACHABLE,
+            server=self.target,
+        )
+
+    def request(self, method: str, path: str, body: bytes | None) -> tuple[int, int | None, bytes]:
+        """(status, Quotaledger-Exit-Code or None, body) of one request.
+
+        A reused connection the server has closed meanwhile (idle keep-alive) fails
+        before any answer byte: that request was never read, and is sent once more on
+        a new connection.
+        """
+        reused = self._socket is not None
+        try:
+            return self._exchange(method, path, body)
+        except _ClosedBeforeAnswer as exc:
+            self.close()
+            if not reused:
+                raise self.unreachable(exc.cause) from None
+        try:
+            return self._exchange(method, path, body)
+        except _ClosedBeforeAnswer as exc:
+            self.close()
+            raise self.unreachable(exc.cause) from None
+
+    def _exchange(
+        self, method: str, path: str, body: bytes | None
+    ) -> tuple[int, int | None, bytes]:
+        if self._socket is None:
+            self._socket, self._http = self._open(), h11.Connection(h11.CLIENT)
+        sock, http = self._socket, self._http
+        assert http is not None
+        headers = [("host", self.host), ("accept", "application/json")]
+        if self._token:
+            headers.append(("authorization", "Bearer " + self._token))
+        if body is not None:
+            headers += [("content-type", "application/json"), ("content-length", str(len(body)))]
+        out = http.send(h11.Request(method=method, target=path, headers=headers))
+        if body is not None:
+            out = (out or b"") + (http.send(h11.Data(data=body)) or b"")
+        out = (out or b"") + (http.send(h11.EndOfMessage()) or b"")
+        try:
+            sock.sendall(out)
+        except OSError as exc:
+            raise _ClosedBeforeAnswer(exc) from None
+        status, exit_code, chunks = self._answer(sock, http)
+        if http.our_state is h11.DONE and http.their_state is h11.DONE:
+            http.start_next_cycle()
+        else:
+            self.close()
+        return status, exit_code, b"".join(chunks)
+
+    def _answer(
+        self, sock: socket.socket, http: h11.Connection
+    ) -> tuple[int, int | None, list[bytes]]:
+        status, exit_code, chunks = 0, None, []
+        while True:
+            event = self._next_event(sock, http, answered=bool(status))
+            if isinstance(event, h11.Response):
+                status = event.status_code
+                for name, value in event.headers:
+                    if name == EXIT_HEADER and value.isdigit():
+                        exit_code = int(value)
+            elif isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                return status, exit_code, chunks
+
+    def _next_event(self, sock: socket.socket, http: h11.Connection, *, answered: bool) -> Any:
+        """h11's next event, reading what it needs; a failure before the answer began
+        is `_ClosedBeforeAnswer` (a resend may help), after it the server's fault."""
+        while True:
+            try:
+                event = http.next_event()
+                if event is not h11.NEED_DATA:
+                    return event
+                data = sock.recv(65536)
+            except (OSError, h11.RemoteProtocolError) as exc:
+                if not answered:
+                    raise _ClosedBeforeAnswer(exc) from None
+                self.close()
+                raise self.unreachable(exc) from None
+            if not data and not answered:
+                raise _ClosedBeforeAnswer(ConnectionResetError("connection closed"))
+            http.receive_data(data)
+
+    def close(self) -> None:
+        if self._socket is not None:
+            self._socket.close()
+        self._socket = self._http = None
+
+
+class _ClosedBeforeAnswer(Exception):
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+def query_string(params: dict[str, Any]) -> str:
+    """SPEC §11's query values: integers in decimal, booleans `true`/`false`, a list
+    as the key repeated, times (given as RFC 3339 text) as they are; None is left out."""
+    from urllib.parse import quote
+
+    pairs = []
+    for key, value in params.items():
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if item is None:
+                continue
+            text = ("true" if item else "false") if isinstance(item, bool) else str(item)
+            pairs.append(f"{quote(key, safe='')}={quote(text, safe='')}")
+    return "?" + "&".join(pairs) if pairs else ""
+
+
+def error_of(
+    status: int, exit_code: int | None, body: dict[str, Any], params: dict[str, Any]
+) -> Error:
+    """The `quotaledger.Error` an error body stands for, as the local call raises it.
+
+    A message that begins with one of the call's parameters (`at 2026-... is earlier
+    than ...`) is about it (`Error.about`), so the CLI words it with its flag as the
+    local command does."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict):
+        error = {"code": codes.SERVER_PROTOCOL_ERROR, "message": f"HTTP {status}"}
+    context = {k: v for k, v in error.items() if k not in ("code", "message")}
+    code = str(error.get("code") or codes.SERVER_PROTOCOL_ERROR)
+    if exit_code is None:
+        exit_code = 4 if status == 503 else 3 if status >= 500 else 2
+    error_type = _BY_CODE.get(code)
+    if error_type is None and code == codes.LEDGER_CLOSED:
+        from quotaledger.arguments import LedgerClosed
+
+        error_type = LedgerClosed
+    if error_type is None or error_type.exit_code != exit_code:
+        error_type = _BY_EXIT.get(exit_code, Error)
+    message = str(error.get("message", ""))
+    about = next((name for name in params if message.startswith(name + " ")), None)
+    if about is None:
+        raised = error_type(message, code=code, **context)
+    else:
+        rest = message[len(about) :]
+        raised = error_type(lambda name: name + rest, code=code, about=about, **context)
+    raised.exit_code = exit_code
+    return raised
+
+
+class Client:
+    """Calls of the server's use cases by name: a JSON answer, or the Error it stands for."""
+
+    def __init__(self, target: str) -> None:
+        self.connection = Connection(target)
+        self._turn = threading.Lock()
+
+    def call(self, name: str, params: dict[str, Any]) -> bytes:
+        """The answer body of use case `name` (exit 0 or 1), else raises its Error."""
+        if name not in SERVED:
+            raise not_served(name)
+        if params.get("follow") is False:  # the default; `follow=true` streams
+            params = {key: value for key, value in params.items() if key != "follow"}
+        if USE_CASES[name].writes:
+            method, path, body = "POST", f"/v1/{name}", msgspec.json.encode(params, enc_hook=str)
+        else:
+            method, path, body = "GET", f"/v1/{name}{query_string(params)}", None
+        with self._turn:
+            status, exit_code, answer = self.connection.request(method, path, body)
+        if exit_code in (0, 1):
+            return answer
+        try:
+            decoded = msgspec.json.decode(answer)
+        except msgspec.DecodeError:
+            decoded = {}
+        raise error_of(status, exit_code, decoded, params)
+
+    def close(self) -> None:
+        self.connection.close()
+
+
+def decode_answer(body: bytes) -> Any:
+    """A JSON answer, or JSON Lines (the log's records) as a list."""
+    try:
+        return msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return [msgspec.json.decode(line) for line in body.splitlines() if line.strip()]
+
+
+class RemoteLedger:
+    """The Python API over HTTP: `Ledger`'s methods, answers and exceptions."""
+
+    closed = False
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.client = Client(target)
+
+    @classmethod
+    def open(cls, target: str) -> RemoteLedger:
+        return cls(target)
+
+    def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if self.closed:
+            from quotaledger.arguments import LedgerClosed
+
+            raise LedgerClosed(f"the ledger is closed; {name}() needs an open one")
+        if args:
+            raise InvalidInput(
+                f"{name}() takes keyword arguments only (got {len(args)} positional)",
+                code=codes.INVALID_ARGUMENT,
+            )
+        return decode_answer(self.client.call(name, kwargs))
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self.client.close()
+
+    def __enter__(self) -> RemoteLedger:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _remote_method(name: str) -> Any:
+    def call(self: RemoteLedger, /, *args: Any, **kwargs: Any) -> Any:
+        return self._call(name, args, kwargs)
+
+    call.__name__ = call.__qualname__ = name
+    return call
+
+
+for _name in [*USE_CASES, "latest_probe"]:
+    setattr(RemoteLedger, _name, _remote_method(_name))
+
+
+class RemoteService:
+    """A CLI command's service over HTTP (`Ctx.service` on a server's URL): a typed
+    use case's method takes its request and answers its answer type, decoded from the
+    body, so the command's text renderer reads it as it reads the local answer; a
+    method not yet typed takes keyword arguments and answers the dict."""
+
+    def __init__(self, target: str) -> None:
+        self.client = Client(target)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in USE_CASES:  # `journal`: the server's own
+            raise AttributeError(name)
+
+        def call(request: msgspec.Struct | None = None, /, **kwargs: Any) -> Any:
+            # A typed call's other keywords are the local process's (a progress bar).
+            if request is None:
+                return decode_answer(self.client.call(name, kwargs))
+            body = self.client.call(name, msgspec.to_builtins(request))
+            return msgspec.json.decode(body, type=USE_CASES[name].answer_type())
+
+        return call
+
+    def close(self) -> None:
+        self.client.close()
+
+
+__all__ = ["RemoteLedger", "RemoteService", "is_remote_target"]
