@@ -8,6 +8,7 @@ import os
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
+from quotaledger.journal.record import GENESIS_KIND
 
 OUT_FILE_MODE = 0o644
 """Readable by the collector or browser that reads it (no secret in it)."""
@@ -27,11 +28,38 @@ def check_out_path(option: str, path: str) -> None:
         raise InvalidInput(f"{option} {path} is a directory", code=codes.INVALID_OPTION)
 
 
+GENESIS_PREFIX = b'{"v":1,"seq":0,'
+"""How every journal's first line starts (the genesis record, canonical JSON)."""
+
+CHECKPOINT_SUFFIX = ".checkpoint"
+
+
+def holds_journal(path: str) -> bool:
+    """Whether `path` is a journal file (its first line the genesis record), or a
+    journal's checkpoint: overwriting either destroys acknowledged history (SPEC §7)."""
+    if path.endswith(CHECKPOINT_SUFFIX) and os.path.isfile(path[: -len(CHECKPOINT_SUFFIX)]):
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(4096)
+    except OSError:
+        return False  # absent or unreadable: the write itself says why
+    return first.startswith(GENESIS_PREFIX) and f'"kind":"{GENESIS_KIND}"'.encode() in first
+
+
 def write_atomically(option: str, path: str, data: bytes) -> None:
     """Replace `path` with `data` so that a reader sees the old file or the new one,
     never part of one: a temporary file beside it (a name no collector globs), fsync,
     rename over `path`, fsync the directory."""
     check_out_path(option, path)
+    # export never replaces any file (export_target_exists); these outputs replace
+    # their own earlier output, so they must tell it from a journal.
+    if holds_journal(path):
+        raise InvalidInput(
+            f"{option} {path} holds a journal (or its checkpoint); "
+            "an output never replaces one: name another file",
+            code=codes.OUT_IS_JOURNAL,
+        )
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = create_temp_beside(path, mode=OUT_FILE_MODE, hidden=True)
