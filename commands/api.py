@@ -58,6 +58,14 @@ from quotaledger.usecases.operator import (
     ReportRequest,
     WhatifRequest,
 )
+from quotaledger.usecases.settlement import (
+    BudgetConfigureRequest,
+    TurnOpenRequest,
+    TurnResumeRequest,
+    TurnSpendRequest,
+    TurnStatusRequest,
+    TurnWritebackRequest,
+)
 
 P = ParamSpec("P")
 Q = TypeVar("Q", bound=Request)
@@ -163,12 +171,12 @@ class Ledger(ServiceBase):
     host_replan = endpoint(HostReplanRequest, HostService.host_replan)
     host_heartbeat = endpoint(HostHeartbeatRequest, HostService.host_heartbeat)
     host_status = endpoint(HostStatusRequest, HostService.host_status)
-    budget_configure = legacy(SettlementService.budget_configure)
-    turn_open = legacy(SettlementService.turn_open)
-    turn_writeback = legacy(SettlementService.turn_writeback)
-    turn_spend = legacy(SettlementService.turn_spend)
-    turn_resume = legacy(SettlementService.turn_resume)
-    turn_status = legacy(SettlementService.turn_status)
+    budget_configure = endpoint(BudgetConfigureRequest, SettlementService.budget_configure)
+    turn_open = endpoint(TurnOpenRequest, SettlementService.turn_open)
+    turn_writeback = endpoint(TurnWritebackRequest, SettlementService.turn_writeback)
+    turn_spend = endpoint(TurnSpendRequest, SettlementService.turn_spend)
+    turn_resume = endpoint(TurnResumeRequest, SettlementService.turn_resume)
+    turn_status = endpoint(TurnStatusRequest, SettlementService.turn_status)
     probe_run = legacy(ProbeService.probe_run)
     latest_probe = legacy(ProbeService.latest_probe)
     audit = endpoint(AuditRequest, OperatorService.audit)

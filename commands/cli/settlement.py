@@ -1,12 +1,32 @@
 """Settlement commands (SPEC §5): `budget configure`, `turn open|writeback|resume|spend|status`."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
+from msgspec import UNSET, UnsetType
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
 from quotaledger.cli.output import Output, plural, table
 from quotaledger.services.settlement import SettlementService
+from quotaledger.usecases.decode import CLI, Event, decode
+from quotaledger.usecases.settlement import (
+    AgentStatus,
+    AgentStatusOwed,
+    BudgetConfigureAnswer,
+    BudgetConfigureRequest,
+    TurnOpenAnswer,
+    TurnOpenRequest,
+    TurnResumeAnswer,
+    TurnResumeOwed,
+    TurnResumeRequest,
+    TurnSpendAnswer,
+    TurnSpendRequest,
+    TurnStatusAnswer,
+    TurnStatusRequest,
+    TurnWriteback,
+    TurnWritebackAnswer,
+    TurnWritebackRequest,
+)
 
 AgentOpt = Annotated[str, typer.Option("--agent", help="Agent (runtime) identifier.")]
 TurnOpt = Annotated[str, typer.Option("--turn", help="Turn identifier (unique per agent).")]
@@ -54,11 +74,11 @@ def configure(
 ) -> Output:
     """Set the rolling budget: `turn open` is refused quota_throttled while the units
     spent in the last H hours reach N. The same budget again appends nothing."""
+    values = {"goal": goal, "allowed_units": allowed_units, "window_hours": window_hours, "at": at}
+    request = decode(BudgetConfigureRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
-        result: dict[str, Any] = ledger.budget_configure(
-            goal=goal, allowed_units=allowed_units, window_hours=window_hours, at=at
-        )
-    return Output(result, text=_budget_text(result))
+        answer = ledger.budget_configure(request)
+    return Output(answer, text=_budget_text(answer))
 
 
 @turn_commands("open", example="quotaledger turn open --goal g --agent a1 --turn t1 --task k1")
@@ -73,11 +93,11 @@ def open_(
     """Open a turn. Refused settlement_owed (with the owed spend command) while the
     agent's previous turn owes its spend, turn_in_progress while it awaits its
     writeback, quota_throttled while the budget window is used up."""
+    values = {"goal": goal, "agent": agent, "turn": turn_id, "task": task, "at": at}
+    request = decode(TurnOpenRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
-        result: dict[str, Any] = ledger.turn_open(
-            goal=goal, agent=agent, turn=turn_id, task=task, at=at
-        )
-    return Output(result, text=_open_text(result))
+        answer = ledger.turn_open(request)
+    return Output(answer, text=_open_text(answer))
 
 
 @turn_commands(
@@ -94,11 +114,11 @@ def writeback(
 ) -> Output:
     """Record the turn's verified writeback: from now on its spend is owed and
     `turn resume` returns it. Repeating it with the same amount is idempotent."""
+    values = {"goal": goal, "agent": agent, "turn": turn_id, "amount": amount, "at": at}
+    request = decode(TurnWritebackRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
-        result: dict[str, Any] = ledger.turn_writeback(
-            goal=goal, agent=agent, turn=turn_id, amount=amount, at=at
-        )
-    return Output(result, text=_writeback_text(result))
+        answer = ledger.turn_writeback(request)
+    return Output(answer, text=_writeback_text(answer))
 
 
 @turn_commands("resume", example="quotaledger turn resume --goal g --agent a1")
@@ -106,9 +126,10 @@ def resume(ctx: Ctx, goal: GoalOpt, agent: AgentOpt, at: ReadAtOpt = None) -> Ou
     """What a re-entering agent must do next, from the journal alone (no lock):
     phase open (write back), spend_owed (run the printed command once), settled
     (settled_skip) or idle."""
+    request = decode(TurnResumeRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
     with ctx.service(SettlementService, write=False) as ledger:
-        result: dict[str, Any] = ledger.turn_resume(goal=goal, agent=agent, at=at)
-    return Output(result, text=_resume_text(result))
+        answer = ledger.turn_resume(request)
+    return Output(answer, text=_resume_text(answer))
 
 
 @turn_commands(
@@ -130,11 +151,11 @@ def spend(
     """Spend the owed quota of a verified writeback exactly once. A replay is ok and
     appends nothing; any other identity is refused spend_identity_mismatch, a turn
     without writeback writeback_not_verified."""
+    values = {"goal": goal, "agent": agent, "turn": turn_id, "effect": effect}
+    request = decode(TurnSpendRequest, {**values, "amount": amount, "at": at}, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
-        result: dict[str, Any] = ledger.turn_spend(
-            goal=goal, agent=agent, turn=turn_id, effect=effect, amount=amount, at=at
-        )
-    return Output(result, text=_spend_text(result))
+        answer = ledger.turn_spend(request)
+    return Output(answer, text=_spend_text(answer))
 
 
 @turn_commands("status", example="quotaledger turn status --goal g --agent a1")
@@ -146,106 +167,115 @@ def status(
 ) -> Output:
     """The goal's budget window (spent units, throttled, when it re-opens) and each
     agent's turns with their phases (no lock)."""
+    request = decode(TurnStatusRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
     with ctx.service(SettlementService, write=False) as ledger:
-        result: dict[str, Any] = ledger.turn_status(goal=goal, agent=agent, at=at)
-    return Output(result, text=_status_text(result))
+        answer = ledger.turn_status(request)
+    return Output(answer, text=_status_text(answer))
 
 
-def _resume_text(result: dict[str, Any]) -> str:
+def _resume_text(answer: TurnResumeAnswer) -> str:
     """Humans (and shell scripts) get the owed command alone on its own line."""
-    if result.get("phase") == "spend_owed":
-        password = " (the password comes from PGPASSWORD)" if "journal_password" in result else ""
-        return (
-            f"spend owed for turn {result['turn']} (effect {result['effect']}, "
-            f"{result['amount']} units); run once{password}:\n{result['command']}"
+    if isinstance(answer, TurnResumeOwed):
+        password = (
+            "" if answer.journal_password is UNSET else " (the password comes from PGPASSWORD)"
         )
-    phase = result.get("phase")
-    if phase == "open":
-        return f"turn {result['turn']} of agent {result['agent']} is open: write back next"
-    if phase == "settled":
         return (
-            f"turn {result['turn']} of agent {result['agent']} is settled "
-            f"({result['amount']} units spent at {result['spent_at']}): settled_skip"
+            f"spend owed for turn {answer.turn} (effect {answer.effect}, "
+            f"{answer.amount} units); run once{password}:\n{answer.command}"
         )
-    return f"agent {result['agent']} has no turn: idle"
+    if answer.phase == "open":
+        return f"turn {answer.turn} of agent {answer.agent} is open: write back next"
+    if answer.phase == "settled":
+        return (
+            f"turn {answer.turn} of agent {answer.agent} is settled "
+            f"({answer.amount} units spent at {answer.spent_at}): settled_skip"
+        )
+    return f"agent {answer.agent} has no turn: idle"
 
 
-def _seq(result: dict[str, Any]) -> str:
-    if result.get("appended") and result.get("event"):
-        return f" (seq {result['event']['seq']})"
-    return " (replay: nothing appended)" if result.get("idempotent") else ""
+def _seq(appended: bool, event: Event | UnsetType, idempotent: bool | UnsetType) -> str:
+    if appended and isinstance(event, Event):
+        return f" (seq {event.seq})"
+    return " (replay: nothing appended)" if idempotent is True else ""
 
 
-def _refused(what: str, result: dict[str, Any]) -> str:
-    text = f"REFUSED {what}: {', '.join(result['reasons'])}"
-    if result.get("command"):  # settlement_owed: what to run first, alone on its line
-        text += f"\nrun once:\n{result['command']}"
+def _refused(what: str, reasons: list[str] | UnsetType, command: str | UnsetType) -> str:
+    text = f"REFUSED {what}: {', '.join(reasons or [])}"
+    if command:  # settlement_owed: what to run first, alone on its line
+        text += f"\nrun once:\n{command}"
     return text
 
 
-def _budget_text(result: dict[str, Any]) -> str:
-    budget = result["budget"]
+def _budget_text(answer: BudgetConfigureAnswer) -> str:
+    budget = answer.budget
     return (
-        f"budget of goal {result['goal']}: {budget['allowed_units']:,} units per "
-        f"{budget['window_hours']:g} h{_seq(result)}"
+        f"budget of goal {answer.goal}: {budget.allowed_units:,} units per "
+        f"{budget.window_hours:g} h{_seq(answer.appended, answer.event, answer.idempotent)}"
     )
 
 
-def _open_text(result: dict[str, Any]) -> str:
-    if not result["ok"]:
-        return _refused(f"turn open {result['turn']}", result)
+def _open_text(answer: TurnOpenAnswer) -> str:
+    if not answer.ok:
+        return _refused(f"turn open {answer.turn}", answer.reasons, answer.command)
     return (
-        f"opened turn {result['turn']} of agent {result['agent']} (task {result['task']}, "
-        f"effect {result['effect']}){_seq(result)}"
+        f"opened turn {answer.turn} of agent {answer.agent} (task {answer.task}, "
+        f"effect {answer.effect}){_seq(answer.appended, answer.event, answer.idempotent)}"
     )
 
 
-def _writeback_text(result: dict[str, Any]) -> str:
-    if not result["ok"]:
-        return _refused(f"turn writeback {result.get('turn', '')}".rstrip(), result)
-    text = f"writeback of turn {result['turn']} verified: {result['amount']:,} units"
-    if result.get("command") is None:  # a replay on a turn already settled
-        return text + _seq(result)
-    return text + f" owed{_seq(result)}; spend it once:\n{result['command']}"
+def _writeback_text(answer: TurnWritebackAnswer) -> str:
+    if not answer.ok:
+        return _refused(f"turn writeback {answer.turn}".rstrip(), answer.reasons, answer.command)
+    event = answer.event if isinstance(answer, TurnWriteback) else UNSET
+    seq = _seq(answer.appended, event, answer.idempotent)
+    text = f"writeback of turn {answer.turn} verified: {answer.amount:,} units"
+    if answer.command is UNSET:  # a replay on a turn already settled
+        return text + seq
+    return text + f" owed{seq}; spend it once:\n{answer.command}"
 
 
-def _spend_text(result: dict[str, Any]) -> str:
-    if not result["ok"]:
-        return _refused(f"turn spend {result.get('turn', '')}".rstrip(), result)
-    if not result["appended"]:
-        return f"turn {result['turn']} was already spent: nothing appended"
+def _spend_text(answer: TurnSpendAnswer) -> str:
+    if not answer.ok:
+        return _refused(f"turn spend {answer.turn}".rstrip(), answer.reasons, UNSET)
+    if not answer.appended:
+        return f"turn {answer.turn} was already spent: nothing appended"
+    seq = _seq(answer.appended, answer.event, answer.idempotent)
     return (
-        f"spent {result['amount']:,} units for turn {result['turn']} (spent "
-        f"{result['spent_before']:,} -> {result['spent_after']:,}){_seq(result)}"
+        f"spent {answer.amount:,} units for turn {answer.turn} (spent "
+        f"{answer.spent_before:,} -> {answer.spent_after:,}){seq}"
     )
 
 
-def _status_text(result: dict[str, Any]) -> str:
-    budget = result["budget"]
+def _status_text(answer: TurnStatusAnswer) -> str:
+    budget = answer.budget
     if budget is None:
         window = "no budget configured"
     else:
         window = (
-            f"{result['window_spent_units']:,} of {budget['allowed_units']:,} units spent in "
-            f"the last {budget['window_hours']:g} h"
+            f"{answer.window_spent_units:,} of {budget.allowed_units:,} units spent in "
+            f"the last {budget.window_hours:g} h"
         )
-    if result["throttled"]:
-        window += f", throttled until {result['reopens_at'] or '-'}"
-    agents = result["agents"]
-    head = (
-        f"goal {result['goal']} as of {result['as_of']}: {window}; {plural(len(agents), 'agent')}"
-    )
+    if answer.throttled:
+        window += f", throttled until {answer.reopens_at or '-'}"
+    agents = answer.agents
+    head = f"goal {answer.goal} as of {answer.as_of}: {window}; {plural(len(agents), 'agent')}"
     rows = [
         [
             name,
-            str(len(view["turns"])),
-            view.get("turn") or "-",
-            view["phase"],
-            "-" if view.get("amount") is None else f"{view['amount']:,}",
-            view.get("next_step") or view.get("effective_action") or "-",
+            str(len(view.turns)),
+            view.turn or "-",
+            view.phase,
+            "-" if view.amount is UNSET else f"{view.amount:,}",
+            _next(view),
         ]
         for name, view in agents.items()
     ]
     if not rows:
         return head
     return head + "\n" + table(rows, ["AGENT", "TURNS", "LATEST", "PHASE", "AMOUNT", "NEXT"])
+
+
+def _next(view: AgentStatus | AgentStatusOwed) -> str:
+    if isinstance(view, AgentStatusOwed):
+        return "-"
+    return view.next_step or view.effective_action or "-"

@@ -18,7 +18,7 @@ from quotaledger.projections.limits import (
 )
 
 if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers import EventJson, EventPart
+    from quotaledger.services.answers import EventJson
 
 KNOWN_GOALS_SHOWN = 10
 """An unknown_goal message names at most this many known goals when none is close."""
@@ -172,11 +172,6 @@ def conclude(
 def event_json(pending: PendingRecord) -> EventJson:
     record = pending.record
     return {"seq": record.seq, "hash": record.hash, "kind": record.kind, "at": record.at}
-
-
-def event_part(pending: PendingRecord | None) -> EventPart:
-    """The `event` key of an answer: present only when something was appended."""
-    return {} if pending is None else {"event": event_json(pending)}
 
 
 def check_identifier(option: str, value: str) -> str:

@@ -3,6 +3,8 @@ what is wrong with a bad value (SPEC §8): identifiers, token counts, free text,
 times, choices. The constraint (msgspec `Meta`) is what decoding checks and what the
 JSON Schema shows; the `Rule` beside it words the error with its code."""
 
+import math
+import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -11,6 +13,7 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.identifier import IDENTIFIER_PATTERN, is_identifier, not_an_identifier
+from quotaledger.projections import limits
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
     IDENTIFIER_CHARS_MAX,
@@ -127,6 +130,33 @@ def check_range(message: str, code: str, low: float | None, high: float | None) 
 
 _HEX = frozenset("0123456789abcdef")
 
+
+def check_effect(name: str, value: str) -> str:
+    if isinstance(value, str) and not _EFFECT.match(value):
+        raise InvalidInput(
+            f"{name} {value!r} is not an effect id (32 lowercase hex digits, as printed by "
+            "`turn writeback` and `turn resume`)",
+            code=codes.INVALID_EFFECT,
+            option=name,
+        )
+    return value
+
+
+def check_window_hours(name: str, value: float) -> float:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if number and not (math.isfinite(value) and 0 < value <= limits.WINDOW_HOURS_MAX):
+        raise InvalidInput(
+            f"{name} must be a number > 0 and <= {limits.WINDOW_HOURS_MAX}, got {value}",
+            code=codes.INVALID_WINDOW_HOURS,
+            option=name,
+        )
+    return value
+
+
+_EFFECT_PATTERN = r"^[0-9a-f]{32}$"
+_EFFECT = re.compile(_EFFECT_PATTERN)
+
+
 Identifier = Annotated[
     str,
     msgspec.Meta(
@@ -154,6 +184,17 @@ FreeText = Annotated[
         description=f"Free text, at most {byte_size(FREE_TEXT_BYTES_MAX)}",
     ),
     Rule(check_text, always=True),
+]
+Effect = Annotated[
+    str,
+    msgspec.Meta(pattern=_EFFECT_PATTERN, description="An effect id: 32 lowercase hex digits"),
+    Rule(check_effect),
+]
+"""The effect id `turn writeback` and `turn resume` print (SPEC §5)."""
+WindowHours = Annotated[
+    float,
+    msgspec.Meta(gt=0, le=limits.WINDOW_HOURS_MAX, description="A budget window in hours, > 0"),
+    Rule(check_window_hours),
 ]
 Time = Annotated[str, msgspec.Meta(description="RFC 3339 with a time zone")]
 """A moment as RFC 3339 text; the API also takes an aware datetime, which `decode`

@@ -16,10 +16,19 @@ from quotaledger.projections import settlement as s
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.projections.limits import WINDOW_HOURS_MAX
 from quotaledger.projections.types import IDENTIFIER_PATTERN, Payload
-from quotaledger.services.settlement import resume_view
+from quotaledger.services.settlement import FollowUp, resume_answer
+from quotaledger.usecases.decode import builtins
 from tests.settlement.settlement_helpers import effect, spend_line
 
 HOUR_US = 3600 * 1_000_000
+
+
+def resume_view(state: s.SettlementState, goal: str, agent: str) -> dict:
+    """`turn resume`'s answer without its ok/goal/agent head, on the default journal."""
+    answer = builtins(resume_answer(state, goal, agent, FollowUp([], False)))
+    return {key: value for key, value in answer.items() if key not in ("ok", "goal", "agent")}
+
+
 T0_US = parse_at("2026-11-29T10:00:00Z")
 
 
