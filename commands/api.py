@@ -58,6 +58,7 @@ from quotaledger.usecases.operator import (
     ReportRequest,
     WhatifRequest,
 )
+from quotaledger.usecases.probe import ProbeRunRequest
 from quotaledger.usecases.settlement import (
     BudgetConfigureRequest,
     TurnOpenRequest,
@@ -177,7 +178,7 @@ class Ledger(ServiceBase):
     turn_spend = endpoint(TurnSpendRequest, SettlementService.turn_spend)
     turn_resume = endpoint(TurnResumeRequest, SettlementService.turn_resume)
     turn_status = endpoint(TurnStatusRequest, SettlementService.turn_status)
-    probe_run = legacy(ProbeService.probe_run)
+    probe_run = endpoint(ProbeRunRequest, ProbeService.probe_run)
     latest_probe = legacy(ProbeService.latest_probe)
     audit = endpoint(AuditRequest, OperatorService.audit)
     goals = endpoint(GoalsRequest, OperatorService.goals)

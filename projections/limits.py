@@ -46,6 +46,11 @@ COMMAND_ARGS_MAX = 1024
 CANDIDATES_MAX = 256
 BYTES_MAX = 1 << 62
 PATH_CHARS_MAX = 4096
+INTERVAL_MS_MIN = 10
+INTERVAL_MS_MAX = 10_000
+INTERVAL_MS_DEFAULT = 100
+"""How often the probe's sampler reads the group's memory."""
+TIMEOUT_S_MAX = 7 * 24 * 3600.0
 
 
 def power_of_ten(value: int) -> str:

@@ -1,14 +1,16 @@
 """Probe commands: `quotaledger probe run ... -- CMD ARGS...` (SPEC §6)."""
 
 import sys
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, duration_option
 from quotaledger.cli.output import Output, plural
-from quotaledger.services import probe_runner as runner
+from quotaledger.projections.limits import INTERVAL_MS_DEFAULT, INTERVAL_MS_MAX, INTERVAL_MS_MIN
 from quotaledger.services.probe import ProbeService
+from quotaledger.usecases.decode import CLI, decode
+from quotaledger.usecases.probe import ProbeRunAnswer, ProbeRunRequest
 
 STDERR_FD = 2
 
@@ -69,9 +71,9 @@ def run(
         int,
         typer.Option(
             "--interval-ms",
-            help=f"Sampling interval, {runner.INTERVAL_MS_MIN}-{runner.INTERVAL_MS_MAX} ms.",
+            help=f"Sampling interval, {INTERVAL_MS_MIN}-{INTERVAL_MS_MAX} ms.",
         ),
-    ] = runner.INTERVAL_MS_DEFAULT,
+    ] = INTERVAL_MS_DEFAULT,
     timeout_s: Annotated[
         float | None,
         duration_option(
@@ -86,49 +88,49 @@ def run(
     memory figure is a sequential sum of per-process PSS reads: an estimate, never a
     verdict. With --json, CMD's stdout goes to stderr so stdout holds one JSON object.
     """
+    values = {
+        "goal": goal,
+        "command": cmd or [],
+        "candidates": candidate or [],
+        "input_revision": input_revision,
+        "reference_bytes": reference_bytes,
+        "sidecar": sidecar,
+        "interval_ms": interval_ms,
+        "timeout_s": timeout_s,
+        "at": at,
+    }
     with ctx.service(ProbeService, write=True) as ledger:
-        result = ledger.probe_run(
-            goal=goal,
-            command=cmd or [],
-            candidates=candidate or [],
-            input_revision=input_revision,
-            reference_bytes=reference_bytes,
-            sidecar=sidecar,
-            interval_ms=interval_ms,
-            timeout_s=timeout_s,
-            at=at,
-            stdout_fd=STDERR_FD if ctx.as_json else None,
-        )
+        # Once the journal is open: an unreadable one is exit 3 ahead of a bad option.
+        request = decode(ProbeRunRequest, values, CLI)
+        answer = ledger.probe_run(request, stdout_fd=STDERR_FD if ctx.as_json else None)
     if not ctx.as_json:
         # Humans: CMD's stdout stays CMD's alone; the summary goes to stderr.
-        sys.stderr.write(_summary(result))
+        sys.stderr.write(_summary(answer))
         sys.stderr.flush()
-    return Output(result, text="", exit_code=result["exit_code"])
+    return Output(answer, text="", exit_code=answer.exit_code)
 
 
-def _summary(result: dict[str, Any]) -> str:
+def _summary(answer: ProbeRunAnswer) -> str:
     """One line (two with a sidecar), on stderr: stdout stays CMD's own."""
-    obs = result["observation"]
-    memory = obs["memory"]
+    obs = answer.observation
+    memory = obs.memory
     if memory is None:
         mem = "memory not sampled (no /proc/<pid>/smaps_rollup here)"
     else:
-        peak = memory["peak_estimate_bytes"]
+        peak = memory.peak_estimate_bytes
         shown = "-" if peak is None else f"{peak / (1 << 20):.1f} MiB"
         mem = (
             f"memory: peak estimate {shown} (sequential PSS sum, not atomic; "
-            f"{plural(memory['samples'], 'sample')}, {memory['unavailable_samples']} incomplete)"
+            f"{plural(memory.samples, 'sample')}, {memory.unavailable_samples} incomplete)"
         )
-    timed_out = " (timed out)" if obs["timed_out"] else ""
+    timed_out = " (timed out)" if obs.timed_out else ""
     lines = [
-        f"probe: exit {obs['exit_code']}{timed_out} after {obs['duration_s']:.3f}s; {mem}; "
-        f"attribution {obs['attribution']}; seq {result['event']['seq']}"
+        f"probe: exit {obs.exit_code}{timed_out} after {obs.duration_s:.3f}s; {mem}; "
+        f"attribution {obs.attribution}; seq {answer.event.seq}"
     ]
-    sidecar = obs["sidecar"]
-    if sidecar is not None and "sha256" in sidecar:
-        lines.append(
-            f"sidecar {sidecar['path']}: {sidecar['bytes']:,} bytes, sha256 {sidecar['sha256']}"
-        )
+    sidecar = obs.sidecar
+    if sidecar is not None and sidecar.sha256 is not None:
+        lines.append(f"sidecar {sidecar.path}: {sidecar.bytes:,} bytes, sha256 {sidecar.sha256}")
     elif sidecar is not None:
-        lines.append(f"sidecar unavailable: {sidecar.get('error', '-')}")
+        lines.append(f"sidecar unavailable: {sidecar.error or '-'}")
     return "".join(f"quotaledger {line}\n" for line in lines)

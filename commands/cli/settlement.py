@@ -1,4 +1,8 @@
-"""Settlement commands (SPEC §5): `budget configure`, `turn open|writeback|resume|spend|status`."""
+"""Settlement commands (SPEC §5): `budget configure`, `turn open|writeback|resume|spend|status`.
+
+Each command decodes its request once the journal is open: a journal that cannot be
+read stays exit 3 ahead of a bad amount, effect or window (exit 2), as it always was
+(the command wrapper has checked identifiers and `--at` before either)."""
 
 from typing import Annotated
 
@@ -75,8 +79,8 @@ def configure(
     """Set the rolling budget: `turn open` is refused quota_throttled while the units
     spent in the last H hours reach N. The same budget again appends nothing."""
     values = {"goal": goal, "allowed_units": allowed_units, "window_hours": window_hours, "at": at}
-    request = decode(BudgetConfigureRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
+        request = decode(BudgetConfigureRequest, values, CLI)
         answer = ledger.budget_configure(request)
     return Output(answer, text=_budget_text(answer))
 
@@ -94,8 +98,8 @@ def open_(
     agent's previous turn owes its spend, turn_in_progress while it awaits its
     writeback, quota_throttled while the budget window is used up."""
     values = {"goal": goal, "agent": agent, "turn": turn_id, "task": task, "at": at}
-    request = decode(TurnOpenRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
+        request = decode(TurnOpenRequest, values, CLI)
         answer = ledger.turn_open(request)
     return Output(answer, text=_open_text(answer))
 
@@ -115,8 +119,8 @@ def writeback(
     """Record the turn's verified writeback: from now on its spend is owed and
     `turn resume` returns it. Repeating it with the same amount is idempotent."""
     values = {"goal": goal, "agent": agent, "turn": turn_id, "amount": amount, "at": at}
-    request = decode(TurnWritebackRequest, values, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
+        request = decode(TurnWritebackRequest, values, CLI)
         answer = ledger.turn_writeback(request)
     return Output(answer, text=_writeback_text(answer))
 
@@ -126,8 +130,8 @@ def resume(ctx: Ctx, goal: GoalOpt, agent: AgentOpt, at: ReadAtOpt = None) -> Ou
     """What a re-entering agent must do next, from the journal alone (no lock):
     phase open (write back), spend_owed (run the printed command once), settled
     (settled_skip) or idle."""
-    request = decode(TurnResumeRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
     with ctx.service(SettlementService, write=False) as ledger:
+        request = decode(TurnResumeRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_resume(request)
     return Output(answer, text=_resume_text(answer))
 
@@ -152,8 +156,8 @@ def spend(
     appends nothing; any other identity is refused spend_identity_mismatch, a turn
     without writeback writeback_not_verified."""
     values = {"goal": goal, "agent": agent, "turn": turn_id, "effect": effect}
-    request = decode(TurnSpendRequest, {**values, "amount": amount, "at": at}, CLI)
     with ctx.service(SettlementService, write=True) as ledger:
+        request = decode(TurnSpendRequest, {**values, "amount": amount, "at": at}, CLI)
         answer = ledger.turn_spend(request)
     return Output(answer, text=_spend_text(answer))
 
@@ -167,8 +171,8 @@ def status(
 ) -> Output:
     """The goal's budget window (spent units, throttled, when it re-opens) and each
     agent's turns with their phases (no lock)."""
-    request = decode(TurnStatusRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
     with ctx.service(SettlementService, write=False) as ledger:
+        request = decode(TurnStatusRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_status(request)
     return Output(answer, text=_status_text(answer))
 

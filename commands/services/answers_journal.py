@@ -8,7 +8,7 @@ and a service may not reach below it for a type.
 
 from __future__ import annotations
 
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from quotaledger.services.answers import EventJson
 
@@ -98,55 +98,6 @@ class RecordJson(TypedDict):
 
 
 # -- probe (SPEC §6) ------------------------------------------------------------------
-
-
-class MemoryJson(TypedDict):
-    method: str
-    atomic: bool
-    peak_estimate_bytes: int | None
-    samples: int
-    unavailable_samples: int
-
-
-class SidecarWrittenJson(TypedDict):
-    path: str
-    sha256: str
-    bytes: int
-
-
-class SidecarUnavailableJson(TypedDict):
-    status: Literal["unavailable"]
-    error: str
-
-
-SidecarJson = SidecarWrittenJson | SidecarUnavailableJson
-
-
-class ObservationJson(TypedDict):
-    """The `probe.observed` payload as built and answered (`ProbeObserved` checks it)."""
-
-    command: list[str]
-    candidates: dict[str, str]
-    input_revision: str | None
-    exit_code: int
-    timed_out: bool
-    duration_s: float
-    memory: MemoryJson | None
-    reference_bytes: int | None
-    attribution: Literal["bound", "candidate_changed"]
-    sidecar: SidecarJson | None
-
-
-class ProbeRunAnswer(TypedDict):
-    ok: bool
-    appended: bool
-    event: EventJson
-    goal: str
-    exit_code: int
-    signal: int | None
-    candidates_changed: list[str]
-    stragglers_terminated: int
-    observation: ObservationJson
 
 
 class LatestProbeAnswer(TypedDict):

@@ -1,8 +1,8 @@
 """Execution probe use cases (SPEC §6): run a command, journal one `probe.observed`.
 
 Order matters and is the point of this module:
-1. validate everything and hash the candidates (a bad input is exit 2 and the
-   command never runs);
+1. the request type checked the input (a bad one is exit 2 and the command never
+   runs); check what needs the journal or the filesystem, and hash the candidates;
 2. create the sidecar exclusively (an existing path is refused before the command
    starts, so the command's side effects never happen);
 3. run the command WITHOUT the journal lock (a probe may run for hours);
@@ -16,68 +16,51 @@ from __future__ import annotations
 import json
 import os
 import resource
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import msgspec
 
 from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
-from quotaledger.projections import limits, probes
-from quotaledger.services import probe_runner as runner
-from quotaledger.services.base import ServiceBase, check_identifier, check_text, event_json
+from quotaledger.projections import probes
+from quotaledger.services import probe_io
+from quotaledger.services.base import ServiceBase, check_identifier
+from quotaledger.usecases.decode import Event, event_of
+from quotaledger.usecases.probe import ProbeRunAnswer, ProbeRunRequest
 
 if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers import EventJson
-    from quotaledger.services.answers_journal import (
-        LatestProbeAnswer,
-        ObservationJson,
-        ProbeRunAnswer,
-        SidecarJson,
-    )
+    from quotaledger.services.answers_journal import LatestProbeAnswer
 
 
 class ProbeService(ServiceBase):
     def probe_run(
-        self,
-        *,
-        goal: str,
-        command: Sequence[str],
-        candidates: Sequence[str] = (),
-        input_revision: str | None = None,
-        reference_bytes: int | None = None,
-        sidecar: str | None = None,
-        interval_ms: int = runner.INTERVAL_MS_DEFAULT,
-        timeout_s: float | None = None,
-        at: str | None = None,
-        stdout_fd: int | None = None,
+        self, request: ProbeRunRequest, *, stdout_fd: int | None = None
     ) -> ProbeRunAnswer:
         """Run `command` in its own process group and journal what was observed.
 
-        `stdout_fd`: where the command's stdout goes (None: inherited). The result's
-        `exit_code` is the command's (124 on timeout, 128+N when killed by signal N);
-        `ok` is true whenever the observation was journaled.
+        `stdout_fd`: where the command's stdout goes (None: inherited); the CLI's
+        `--json` sends it to stderr. The answer's `exit_code` is the command's (124 on
+        timeout, 128+N when killed by signal N); `ok` is true whenever the observation
+        was journaled.
         """
-        argv = _check_command(command)
-        check_identifier("--goal", goal)
-        paths = list(dict.fromkeys(candidates))  # repeated --candidate counts once
-        _check_options(paths, input_revision, reference_bytes, interval_ms, timeout_s)
-        if at is not None:  # refuse a backwards --at now, not after the command ran
-            self._time_without_lock(goal, at)
-        if runner.resolve_command(argv) is None:
+        goal, argv, sidecar = request.goal, request.command, request.sidecar
+        paths = list(dict.fromkeys(request.candidates))  # repeated --candidate counts once
+        if request.at is not None:  # refuse a backwards --at now, not after the command ran
+            self._time_without_lock(goal, request.at)
+        if probe_io.resolve_command(argv) is None:
             raise InvalidInput(
                 f"command {argv[0]!r} not found or not executable",
                 code=codes.COMMAND_NOT_FOUND,
                 command=argv[0],
             )
-        self._check_journal_can_grow(goal, argv, paths, input_revision, sidecar)
+        self._check_journal_can_grow(goal, argv, paths, request.input_revision, sidecar)
         before = {path: _hash_candidate(path) for path in paths}
         sidecar_file = _create_sidecar(sidecar) if sidecar is not None else None
         try:
-            run = runner.run_group(
+            run = probe_io.run_group(
                 argv,
-                interval_s=interval_ms / 1000,
-                timeout_s=timeout_s,
+                interval_s=request.interval_ms / 1000,
+                timeout_s=request.timeout_s,
                 stdout_fd=stdout_fd,
             )
         except OSError as exc:
@@ -90,57 +73,51 @@ class ProbeService(ServiceBase):
             if sidecar_file is not None:
                 sidecar_file.discard()
             raise
-        changed = [path for path in paths if runner.hash_after(path) != before[path]]
-        sidecar_json: SidecarJson | None = None
+        changed = [path for path in paths if probe_io.hash_after(path) != before[path]]
+        written = None
         if sidecar_file is not None:
-            header = {"goal": goal, "command": argv, "interval_ms": interval_ms}
-            sidecar_json = sidecar_file.write(runner.sidecar_document(header, run))
-        observation: ObservationJson = {
-            "command": argv,
-            "candidates": before,
-            "input_revision": input_revision,
-            "exit_code": run.exit_code,
-            "timed_out": run.timed_out,
-            "duration_s": round(run.duration_s, 6),
-            "memory": run.sampler.summary() if run.sampler is not None else None,
-            "reference_bytes": reference_bytes,
-            "attribution": "candidate_changed" if changed else "bound",
-            "sidecar": sidecar_json,
-        }
-        event = self._append_observation(goal, at, observation)
-        answer: ProbeRunAnswer = {
-            "ok": True,
-            "appended": True,
-            "event": event,
-            "goal": goal,
-            "exit_code": run.exit_code,
-            "signal": run.signal,
-            "candidates_changed": changed,
-            "stragglers_terminated": run.stragglers_terminated,
-            "observation": observation,
-        }
-        return answer
+            header = {"goal": goal, "command": argv, "interval_ms": request.interval_ms}
+            written = sidecar_file.write(probe_io.sidecar_document(header, run))
+        observation = probes.ProbeObserved(
+            command=argv,
+            candidates=before,
+            input_revision=request.input_revision,
+            exit_code=run.exit_code,
+            timed_out=run.timed_out,
+            duration_s=round(run.duration_s, 6),
+            memory=run.sampler.summary() if run.sampler is not None else None,
+            reference_bytes=request.reference_bytes,
+            attribution="candidate_changed" if changed else "bound",
+            sidecar=written,
+        )
+        return ProbeRunAnswer(
+            ok=True,
+            appended=True,
+            event=self._append_observation(goal, request.at, observation),
+            goal=goal,
+            exit_code=run.exit_code,
+            signal=run.signal,
+            candidates_changed=changed,
+            stragglers_terminated=run.stragglers_terminated,
+            observation=observation,
+        )
 
     def _append_observation(
-        self, goal: str, at: str | None, observation: ObservationJson
-    ) -> EventJson:
-        """One transaction, taken only now: the event time is sampled under the lock."""
+        self, goal: str, at: str | None, observation: probes.ProbeObserved
+    ) -> Event:
+        """One transaction, taken only now: the event time is sampled under the lock.
+        The append checks the payload against its schema (inputs were checked before)."""
         try:
-            payload = msgspec.convert(observation, probes.ProbeObserved)
             with self.journal.transaction() as txn:
-                pending = txn.append(probes.OBSERVED, goal, payload, txn.time_for(goal, at))
-        except msgspec.ValidationError as exc:  # pragma: no cover - inputs checked earlier
-            raise InvalidInput(
-                f"observation is invalid: {exc}", code=codes.INVALID_PAYLOAD
-            ) from exc
+                pending = txn.append(probes.OBSERVED, goal, observation, txn.time_for(goal, at))
         except Error as error:
             # The command already ran: hand its result back with the error so the
             # caller does not have to run it again to learn it.
-            error.context.setdefault("observation", observation)
-            error.context.setdefault("exit_code", observation["exit_code"])
+            error.context.setdefault("observation", msgspec.to_builtins(observation))
+            error.context.setdefault("exit_code", observation.exit_code)
             error.context.setdefault("command_ran", True)
             raise
-        return event_json(pending)
+        return event_of(pending)
 
     def _check_journal_can_grow(
         self,
@@ -220,73 +197,9 @@ def _smallest_line_bytes(
     return len(json.dumps(envelope, separators=(",", ":"), ensure_ascii=False).encode()) + 1
 
 
-def _check_command(command: Sequence[str]) -> list[str]:
-    argv = [str(arg) for arg in command]
-    if not argv or not argv[0]:
-        raise InvalidInput(
-            "give the command to probe after `--`: probe run --goal G -- CMD ARGS...",
-            code=codes.COMMAND_MISSING,
-        )
-    if len(argv) > limits.COMMAND_ARGS_MAX:
-        raise InvalidInput(
-            f"the command has more than {limits.COMMAND_ARGS_MAX} arguments",
-            code=codes.COMMAND_TOO_LONG,
-        )
-    for arg in argv:
-        _check_utf8("command argument", arg)
-        check_text("command argument", arg)
-    return argv
-
-
-def _check_options(
-    paths: list[str],
-    input_revision: str | None,
-    reference_bytes: int | None,
-    interval_ms: int,
-    timeout_s: float | None,
-) -> None:
-    if len(paths) > limits.CANDIDATES_MAX:
-        raise InvalidInput(
-            f"at most {limits.CANDIDATES_MAX} --candidate files", code=codes.TOO_MANY_CANDIDATES
-        )
-    for path in paths:
-        _check_utf8("--candidate", path)
-        check_text("--candidate", path)
-    if input_revision is not None:
-        _check_utf8("--input-revision", input_revision)
-        check_text("--input-revision", input_revision)
-    if reference_bytes is not None and not 0 <= reference_bytes <= limits.BYTES_MAX:
-        raise InvalidInput(
-            "--reference-bytes must be from 0 to 2^62",
-            code=codes.INVALID_OPTION,
-            option="--reference-bytes",
-        )
-    if not runner.INTERVAL_MS_MIN <= interval_ms <= runner.INTERVAL_MS_MAX:
-        raise InvalidInput(
-            f"--interval-ms must be from {runner.INTERVAL_MS_MIN} to {runner.INTERVAL_MS_MAX}",
-            code=codes.INVALID_OPTION,
-            option="--interval-ms",
-        )
-    if timeout_s is not None and not 0 < timeout_s <= runner.TIMEOUT_S_MAX:
-        raise InvalidInput(
-            f"--timeout-s must be > 0 and <= {runner.TIMEOUT_S_MAX:g}",
-            code=codes.INVALID_OPTION,
-            option="--timeout-s",
-        )
-
-
-def _check_utf8(option: str, value: str) -> None:
-    try:
-        value.encode()
-    except UnicodeEncodeError as exc:
-        raise InvalidInput(
-            f"{option} is not valid UTF-8", code=codes.INVALID_TEXT, option=option
-        ) from exc
-
-
 def _hash_candidate(path: str) -> str:
     try:
-        return runner.hash_file(path)
+        return probe_io.hash_file(path)
     except OSError as exc:
         raise InvalidInput(
             f"--candidate {path!r} cannot be read: {exc.strerror or exc}",
@@ -295,14 +208,10 @@ def _hash_candidate(path: str) -> str:
         ) from exc
 
 
-def _create_sidecar(path: str) -> runner.SidecarFile:
-    if not path:
-        raise InvalidInput("--sidecar needs a path", code=codes.INVALID_OPTION, option="--sidecar")
-    _check_utf8("--sidecar", path)
-    check_text("--sidecar", path)
+def _create_sidecar(path: str) -> probe_io.SidecarFile:
     try:
-        return runner.SidecarFile.create(path)
-    except runner.SidecarExists as exc:
+        return probe_io.SidecarFile.create(path)
+    except probe_io.SidecarExists as exc:
         raise InvalidInput(
             f"--sidecar {path!r} already exists (a symlink counts); "
             "the probe never overwrites a file: choose a new path",

@@ -62,7 +62,13 @@ R = TypeVar("R", bound=Request)
 Names = Callable[[str], str]
 """A caller's word for a field: the CLI's flag, the API's keyword, an HTTP body key."""
 
-FLAG_OF_FIELD = {"class_": "--class", "turn_id": "--turn", "import_from": "SOURCE"}
+FLAG_OF_FIELD = {
+    "class_": "--class",
+    "turn_id": "--turn",
+    "import_from": "SOURCE",
+    "command": "command argument",  # `probe run`'s CMD ARGS... after `--`
+    "candidates": "--candidate",
+}
 """Fields whose flag is not `--` and the field's name with `-` for `_`."""
 
 

@@ -53,15 +53,13 @@ def check_tokens(name: str, value: int) -> int:
     return value
 
 
-def check_text(name: str, value: str) -> str:
+def check_text(name: str, value: str, *, not_utf8: str = "is not valid UTF-8 text") -> str:
     if not isinstance(value, str):
         return value
     try:
         encoded = value.encode()
     except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
-        raise InvalidInput(
-            f"{name} is not valid UTF-8 text", code=codes.INVALID_TEXT, option=name
-        ) from None
+        raise InvalidInput(f"{name} {not_utf8}", code=codes.INVALID_TEXT, option=name) from None
     if len(encoded) > FREE_TEXT_BYTES_MAX:
         raise InvalidInput(
             f"{name} is longer than {byte_size(FREE_TEXT_BYTES_MAX)}",
@@ -153,6 +151,62 @@ def check_window_hours(name: str, value: float) -> float:
     return value
 
 
+def check_probe_text(name: str, value: str) -> str:
+    """Free text as `probe run` words it (SPEC §6 predates `check_text`'s wording)."""
+    return check_text(name, value, not_utf8="is not valid UTF-8")
+
+
+def check_command(name: str, value: list[str]) -> list[str]:
+    """The probed command: one to 1024 arguments, the first not empty."""
+    if not isinstance(value, list):
+        return value  # one argument, of the wrong kind: `decode` words it
+    if not value or not value[0]:
+        raise InvalidInput(
+            "give the command to probe after `--`: probe run --goal G -- CMD ARGS...",
+            code=codes.COMMAND_MISSING,
+        )
+    if len(value) > limits.COMMAND_ARGS_MAX:
+        raise InvalidInput(
+            f"the command has more than {limits.COMMAND_ARGS_MAX} arguments",
+            code=codes.COMMAND_TOO_LONG,
+        )
+    for arg in value:
+        check_probe_text(name, arg)
+    return value
+
+
+def check_candidates(name: str, value: list[str]) -> list[str]:
+    """At most 256 candidate files, a repeated one counted once."""
+    if not isinstance(value, list):
+        return value
+    paths = list(dict.fromkeys(value))
+    if len(paths) > limits.CANDIDATES_MAX:
+        raise InvalidInput(
+            f"at most {limits.CANDIDATES_MAX} {name} files", code=codes.TOO_MANY_CANDIDATES
+        )
+    for path in paths:
+        check_probe_text(name, path)
+    return value
+
+
+def check_sidecar(name: str, value: str) -> str:
+    if value == "":
+        raise InvalidInput(f"{name} needs a path", code=codes.INVALID_OPTION, option=name)
+    return check_probe_text(name, value)
+
+
+def check_within(words: str, inside: Callable[[float], bool]) -> Callable[[str, Any], object]:
+    """A number that must be `inside` its range, which `words` say (`invalid_option`)."""
+
+    def check(name: str, value: Any) -> object:
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        if number and not inside(value):
+            raise InvalidInput(f"{name} must be {words}", code=codes.INVALID_OPTION, option=name)
+        return value
+
+    return check
+
+
 _EFFECT_PATTERN = r"^[0-9a-f]{32}$"
 _EFFECT = re.compile(_EFFECT_PATTERN)
 
@@ -239,3 +293,51 @@ Deadline = Annotated[
 ]
 """A deadline as text; the API also takes an aware datetime (`decode`). It is resolved
 against the event's time where it is used (`journal.clock.parse_deadline_us`)."""
+
+
+# -- `probe run` (SPEC §6) ---------------------------------------------------------------
+
+ProbeText = Annotated[
+    str,
+    msgspec.Meta(max_length=FREE_TEXT_BYTES_MAX, description="Free text, at most 4 KiB"),
+    Rule(check_probe_text, always=True),
+]
+ProbeCommand = Annotated[
+    list[str],
+    msgspec.Meta(description=f"The command and its arguments (1-{limits.COMMAND_ARGS_MAX})"),
+    Rule(check_command, always=True),
+]
+CandidatePaths = Annotated[
+    list[str],
+    msgspec.Meta(description=f"Candidate files, at most {limits.CANDIDATES_MAX}"),
+    Rule(check_candidates, always=True),
+]
+SidecarPath = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=FREE_TEXT_BYTES_MAX, description="A new file's path"),
+    Rule(check_sidecar, always=True),
+]
+ReferenceBytes = Annotated[
+    int,
+    msgspec.Meta(ge=0, le=limits.BYTES_MAX, description="Bytes, 0..2^62"),
+    Rule(check_within("from 0 to 2^62", lambda value: 0 <= value <= limits.BYTES_MAX)),
+]
+IntervalMs = Annotated[
+    int,
+    msgspec.Meta(ge=limits.INTERVAL_MS_MIN, le=limits.INTERVAL_MS_MAX),
+    Rule(
+        check_within(
+            f"from {limits.INTERVAL_MS_MIN} to {limits.INTERVAL_MS_MAX}",
+            lambda value: limits.INTERVAL_MS_MIN <= value <= limits.INTERVAL_MS_MAX,
+        )
+    ),
+]
+ProbeTimeout = Annotated[
+    float,
+    msgspec.Meta(gt=0, le=limits.TIMEOUT_S_MAX, description="Seconds, > 0"),
+    Rule(
+        check_within(
+            f"> 0 and <= {limits.TIMEOUT_S_MAX:g}", lambda value: 0 < value <= limits.TIMEOUT_S_MAX
+        )
+    ),
+]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from quotaledger.api import Ledger
-from quotaledger.services import probe_runner
+from quotaledger.services import probe_io
 from tests.support import run_process
 
 WORKLOAD = str(Path(__file__).with_name("handoff_workload.py"))
@@ -25,7 +25,7 @@ MIB = 1 << 20
 VERDICT_WORDS = ("limit", "exceed", "verdict", "action", "recommend", "challenge")
 
 pytestmark = pytest.mark.skipif(
-    not probe_runner.sampling_available(), reason="needs /proc/<pid>/smaps_rollup"
+    not probe_io.sampling_available(), reason="needs /proc/<pid>/smaps_rollup"
 )
 
 
@@ -65,11 +65,11 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
     smaps_rollup, the handoff happens; the next read (the new holder's, also real)
     is added to it. Each stable phase is below the reference, the sum is above it,
     and the observation still carries no verdict."""
-    real_read = probe_runner.read_pss_bytes
+    real_read = probe_io.read_pss_bytes
     seen: dict[str, int] = {}
 
     def group_total(parent: int) -> int:
-        group = probe_runner.Group(parent, parent, 0)
+        group = probe_io.Group(parent, parent, 0)
         return sum(real_read(pid) or 0 for pid in group.live_members())
 
     def read_then_hand_off(pid: int) -> int | None:
@@ -96,7 +96,7 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
         seen["estimate_round"] = 1
         return value
 
-    monkeypatch.setattr(probe_runner, "read_pss_bytes", read_then_hand_off)
+    monkeypatch.setattr(probe_io, "read_pss_bytes", read_then_hand_off)
     reference = 100 * MIB
     with Ledger.open(journal_path) as ledger:
         result = ledger.probe_run(
@@ -125,9 +125,9 @@ def test_handoff_between_two_reads_inflates_the_estimate_and_still_no_verdict(
 
 def test_sampler_keeps_a_bounded_evenly_thinned_picture():
     """Rounds beyond the kept maximum thin the kept list; counts and peak stay exact."""
-    sampler = probe_runner.Sampler(probe_runner.Group(1, 1, 0), kept_max=8)
+    sampler = probe_io.Sampler(probe_io.Group(1, 1, 0), kept_max=8)
     for index in range(100):
-        sampler._record(probe_runner.Round(index / 10, index % 37, 1, int(index % 10 == 0)))
+        sampler._record(probe_io.Round(index / 10, index % 37, 1, int(index % 10 == 0)))
     assert sampler.rounds == 100
     assert sampler.unavailable_rounds == 10
     assert sampler.peak_bytes == 36
@@ -138,9 +138,9 @@ def test_sampler_keeps_a_bounded_evenly_thinned_picture():
 
 
 def test_membership_ignores_other_groups_and_older_processes():
-    this = probe_runner.read_stat(1)
+    this = probe_io.read_stat(1)
     assert this is not None
-    group = probe_runner.Group(this.pgrp, this.session, this.start_ticks + 1)
+    group = probe_io.Group(this.pgrp, this.session, this.start_ticks + 1)
     assert not group.is_member(this)  # started before the group: a recycled pid
-    assert not probe_runner.Group(this.pgrp + 1, this.session, 0).is_member(this)
-    assert probe_runner.Group(this.pgrp, this.session, this.start_ticks).is_member(this)
+    assert not probe_io.Group(this.pgrp + 1, this.session, 0).is_member(this)
+    assert probe_io.Group(this.pgrp, this.session, this.start_ticks).is_member(this)

@@ -34,7 +34,7 @@ from typing import Any
 
 import pytest
 
-from quotaledger.services import probe_runner
+from quotaledger.services import probe_io
 from tests.probe.held_probe import ROUNDS_FORCED, needs_strace, run_held
 from tests.probe.probe_spec import MEMORY_KEYS, OBSERVATION_KEYS
 from tests.support import REPO, line_count, run_cli, run_process
@@ -116,7 +116,7 @@ def assert_no_verdict(value: Any, path: str = "$") -> None:
 # -- 1: an estimate, never a verdict -------------------------------------------------------
 
 
-@pytest.mark.skipif(not probe_runner.sampling_available(), reason="needs smaps_rollup")
+@pytest.mark.skipif(not probe_io.sampling_available(), reason="needs smaps_rollup")
 @pytest.mark.parametrize("mode", ["handoff", "overlap"])
 def test_memory_is_an_estimate_without_verdict_even_above_the_reference(journal_path, mode):
     cmd = [sys.executable, "-c", WORKERS, "40", mode]

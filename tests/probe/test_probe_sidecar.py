@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from quotaledger.api import Ledger
-from quotaledger.services import probe_runner
+from quotaledger.services import probe_io
 from tests.probe.held_probe import ROUNDS_FORCED, needs_strace, run_held
 from tests.support import run_cli
 
@@ -141,10 +141,10 @@ def test_injected_sidecar_faults_leave_the_result_intact(
     """Fault injection on the sidecar's descriptor only (the journal writes normally)."""
     sidecar = tmp_path / "samples.json"
     opened: list[int] = []
-    real_create, real_write = probe_runner.SidecarFile.create, os.write
+    real_create, real_write = probe_io.SidecarFile.create, os.write
     real_fsync, real_close = os.fsync, os.close
 
-    def create(path: str) -> probe_runner.SidecarFile:
+    def create(path: str) -> probe_io.SidecarFile:
         made = real_create(path)
         assert made.fd is not None
         opened.append(made.fd)
@@ -169,7 +169,7 @@ def test_injected_sidecar_faults_leave_the_result_intact(
             if fault == "close EIO":
                 raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(probe_runner.SidecarFile, "create", staticmethod(create))
+    monkeypatch.setattr(probe_io.SidecarFile, "create", staticmethod(create))
     monkeypatch.setattr(os, "write", write)
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "close", close)

@@ -1,5 +1,5 @@
 """The CLI and the Python API decode the same request type for each settlement
-command: one place (the request type) checks what a caller gave."""
+command and for `probe run`: one place (the request type) checks what a caller gave."""
 
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ CALLS: list[tuple[list[str], str, dict[str, Any]]] = [
         {"goal": G, "agent": A, "turn": "t1", "effect": EFFECT, "amount": 5},
     ),
     (["turn", "status", "--goal", G], "turn_status", {"goal": G}),
+    (["probe", "run", "--goal", G, "--", "true"], "probe_run", {"goal": G, "command": ["true"]}),
 ]
 
 
@@ -76,12 +77,14 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[type]:
 
 
 def test_the_cli_and_the_api_decode_the_same_request_type(
-    tmp_path: Path, decoded: list[type]
+    tmp_path: Path, decoded: list[type], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.chdir(tmp_path)
     by_cli, by_api = str(tmp_path / "cli.jsonl"), str(tmp_path / "api.jsonl")
     for words, method, keywords in CALLS:
         decoded.clear()
-        result = run_cli(*words, "--journal", by_cli, "--json")
+        # The common options before anything else: after `--` words are CMD's.
+        result = run_cli(*words[:2], "--journal", by_cli, "--json", *words[2:])
         assert result.code == 0, result.stdout + result.stderr
         from_cli = list(decoded)
         decoded.clear()

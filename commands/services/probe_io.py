@@ -45,16 +45,10 @@ import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers_journal import MemoryJson, SidecarJson, SidecarUnavailableJson
+from quotaledger.projections.probes import ProbeMemory, Sidecar
 
-
-INTERVAL_MS_MIN = 10
-INTERVAL_MS_MAX = 10_000
-INTERVAL_MS_DEFAULT = 100
-TIMEOUT_S_MAX = 7 * 24 * 3600.0
 TERM_GRACE_S = 2.0
 """After SIGTERM to the group, how long members get before SIGKILL."""
 SAMPLES_KEPT_MAX = 100_000
@@ -207,15 +201,12 @@ class Sampler:
                 self.kept = self.kept[::2]
                 self.stride *= 2
 
-    def summary(self) -> MemoryJson:
-        answer: MemoryJson = {
-            "method": "sequential_pss_sum",
-            "atomic": False,
-            "peak_estimate_bytes": self.peak_bytes,
-            "samples": self.rounds,
-            "unavailable_samples": self.unavailable_rounds,
-        }
-        return answer
+    def summary(self) -> ProbeMemory:
+        return ProbeMemory(
+            peak_estimate_bytes=self.peak_bytes,
+            samples=self.rounds,
+            unavailable_samples=self.unavailable_rounds,
+        )
 
 
 # -- running -----------------------------------------------------------------------
@@ -442,7 +433,7 @@ class SidecarFile:
         sidecar.identity = (st.st_dev, st.st_ino)
         return sidecar
 
-    def write(self, blob: bytes) -> SidecarJson:
+    def write(self, blob: bytes) -> Sidecar:
         """Write, fsync and close; the digest, or `{"status": "unavailable", ...}`."""
         if self.fd is None:
             return self._unavailable()
@@ -463,7 +454,7 @@ class SidecarFile:
         if self.error is not None:
             self._remove_ours()
             return self._unavailable()
-        return {"path": self.path, "sha256": hashlib.sha256(blob).hexdigest(), "bytes": len(blob)}
+        return Sidecar(path=self.path, sha256=hashlib.sha256(blob).hexdigest(), bytes=len(blob))
 
     def discard(self) -> None:
         """The command never ran: close and remove the empty file we created."""
@@ -486,8 +477,8 @@ class SidecarFile:
             with suppress(OSError):
                 os.unlink(self.path)
 
-    def _unavailable(self) -> SidecarUnavailableJson:
-        return {"status": "unavailable", "error": self.error or "unavailable"}
+    def _unavailable(self) -> Sidecar:
+        return Sidecar(status="unavailable", error=self.error or "unavailable")
 
 
 def _write_all(fd: int, blob: bytes) -> None:
