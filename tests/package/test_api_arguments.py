@@ -145,4 +145,6 @@ def test_a_value_that_skips_its_check_is_one_the_check_returns_unchanged() -> No
                 if type(value) in passing:
                     assert check(parameter, value) is value, (name, parameter, value)
                     skipped += 1
-    assert skipped > 100  # the rule covers the API's common parameters
+    # Only the methods not yet taking a request type (`legacy`) still have such checks;
+    # the journal's and latest_probe's cover the common parameters.
+    assert skipped > 20
