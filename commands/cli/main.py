@@ -52,7 +52,6 @@ COMMAND_MODULES: dict[str, str] = {
     "turn": "settlement",
     "probe": "probe",
     **dict.fromkeys(("demo", "bench"), "tools"),
-    "serve": "serve",
 }
 MODULE_ORDER = (
     "journal",
@@ -61,7 +60,6 @@ MODULE_ORDER = (
     "settlement",
     "probe",
     "operator",
-    "serve",
     "tools",
 )
 

@@ -66,14 +66,6 @@ def exit_code_of(outcome: Error | Answer | dict[str, Any]) -> int:
     return EXIT_OK if outcome.get("ok", True) else EXIT_REFUSED
 
 
-HTTP_STATUS_OF_EXIT = {0: 200, EXIT_REFUSED: 200, 2: 400, 3: 500, 4: 503}
-"""The server's status for each exit code (SPEC §11): a refusal is an answer (200)."""
-
-
-def http_status_of(exit_code: int) -> int:
-    return HTTP_STATUS_OF_EXIT.get(exit_code, 500)
-
-
 def emit(result: Output | Answer | dict[str, Any], *, as_json: bool) -> int:
     output = result if isinstance(result, Output) else Output(result)
     code = output.exit_code if output.exit_code is not None else exit_code_of(output.data)
