@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
+
+import msgspec
 
 from quotaledger.arguments import LedgerClosed, checked
 from quotaledger.journal import InvalidInput, codes
@@ -50,6 +52,15 @@ from quotaledger.usecases.host import (
     HostStartRequest,
     HostStatusRequest,
     HostStopRequest,
+)
+from quotaledger.usecases.journal import (
+    CheckpointRequest,
+    DigestRequest,
+    ExportRequest,
+    ImportRequest,
+    LogRequest,
+    RepairRequest,
+    VerifyRequest,
 )
 from quotaledger.usecases.operator import (
     AuditRequest,
@@ -150,13 +161,25 @@ class Ledger(ServiceBase):
             service = self._services[service_type] = service_type(self.journal)
         return service  # type: ignore[return-value]
 
-    verify = legacy(JournalService.verify)
-    digest = legacy(JournalService.digest)
-    repair = legacy(JournalService.repair)
-    checkpoint = legacy(JournalService.checkpoint)
-    log = legacy(JournalService.log)
-    export = legacy(JournalService.export)
-    import_ = legacy(JournalService.import_)
+    verify = endpoint(VerifyRequest, JournalService.verify)
+    digest = endpoint(DigestRequest, JournalService.digest)
+    repair = endpoint(RepairRequest, JournalService.repair)
+    checkpoint = endpoint(CheckpointRequest, JournalService.checkpoint)
+    export = endpoint(ExportRequest, JournalService.export)
+    import_ = endpoint(ImportRequest, JournalService.import_)
+
+    def log(
+        self, *, wait: Callable[[], None] | None = None, **filters: Any
+    ) -> Iterator[dict[str, Any]]:
+        """Events in journal order, filtered (`LogRequest`'s fields), as `log --json`
+        prints them; `wait` is what `follow` calls between looks (a short sleep)."""
+        if self.closed:
+            raise LedgerClosed("the ledger is closed; log() needs an open one")
+        request = decode(LogRequest, filters, API)
+        with self._turn:
+            events = self._service(JournalService).log(request, wait)
+        return (msgspec.to_builtins(event) for event in events)
+
     configure = endpoint(ConfigureRequest, CapacityService.configure)
     observe = endpoint(ObserveRequest, CapacityService.observe)
     admit = endpoint(AdmitRequest, CapacityService.admit)

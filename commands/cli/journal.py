@@ -6,6 +6,7 @@ import sys
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+import msgspec
 import typer
 
 from quotaledger.api import Ledger
@@ -13,8 +14,21 @@ from quotaledger.cli.common import AtOpt, CommandTable, Ctx
 from quotaledger.cli.output import EXIT_OK, Output, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt, codes
-from quotaledger.services.journal import JournalService, LogFilter, check_import_source
-from quotaledger.services.outfile import check_out_path
+from quotaledger.services.journal import JournalService
+from quotaledger.usecases.decode import CLI, decode
+from quotaledger.usecases.journal import (
+    CheckpointRequest,
+    DigestRequest,
+    ExportRequest,
+    Head,
+    ImportRequest,
+    LogAnswer,
+    LogRequest,
+    RepairAnswer,
+    RepairRequest,
+    VerifyAnswer,
+    VerifyRequest,
+)
 
 
 def _size_hint(ledger: Ledger) -> int | None:
@@ -38,21 +52,23 @@ def verify(
     ] = None,
 ) -> Output:
     """Check the whole hash chain and every payload; print OK and the head."""
+    request = decode(VerifyRequest, {"digest": digest}, CLI)
     with (
         ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
         progress_bar("verify", _size_hint(ledger)) as progress,
     ):
-        result = ledger.verify(digest=digest, progress=progress)
-    return Output(result, text=verify_text(result))
+        answer = ledger.verify(request, progress=progress)
+    return Output(answer, text=verify_text(answer))
 
 
 @commands("digest", example="quotaledger digest --journal runs.jsonl")
 def digest(ctx: Ctx) -> Output:
     """Print the head as SEQ:HASH (what `verify --digest` takes), for anchoring
     elsewhere; --json adds the journal id."""
+    request = decode(DigestRequest, {}, CLI)
     with ctx.service(JournalService, write=False) as ledger:
-        result = ledger.digest()
-    return Output(result, text=result["digest"])
+        answer = ledger.digest(request)
+    return Output(answer, text=answer.digest)
 
 
 @commands("repair", example="quotaledger repair --truncate-after 41 --yes")
@@ -70,22 +86,22 @@ def repair(
             "repair moves records out of the journal; add --yes to confirm",
             code=codes.CONFIRMATION_REQUIRED,
         )
-    if truncate_after < 0:
-        raise InvalidInput("--truncate-after must be >= 0", code=codes.INVALID_OPTION)
+    request = decode(RepairRequest, {"truncate_after": truncate_after, "at": at}, CLI)
     with ctx.service(JournalService, write=True, allow_corrupt=True) as ledger:
-        result = ledger.repair(truncate_after=truncate_after, at=at)
-    return Output(result, text=repair_text(result))
+        answer = ledger.repair(request)
+    return Output(answer, text=repair_text(answer))
 
 
 @commands("checkpoint", example="quotaledger checkpoint --journal runs.jsonl")
 def checkpoint(ctx: Ctx) -> Output:
     """Write the projection state after the last record to <journal>.checkpoint."""
+    request = decode(CheckpointRequest, {}, CLI)
     with ctx.service(JournalService, write=True) as ledger:
-        result = ledger.checkpoint()
+        answer = ledger.checkpoint(request)
     return Output(
-        result,
-        text=f"checkpoint written after seq {result['seq']} ({result['offset']:,} bytes "
-        f"folded; projection {result['projection_version']})",
+        answer,
+        text=f"checkpoint written after seq {answer.seq} ({answer.offset:,} bytes "
+        f"folded; projection {answer.projection_version})",
     )
 
 
@@ -122,9 +138,9 @@ def log(
     waited for, never reported), until interrupted (exit 0).
     """
     filters = {"goal": goal, "run": run, "kind": kind, "since": since, "until": until}
-    LogFilter.of(**filters, limit=limit, last=last)  # exit 2 before the journal is read
+    request = decode(LogRequest, {**filters, "limit": limit, "last": last, "follow": follow}, CLI)
     with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
-        events = ledger.log(**filters, limit=limit, last=last, follow=follow)
+        events = ledger.log(request)
         try:
             if follow:
                 _follow(events, as_json=ctx.as_json)
@@ -142,19 +158,18 @@ def export(
 
     With `--to -` the records go to stdout and the summary to stderr.
     """
-    if to != "-":
-        check_out_path("--to", to)  # exit 2 before the journal is opened
+    request = decode(ExportRequest, {"to": to}, CLI)  # exit 2 before the journal is opened
     with (
         ctx.service(JournalService, write=False) as ledger,
         progress_bar("export", _size_hint(ledger)) as progress,
     ):
-        result = ledger.export(to=to, progress=progress)
+        answer = ledger.export(request, progress=progress)
     where = "stdout" if to == "-" else to
     text = (
-        f"exported {plural(result['records'], 'record')} ({result['bytes']:,} bytes) "
-        f"to {where}; head {_head(result['head'])}"
+        f"exported {plural(answer.records, 'record')} ({answer.bytes:,} bytes) "
+        f"to {where}; head {_head(answer.head)}"
     )
-    return Output(result, text=text, on_stderr=to == "-")
+    return Output(answer, text=text, on_stderr=to == "-")
 
 
 @commands("import", example="quotaledger import --journal postgresql://... runs.jsonl")
@@ -162,74 +177,72 @@ def import_(
     ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
 ) -> Output:
     """Load a verified JSONL journal into an empty journal, hashes preserved."""
-    check_import_source(file)  # exit 2 before the target journal is opened
+    request = decode(ImportRequest, {"file": file}, CLI)  # exit 2 before the journal is opened
     size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
     with (
         ctx.service(JournalService, write=True) as ledger,
         progress_bar("import", size_bytes) as progress,
     ):
-        result = ledger.import_(file=file, progress=progress)
+        answer = ledger.import_(request, progress=progress)
     return Output(
-        result,
-        text=f"imported {plural(result['records'], 'record')} from {file}; head "
-        f"{_head(result['head'])}",
+        answer,
+        text=f"imported {plural(answer.records, 'record')} from {file}; head {_head(answer.head)}",
     )
 
 
-def _head(head: dict[str, Any]) -> str:
-    return f"{head['seq']}:{head['hash']}"
+def _head(head: Head) -> str:
+    return f"{head.seq}:{head.hash}"
 
 
-def verify_text(result: dict[str, Any]) -> str:
+def verify_text(answer: VerifyAnswer) -> str:
     """SPEC §8: `verify` prints OK and the head."""
-    head = result["head"]
+    head = answer.head
     lines = [
-        f"OK {_head(head)} ({plural(result['records'], 'record')}, {result['bytes']:,} bytes, "
-        f"journal {head['journal_id']})"
+        f"OK {_head(head)} ({plural(answer.records, 'record')}, {answer.bytes:,} bytes, "
+        f"journal {head.journal_id})"
     ]
-    digest = result.get("digest")
-    if digest is not None:
-        lines.append(f"digest {digest['seq']}:{digest['hash']} is contained: the journal only grew")
-    torn = result["torn_tail"]
+    digest = answer.digest
+    if not isinstance(digest, msgspec.UnsetType):
+        lines.append(f"digest {digest.seq}:{digest.hash} is contained: the journal only grew")
+    torn = answer.torn_tail
     if torn is not None:
         lines.append(
-            f"torn tail after seq {torn['seq'] - 1} at byte {torn['offset']:,} ({torn['reason']}): "
+            f"torn tail after seq {torn.seq - 1} at byte {torn.offset:,} ({torn.reason}): "
             "never acknowledged; the next writer moves it aside"
         )
     return "\n".join(lines)
 
 
-def repair_text(result: dict[str, Any]) -> str:
-    kept = result["truncated_after_seq"]
-    if result["quarantine"] is None:
-        return f"nothing after seq {kept} to move; head {_head(result['head'])}"
+def repair_text(answer: RepairAnswer) -> str:
+    kept = answer.truncated_after_seq
+    if answer.quarantine is None:
+        return f"nothing after seq {kept} to move; head {_head(answer.head)}"
     text = (
-        f"repaired: kept records 0..{kept}, moved {result['quarantined_bytes']:,} bytes to "
-        f"{result['quarantine']}"
+        f"repaired: kept records 0..{kept}, moved {answer.quarantined_bytes:,} bytes to "
+        f"{answer.quarantine}"
     )
-    if result.get("event"):
-        text += f"; logged as seq {result['event']['seq']} (journal.repaired)"
+    if not isinstance(answer.event, msgspec.UnsetType):
+        text += f"; logged as seq {answer.event.seq} (journal.repaired)"
     return text
 
 
 LOG_HEADER = ["SEQ", "AT", "GOAL", "KIND", "DATA"]
 
 
-def _row(event: dict[str, Any]) -> list[str]:
-    return [
-        str(event["seq"]),
-        event["at"],
-        event["goal"] or "-",
-        event["kind"],
-        _summary(event["data"]),
-    ]
+def _row(event: LogAnswer) -> list[str]:
+    return [str(event.seq), event.at, event.goal or "-", event.kind, _summary(event.data)]
 
 
-def _listing(events: Iterator[dict[str, Any]], *, as_json: bool) -> Output:
+def _line(event: LogAnswer) -> str:
+    """The event as a JSON Lines line (the standard library's escapes, as ever)."""
+    return json.dumps(msgspec.to_builtins(event), separators=(",", ":")) + "\n"
+
+
+def _listing(events: Iterator[LogAnswer], *, as_json: bool) -> Output:
     """The events there are now: JSON Lines, or a count and a table."""
     if as_json:
         for event in events:
-            sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+            sys.stdout.write(_line(event))
         raise typer.Exit(EXIT_OK)
     rows: list[list[str]] = []
     try:
@@ -243,7 +256,7 @@ def _listing(events: Iterator[dict[str, Any]], *, as_json: bool) -> Output:
     return Output({"ok": True}, text=plural(len(rows), "event") + "\n" + table(rows, LOG_HEADER))
 
 
-def _follow(events: Iterator[dict[str, Any]], *, as_json: bool) -> None:
+def _follow(events: Iterator[LogAnswer], *, as_json: bool) -> None:
     """Each event as it comes, flushed (a table row has fixed column widths)."""
     widths = [6, 27, 16, 26]
     if not as_json:
@@ -251,7 +264,7 @@ def _follow(events: Iterator[dict[str, Any]], *, as_json: bool) -> None:
         sys.stdout.flush()
     for event in events:
         if as_json:
-            sys.stdout.write(json.dumps(event, separators=(",", ":")) + "\n")
+            sys.stdout.write(_line(event))
         else:
             sys.stdout.write(_fixed(_row(event), widths))
         sys.stdout.flush()

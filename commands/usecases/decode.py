@@ -68,6 +68,7 @@ FLAG_OF_FIELD = {
     "import_from": "SOURCE",
     "command": "command argument",  # `probe run`'s CMD ARGS... after `--`
     "candidates": "--candidate",
+    "file": "FILE",
 }
 """Fields whose flag is not `--` and the field's name with `-` for `_`."""
 

@@ -22,6 +22,7 @@ from quotaledger.journal.pgstore import PgStore, lock_key, redact, split_url
 from quotaledger.journal.record import encode_line, encode_payload, genesis_line
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.journal import JournalService
+from quotaledger.usecases.journal import VerifyRequest
 from tests.pg.pg_helpers import connect, events_table, fresh_schema
 from tests.support import run_cli, run_process
 from tests.toyprojector import TOY, Note
@@ -416,7 +417,7 @@ def test_rows_deleted_behind_the_trigger_are_found(
     with Journal.open(pg_journal, TOY, write=False) as reader:
         assert reader.verify().seq == 602
         with pytest.raises(JournalCorrupt) as cut:
-            JournalService(reader).verify(digest=digest)
+            JournalService(reader).verify(VerifyRequest(digest=digest))
     assert cut.value.code == "digest_not_found"
 
     delete("seq BETWEEN 100 AND 499")  # rows 500-602 follow the gap
