@@ -344,6 +344,10 @@ for _name in [*USE_CASES, "latest_probe"]:
     setattr(RemoteLedger, _name, _remote_method(_name))
 
 
+STREAMED = frozenset({"log"})
+"""Use cases answered as JSON Lines, one answer per line."""
+
+
 class RemoteService:
     """A CLI command's service over HTTP (`Ctx.service` on a server's URL): a typed
     use case's method takes its request and answers its answer type, decoded from the
@@ -362,7 +366,11 @@ class RemoteService:
             if request is None:
                 return decode_answer(self.client.call(name, kwargs))
             body = self.client.call(name, msgspec.to_builtins(request))
-            return msgspec.json.decode(body, type=USE_CASES[name].answer_type())
+            answer_type = USE_CASES[name].answer_type()
+            if name in STREAMED:  # JSON Lines: an answer per line
+                lines = body.splitlines()
+                return [msgspec.json.decode(line, type=answer_type) for line in lines if line]
+            return msgspec.json.decode(body, type=answer_type)
 
         return call
 
