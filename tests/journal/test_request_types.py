@@ -61,6 +61,7 @@ def test_the_cli_and_the_api_decode_the_same_request(
     with Ledger.open(str(tmp_path / "src.jsonl")) as ledger:
         ledger.configure(goal="g", max_active_cases=2, at=AT)
     decoded = _recording(monkeypatch)
+    asked: list[Any] = []
     for number, call in enumerate(("cli", "api")):
         path = str(tmp_path / f"{call}.jsonl")
         if name != "import_":
@@ -81,7 +82,8 @@ def test_the_cli_and_the_api_decode_the_same_request(
                 if name == "log":
                     list(answer)
         assert len(decoded) == before + 1, (number, decoded)
-    from_cli, from_api = decoded[-2:]
+        asked.append(decoded[-1])
+    from_cli, from_api = asked
     expected = USE_CASES[name].request_type()
     assert type(from_cli) is type(from_api) is expected
     assert from_cli == from_api
