@@ -169,12 +169,17 @@ class Ledger(ServiceBase):
     import_ = endpoint(ImportRequest, JournalService.import_)
 
     def log(
-        self, *, wait: Callable[[], None] | None = None, **filters: Any
+        self, /, *args: Any, wait: Callable[[], None] | None = None, **filters: Any
     ) -> Iterator[dict[str, Any]]:
         """Events in journal order, filtered (`LogRequest`'s fields), as `log --json`
         prints them; `wait` is what `follow` calls between looks (a short sleep)."""
         if self.closed:
             raise LedgerClosed("the ledger is closed; log() needs an open one")
+        if args:
+            raise InvalidInput(
+                f"log() takes keyword arguments only (got {len(args)} positional)",
+                code=codes.INVALID_ARGUMENT,
+            )
         request = decode(LogRequest, filters, API)
         with self._turn:
             events = self._service(JournalService).log(request, wait)
