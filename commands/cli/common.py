@@ -29,8 +29,9 @@ import typer
 
 from quotaledger.cli.output import EXIT_OK, Output, emit, emit_error
 from quotaledger.journal import codes
-from quotaledger.journal.clock import parse_duration_s
+from quotaledger.journal.clock import canonical_at, parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
+from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.locking import check_lock_timeout_s
 from quotaledger.journal.target import DEFAULT_JOURNAL, check_target, is_remote_target
@@ -277,23 +278,7 @@ def command(
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
-                # `--journal ""` is never the default by accident; a missing directory
-                # or another scheme (mysql://, file://) never becomes a relative path.
-                check_target(ctx.journal_target, option="--journal")
-                # The engine's bound (nan and inf refused: SPEC §2.3), checked before
-                # anything opens, as every option is.
-                check_lock_timeout_s(ctx.lock_timeout_s)
-                # Input errors first (exit 2), before the command opens anything: a bad
-                # time or identifier is the user's to fix whatever state the journal is in.
-                if at is not None:
-                    from quotaledger.journal.clock import canonical_at
-
-                    canonical_at(at)
-                for name in identifiers:
-                    if kwargs[name] is not None:
-                        from quotaledger.services.base import check_identifier
-
-                        check_identifier(IDENTIFIER_OPTIONS[name], kwargs[name])
+                check_common_input(ctx, at, {name: kwargs[name] for name in identifiers})
                 result = func(ctx, **kwargs)
                 code = emit(result, as_json=as_json)
             except Error as error:
@@ -312,6 +297,24 @@ def command(
         return func
 
     return register
+
+
+def check_common_input(ctx: Ctx, at: str | None, identifiers: dict[str, str | None]) -> None:
+    """Input errors first (exit 2), before the command opens anything: a bad target,
+    lock timeout, time or identifier is the user's to fix whatever state the journal
+    is in."""
+    # `--journal ""` is never the default by accident; a missing directory or another
+    # scheme (mysql://, file://) never becomes a relative path.
+    check_target(ctx.journal_target, option="--journal")
+    # The engine's bound (nan and inf refused: SPEC §2.3), checked before anything
+    # opens, as every option is.
+    check_lock_timeout_s(ctx.lock_timeout_s)
+    if at is not None:
+        canonical_at(at)
+    for name, value in identifiers.items():
+        if value is not None:
+            option = IDENTIFIER_OPTIONS[name]
+            check_identifier(option, value, option=option)
 
 
 class CommandTable:

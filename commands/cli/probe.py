@@ -20,6 +20,43 @@ commands = CommandTable()
 # to CMD, so CMD's own flags (-c, --json, ...) never reach quotaledger's parser.
 _TRAILING = {"allow_interspersed_args": False}
 
+CmdArg = Annotated[
+    list[str] | None,
+    typer.Argument(
+        help="The command to probe and its arguments, after `--`.", metavar="-- CMD [ARGS]..."
+    ),
+]
+CandidateOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--candidate", help="A file the run is bound to (repeatable); hashed before and after."
+    ),
+]
+InputRevisionOpt = Annotated[
+    str | None, typer.Option("--input-revision", help="The input revision the run used.")
+]
+ReferenceBytesOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--reference-bytes",
+        help="A comparison reference kept beside the estimate (never turned into a verdict).",
+    ),
+]
+SidecarOpt = Annotated[
+    str | None,
+    typer.Option("--sidecar", help="New file for all samples (JSON); must not exist."),
+]
+IntervalMsOpt = Annotated[
+    int,
+    typer.Option(
+        "--interval-ms", help=f"Sampling interval, {INTERVAL_MS_MIN}-{INTERVAL_MS_MAX} ms."
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    duration_option("--timeout-s", "Stop the whole group after this long (exit 124).", whole=False),
+]
+
 
 def register(app: typer.Typer) -> None:
     """Add this domain's commands to the quotaledger app."""
@@ -41,45 +78,13 @@ def register(app: typer.Typer) -> None:
 def run(
     ctx: Ctx,
     goal: GoalOpt,
-    cmd: Annotated[
-        list[str] | None,
-        typer.Argument(
-            help="The command to probe and its arguments, after `--`.", metavar="-- CMD [ARGS]..."
-        ),
-    ] = None,
-    candidate: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--candidate", help="A file the run is bound to (repeatable); hashed before and after."
-        ),
-    ] = None,
-    input_revision: Annotated[
-        str | None, typer.Option("--input-revision", help="The input revision the run used.")
-    ] = None,
-    reference_bytes: Annotated[
-        int | None,
-        typer.Option(
-            "--reference-bytes",
-            help="A comparison reference kept beside the estimate (never turned into a verdict).",
-        ),
-    ] = None,
-    sidecar: Annotated[
-        str | None,
-        typer.Option("--sidecar", help="New file for all samples (JSON); must not exist."),
-    ] = None,
-    interval_ms: Annotated[
-        int,
-        typer.Option(
-            "--interval-ms",
-            help=f"Sampling interval, {INTERVAL_MS_MIN}-{INTERVAL_MS_MAX} ms.",
-        ),
-    ] = INTERVAL_MS_DEFAULT,
-    timeout_s: Annotated[
-        float | None,
-        duration_option(
-            "--timeout-s", "Stop the whole group after this long (exit 124).", whole=False
-        ),
-    ] = None,
+    cmd: CmdArg = None,
+    candidate: CandidateOpt = None,
+    input_revision: InputRevisionOpt = None,
+    reference_bytes: ReferenceBytesOpt = None,
+    sidecar: SidecarOpt = None,
+    interval_ms: IntervalMsOpt = INTERVAL_MS_DEFAULT,
+    timeout_s: TimeoutOpt = None,
     at: AtOpt = None,
 ) -> Output:
     """Run CMD in a new process group, sample its PSS, journal one probe.observed.

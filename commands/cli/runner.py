@@ -59,6 +59,34 @@ def _int_opt(flag: str, text: str) -> Any:
     return typer.Option(flag, help=text, show_default=False)
 
 
+UncachedInputOpt = Annotated[int | None, _int_opt("--uncached-input", "Uncached input tokens.")]
+CachedInputOpt = Annotated[int | None, _int_opt("--cached-input", "Cached input tokens.")]
+OutputOpt = Annotated[int | None, _int_opt("--output", "Output tokens.")]
+CacheWriteInputOpt = Annotated[
+    int | None, _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0].")
+]
+RequestsOpt = Annotated[
+    int | None, _int_opt("--requests", "Provider requests these tokens came from.")
+]
+UsageOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--usage",
+        metavar="FILE|-",
+        help="The provider's usage object or whole response body (JSON) instead of "
+        "the count flags; - reads stdin. One request.",
+    ),
+]
+UsageFormatOpt = Annotated[
+    str,
+    choice_option("--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."),
+]
+CoverageOpt = Annotated[
+    str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
+]
+SourceOpt = Annotated[str | None, typer.Option("--source", help="Where the numbers come from.")]
+
+
 commands = CommandTable()
 
 Q = TypeVar("Q", bound=Request)
@@ -86,41 +114,17 @@ def observe(
     # Required without --usage, as in SPEC §3.5: a runner states all three
     # counters, zero included (a zero-token measured observation is a heartbeat,
     # never a forgotten flag). Checked below, since --usage replaces them.
-    uncached_input: Annotated[
-        int | None, _int_opt("--uncached-input", "Uncached input tokens.")
-    ] = None,
-    cached_input: Annotated[int | None, _int_opt("--cached-input", "Cached input tokens.")] = None,
-    output: Annotated[int | None, _int_opt("--output", "Output tokens.")] = None,
-    cache_write_input: Annotated[
-        int | None,
-        _int_opt("--cache-write-input", "Tokens written to a prompt cache [default: 0]."),
-    ] = None,
+    uncached_input: UncachedInputOpt = None,
+    cached_input: CachedInputOpt = None,
+    output: OutputOpt = None,
+    cache_write_input: CacheWriteInputOpt = None,
     run: OptionalRunOpt = None,
-    requests: Annotated[
-        int | None, _int_opt("--requests", "Provider requests these tokens came from.")
-    ] = None,
-    usage: Annotated[
-        str | None,
-        typer.Option(
-            "--usage",
-            metavar="FILE|-",
-            help="The provider's usage object or whole response body (JSON) instead of "
-            "the count flags; - reads stdin. One request.",
-        ),
-    ] = None,
-    usage_format: Annotated[
-        str,
-        choice_option(
-            "--usage-format", USAGE_FORMATS, "Whose usage --usage holds [default: auto]."
-        ),
-    ] = "auto",
+    requests: RequestsOpt = None,
+    usage: UsageOpt = None,
+    usage_format: UsageFormatOpt = "auto",
     provider_headers: ProviderHeadersOpt = None,
-    coverage: Annotated[
-        str, choice_option("--coverage", COVERAGES, "How the counts were obtained.")
-    ] = "measured",
-    source: Annotated[
-        str | None, typer.Option("--source", help="Where the numbers come from.")
-    ] = None,
+    coverage: CoverageOpt = "measured",
+    source: SourceOpt = None,
     at: AtOpt = None,
 ) -> Output:
     """Record provider token usage; it counts for 60 seconds.

@@ -87,7 +87,7 @@ def bench(
 ) -> Output:
     """Measure this machine: each figure beside its raw baseline, the ratio, and
     SPEC §9's target with whether this run met it."""
-    from quotaledger.tools.bench import run_bench
+    from quotaledger.tools.bench_run import run_bench
 
     wanted = set(compare or ())
     if not wanted <= {"sqlite", "postgresql"}:

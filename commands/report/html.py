@@ -8,6 +8,7 @@ every time its usage, reservations or limits change, so the step charts are exac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from html import escape
 from operator import attrgetter
 from typing import Any
@@ -100,26 +101,7 @@ def render_report(
         _figure(_num(peak), "peak usage TPM"),
         "</div>",
     ]
-    if points:
-        parts += [
-            "<h2>Token usage, reservations and limits</h2>",
-            '<p class="note">Usage in the trailing 60 s window, stacked by counter (cached '
-            "input weighted as the config says); reserved = the active runs' forecasts; "
-            "target and quota lines from the config in force. Markers along the bottom: "
-            "admissions (●), refusals (✕), provider rejections (▲); shaded: cooldown.</p>",
-            *(
-                [
-                    f'<p class="note">{len(points):,} points: narrow the range with --since / '
-                    "--until to see single decisions.</p>"
-                ]
-                if len(points) > DENSE_POINTS
-                else []
-            ),
-            svgchart.render(usage_chart(timeline)),
-            *(svgchart.render(c) for c in dimension_charts(timeline)),
-            "<h2>Active runs</h2>",
-            svgchart.render(active_chart(timeline)),
-        ]
+    parts += _charts(timeline)
     parts += [
         f"<h2>Refusals ({len(refusals)})</h2>",
         _times_note(day),
@@ -135,6 +117,32 @@ def render_report(
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"
+
+
+def _charts(timeline: au.Timeline) -> list[str]:
+    """The charts' section: none without a point to draw."""
+    points = timeline.points
+    if not points:
+        return []
+    return [
+        "<h2>Token usage, reservations and limits</h2>",
+        '<p class="note">Usage in the trailing 60 s window, stacked by counter (cached '
+        "input weighted as the config says); reserved = the active runs' forecasts; "
+        "target and quota lines from the config in force. Markers along the bottom: "
+        "admissions (●), refusals (✕), provider rejections (▲); shaded: cooldown.</p>",
+        *(
+            [
+                f'<p class="note">{len(points):,} points: narrow the range with --since / '
+                "--until to see single decisions.</p>"
+            ]
+            if len(points) > DENSE_POINTS
+            else []
+        ),
+        svgchart.render(usage_chart(timeline)),
+        *(svgchart.render(c) for c in dimension_charts(timeline)),
+        "<h2>Active runs</h2>",
+        svgchart.render(active_chart(timeline)),
+    ]
 
 
 # -- charts ------------------------------------------------------------------------------
@@ -186,6 +194,21 @@ def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
             *limit("quota", COLORS["quota"], attrgetter("quota_tpm")),
         ],
     )
+    _mark_decisions_and_cooldowns(chart, timeline, x)
+    chart.legend_extra = [
+        ("admitted", COLORS["admission"], "circle"),
+        ("refused", COLORS["refusal"], "cross"),
+        ("429", COLORS["rejection"], "triangle"),
+        ("cooldown", COLORS["cooldown"], "span"),
+    ]
+    return chart
+
+
+def _mark_decisions_and_cooldowns(
+    chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int], float]
+) -> None:
+    """Decisions and provider rejections as markers along the bottom; cooldowns shaded."""
+    origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
     for d in timeline.decisions:
         label = _decision_label(d)
         if d.admitted:
@@ -213,13 +236,6 @@ def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
                 COLORS["cooldown"],
             )
         )
-    chart.legend_extra = [
-        ("admitted", COLORS["admission"], "circle"),
-        ("refused", COLORS["refusal"], "cross"),
-        ("429", COLORS["rejection"], "triangle"),
-        ("cooldown", COLORS["cooldown"], "span"),
-    ]
-    return chart
 
 
 def dimension_charts(timeline: au.Timeline) -> list[svgchart.Chart]:

@@ -56,23 +56,7 @@ class ProbeService(ServiceBase):
         self._check_journal_can_grow(goal, argv, paths, request.input_revision, sidecar)
         before = {path: _hash_candidate(path) for path in paths}
         sidecar_file = _create_sidecar(sidecar) if sidecar is not None else None
-        try:
-            run = probe_io.run_group(
-                argv,
-                interval_s=request.interval_ms / 1000,
-                timeout_s=request.timeout_s,
-                stdout_fd=stdout_fd,
-            )
-        except OSError as exc:
-            if sidecar_file is not None:
-                sidecar_file.discard()
-            raise InvalidInput(
-                f"command could not be started: {exc}", code=codes.COMMAND_NOT_STARTED
-            ) from exc
-        except BaseException:
-            if sidecar_file is not None:
-                sidecar_file.discard()
-            raise
+        run = _run_command(request, sidecar_file, stdout_fd)
         changed = [path for path in paths if probe_io.hash_after(path) != before[path]]
         written = None
         if sidecar_file is not None:
@@ -206,6 +190,29 @@ def _hash_candidate(path: str) -> str:
             code=codes.CANDIDATE_UNREADABLE,
             path=path,
         ) from exc
+
+
+def _run_command(
+    request: ProbeRunRequest, sidecar_file: probe_io.SidecarFile | None, stdout_fd: int | None
+) -> probe_io.RunResult:
+    """The command run to its end; the sidecar is discarded if it never ran to one."""
+    try:
+        return probe_io.run_group(
+            request.command,
+            interval_s=request.interval_ms / 1000,
+            timeout_s=request.timeout_s,
+            stdout_fd=stdout_fd,
+        )
+    except OSError as exc:
+        if sidecar_file is not None:
+            sidecar_file.discard()
+        raise InvalidInput(
+            f"command could not be started: {exc}", code=codes.COMMAND_NOT_STARTED
+        ) from exc
+    except BaseException:
+        if sidecar_file is not None:
+            sidecar_file.discard()
+        raise
 
 
 def _create_sidecar(path: str) -> probe_io.SidecarFile:

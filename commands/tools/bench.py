@@ -34,15 +34,13 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, ExitStack, closing, contextmanager
+from contextlib import closing, contextmanager
 from typing import Any
 
 import msgspec
@@ -404,21 +402,6 @@ def with_targets(figures: dict[str, Any], *, operator_observations: int) -> dict
     return figures
 
 
-def run_bench(
-    events: int,
-    *,
-    compare_sqlite: bool,
-    directory: str | None,
-    step: Step,
-    pg_url: str | None = None,
-) -> dict[str, Any]:
-    workdir = tempfile.mkdtemp(prefix="quotaledger-bench-", dir=directory or os.getcwd())
-    try:
-        return _run(workdir, events, compare_sqlite, pg_url, step)
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
-
-
 Measure = Callable[[int], float]
 """One measurement for round `r` (it names its scratch files by the round)."""
 
@@ -438,101 +421,6 @@ def interleaved(rounds: int, measures: list[Measure]) -> list[float]:
     return [statistics.median(values) for values in results]
 
 
-def _run(
-    workdir: str, events: int, compare_sqlite: bool, pg_url: str | None, step: Step
-) -> dict[str, Any]:
-    figures: dict[str, Any] = {}
-    durable_count = max(200, min(DURABLE_EVENTS, events // 50))
-    fresh_count = min(durable_count, sqlite_fresh_commits_max())
-    step(
-        f"durable appends on a full window: {durable_count:,} each (observe, admit+release, raw"
-        f"{f', sqlite in use; {fresh_count:,} on a new sqlite database' if compare_sqlite else ''}"
-        f"), in turns of {DURABLE_BLOCK}"
-    )
-    data = list(payloads(durable_count + 1))
-    lines = sample_lines(workdir, data)
-    with ExitStack() as files:
-
-        def taking_turns(
-            appender: AbstractContextManager[Appender], count: int = durable_count
-        ) -> tuple[Appender, int]:
-            return files.enter_context(appender), count
-
-        appenders = [
-            taking_turns(raw_appender(f"{workdir}/durable.bin", lines)),
-            taking_turns(observe_appender(f"{workdir}/durable.jsonl")),
-            taking_turns(admit_release_appender(f"{workdir}/admit.jsonl")),
-        ]
-        if compare_sqlite:
-            appenders += [
-                taking_turns(sqlite_appender(f"{workdir}/durable.db", data, wrapped=True)),
-                taking_turns(
-                    sqlite_appender(f"{workdir}/fresh.db", data, wrapped=False), fresh_count
-                ),
-            ]
-        raw_eps, ours_eps, admit_eps, *sqlite_eps = measure_durable(appenders)
-    figures["append_durable_eps"] = figure(ours_eps, "events/s", raw_eps)
-    figures["admit_release_durable_eps"] = figure(admit_eps, "events/s", raw_eps)
-    if sqlite_eps:
-        in_use_eps, fresh_eps = sqlite_eps
-        figures["sqlite_append_durable_eps"] = figure(ours_eps, "events/s", in_use_eps)
-        figures["sqlite_fresh_append_durable_eps"] = figure(ours_eps, "events/s", fresh_eps)
-    if pg_url is not None:
-        from quotaledger.tools.bench_pg import measure_postgresql
-
-        step(f"postgresql: {PG_EVENTS:,} durable appends each (ours, raw psycopg), in turns")
-        ours_pg, raw_pg = measure_postgresql(pg_url, PG_EVENTS)
-        figures["postgresql_append_durable_eps"] = figure(ours_pg, "events/s", raw_pg)
-
-    step(f"batch appends: {events:,} events, {BATCH_EVENTS} per transaction")
-    big = f"{workdir}/big.jsonl"
-    batch_eps = measure_batch(big, events)
-    batch_lines = _read_lines(big)
-    raw_batch = measure_raw_batch(f"{workdir}/raw-batch.bin", batch_lines)
-    figures["append_batch_eps"] = figure(batch_eps, "events/s", raw_batch)
-
-    rounds = READ_ROUNDS if events <= 200_000 else 3
-    step(f"verify and fold: {rounds} interleaved rounds over {events:,} events")
-    verify_eps, one_core_eps, raw_verify_eps, fold_eps, raw_decode_eps = interleaved(
-        rounds,
-        [
-            lambda r: measure_verify(big),
-            lambda r: measure_verify(big, parallel=False),
-            lambda r: measure_raw_verify(big, hash_lines=True),
-            lambda r: measure_fold(big),
-            lambda r: measure_raw_verify(big, hash_lines=False),
-        ],
-    )
-    figures["verify_eps"] = figure(verify_eps, "events/s", raw_verify_eps)
-    figures["verify_one_core_eps"] = figure(one_core_eps, "events/s", raw_verify_eps)
-    figures["fold_eps"] = figure(fold_eps, "events/s", raw_decode_eps)
-
-    step(f"admit as a process: {SMALL_JOURNAL_EVENTS:,}-event vs {events:,}-event journal")
-    small, large = f"{workdir}/small.jsonl", f"{workdir}/large.jsonl"
-    build_journal(small, SMALL_JOURNAL_EVENTS, step)
-    build_journal(large, events, step)
-    run_admit(small, -1)  # warm the interpreter's file cache
-    small_ms, large_ms = interleaved(
-        ADMIT_RUNS, [lambda r: run_admit(small, r), lambda r: run_admit(large, r)]
-    )
-    figures["admit_ms"] = figure(large_ms, "ms", small_ms)
-
-    from quotaledger.tools.bench_process import STARTUP_RUNS, measure_operators, measure_startup
-
-    step(f"start-up: {STARTUP_RUNS} interleaved rounds of CLI processes vs the bare import")
-    figures.update(measure_startup(small))
-
-    observations = min(events, OPERATOR_OBSERVATIONS)
-    step(f"operators: inspect, audit, whatif, report on {observations:,} observations")
-    figures.update(measure_operators(f"{workdir}/operators.jsonl", observations))
-    return {
-        "ok": True,
-        "events": events,
-        "at": format_us(wall_us()),
-        "figures": with_targets(figures, operator_observations=observations),
-    }
-
-
 def sample_lines(workdir: str, data: list[bytes]) -> list[bytes]:
     """Journal lines of these payloads, for the raw loop to write."""
     path = f"{workdir}/sample.jsonl"
@@ -543,9 +431,9 @@ def sample_lines(workdir: str, data: list[bytes]) -> list[bytes]:
         at = txn.time_for("bench")
         for payload in data:
             txn.append(OBSERVED, "bench", payload, at)
-    return _read_lines(path)[1:]
+    return read_lines(path)[1:]
 
 
-def _read_lines(path: str) -> list[bytes]:
+def read_lines(path: str) -> list[bytes]:
     with open(path, "rb") as handle:
         return handle.read().splitlines(keepends=True)

@@ -7,6 +7,7 @@ real processes and read their CPU (start-up) or wall time (operators) from the O
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import statistics
@@ -18,6 +19,7 @@ from typing import Any
 
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us, wall_us
+from quotaledger.tools.bench import OBSERVED, figure, interleaved, payloads
 
 STARTUP_RUNS = 15
 OPERATOR_SPACING_US = 10_000
@@ -56,8 +58,6 @@ def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     processes then read and write their bytecode under a private PYTHONPYCACHEPREFIX,
     filled by the warm-up runs, and the figures say so.
     """
-    from quotaledger.tools.bench import figure, interleaved
-
     bare = [sys.executable, "-c", "import typer, msgspec"]
     observe = [*cli_command(), "observe", "--journal", journal, "--json", "--goal", "bench"]
     observe += ["--uncached-input", "10", "--cached-input", "0", "--output", "5"]
@@ -89,19 +89,15 @@ def _cached_bytecode_env(prefix: str) -> dict[str, str]:
 
 
 def bytecode_cached() -> bool:
-    import importlib.util
-
-    import quotaledger.cli.main as module
-
-    return os.path.exists(importlib.util.cache_from_source(module.__file__))
+    source = importlib.util.find_spec("quotaledger.cli.main")
+    assert source is not None and source.origin is not None  # this very package
+    return os.path.exists(importlib.util.cache_from_source(source.origin))
 
 
 def build_operators_journal(path: str, observations: int) -> int:
     """`observations` observations one every 10 ms on goal "ops", an admission request
     every 200 of them (some refused), admitted runs released 5 s later; no checkpoint.
     The seq of the last decision (for `audit`)."""
-    from quotaledger.tools.bench import OBSERVED, payloads
-
     start_us = wall_us() - observations * OPERATOR_SPACING_US - 120_000_000
     batch = list(payloads(OPERATOR_DECISION_EVERY))
     last_decision = 0
@@ -155,8 +151,6 @@ def run_timed(args: list[str], timeout_s: float) -> tuple[float, bool]:
 def measure_operators(path: str, observations: int, rounds: int = 3) -> dict[str, Any]:
     """inspect, audit, whatif and report as whole processes on a journal without a
     checkpoint (each run starts without one: readers write none), medians of `rounds`."""
-    from quotaledger.tools.bench import figure
-
     decision = build_operators_journal(path, observations)
     cli = [*cli_command()]
     common = ["--journal", path, "--json"]

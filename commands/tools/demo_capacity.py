@@ -23,9 +23,10 @@ from quotaledger.usecases.decode import typed
 GOAL = "demo-campaign"
 
 
-def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) -> dict[str, Any]:
-    """Play the session on `ledger`; returns the goal and the token refusal to audit."""
-    last = ledger.journal.head.goal_last_at.get(GOAL)
+def clock(ledger: Ledger, goal: str, base_at: str | None) -> Callable[[float], str]:
+    """`t(seconds)`: the time that many seconds into the session, which starts at
+    `base_at` (now by default) or at the goal's last event, whichever is later."""
+    last = ledger.journal.head.goal_last_at.get(goal)
     base_us = parse_at(base_at) if base_at is not None else wall_us()
     if last is not None:
         base_us = max(base_us, parse_at(last))
@@ -33,41 +34,20 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
     def t(seconds: float) -> str:
         return format_us(base_us + round(seconds * US_PER_S))
 
+    return t
+
+
+def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) -> dict[str, Any]:
+    """Play the session on `ledger`; returns the goal and the token refusal to audit."""
+    t = clock(ledger, GOAL, base_at)
+
     def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
         result = ledger.admit(goal=GOAL, run=run_id, at=t(seconds), **request)
         text = admit_text(typed(AdmitAnswer, result), run_id)
         say(f"  +{seconds:>3}s  " + text.replace("\n", "\n         "))
         return result
 
-    say(f"Goal {GOAL}: 4 case slots (1 kept for test arms), 100k TPM quota, 90k target.")
-    configured = ledger.configure(
-        goal=GOAL,
-        max_active_cases=4,
-        reserved_test_cases=1,
-        quota_tpm=100_000,
-        target_tpm=90_000,
-        evaluator_reserve_tpm=10_000,
-        cold_start_reserve_tpm=2_000,
-        cached_input_weight=0.5,
-        cooldown_base_s=15,
-        cooldown_max_s=120,
-        at=t(0),
-    )
-    say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
-
-    say("The runner reports provider usage (a zero-token heartbeat, then real traffic):")
-    ledger.observe(goal=GOAL, source="provider-meter", at=t(0))
-    usage = ledger.observe(
-        goal=GOAL,
-        uncached_input=18_000,
-        cached_input=8_000,
-        output=4_000,
-        requests=40,
-        source="provider-meter",
-        at=t(5),
-    )
-    say(f"  +  5s  usage {usage['usage_tpm']} TPM (cached input counts half)")
-
+    _configure_and_observe(ledger, say, t)
     say("Admissions until the token gate says no:")
     admitted = [
         admit(6, "run-001", case="case-17", arm="baseline", forecast_tpm=20_000),
@@ -83,32 +63,14 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
             15, "eval-001", case="case-17", arm="treatment", class_="evaluator", forecast_tpm=8_000
         )
     )
-
-    say("The provider answers HTTP 429 with Retry-After: 30 — a bounded cooldown starts:")
-    rejected = ledger.reject(
-        goal=GOAL, run="run-002", retry_after_s=30, detail="HTTP 429 Too Many Requests", at=t(20)
-    )
-    say(f"  + 20s  cooldown {rejected['cooldown_s']}s until {rejected['cooldown_until']}")
-    polled = ledger.admit(
-        goal=GOAL, run="run-004", arm="explore", forecast_tpm=25_000, at=t(22), dry_run=True
-    )
-    say("  + 22s  poll (dry run, nothing journaled): " + ", ".join(polled["reasons"]))
-
+    _cooldown(ledger, say, t)
     say("Runs finish and are released; the runner backfills after the cooldown:")
     for seconds, run_id in ((30, "run-001"), (31, "run-003")):
         ledger.release(goal=GOAL, run=run_id, at=t(seconds))
         say(f"  +{seconds:>3}s  released {run_id}")
     ledger.observe(goal=GOAL, source="provider-meter", at=t(55))
     backfill = admit(56, "run-004", case="case-18", arm="explore", forecast_tpm=25_000)
-
-    view = ledger.inspect(goal=GOAL, at=t(57))["goals"][GOAL]
-    say(
-        f"State at +57s: {view['active_counts']['total']} active, load {view['load_tpm']} TPM, "
-        f"next action {view['next_action']}"
-    )
-    for run_id in [r["run"] for r in view["active_runs"]]:
-        ledger.release(goal=GOAL, run=run_id, at=t(60))
-    say("  + 60s  the session ends: every run released")
+    _release_everything(ledger, say, t)
     event = refusal["event"]
     assert event is not None  # a refusal is journaled
     say(f"The refusal of run-004 is seq {event['seq']} ({event['hash'][:12]}…):")
@@ -125,6 +87,63 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
     }
 
 
+def _configure_and_observe(
+    ledger: Ledger, say: Callable[[str], None], t: Callable[[float], str]
+) -> None:
+    say(f"Goal {GOAL}: 4 case slots (1 kept for test arms), 100k TPM quota, 90k target.")
+    configured = ledger.configure(
+        goal=GOAL,
+        max_active_cases=4,
+        reserved_test_cases=1,
+        quota_tpm=100_000,
+        target_tpm=90_000,
+        evaluator_reserve_tpm=10_000,
+        cold_start_reserve_tpm=2_000,
+        cached_input_weight=0.5,
+        cooldown_base_s=15,
+        cooldown_max_s=120,
+        at=t(0),
+    )
+    say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
+    say("The runner reports provider usage (a zero-token heartbeat, then real traffic):")
+    ledger.observe(goal=GOAL, source="provider-meter", at=t(0))
+    usage = ledger.observe(
+        goal=GOAL,
+        uncached_input=18_000,
+        cached_input=8_000,
+        output=4_000,
+        requests=40,
+        source="provider-meter",
+        at=t(5),
+    )
+    say(f"  +  5s  usage {usage['usage_tpm']} TPM (cached input counts half)")
+
+
+def _cooldown(ledger: Ledger, say: Callable[[str], None], t: Callable[[float], str]) -> None:
+    say("The provider answers HTTP 429 with Retry-After: 30 — a bounded cooldown starts:")
+    rejected = ledger.reject(
+        goal=GOAL, run="run-002", retry_after_s=30, detail="HTTP 429 Too Many Requests", at=t(20)
+    )
+    say(f"  + 20s  cooldown {rejected['cooldown_s']}s until {rejected['cooldown_until']}")
+    polled = ledger.admit(
+        goal=GOAL, run="run-004", arm="explore", forecast_tpm=25_000, at=t(22), dry_run=True
+    )
+    say("  + 22s  poll (dry run, nothing journaled): " + ", ".join(polled["reasons"]))
+
+
+def _release_everything(
+    ledger: Ledger, say: Callable[[str], None], t: Callable[[float], str]
+) -> None:
+    view = ledger.inspect(goal=GOAL, at=t(57))["goals"][GOAL]
+    say(
+        f"State at +57s: {view['active_counts']['total']} active, load {view['load_tpm']} TPM, "
+        f"next action {view['next_action']}"
+    )
+    for run_id in [r["run"] for r in view["active_runs"]]:
+        ledger.release(goal=GOAL, run=run_id, at=t(60))
+    say("  + 60s  the session ends: every run released")
+
+
 LIMITS_GOAL = "demo-limits"
 
 
@@ -134,14 +153,7 @@ def run_limits(
     """The limits providers enforce (SPEC §3.6): a refusal bound by RPM while TPM has
     headroom, a provider report that reveals traffic this journal never saw, and the
     audit of the RPM refusal."""
-    last = ledger.journal.head.goal_last_at.get(LIMITS_GOAL)
-    base_us = parse_at(base_at) if base_at is not None else wall_us()
-    if last is not None:
-        base_us = max(base_us, parse_at(last))
-
-    def t(seconds: float) -> str:
-        return format_us(base_us + round(seconds * US_PER_S))
-
+    t = clock(ledger, LIMITS_GOAL, base_at)
     say(f"Goal {LIMITS_GOAL}: the provider enforces 100k TPM and 10 requests per minute.")
     configured = ledger.configure(goal=LIMITS_GOAL, quota_tpm=100_000, quota_rpm=10, at=t(0))
     say("  configured: " + config_summary(typed(ConfigView, configured["config"])))

@@ -41,6 +41,33 @@ def _expect(result: dict[str, Any], step: str) -> dict[str, Any]:
 def run(ledger: Any, say: Callable[[str], None], goal: str) -> dict[str, Any]:
     """Run the scripted continuation; returns a JSON-ready summary."""
     common = {"goal": goal}
+    bind, gate = _first_attempt_fails(ledger, say, common)
+    continued, digest = _continue_on_the_session(ledger, common, bind)
+    say(
+        f"hosts: continued in phase {continued['phase']} (bound to the failure, deadline "
+        f"{continued['deadline']}, handoff {digest[:12]}...)"
+    )
+    before, after = _second_attempt_completes(ledger, say, common)
+    lane = ledger.host_status(**common, lane=LANE)["lanes"][LANE]
+    return {
+        "goal": goal,
+        "lane": LANE,
+        "bound_failure": bind,
+        "gate_before_continue": gate.get("reasons"),
+        "continued_phase": continued,
+        "attempt_numbers": [a["number"] for a in lane["attempts"]],
+        "handoff_before_completion": before["handoff"] is not None,
+        "handoff_after_completion": after["handoff"] is not None,
+        "last_failure": lane["last_failure"],
+        "dispatchable": lane["dispatchable"],
+    }
+
+
+def _first_attempt_fails(
+    ledger: Any, say: Callable[[str], None], common: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """Phase 1 and its attempt failing `quota_exhausted`: the failure's return hash, and
+    the dispatch gate's refusal of the next attempt."""
     phase1 = _expect(
         ledger.host_phase(**common, lane=LANE, deadline="+2h", session=SESSION, profile=PROFILE),
         "host phase",
@@ -64,21 +91,26 @@ def run(ledger: Any, say: Callable[[str], None], goal: str) -> dict[str, Any]:
         ),
         "host return",
     )
-    bind = failed["hash"]
+    bind: str = failed["hash"]
     say(f"hosts: attempt-1 failed quota_exhausted at turn-7 (return {bind[:12]}...)")
-
-    gate = ledger.host_start(
+    gate: dict[str, Any] = ledger.host_start(
         **common, lane=LANE, attempt="attempt-2", session=SESSION, profile=PROFILE
     )
     say(f"hosts: dispatch gate before continuing: refused {gate.get('reasons')}")
+    return bind, gate
 
+
+def _continue_on_the_session(
+    ledger: Any, common: dict[str, Any], bind: str
+) -> tuple[dict[str, Any], str]:
+    """The failure bound to a new phase with a handoff file: the phase, the file's digest."""
     with tempfile.TemporaryDirectory(prefix="quotaledger-demo-") as scratch:
         path = os.path.join(scratch, "handoff.txt")
         data = HANDOFF_TEXT.encode()
         with open(path, "wb") as handle:
             handle.write(data)
         digest = hashlib.sha256(data).hexdigest()
-        continued = _expect(
+        continued: dict[str, Any] = _expect(
             ledger.host_continue(
                 **common,
                 lane=LANE,
@@ -92,11 +124,13 @@ def run(ledger: Any, say: Callable[[str], None], goal: str) -> dict[str, Any]:
             ),
             "host continue",
         )["phase"]
-    say(
-        f"hosts: continued in phase {continued['phase']} (bound to the failure, deadline "
-        f"{continued['deadline']}, handoff {digest[:12]}...)"
-    )
+    return continued, digest
 
+
+def _second_attempt_completes(
+    ledger: Any, say: Callable[[str], None], common: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Attempt 2 on the same session, completed: the heartbeats before and after."""
     before = _expect(ledger.host_heartbeat(**common, lane=LANE, session=SESSION), "heartbeat")
     second = _expect(
         ledger.host_start(
@@ -115,16 +149,4 @@ def run(ledger: Any, say: Callable[[str], None], goal: str) -> dict[str, Any]:
         "hosts: heartbeat presented the handoff before completion "
         f"({before['handoff'] is not None}) and not after ({after['handoff'] is not None})"
     )
-    lane = ledger.host_status(**common, lane=LANE)["lanes"][LANE]
-    return {
-        "goal": goal,
-        "lane": LANE,
-        "bound_failure": bind,
-        "gate_before_continue": gate.get("reasons"),
-        "continued_phase": continued,
-        "attempt_numbers": [a["number"] for a in lane["attempts"]],
-        "handoff_before_completion": before["handoff"] is not None,
-        "handoff_after_completion": after["handoff"] is not None,
-        "last_failure": lane["last_failure"],
-        "dispatchable": lane["dispatchable"],
-    }
+    return before, after

@@ -12,7 +12,8 @@ import os
 
 import pytest
 
-from quotaledger.tools.bench import TARGETS, run_bench
+from quotaledger.tools.bench import TARGETS
+from quotaledger.tools.bench_run import run_bench
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("QUOTALEDGER_BENCH") != "1", reason="benchmarks run on request only"
