@@ -68,6 +68,10 @@ REASON_DIMENSION: dict[str, str] = {
 CONFIG_BELOW_OCCUPANCY = "config_below_occupancy"
 RUN_NOT_ACTIVE = "run_not_active"
 
+# -- observe and reject: idempotent observations (SPEC §11) ----------------------------
+REQUEST_ID_CONFLICT = "request_id_conflict"
+"""A repeat of a request id (within 900 s) whose payload differs from the first's."""
+
 CASE_GATE_REASONS = (
     TARGET_CAPACITY_EXHAUSTED,
     TOTAL_CAPACITY_EXHAUSTED,
@@ -95,7 +99,12 @@ ADMISSION_REASONS = (
 )
 """Every reason `decide_admission` can give, in the order it reports them."""
 
-CAPACITY_REASONS = (*ADMISSION_REASONS, CONFIG_BELOW_OCCUPANCY, RUN_NOT_ACTIVE)
+CAPACITY_REASONS = (
+    *ADMISSION_REASONS,
+    CONFIG_BELOW_OCCUPANCY,
+    RUN_NOT_ACTIVE,
+    REQUEST_ID_CONFLICT,
+)
 
 # -- host continuation (SPEC §4): phase, start, continue, exit, return, replan ---------
 DEADLINE_NOT_IN_FUTURE = "deadline_not_in_future"

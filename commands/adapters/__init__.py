@@ -6,9 +6,10 @@
 
 - `openai.usage(obj)`, `anthropic.usage(obj)`: an SDK response (or its `usage`, or a
   dict) as the observation's fields `uncached_input`, `cached_input`,
-  `cache_write_input`, `output`, `requests`;
-- `headers.provider_report(headers)`: the rate-limit headers of a response, for
-  `provider_headers=`;
+  `cache_write_input`, `output`, `requests`, and a whole response's id as
+  `request_id` (SPEC §11: a retried observation counts once);
+- `headers.provider_report(headers)`: the rate-limit headers (and request id) of a
+  response, for `provider_headers=`;
 - `litellm.Callback(ledger, goal, run=None)`: a LiteLLM `CustomLogger` that observes
   every successful call and records every rate-limit failure with `reject`.
 
@@ -19,3 +20,18 @@ read SDK objects by their attributes.
 
 USAGE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "auto")
 """The `--usage-format` choices: here, so the CLI names them without loading the mapping."""
+
+
+def is_request_id(value: object) -> bool:
+    """Whether a provider's response id or request-id header can be an observation's
+    `request_id` (an identifier, SPEC §8), checked without being remembered as
+    recurring identifiers are (journal.identifier): each request id is new."""
+    # Imported here: the CLI reads USAGE_FORMATS from this module, and the engine's
+    # identifier rule is not what it pays for.
+    from quotaledger.journal.identifier import IDENTIFIER_CHARS, IDENTIFIER_CHARS_MAX
+
+    return (
+        isinstance(value, str)
+        and 0 < len(value) <= IDENTIFIER_CHARS_MAX
+        and not value.strip(IDENTIFIER_CHARS)
+    )

@@ -12,13 +12,15 @@ What is recognised, by lower-case name (anything else is ignored):
     anthropic-ratelimit-output-tokens-*                   Anthropic  -> otpm
     anthropic-ratelimit-tokens-*                          Anthropic  -> tpm
     retry-after (seconds, or an HTTP-date), retry-after-ms
+    x-request-id (OpenAI), request-id (Anthropic)        the request id (SPEC §11)
 
 OpenAI's resets are durations (`20ms`, `6m0s`, `1h2m3.5s`), Anthropic's are RFC 3339
 times. Parsing happens in two steps because a duration and a Retry-After date only mean
 something from a moment: `parse_provider_headers` checks the values and keeps them
 relative; `ProviderHeaders.resolve(at_us)` measures them from the event's time, so a
 replay of the same event gets the same `reset_at`. A recognised header with a malformed
-value is `invalid_provider_headers` (exit 2) naming it.
+value is `invalid_provider_headers` (exit 2) naming it; a request id that is not an
+identifier is ignored (the observation is recorded, only not deduplicated).
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from email.utils import parsedate_to_datetime
 from fractions import Fraction
 from typing import Any
 
+from quotaledger.adapters import is_request_id
 from quotaledger.journal import codes
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.journal.errors import InvalidInput
@@ -41,6 +44,8 @@ from quotaledger.projections.limits import RETRY_AFTER_S_MAX, TOKEN_COUNT_MAX, p
 
 RETRY_AFTER = "retry-after"
 RETRY_AFTER_MS = "retry-after-ms"
+REQUEST_ID_HEADERS = ("x-request-id", "request-id")
+"""The provider's request id (OpenAI's name first), for `request_id` (SPEC §11)."""
 MEMBERS = ("limit", "remaining", "reset")
 
 
@@ -60,7 +65,7 @@ ANTHROPIC_HEADERS = {
     **_names("anthropic-ratelimit-tokens-", "", "tpm"),
 }
 DIMENSION_HEADERS = {**OPENAI_HEADERS, **ANTHROPIC_HEADERS}
-RECOGNISED = frozenset({*DIMENSION_HEADERS, RETRY_AFTER, RETRY_AFTER_MS})
+RECOGNISED = frozenset({*DIMENSION_HEADERS, RETRY_AFTER, RETRY_AFTER_MS, *REQUEST_ID_HEADERS})
 
 _COUNT = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
@@ -143,10 +148,11 @@ class ProviderHeaders:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     resets: dict[str, Reset] = field(default_factory=dict)
     retry_after: RetryAfter | None = None
+    request_id: str | None = None
 
     @property
     def empty(self) -> bool:
-        return not (self.counts or self.resets or self.retry_after)
+        return not (self.counts or self.resets or self.retry_after or self.request_id)
 
     def resolve(self, at_us: int) -> ProviderReport:
         """The report as of the event at `at_us`."""
@@ -195,7 +201,8 @@ def parse_provider_headers(source: HeaderSource) -> ProviderHeaders:
         retry_after = _retry_after_ms(values[RETRY_AFTER_MS])
     elif RETRY_AFTER in values:
         retry_after = _retry_after(values[RETRY_AFTER])
-    return ProviderHeaders(counts, resets, retry_after)
+    request_id = next((values[name] for name in REQUEST_ID_HEADERS if name in values), None)
+    return ProviderHeaders(counts, resets, retry_after, request_id)
 
 
 def provider_report(headers: HeaderSource) -> dict[str, str]:
@@ -267,6 +274,8 @@ def _recognised(pairs: list[tuple[str, Any]]) -> dict[str, str]:
         if isinstance(raw_value, bool) or not isinstance(raw_value, str | int | float):
             raise _malformed(name, repr(raw_value), "a header value")
         value = str(raw_value).strip()
+        if name in REQUEST_ID_HEADERS and not is_request_id(value):
+            continue  # not an identifier: recorded without it, never refused for it
         if name in values and values[name] != value:
             raise _malformed(name, value, f"one value (it was also sent as {values[name]!r})")
         values[name] = value
@@ -328,6 +337,7 @@ def _bounded_seconds(header: str, seconds: Decimal) -> Decimal:
 
 __all__ = [
     "RECOGNISED",
+    "REQUEST_ID_HEADERS",
     "HeaderSource",
     "ProviderHeaders",
     "ProviderReport",

@@ -6,8 +6,10 @@
     litellm.callbacks = [Callback(ledger, goal="g", run="r1")]
 
 Every successful call (`completion`, `acompletion`, streamed or not) is observed with
-its usage and its provider's rate-limit headers; every rate-limit failure (HTTP 429) is
-recorded with `reject`, with the Retry-After of the exception's response. A call served
+its usage, its provider's rate-limit headers and its request id (the response's
+`request-id`/`x-request-id` header, else its id: an observation logged twice counts
+once); every rate-limit failure (HTTP 429) is recorded
+with `reject`, with the Retry-After (and request id) of the exception's response. A call served
 from LiteLLM's cache reached no provider and is not observed; a call whose response
 carries no usage is observed as `unmetered` (one request, tokens unknown). A call may
 name its own run with `metadata={"quotaledger_run": "r2"}`.
@@ -36,6 +38,7 @@ from collections.abc import Mapping
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from quotaledger.adapters import is_request_id
 from quotaledger.adapters.usage import litellm_usage_of, plain
 
 if TYPE_CHECKING:
@@ -102,12 +105,20 @@ class Callback:
             fields: dict[str, Any] = {"requests": 1, "coverage": "unmetered"}
         else:
             fields = dict(litellm_usage_of(plain(usage_obj)))
+        headers = _response_headers(response_obj)
+        # An observation logged twice counts once (SPEC §11): the provider's request-id
+        # header names the call when it came with one (the ledger takes it from the
+        # headers); else the response id, which LiteLLM keeps from OpenAI (chatcmpl-...)
+        # but makes up for others (Anthropic's msg_... is replaced).
+        response_id = getattr(response_obj, "id", None)
+        if not _names_request(headers) and is_request_id(response_id):
+            fields["request_id"] = response_id
         with self._lock:
             self.ledger.observe(
                 goal=self.goal,
                 run=self._run_of(kwargs),
                 source=_source(kwargs),
-                provider_headers=_response_headers(response_obj),
+                provider_headers=headers,
                 **fields,
             )
 
@@ -150,6 +161,16 @@ def _response_headers(response_obj: Any) -> dict[str, str]:
         if name.startswith(PROVIDER_PREFIX) or bare not in headers:
             headers[bare] = value
     return headers
+
+
+def _names_request(headers: Mapping[str, Any]) -> bool:
+    """Whether the headers carry a request id the ledger will take (adapters.headers)."""
+    from quotaledger.adapters.headers import REQUEST_ID_HEADERS
+
+    return any(
+        name.lower() in REQUEST_ID_HEADERS and is_request_id(str(value).strip())
+        for name, value in headers.items()
+    )
 
 
 def _exception_headers(exception: Any) -> Mapping[str, str]:

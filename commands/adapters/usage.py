@@ -11,17 +11,20 @@
                               output      = output_tokens
 
 Every mapping records one request. `auto` tells the shapes apart by their keys; a whole
-response body holding a `usage` object is accepted. The result uses the observation's
-field names, so it goes straight into `ledger.observe(goal=..., **usage)`. Bad input is
+response body holding a `usage` object is accepted, and its `id` (`chatcmpl-...`,
+`resp_...`, `msg_...`) is the observation's `request_id` (SPEC §11: a retried
+observation counts once; an id that is not an identifier is left out). The result uses
+the observation's field names, so it goes straight into `ledger.observe(goal=...,
+**usage)`. Bad input is
 `invalid_usage` (exit 2) naming the field, e.g. `usage.prompt_tokens_details.cached_tokens`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
-from quotaledger.adapters import USAGE_FORMATS
+from quotaledger.adapters import USAGE_FORMATS, is_request_id
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.limits import TOKEN_COUNT_MAX, power_of_ten
@@ -36,6 +39,8 @@ class Usage(TypedDict):
     cache_write_input: int
     output: int
     requests: int
+    request_id: NotRequired[str]
+    """The response's id, when a whole response was given."""
 
 
 # The keys that say which provider wrote a usage object (a bare input/output pair means
@@ -86,7 +91,9 @@ def usage_of(body: Any, usage_format: str = "auto") -> Usage:
     dicts, lists, numbers, as JSON decodes them; see `plain` for SDK objects)."""
     check_format(usage_format)
     prefix = ""
+    request_id = None
     if isinstance(body, Mapping) and "usage" in body:
+        request_id = body.get("id")
         body, prefix = body["usage"], "usage."
         if body is None:
             raise _invalid("the response body has no usage (usage is null)", "usage")
@@ -98,10 +105,14 @@ def usage_of(body: Any, usage_format: str = "auto") -> Usage:
         )
     shape = _shape(body, usage_format, prefix)
     if shape == "chat":
-        return _openai(body, prefix, "prompt_tokens", "prompt_tokens_details", "completion_tokens")
-    if shape == "responses":
-        return _openai(body, prefix, "input_tokens", "input_tokens_details", "output_tokens")
-    return _anthropic(body, prefix)
+        usage = _openai(body, prefix, "prompt_tokens", "prompt_tokens_details", "completion_tokens")
+    elif shape == "responses":
+        usage = _openai(body, prefix, "input_tokens", "input_tokens_details", "output_tokens")
+    else:
+        usage = _anthropic(body, prefix)
+    if is_request_id(request_id):
+        usage["request_id"] = str(request_id)
+    return usage
 
 
 def plain(obj: Any) -> Any:
@@ -111,8 +122,8 @@ def plain(obj: Any) -> Any:
         return obj
     usage = getattr(obj, "usage", None)
     if usage is not None and not callable(usage):
-        # A response: only its usage is read, so the content is never copied.
-        return {"usage": plain(usage)}
+        # A response: only its id and usage are read, so the content is never copied.
+        return {"id": getattr(obj, "id", None), "usage": plain(usage)}
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         return dump()

@@ -230,6 +230,7 @@ IDENTIFIER_OPTIONS = {
     **{name: f"--{name}" for name in ("goal", "run", "case", "lane", "attempt", "session")},
     **{name: f"--{name}" for name in ("profile", "agent", "turn", "task", "replan")},
     "turn_id": "--turn",
+    "request_id": "--request-id",
 }
 """Parameters whose values are identifiers (SPEC §8), by name, with their option: the
 command wrapper checks them before a command runs."""

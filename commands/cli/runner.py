@@ -27,12 +27,15 @@ from quotaledger.cli.output import Output
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
 from quotaledger.services.capacity import CapacityService
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
     AdmitRequest,
+    ObserveAnswer,
     ObserveRequest,
+    RejectAnswer,
     RejectRequest,
     ReleaseRequest,
 )
@@ -52,6 +55,17 @@ ProviderHeadersOpt = Annotated[
     ),
 ]
 OptionalRunOpt = Annotated[str | None, typer.Option("--run", help="Run identifier.")]
+RequestIdOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--request-id",
+        metavar="ID",
+        help="The provider's response id (chatcmpl-..., msg_...) or x-request-id: a repeat "
+        "within 900 s appends nothing [default: the --usage body's id, else the "
+        "--provider-headers' request id].",
+        show_default=False,
+    ),
+]
 
 
 def _int_opt(flag: str, text: str) -> Any:
@@ -119,6 +133,7 @@ def observe(
     output: OutputOpt = None,
     cache_write_input: CacheWriteInputOpt = None,
     run: OptionalRunOpt = None,
+    request_id: RequestIdOpt = None,
     requests: RequestsOpt = None,
     usage: UsageOpt = None,
     usage_format: UsageFormatOpt = "auto",
@@ -156,14 +171,7 @@ def observe(
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.observe(request)
-    text = (
-        f"observed {goal}: usage {num(answer.usage_tpm)} TPM in the last 60 s ({answer.coverage})"
-    )
-    if answer.provider:
-        text += f"; provider reports {provider_summary(answer.provider)}"
-    if answer.lease_until:
-        text += f"; lease of {run} until {answer.lease_until}"
-    return Output(answer, text=text)
+    return Output(answer, text=observe_text(answer))
 
 
 @commands(
@@ -238,6 +246,7 @@ def reject(
     ] = None,
     detail: Annotated[str | None, typer.Option("--detail", help="What the provider said.")] = None,
     provider_headers: ProviderHeadersOpt = None,
+    request_id: RequestIdOpt = None,
     at: AtOpt = None,
 ) -> Output:
     """Record a provider capacity rejection (HTTP 429) and start a bounded cooldown.
@@ -252,13 +261,7 @@ def reject(
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.reject(request)
-    text = (
-        f"rejection recorded for {goal}: cooldown {answer.cooldown_s}s until "
-        f"{answer.cooldown_until} (streak {answer.streak}"
-        + (", clamped" if answer.clamped else "")
-        + ")"
-    )
-    return Output(answer, text=text)
+    return Output(answer, text=reject_text(answer))
 
 
 @commands("release", example="quotaledger release --goal g --run r1")
@@ -288,6 +291,47 @@ def num(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
     return str(value)
+
+
+def observe_text(answer: ObserveAnswer) -> str:
+    window = f"usage {num(answer.usage_tpm)} TPM in the last 60 s ({answer.coverage})"
+    if not answer.ok:
+        return conflict_text("observe", answer.goal, answer.request_id, answer.event.seq)
+    if answer.idempotent is True:
+        text = (
+            f"replay of request {answer.request_id} (seq {answer.event.seq}, observed at "
+            f"{answer.event.at}); nothing appended: {window}"
+        )
+    else:
+        text = f"observed {answer.goal}: {window}"
+    if answer.provider:
+        text += f"; provider reports {provider_summary(answer.provider)}"
+    if answer.lease_until:
+        text += f"; lease of {answer.run} until {answer.lease_until}"
+    return text
+
+
+def reject_text(answer: RejectAnswer) -> str:
+    if not answer.ok:
+        return conflict_text("reject", answer.goal, answer.request_id, answer.event.seq)
+    cooldown = (
+        f"cooldown {answer.cooldown_s}s until {answer.cooldown_until} (streak {answer.streak}"
+        + (", clamped" if answer.clamped else "")
+        + ")"
+    )
+    if answer.idempotent is True:
+        return (
+            f"replay of request {answer.request_id} (seq {answer.event.seq}, rejected at "
+            f"{answer.event.at}); nothing appended: {cooldown}"
+        )
+    return f"rejection recorded for {answer.goal}: {cooldown}"
+
+
+def conflict_text(command: str, goal: str, request_id: Any, seq: int) -> str:
+    return (
+        f"REFUSED {command} {goal}: {R.REQUEST_ID_CONFLICT} (request {request_id} was "
+        f"recorded at seq {seq} with another payload); nothing appended"
+    )
 
 
 def provider_summary(provider: cap.ProviderReport) -> str:

@@ -21,6 +21,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_of
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
     AdmitRequest,
@@ -123,29 +124,40 @@ class CapacityService(ServiceBase):
         )
         headers = provider_headers_of(request.provider_headers, request.provider)
         fixed_report = provider_report(request.provider)
+        request_id = request_id_of(request.request_id, counts, headers)
         with self.journal.transaction() as txn:
-            at_text = txn.time_for(goal, request.at)
+            repeat = repeat_of(txn, goal, request_id, request.at)
+            if repeat is None:
+                at_text = txn.time_for(goal, request.at)
+                at_us = parse_at(at_text)
+            else:  # built as if made at the first one's time (services.request_ids)
+                at_text, at_us = "", repeat.seen.at_us
             report = fixed_report
             if headers is not None:
-                report = provider_report(headers.resolve(parse_at(at_text)).provider)
+                report = provider_report(headers.resolve(at_us).provider)
             payload = cap.CapacityObserved(
                 run=run,
                 **counts,
                 coverage=request.coverage,  # type: ignore[arg-type]
                 source=request.source,
                 provider=report,
+                request_id=request_id,
             )
+            if repeat is not None:
+                return observe_repeat(repeat, payload, goal)
             pending = txn.append(cap.OBSERVED, goal, payload, at_text)
         state = cap.goal_of(self.journal.state.capacity, goal)
         # The answer shows the window's usage only: not the whole evaluation (every
         # dimension, the active runs), which costs 3-4x as much.
-        window = cap.usage_at(state, parse_at(at_text))
+        window = cap.usage_at(state, at_us)
         leased = state.runs.get(run) if run is not None else None
         return ObserveAnswer(
             ok=True,
             goal=goal,
             run=run,
+            request_id=UNSET if request_id is None else request_id,
             appended=True,
+            idempotent=UNSET if request_id is None else False,
             usage_tpm=window.usage_tpm,
             usage=window.parts,
             coverage=window.coverage,
@@ -184,14 +196,24 @@ class CapacityService(ServiceBase):
             retry_after_s = int(retry_after_s)  # 30.0 is recorded as 30, as it always was
         headers = provider_headers_of(request.provider_headers, request.provider)
         report = provider_report(request.provider)
+        request_id = request_id_of(request.request_id, {}, headers)
         with self.journal.transaction() as txn:
-            at_text = txn.time_for(goal, request.at)
-            at_us = parse_at(at_text)
+            repeat = repeat_of(txn, goal, request_id, request.at)
+            if repeat is None:
+                at_text = txn.time_for(goal, request.at)
+                at_us = parse_at(at_text)
+            else:  # built as if made at the first one's time (services.request_ids)
+                at_text, at_us = "", repeat.seen.at_us
             if headers is not None:
                 resolved = headers.resolve(at_us)
                 report = provider_report(resolved.provider)
                 if retry_after_s is None:
                     retry_after_s = resolved.retry_after_s
+            if repeat is not None:
+                fingerprint = cap.rejected_fingerprint(
+                    request.run, retry_after_s, request.detail, report
+                )
+                return reject_repeat(repeat, fingerprint, goal)
             state = cap.goal_of(txn.state.capacity, goal)
             plan = cap.plan_rejection(state, at_us, retry_after_s)
             payload = cap.CapacityRejected(
@@ -203,24 +225,10 @@ class CapacityService(ServiceBase):
                 streak=plan.streak,
                 detail=request.detail,
                 provider=report,
+                request_id=request_id,
             )
             pending = txn.append(cap.REJECTED, goal, payload, at_text)
-        # The payload's fields in its order; `provider` only when reported, as it is
-        # recorded (omit_defaults).
-        return RejectAnswer(
-            ok=True,
-            goal=goal,
-            appended=True,
-            run=payload.run,
-            retry_after_s=payload.retry_after_s,
-            cooldown_s=payload.cooldown_s,
-            clamped=payload.clamped,
-            cooldown_until=payload.cooldown_until,
-            streak=payload.streak,
-            detail=payload.detail,
-            provider=UNSET if payload.provider is None else payload.provider,
-            event=event_of(pending),
-        )
+        return rejected_answer(goal, payload, pending)
 
     # -- release -----------------------------------------------------------------------
 
@@ -272,6 +280,43 @@ class CapacityService(ServiceBase):
 
 
 # -- building answers ------------------------------------------------------------------
+
+
+def rejected_answer(
+    goal: str, payload: cap.CapacityRejected, pending: PendingRecord
+) -> RejectAnswer:
+    """The payload's fields in its order; `provider` only when reported, as it is
+    recorded (omit_defaults), and `request_id` with `idempotent` only when given."""
+    request_id = payload.request_id
+    return RejectAnswer(
+        ok=True,
+        goal=goal,
+        appended=True,
+        idempotent=UNSET if request_id is None else False,
+        run=payload.run,
+        request_id=UNSET if request_id is None else request_id,
+        retry_after_s=payload.retry_after_s,
+        cooldown_s=payload.cooldown_s,
+        clamped=payload.clamped,
+        cooldown_until=payload.cooldown_until,
+        streak=payload.streak,
+        detail=payload.detail,
+        provider=UNSET if payload.provider is None else payload.provider,
+        event=event_of(pending),
+    )
+
+
+def request_id_of(
+    given: str | None, counts: dict[str, Any], headers: ProviderHeaders | None
+) -> str | None:
+    """A request's id (SPEC §11): the one given, else the usage body's (taken out of
+    `counts`, which then hold the counters alone), else the response headers'."""
+    from_body = counts.pop("request_id", None)
+    if given is not None:
+        return given
+    if from_body is not None:
+        return cast("str", from_body)
+    return None if headers is None else headers.request_id
 
 
 def provider_report(provider: Any) -> cap.ProviderReport | None:

@@ -97,6 +97,15 @@ ProviderReport = Annotated[
 ]
 """A provider's rate-limit report already resolved (the API's `provider`)."""
 
+RequestId = Annotated[
+    Identifier,
+    msgspec.Meta(
+        description="The provider's response id (chatcmpl-..., resp_..., msg_...) or its "
+        "x-request-id: a repeat within 900 s counts once"
+    ),
+]
+"""An observation's or a rejection's request id (SPEC §11 "Idempotent observations")."""
+
 # -- requests --------------------------------------------------------------------------
 
 
@@ -110,6 +119,11 @@ class ObserveRequest(Request):
     rate-limit report is recorded, resets measured from the event's time.
     `provider` is such a report already resolved:
     `{dimension: {"limit", "remaining", "reset_at"}}`.
+
+    `request_id` (by default the id of the `usage` response body, else the
+    `x-request-id`/`request-id` of `provider_headers`): a repeat within 900 s of log
+    time appends nothing and answers the first event (`idempotent: true`); one with
+    another payload is refused `request_id_conflict`.
     """
 
     goal: Identifier
@@ -129,6 +143,7 @@ class ObserveRequest(Request):
     """Header text, a mapping (httpx.Headers, a dict) or (name, value) pairs: checked
     by `adapters.headers`."""
     provider: ProviderReport | None = None
+    request_id: RequestId | None = None
     at: Time | None = None
 
 
@@ -168,7 +183,8 @@ class RejectRequest(Request):
 
     `retry_after_s` may be fractional; without it, the Retry-After of
     `provider_headers` (seconds, milliseconds or an HTTP-date measured from the
-    event's time) is used. `provider_headers` and `provider` as for `observe`.
+    event's time) is used. `provider_headers`, `provider` and `request_id` as for
+    `observe` (a replay answers the first rejection's cooldown).
     """
 
     goal: Identifier
@@ -177,6 +193,7 @@ class RejectRequest(Request):
     detail: FreeText | None = None
     provider_headers: Any = None
     provider: ProviderReport | None = None
+    request_id: RequestId | None = None
     at: Time | None = None
 
 
@@ -191,11 +208,18 @@ class ReleaseRequest(Request):
 # -- answers ---------------------------------------------------------------------------
 
 
-class ObserveAnswer(Answer):
+class ObserveAnswer(Answer, kw_only=True):
+    """`observe`: the window's usage after it. With a request id: `idempotent` (a
+    replay appends nothing; `event` is the first one), or the refusal
+    `request_id_conflict` (`event`: the event that holds the id)."""
+
     ok: bool
     goal: str
     run: str | None
+    request_id: str | UnsetType = UNSET
     appended: bool
+    idempotent: bool | UnsetType = UNSET
+    reasons: list[str] | UnsetType = UNSET
     usage_tpm: Number
     usage: cap.UsageParts
     coverage: str
@@ -232,12 +256,16 @@ class AdmitAnswer(Answer, kw_only=True):
 
 
 class RejectAnswer(Answer, kw_only=True):
-    """`reject`: the recorded rejection's fields (`provider` only when reported)."""
+    """`reject`: the recorded rejection's fields (`provider` only when reported). With a
+    request id, as `observe`'s: a replay or a conflict shows the first rejection."""
 
     ok: bool
     goal: str
     appended: bool
+    idempotent: bool | UnsetType = UNSET
+    reasons: list[str] | UnsetType = UNSET
     run: str | None
+    request_id: str | UnsetType = UNSET
     retry_after_s: Number | None
     cooldown_s: Number
     clamped: bool

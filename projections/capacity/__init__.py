@@ -17,7 +17,8 @@ Times in the state are integer microseconds since the epoch (`*_us`); times in
 payloads and in results are canonical RFC 3339 strings.
 
 The package by job: `config` (the gates' terms, the config and how configure changes
-it), `events` (the payloads), `fold` (the state and `apply`), `evaluation` (a goal as
+it), `events` (the payloads), `requests` (the request-id index of idempotent
+observations), `fold` (the state and `apply`), `evaluation` (a goal as
 of a time) and `decision` (admission, release, cooldowns, readiness). Every public
 name is re-exported here: `capacity.decide_admission` is the decision.
 """
@@ -154,6 +155,14 @@ from quotaledger.projections.capacity.fold import (
     apply,
     goal_of,
 )
+from quotaledger.projections.capacity.requests import (
+    REQUEST_ID_WINDOW_US,
+    RequestIndex,
+    SeenRequest,
+    observed_fingerprint,
+    rejected_fingerprint,
+    seen_request,
+)
 
 __all__ = [
     "ADMITTED",
@@ -187,6 +196,7 @@ __all__ = [
     "REFUSED",
     "REJECTED",
     "RELEASED",
+    "REQUEST_ID_WINDOW_US",
     "RUN_CLASSES",
     "TOKEN_FIELDS",
     "TOTALS_REBASE_AT",
@@ -231,8 +241,10 @@ __all__ = [
     "ProviderView",
     "Range",
     "Receipt",
+    "RequestIndex",
     "RunClass",
     "Sample",
+    "SeenRequest",
     "TokenConfig",
     "Totals",
     "Usage",
@@ -265,10 +277,13 @@ __all__ = [
     "limits_of",
     "max_observation_age_us",
     "next_action",
+    "observed_fingerprint",
     "plan_rejection",
     "reconfigure",
     "refusal_reasons",
+    "rejected_fingerprint",
     "seconds_us",
+    "seen_request",
     "shortfall_tpm",
     "shortfalls",
     "tidy",

@@ -4,6 +4,7 @@ from typing import Annotated, Literal
 
 import msgspec
 
+from quotaledger.journal.identifier import IDENTIFIER_CHARS, not_an_identifier
 from quotaledger.projections.capacity.config import (
     Arm,
     CaseConfig,
@@ -156,15 +157,23 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
     coverage: Coverage
     source: FreeText | None
     provider: ProviderReport | None = None
+    request_id: Identifier | None = None
+    """The provider's response id (SPEC §11): a repeat within 900 s counts once. Last:
+    `requests.observed_fingerprint` is every member before it."""
 
     def __post_init__(self) -> None:
-        # Payload.__post_init__'s checks of this kind's fields (run, source; the
-        # provider's times are ProviderLimit's), written out: most events are
+        # Payload.__post_init__'s checks of this kind's fields (run, source, request_id;
+        # the provider's times are ProviderLimit's), written out: most events are
         # observations, and the generic loop over the fields costs three times as
         # much. tests/capacity/test_value_rules.py holds the two to the same verdict.
         run = self.run
         if run is not None and run not in IDENTIFIERS_KNOWN:
             check_identifier("run", run)
+        # Not remembered in IDENTIFIERS_KNOWN, as runs are: each request id is new, and
+        # would only push the recurring identifiers out.
+        request_id = self.request_id
+        if request_id is not None and request_id.strip(IDENTIFIER_CHARS):
+            raise not_an_identifier("request_id", request_id)
         source = self.source
         if source is not None and len(source) > TEXT_CHARS_ALWAYS_FIT:
             check_text("source", source)
@@ -190,6 +199,8 @@ class CapacityRejected(Payload, frozen=True, omit_defaults=True):
     streak: Annotated[int, msgspec.Meta(ge=1)]
     detail: FreeText | None
     provider: ProviderReport | None = None
+    request_id: Identifier | None = None
+    """As `CapacityObserved.request_id`."""
 
 
 class CapacityReleased(Payload, frozen=True):

@@ -1,5 +1,6 @@
 """A goal's capacity state and the fold of the capacity events into it."""
 
+from collections import OrderedDict
 from typing import Any
 
 import msgspec
@@ -8,6 +9,7 @@ from quotaledger.journal import Record
 from quotaledger.journal.clock import US_PER_S, parse_at
 from quotaledger.projections.capacity.config import ARM_GROUP, CaseConfig, Group, TokenConfig
 from quotaledger.projections.capacity.events import (
+    OBSERVED,
     AdmitRequest,
     CapacityAdmitted,
     CapacityConfigured,
@@ -18,9 +20,19 @@ from quotaledger.projections.capacity.events import (
     ProviderReport,
     Receipt,
 )
+from quotaledger.projections.capacity.requests import (
+    REQUEST_ID_WINDOW_US,
+    RequestIndex,
+    SeenRequest,
+    forget_requests,
+    note_request,
+    observed_fingerprint,
+    seen_rejection,
+)
 from quotaledger.projections.types import StateStruct
 
-VERSION = "3"
+VERSION = "4"
+"""The shape of the checkpointed state (4: the goals' request-id index)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -140,6 +152,14 @@ class GoalCapacity(StateStruct):
     """Refusals by reason (a refusal with two reasons counts once under each)."""
     rejections_total: int = 0
     releases_total: int = 0
+    request_ids: RequestIndex = msgspec.field(default_factory=OrderedDict)
+    """The request ids of the last 900 s of the goal's log time, oldest first (SPEC §11;
+    `requests`)."""
+
+    def __post_init__(self) -> None:
+        # A checkpoint decodes the index as a dict: it must drop its oldest entry in O(1).
+        if type(self.request_ids) is not OrderedDict:
+            self.request_ids = OrderedDict(self.request_ids)
 
 
 class CapacityState(StateStruct):
@@ -197,6 +217,11 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             _renew_lease(goal, payload.run, at_us)
         if payload.provider is not None:
             _note_provider(goal, payload.provider, record.seq, at_us)
+        if payload.request_id is not None:
+            seen = SeenRequest(
+                at_us, record.seq, record.hash, OBSERVED, observed_fingerprint(payload)
+            )
+            note_request(goal.request_ids, payload.request_id, seen)
     elif isinstance(payload, CapacityAdmitted):
         _apply_admitted(goal, payload, record, at_us)
     elif isinstance(payload, CapacityRefused):
@@ -211,6 +236,9 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         goal.rejections_total += 1
         if payload.provider is not None:
             _note_provider(goal, payload.provider, record.seq, at_us)
+        if payload.request_id is not None:
+            seen = seen_rejection(payload, at_us, record.seq, record.hash)
+            note_request(goal.request_ids, payload.request_id, seen)
     elif isinstance(payload, CapacityReleased):
         if goal.runs.pop(payload.run, None) is not None:
             goal.releases_total += 1
@@ -238,6 +266,9 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             _compact(goal)
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
+    request_ids = goal.request_ids
+    if request_ids and next(iter(request_ids.values())).at_us < last_us - REQUEST_ID_WINDOW_US:
+        forget_requests(request_ids, last_us)
 
 
 def _compact(goal: GoalCapacity) -> None:

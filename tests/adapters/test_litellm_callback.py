@@ -140,6 +140,32 @@ def test_a_sync_completion_is_observed_with_its_usage_and_headers(
     assert data["provider"]["rpm"]["reset_at"] > event["at"]  # 120 ms after the event
 
 
+def test_the_response_id_is_the_request_id_and_a_second_log_counts_once(
+    callback: Callback, journal_path: str
+) -> None:
+    response = litellm.completion(
+        model="gpt-4o-mini", messages=MESSAGES, mock_response=openai_response({})
+    )
+    [event] = wait_for(journal_path, "capacity.observed", 1)
+    assert response.id.startswith("chatcmpl-")
+    assert event["data"]["request_id"] == response.id
+    size = Path(journal_path).stat().st_size
+    # LiteLLM logging the same response again (a retried success handler) adds nothing.
+    callback.log_success_event({"model": "gpt-4o-mini"}, response, None, None)
+    assert Path(journal_path).stat().st_size == size
+    assert len(events(journal_path, "capacity.observed")) == 1
+
+
+def test_a_rejection_takes_the_request_id_of_the_exception_response(
+    callback: Callback, journal_path: str
+) -> None:
+    error = rate_limit_error({"retry-after": "2", "x-request-id": "req_429a"})
+    for _ in range(2):  # the same failure logged twice is one rejection
+        callback.log_failure_event({"exception": error, "model": "gpt-4o-mini"}, None, None, None)
+    [event] = events(journal_path, "capacity.rejected")
+    assert (event["data"]["request_id"], event["data"]["retry_after_s"]) == ("req_429a", 2)
+
+
 def test_async_completions_are_observed_once_each(callback: Callback, journal_path: str) -> None:
     async def two_calls() -> None:
         for _ in range(2):
@@ -219,6 +245,7 @@ def test_anthropic_through_litellm_keeps_cache_reads_and_writes_apart(
             "anthropic-ratelimit-input-tokens-reset": "2026-11-29T14:00:20Z",
             "anthropic-ratelimit-requests-limit": "50",
             "anthropic-ratelimit-requests-remaining": "49",
+            "request-id": "req_011CU",
         }
         return httpx.Response(200, json=body, headers=headers)
 
@@ -231,6 +258,8 @@ def test_anthropic_through_litellm_keeps_cache_reads_and_writes_apart(
     )
     [event] = wait_for(journal_path, "capacity.observed", 1)
     data = event["data"]
+    # LiteLLM replaces the Messages API's id (msg_1): the provider's request-id names it.
+    assert data["request_id"] == "req_011CU"
     assert (data["uncached_input"], data["cache_write_input"]) == (25, 2000)
     assert (data["cached_input"], data["output"]) == (8000, 480)
     assert data["provider"] == {

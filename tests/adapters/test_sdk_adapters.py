@@ -91,9 +91,10 @@ def test_openai_chat_completion() -> None:
         "output": 300,
         "requests": 1,
     }
-    assert ql_openai.usage(completion) == expected
+    # A whole response's id is the observation's request id (SPEC §11); a usage has none.
+    assert ql_openai.usage(completion) == {**expected, "request_id": "chatcmpl-1"}
     assert ql_openai.usage(completion.usage) == expected
-    assert ql_openai.usage(completion.model_dump()) == expected
+    assert ql_openai.usage(completion.model_dump()) == {**expected, "request_id": "chatcmpl-1"}
 
 
 def test_openai_chat_completion_without_details() -> None:
@@ -109,14 +110,15 @@ def test_openai_chat_completion_without_usage_is_refused() -> None:
 
 def test_openai_responses_api() -> None:
     response = responses_response()
-    assert ql_openai.usage(response) == {
+    expected = {
         "uncached_input": 500,
         "cached_input": 400,
         "cache_write_input": 0,
         "output": 50,
         "requests": 1,
     }
-    assert ql_openai.usage(response.usage) == ql_openai.usage(response)
+    assert ql_openai.usage(response) == {**expected, "request_id": "resp_1"}
+    assert ql_openai.usage(response.usage) == expected
 
 
 def test_anthropic_message_with_cache_reads_and_writes() -> None:
@@ -133,20 +135,44 @@ def test_anthropic_message_with_cache_reads_and_writes() -> None:
         "output": 480,
         "requests": 1,
     }
-    assert ql_anthropic.usage(message) == expected
+    assert ql_anthropic.usage(message) == {**expected, "request_id": "msg_1"}
     assert isinstance(message.usage, AnthropicUsage)
     assert ql_anthropic.usage(message.usage) == expected
 
 
 def test_anthropic_message_without_cache_fields() -> None:
     message = anthropic_message(input_tokens=7, output_tokens=3)
-    assert ql_anthropic.usage(message) == {
+    assert ql_anthropic.usage(message.usage) == {
         "uncached_input": 7,
         "cached_input": 0,
         "cache_write_input": 0,
         "output": 3,
         "requests": 1,
     }
+
+
+def test_a_response_id_that_is_not_an_identifier_is_left_out() -> None:
+    completion = chat_completion(prompt_tokens=10, completion_tokens=2, total_tokens=12)
+    odd = completion.model_copy(update={"id": "chatcmpl 1"})
+    assert "request_id" not in ql_openai.usage(odd)
+    assert "request_id" not in ql_openai.usage(completion.model_copy(update={"id": "x" * 129}))
+
+
+def test_a_response_observed_twice_through_the_adapter_counts_once(journal_path: str) -> None:
+    from quotaledger.api import Ledger
+
+    message = anthropic_message(input_tokens=7, output_tokens=3)
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=1000)
+        first = ledger.observe(goal="g", **ql_anthropic.usage(message))
+        again = ledger.observe(goal="g", **ql_anthropic.usage(message))
+        assert (first["appended"], first["request_id"]) == (True, "msg_1")
+        assert (again["appended"], again["idempotent"], again["event"]) == (
+            False,
+            True,
+            first["event"],
+        )
+        assert ledger.inspect(goal="g")["goals"]["g"]["usage"]["output"] == 3
 
 
 def test_each_adapter_refuses_the_other_providers_usage() -> None:
@@ -189,6 +215,17 @@ def test_provider_report_from_an_httpx_response() -> None:
 def test_provider_report_from_requests_case_insensitive_dict() -> None:
     headers = requests.structures.CaseInsensitiveDict(dict(RATE_LIMITS))
     assert ql_headers.provider_report(headers) == EXPECTED
+
+
+def test_provider_report_keeps_the_request_id_headers() -> None:
+    openai_style = httpx.Headers([*RATE_LIMITS, ("X-Request-Id", "req_abc")])
+    assert ql_headers.provider_report(openai_style) == {**EXPECTED, "x-request-id": "req_abc"}
+    anthropic_style = httpx.Headers([("request-id", "req_011CU"), ("content-type", "x")])
+    assert ql_headers.provider_report(anthropic_style) == {"request-id": "req_011CU"}
+    parsed = ql_headers.parse_provider_headers({"request-id": "b", "x-request-id": "a"})
+    assert parsed.request_id == "a"  # OpenAI's name first
+    # A request id that is not an identifier is left out, never refused.
+    assert ql_headers.provider_report({"x-request-id": "not one"}) == {}
 
 
 def test_provider_report_from_a_dict_and_from_pairs() -> None:

@@ -69,13 +69,24 @@ def test_anthropic_counters_are_already_disjoint(usage_format: str) -> None:
     [
         (
             {"id": "chatcmpl-1", "object": "chat.completion", "choices": [], "usage": CHAT},
-            fields(200, 1000, 0, 300),
+            {**fields(200, 1000, 0, 300), "request_id": "chatcmpl-1"},
         ),
-        ({"id": "resp_1", "object": "response", "usage": RESPONSES}, fields(500, 400, 0, 50)),
-        ({"id": "msg_1", "type": "message", "usage": ANTHROPIC}, fields(25, 8000, 2000, 480)),
+        (
+            {"id": "resp_1", "object": "response", "usage": RESPONSES},
+            {**fields(500, 400, 0, 50), "request_id": "resp_1"},
+        ),
+        (
+            {"id": "msg_1", "type": "message", "usage": ANTHROPIC},
+            {**fields(25, 8000, 2000, 480), "request_id": "msg_1"},
+        ),
+        ({"usage": CHAT}, fields(200, 1000, 0, 300)),
+        ({"id": None, "usage": CHAT}, fields(200, 1000, 0, 300)),
+        ({"id": 7, "usage": CHAT}, fields(200, 1000, 0, 300)),
+        ({"id": "has space", "usage": CHAT}, fields(200, 1000, 0, 300)),
     ],
 )
-def test_a_whole_response_body_is_accepted(body: dict[str, Any], expected: dict[str, int]) -> None:
+def test_a_whole_response_body_is_accepted(body: dict[str, Any], expected: dict[str, Any]) -> None:
+    """Its id, when it is an identifier, is the observation's request id (SPEC §11)."""
     assert usage_of(body, "auto") == expected
 
 
