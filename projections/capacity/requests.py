@@ -10,13 +10,13 @@ the index is an OrderedDict: a plain dict pays for every deleted slot it skips w
 asked for its oldest entry.
 """
 
-import hashlib
 from collections import OrderedDict
 from typing import Any, cast
 
 import msgspec
 
 from quotaledger.journal.clock import US_PER_S
+from quotaledger.journal.sha256 import sha256_hex
 from quotaledger.projections.capacity.events import (
     OBSERVED,
     REJECTED,
@@ -28,7 +28,8 @@ from quotaledger.projections.types import StateStruct
 
 REQUEST_ID_WINDOW_US = 900 * US_PER_S
 """A repeat at most this long (log time) after the first event is a replay."""
-FINGERPRINT_BYTES = 16
+FINGERPRINT_HEX_DIGITS = 32
+"""128 bits of SHA-256: a fingerprint compares the payloads of one request id."""
 
 
 class SeenRequest(StateStruct, gc=False, kw_only=False):
@@ -53,8 +54,8 @@ _encode = msgspec.json.Encoder().encode
 
 
 def _digest(kind: str, members: tuple[Any, ...]) -> str:
-    data = _encode((kind, members))
-    return hashlib.blake2b(data, digest_size=FINGERPRINT_BYTES).hexdigest()
+    # The journal's SHA-256, which hashes a few lines without loading OpenSSL.
+    return sha256_hex(_encode((kind, members)))[:FINGERPRINT_HEX_DIGITS]
 
 
 def observed_fingerprint(payload: CapacityObserved) -> str:

@@ -25,8 +25,8 @@ ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.E
 
 # Every identifier field, as the payload types declare them (26 fields in 18 types).
 EXPECTED = {
-    "capacity.observed": ("run",),
-    "capacity.rejected": ("run",),
+    "capacity.observed": ("run", "request_id"),
+    "capacity.rejected": ("run", "request_id"),
     "capacity.released": ("run",),
     "host.phase_appended": ("lane", "session", "profile"),
     "host.attempt_started": ("lane", "attempt", "session", "profile"),
