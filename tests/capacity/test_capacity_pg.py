@@ -50,3 +50,25 @@ def test_processes_race_for_case_slots_on_postgresql(pg_journal):
     commands = [["admit", "--goal", "g", "--run", f"r{i}", "--arm", "control"] for i in range(6)]
     results = [code for code, _ in race(pg_journal, commands)]
     assert sorted(results) == [0, 0, 1, 1, 1, 1]
+
+
+@pytest.mark.slow
+def test_processes_racing_one_request_id_on_postgresql_record_one_event(pg_journal):
+    """SPEC §11 on the PostgreSQL store: a retried observation counts once, whichever
+    of two racing processes commits it."""
+    from quotaledger.api import Ledger
+
+    with Ledger.open(pg_journal) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000)
+    command = [
+        "observe", "--goal", "g", "--request-id", "chatcmpl-pg1", "--uncached-input", "10",
+        "--cached-input", "0", "--output", "1",
+    ]  # fmt: skip
+    results = race(pg_journal, [command, command, command])
+    assert [code for code, _ in results] == [0, 0, 0]
+    assert sorted(body["appended"] for _, body in results) == [False, False, True]
+    assert len({body["event"]["seq"] for _, body in results}) == 1
+    with Ledger.open(pg_journal) as ledger:
+        assert ledger.inspect(goal="g")["goals"]["g"]["usage"]["uncached_input"] == 10
+        conflict = ledger.observe(goal="g", uncached_input=11, request_id="chatcmpl-pg1")
+        assert conflict["reasons"] == [R.REQUEST_ID_CONFLICT]
