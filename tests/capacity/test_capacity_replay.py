@@ -22,6 +22,7 @@ from quotaledger.projections.ledger import PROJECTOR
 
 BASE_US = parse_at("2026-11-29T14:00:00Z")
 RUNS = [f"r{i}" for i in range(6)]
+REQUEST_IDS = ["rq-a", "rq-b"]
 
 step = st.one_of(
     st.tuples(
@@ -31,6 +32,7 @@ step = st.one_of(
         st.integers(0, 10_000),
         st.sampled_from(["measured", "measured", "estimated", "unmetered"]),
         st.sampled_from([None, *RUNS]),
+        st.sampled_from([None, None, *REQUEST_IDS]),
     ),
     st.tuples(
         st.just("admit"),
@@ -40,7 +42,9 @@ step = st.one_of(
         st.sampled_from([None, 0, 5_000, 20_000, 60_000]),
         st.sampled_from([None, 20, 90]),
     ),
-    st.tuples(st.just("reject"), st.sampled_from([None, 5, 400])),
+    st.tuples(
+        st.just("reject"), st.sampled_from([None, 5, 400]), st.sampled_from([None, *REQUEST_IDS])
+    ),
     st.tuples(st.just("release"), st.sampled_from(RUNS)),
     st.tuples(
         st.just("configure"),
@@ -52,7 +56,25 @@ step = st.one_of(
 script = st.lists(st.tuples(st.integers(0, 45), step), min_size=5, max_size=30)
 
 
+def check_request(
+    seen: dict[str, tuple[int, tuple]], rid: str | None, t_us: int, key: tuple, answer: dict
+) -> None:
+    """SPEC §11 as a model: a request id seen at most 900 s before is a replay (the same
+    payload) or a conflict (another), appending nothing; otherwise it is recorded."""
+    if rid is None:
+        assert answer["appended"] is True
+        return
+    first = seen.get(rid)
+    if first is not None and t_us - first[0] <= 900 * US_PER_S:
+        assert answer["appended"] is False
+        assert answer["ok"] is answer["idempotent"] is (first[1] == key)
+    else:
+        assert answer["appended"] is True and answer["idempotent"] is False
+        seen[rid] = (t_us, key)
+
+
 def play(ledger: Ledger, steps: list) -> None:
+    seen: dict[str, tuple[int, tuple]] = {}
     t_us = BASE_US
     ledger.configure(
         goal="g", max_active_cases=3, quota_tpm=100_000, evaluator_reserve_tpm=5_000,
@@ -63,11 +85,12 @@ def play(ledger: Ledger, steps: list) -> None:
         at = format_us(t_us)
         try:
             if name == "observe":
-                uncached, cached, output, coverage, run = args
-                ledger.observe(
+                uncached, cached, output, coverage, run, rid = args
+                answer = ledger.observe(
                     goal="g", uncached_input=uncached, cached_input=cached, output=output,
-                    coverage=coverage, run=run, at=at,
+                    coverage=coverage, run=run, request_id=rid, at=at,
                 )  # fmt: skip
+                check_request(seen, rid, t_us, ("observe", *args[:-1]), answer)
             elif name == "admit":
                 run, arm, run_class, forecast, lease_s = args
                 ledger.admit(
@@ -75,7 +98,9 @@ def play(ledger: Ledger, steps: list) -> None:
                     lease_s=lease_s, at=at,
                 )  # fmt: skip
             elif name == "reject":
-                ledger.reject(goal="g", retry_after_s=args[0], at=at)
+                retry_after_s, rid = args
+                answer = ledger.reject(goal="g", retry_after_s=retry_after_s, request_id=rid, at=at)
+                check_request(seen, rid, t_us, ("reject", retry_after_s), answer)
             elif name == "release":
                 ledger.release(goal="g", run=args[0], at=at)
             else:
