@@ -107,6 +107,7 @@ def endpoint(
 
     call.__name__ = call.__qualname__ = method.__name__
     call.__doc__ = request_type.__doc__
+    call.use_case = (service_type, method)  # type: ignore[attr-defined]  # Ledger.answer
     return call
 
 
@@ -160,6 +161,16 @@ class Ledger(ServiceBase):
         if service is None:
             service = self._services[service_type] = service_type(self.journal)
         return service  # type: ignore[return-value]
+
+    def answer(self, name: str, request: Request) -> Answer:
+        """The typed answer of use case `name` (its API method's name) to a request
+        already decoded: what a server does with a request it decoded itself."""
+        if self.closed:
+            raise LedgerClosed(f"the ledger is closed; {name}() needs an open one")
+        service_type, method = getattr(type(self), name).use_case
+        with self._turn:
+            answer: Answer = method(self._service(service_type), request)
+        return answer
 
     verify = endpoint(VerifyRequest, JournalService.verify)
     digest = endpoint(DigestRequest, JournalService.digest)

@@ -39,14 +39,10 @@ from quotaledger.journal.errors import (
     TimeRegression,
 )
 from quotaledger.journal.target import is_remote_target
-from quotaledger.usecases.registry import USE_CASES
+from quotaledger.usecases.registry import SERVED, USE_CASES
 
 TOKEN_ENV = "QUOTALEDGER_TOKEN"
 EXIT_HEADER = b"quotaledger-exit-code"
-NOT_SERVED = frozenset({"verify", "repair", "checkpoint", "export", "import_", "report"})
-"""Use cases the server does not serve (SPEC §11's lists): they need the journal's
-file or run a process on the server (`probe_run`, which is also refused)."""
-SERVED = frozenset(name for name in USE_CASES if name not in NOT_SERVED | {"probe_run"})
 READ_TIMEOUT_S = 120.0
 """How long a call waits for its answer: a commit waits for the lock (30 s by
 default) and its batch, so well beyond either."""

@@ -329,8 +329,17 @@ class Fold(Generic[S]):
         appends). A failed write or sync leaves the state to be rebuilt from the log.
         """
         self.valid = False
+        offset = self.head.offset
+        end = self.fold_pending(pending)
+        self.store.append(pending, offset)  # a new journal's directory entry too (SPEC §2.3)
+        self.durable_offset = end
+        self.valid = True
+
+    def fold_pending(self, pending: list[PendingRecord]) -> int:
+        """Fold records about to be written and advance the head past them; returns
+        where they will end. The caller marks the state invalid until they are durable."""
         head, apply, state = self.head, self.projector.apply, self.state
-        offset = end = head.offset
+        end = head.offset
         goal_last_at = head.goal_last_at
         for record, payload, line in pending:
             if record.seq == 0:
@@ -342,9 +351,7 @@ class Fold(Generic[S]):
         head.next_seq = last.seq + 1
         head.prev_hash = last.hash
         head.offset = end
-        self.store.append(pending, offset)  # a new journal's directory entry too (SPEC §2.3)
-        self.durable_offset = end
-        self.valid = True
+        return end
 
     def committed(self) -> None:
         """After a commit, the lock released: refresh the checkpoint once the unfolded

@@ -16,6 +16,7 @@ verifying journal/reading.py, repair and import their own modules.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from quotaledger.journal import reading
@@ -23,6 +24,7 @@ from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.errors import Error, JournalCorrupt
 from quotaledger.journal.fold import Fold, Progress, Projector
+from quotaledger.journal.group import Group
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, GENESIS_PREV, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.locking import check_lock_timeout_s
 from quotaledger.journal.record import Record
@@ -73,6 +75,7 @@ class Journal(Generic[S]):
             checkpoint_every=checkpoint_every,
             allow_corrupt=allow_corrupt,
         )
+        self._group: Group[S] | None = None
 
     @classmethod
     def open(
@@ -207,6 +210,8 @@ class Journal(Generic[S]):
         For long-lived handles that answer reads, e.g. an in-process `turn resume`."""
         fold = self._fold
         fold.check_poisoned()
+        if self._group is not None:
+            return fold.state  # the group holds the lock: no one else has appended
         with fold.hold.turn():
             fold.catch_up(recover=False, tolerate_corrupt=fold.allow_corrupt)
             fold.make_durable(fold.head.offset)
@@ -215,8 +220,23 @@ class Journal(Generic[S]):
     # -- writing ---------------------------------------------------------------------
 
     def transaction(self) -> Transaction[S]:
-        """One locked read-decide-append cycle (see journal/transaction.py)."""
-        return Transaction(self._fold)
+        """One locked read-decide-append cycle (see journal/transaction.py); inside
+        `group`, one of the group's (no lock or write of its own)."""
+        group = self._group
+        return Transaction(self._fold if group is None else group)
+
+    @contextmanager
+    def group(self) -> Iterator[Group[S]]:
+        """Transactions committed together: one lock hold, one write and one fdatasync
+        (or COMMIT) for all of them (see journal/group.py). One thread at a time."""
+        if self._group is not None:
+            raise RuntimeError("groups on one journal handle do not nest")
+        with Group(self._fold) as group:
+            self._group = group
+            try:
+                yield group
+            finally:
+                self._group = None
 
     def write_checkpoint(self) -> Checkpoint:
         """Store the current state as a checkpoint (covers only durable records)."""

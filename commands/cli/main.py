@@ -52,6 +52,7 @@ COMMAND_MODULES: dict[str, str] = {
     "turn": "settlement",
     "probe": "probe",
     **dict.fromkeys(("demo", "bench"), "tools"),
+    "serve": "serve",
 }
 MODULE_ORDER = (
     "journal",
@@ -60,6 +61,7 @@ MODULE_ORDER = (
     "settlement",
     "probe",
     "operator",
+    "serve",
     "tools",
 )
 

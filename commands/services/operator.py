@@ -252,7 +252,7 @@ class OperatorService(ServiceBase):
         goal = request.goal
         if self.journal.folded:
             self.require_goal(goal)
-        since_us, until_us = range_us(request.since, request.until, API)
+        since_us, until_us = range_us(since, until, API)
         overrides = au.Overrides.of(request.config_fields())
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
         self.journal.replay(_feeder(replay), progress=progress)
@@ -271,9 +271,32 @@ class OperatorService(ServiceBase):
 
     def report(self, request: ReportRequest, progress: Progress | None = None) -> ReportAnswer:
         """Write the goal's self-contained offline HTML report to `out`."""
+        data, timeline = self.report_page(request.goal, request.since, request.until, progress)
+        write_atomically("--out", request.out, data)
+        refusals = sum(1 for d in timeline.decisions if not d.admitted)
+        return ReportAnswer(
+            ok=True,
+            goal=request.goal,
+            out=request.out,
+            bytes=len(data),
+            points=len(timeline.points),
+            decisions=len(timeline.decisions),
+            admissions=len(timeline.decisions) - refusals,
+            refusals=refusals,
+            rejections=timeline.rejections,
+        )
+
+    def report_page(
+        self,
+        goal: str,
+        since: str | None = None,
+        until: str | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[bytes, au.Timeline]:
+        """The goal's report page (what `report` writes, what the server's /report
+        answers) and the timeline it draws."""
         from quotaledger.projections import audit as au
 
-        goal, out = request.goal, request.out
         journal = self.journal
         # A handle opened with fold=False folds in the pass (as in whatif, it learns its
         # goals from it) and the timeline reads that fold's state instead of folding the
@@ -281,7 +304,7 @@ class OperatorService(ServiceBase):
         riding = not journal.folded
         if not riding:
             self.require_goal(goal)  # before anything is written: no empty page for a typo
-        since_us, until_us = range_us(request.since, request.until, API)
+        since_us, until_us = range_us(since, until, API)
         timeline = au.Timeline(
             goal,
             since_us=since_us,
@@ -298,20 +321,7 @@ class OperatorService(ServiceBase):
         journal.replay(visit, progress=progress, resume=_before_range(goal, since_us))
         self.require_goal(goal)
         timeline.finish()
-        data = self._report_page(timeline, last).encode()
-        write_atomically("--out", out, data)
-        refusals = sum(1 for d in timeline.decisions if not d.admitted)
-        return ReportAnswer(
-            ok=True,
-            goal=goal,
-            out=out,
-            bytes=len(data),
-            points=len(timeline.points),
-            decisions=len(timeline.decisions),
-            admissions=len(timeline.decisions) - refusals,
-            refusals=refusals,
-            rejections=timeline.rejections,
-        )
+        return self._report_page(timeline, last).encode(), timeline
 
     def _report_page(self, timeline: au.Timeline, last: Record | None) -> str:
         """The report's HTML, its head the last record read (or the checkpoint's)."""

@@ -86,8 +86,13 @@ TIME_FIELDS = frozenset({"at", "since", "until", "deadline"})
 """Fields that name a moment: the API also takes an aware datetime for them."""
 
 
-def decode(request_type: type[R], values: Mapping[str, Any], names: Names) -> R:
-    """`values` as a `request_type`, or the `InvalidInput` that says what is wrong."""
+def decode(
+    request_type: type[R], values: Mapping[str, Any], names: Names, *, strict: bool = True
+) -> R:
+    """`values` as a `request_type`, or the `InvalidInput` that says what is wrong.
+
+    Not `strict`: the values are text to be read as their fields' types (a URL's
+    query: `"12"` an integer, `"true"` a boolean)."""
     plan = _plan(request_type)
     if plan.times:
         values = {
@@ -95,9 +100,32 @@ def decode(request_type: type[R], values: Mapping[str, Any], names: Names) -> R:
             for key, value in values.items()
         }
     try:
-        request = msgspec.convert(values, request_type, strict=True)
+        request = msgspec.convert(values, request_type, strict=strict)
     except msgspec.ValidationError as error:
         raise _worded(request_type, plan, values, str(error), names) from None
+    return _checked(request, plan, names)
+
+
+def decode_json(request_type: type[R], body: bytes, names: Names) -> R:
+    """A JSON object (an HTTP request's body) as a `request_type`: decoded straight
+    into the type, and through `decode` (for its wording) only when that fails."""
+    plan = _plan(request_type)
+    try:
+        return _checked(msgspec.json.decode(body, type=request_type), plan, names)
+    except msgspec.ValidationError:
+        pass
+    except (msgspec.DecodeError, RecursionError):
+        raise InvalidInput("the body is not a JSON object", code=codes.INVALID_BODY) from None
+    values = msgspec.json.decode(body)
+    if not isinstance(values, dict):
+        raise InvalidInput(
+            f"the body must be a JSON object of parameters, not {type(values).__name__}",
+            code=codes.INVALID_BODY,
+        )
+    return decode(request_type, values, names)
+
+
+def _checked(request: R, plan: "_Plan", names: Names) -> R:
     for field, check in plan.always:
         value = getattr(request, field)
         if value is not None:

@@ -1,0 +1,13 @@
+"""`quotaledger serve` (SPEC §11): one process owning the fold, group commit, an HTTP API.
+
+- `committer`: the one thread that decides every request in arrival order and makes
+  each group of writers durable with one write and one fdatasync (or one COMMIT);
+- `routes`: which use case a request names and its decoded request (HTTP in, typed out);
+- `app`: the ASGI application (auth, limits, status codes, /metrics, /report, ...);
+- `protocol`: the HTTP server library's protocol with the limits SPEC sets;
+- `openapi`: the OpenAPI document, generated from the request and answer types;
+- `telemetry`: the server's own Prometheus families;
+- `run`: the process (listen, signals, exit status).
+
+Nothing here is imported by a command that does not serve.
+"""

@@ -1,0 +1,323 @@
+"""The HTTP API of `quotaledger serve` as an ASGI application (SPEC §11).
+
+    POST /v1/COMMAND    a writer: the body is its keyword parameters as a JSON object
+    GET  /v1/COMMAND    a reader: the parameters in the query string
+    GET  /v1/log        JSON Lines; `follow=true` goes on as records commit
+    GET  /metrics, /report?goal=G, /healthz, /readyz, /openapi.json
+
+The body answered is exactly what `--json` prints; the status follows the exit code
+(`STATUS_OF_EXIT`), which every answer also carries as `Quotaledger-Exit-Code`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import math
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+
+from quotaledger.cli.output import exit_code_of
+from quotaledger.journal import codes
+from quotaledger.journal.clock import parse_at
+from quotaledger.journal.errors import Error, InvalidInput
+from quotaledger.journal.limits import LINE_BYTES_MAX
+from quotaledger.server import routes
+from quotaledger.server.committer import Committer, Work
+from quotaledger.server.readers import Readers
+from quotaledger.server.telemetry import Telemetry
+from quotaledger.usecases.decode import API, Answer
+from quotaledger.usecases.registry import UseCase
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+BODY_BYTES_MAX = LINE_BYTES_MAX
+"""A request body over 1 MiB is refused (413) unread: no event can be larger."""
+STATUS_OF_EXIT = {0: 200, 1: 200, 2: 400, 3: 500, 4: 503}
+"""HTTP status by exit code (SPEC §11): a refusal (exit 1) is an answer, not an error."""
+RETRY_AFTER_BUSY_S = 1
+"""Retry-After on a 503 a retry can cure (a lock timeout, a server shutting down)."""
+JSON = b"application/json"
+FIRST_LINES_WAIT_S = 1.0
+"""How long the log's answer waits for its first lines (an error still gets its status)
+before the headers go: a follower of a quiet journal sees them at once after that."""
+FOR_READERS = frozenset({"/readyz", "/metrics", "/report", "/openapi.json"})
+
+
+class Tokens:
+    """The bearer tokens a request may carry: none configured means no check."""
+
+    def __init__(self, token: str | None, read_token: str | None) -> None:
+        self.token = token.encode() if token else None
+        self.read_token = read_token.encode() if read_token else None
+
+    def access(self, headers: list[tuple[bytes, bytes]]) -> str | None:
+        """'write', 'read', or None (no valid token), compared in constant time."""
+        if self.token is None:
+            return "write"
+        given = next((v for k, v in headers if k == b"authorization"), b"")
+        scheme, _, value = given.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return None
+        value = value.strip()
+        if hmac.compare_digest(value, self.token):
+            return "write"
+        if self.read_token is not None and hmac.compare_digest(value, self.read_token):
+            return "read"
+        return None
+
+
+class Api:
+    """The ASGI application: routes, auth, limits and answers over one committer."""
+
+    committer: Committer
+    """Set once made: it delivers through this application (`deliver`)."""
+
+    def __init__(
+        self,
+        readers: Readers,
+        telemetry: Telemetry,
+        tokens: Tokens,
+        openapi: Callable[[], bytes],
+    ) -> None:
+        self.readers = readers
+        self.telemetry = telemetry
+        self.tokens = tokens
+        self._openapi = openapi
+        self._openapi_body: bytes | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def deliver(self, outcomes: list[tuple[Any, Any]]) -> None:
+        """From the committer's thread: hand each waiting request its outcome."""
+        assert self.loop is not None
+        self.loop.call_soon_threadsafe(_resolve, outcomes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path, method = scope["path"], scope["method"]
+        command = path[4:] if path.startswith("/v1/") else path
+        try:
+            status = await self._route(scope, receive, send, path, method)
+        except Error as error:
+            status = await _error(send, error, method)
+        self.telemetry.request(command, status)
+
+    async def _route(self, scope: Scope, receive: Receive, send: Send, path: str, method: str) -> int:
+        if path == "/healthz":
+            return await _send(send, 200, b'{"ok":true}\n', 0)
+        access = self.tokens.access(scope["headers"])
+        if access is None:
+            raise routes.RouteError(
+                401, "a valid bearer token is required", code=codes.UNAUTHORIZED
+            )
+        if path.startswith("/v1/"):
+            case = routes.use_case_of(path, method)
+            if case.writes and access != "write":
+                raise routes.RouteError(
+                    403, "the read-only token may not call a writer", code=codes.FORBIDDEN
+                )
+            if case.writes:
+                request = routes.request_of_body(case, await _body(scope, receive))
+            else:
+                request = routes.request_of_query(case, scope["query_string"])
+            return await self._use_case(send, receive, case, request, method)
+        if path not in FOR_READERS and path != "/openapi.json":
+            raise routes.RouteError(404, f"{path} is not served", code=codes.UNKNOWN_COMMAND)
+        if method not in ("GET", "HEAD"):
+            raise routes.RouteError(
+                405, f"{path} is called with GET, not {method}", code=codes.METHOD_NOT_ALLOWED
+            )
+        if path == "/readyz":
+            ready = self.committer.accepting and self.committer.last_commit_ok
+            body = b'{"ok":true}\n' if ready else b'{"ok":false}\n'
+            return await _send(send, 200 if ready else 503, body, 0 if ready else 4)
+        if path == "/openapi.json":
+            if self._openapi_body is None:
+                self._openapi_body = self._openapi()
+            return await _send(send, 200, self._openapi_body, 0)
+        if path == "/metrics":
+            return await self._metrics(send)
+        page = await self.readers.report(routes.report_request(scope["query_string"]))
+        return await _send(send, 200, page, 0, b"text/html; charset=utf-8")
+
+    async def _use_case(
+        self, send: Send, receive: Receive, case: UseCase, request: Any, method: str
+    ) -> int:
+        if case.name == "log":
+            return await self._log(send, receive, request)
+        if case.name in routes.HEAVY_READERS:
+            outcome = await self.readers.answer(case.name, request)
+        else:
+            outcome = await self._commit(case, request)
+        if isinstance(outcome, Error):
+            return await _error(send, outcome, method)
+        return await _answer(send, outcome, method)
+
+    async def _commit(self, case: UseCase, request: Any) -> Any:
+        assert self.loop is not None
+        ticket = self.loop.create_future()
+        self.committer.submit(Work(case, request, ticket))
+        return await ticket
+
+    async def _metrics(self, send: Send) -> int:
+        from quotaledger.services.operator import prometheus_text
+        from quotaledger.usecases.operator import MetricsRequest
+
+        outcome = await self._commit(routes.SERVED_METRICS, MetricsRequest())
+        if isinstance(outcome, Error):
+            raise outcome
+        body = prometheus_text(outcome).encode() + self.telemetry.exposition()
+        return await _send(send, 200, body, 0, b"text/plain; version=0.0.4; charset=utf-8")
+
+    async def _log(self, send: Send, receive: Receive, request: Any) -> int:
+        stream = self.readers.log(request)
+        try:
+            first = await asyncio.wait_for(stream.next(), FIRST_LINES_WAIT_S)
+        except TimeoutError:
+            first = b""  # a follower of a quiet journal: the headers go now
+        if isinstance(first, Error):
+            stream.close()
+            raise first
+        watcher = asyncio.ensure_future(_disconnected(receive, stream.close))
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [
+                    (b"content-type", b"application/jsonl"),
+                    (b"quotaledger-exit-code", b"0"),
+                ],
+            }
+        )
+        try:
+            chunk: bytes | Error | None = first
+            while chunk is not None:
+                if isinstance(chunk, Error):
+                    break  # mid-stream (corruption found later): the stream ends there
+                await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                chunk = await stream.next()
+            await send({"type": "http.response.body", "body": b""})
+        finally:
+            stream.close()
+            watcher.cancel()
+        return 200
+
+
+async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    then()
+
+
+def _resolve(outcomes: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, outcome in outcomes:
+        if not future.done():  # a client that went away: nothing to tell it
+            future.set_result(outcome)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _body(scope: Scope, receive: Receive) -> bytes:
+    """The request's body, at most 1 MiB, which must be JSON."""
+    content_type = b""
+    length = -1
+    for name, value in scope["headers"]:
+        if name == b"content-type":
+            content_type = value
+        elif name == b"content-length" and value.isdigit():
+            length = int(value)
+    if length > BODY_BYTES_MAX:
+        raise routes.RouteError(413, "the body is over 1 MiB", code=codes.BODY_TOO_LARGE)
+    if content_type.split(b";", 1)[0].strip().lower() != JSON:
+        raise routes.RouteError(
+            415, "the body must be application/json", code=codes.NOT_JSON
+        )
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise InvalidInput("the client went away", code=codes.INVALID_BODY)
+        body: bytes = message.get("body", b"")
+        size += len(body)
+        if size > BODY_BYTES_MAX:
+            raise routes.RouteError(413, "the body is over 1 MiB", code=codes.BODY_TOO_LARGE)
+        chunks.append(body)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+async def _answer(send: Send, answer: Answer, method: str) -> int:
+    exit_code = exit_code_of(answer)
+    extra: list[tuple[bytes, bytes]] = []
+    if exit_code == 1:
+        retry_after_s = _retry_after_s(answer)
+        if retry_after_s is not None:
+            extra.append((b"retry-after", str(retry_after_s).encode()))
+    body = msgspec.json.encode(answer) + b"\n"
+    return await _send(send, 200, body, exit_code, JSON, extra, head=method == "HEAD")
+
+
+def _retry_after_s(answer: Answer) -> int | None:
+    """Whole seconds until a refused request could pass, where the refusal says when
+    (a cooldown's end); None where only a change of load can tell."""
+    figures = getattr(answer, "figures", None)
+    until = getattr(figures, "cooldown_until", None)
+    at = getattr(answer, "at", None)
+    if not isinstance(until, str) or not isinstance(at, str):
+        return None
+    wait_us = parse_at(until) - parse_at(at)
+    return max(1, math.ceil(wait_us / 1e6)) if wait_us > 0 else None
+
+
+async def _error(send: Send, error: Error, method: str = "GET") -> int:
+    exit_code = error.exit_code
+    status = getattr(error, "status", None) or STATUS_OF_EXIT.get(exit_code, 500)
+    extra: list[tuple[bytes, bytes]] = []
+    if status == 503 and error.code in (codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN):
+        extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
+    if status == 401:
+        extra.append((b"www-authenticate", b"Bearer"))
+    body = msgspec.json.encode({"ok": False, "error": error.to_json(API)}) + b"\n"
+    return await _send(send, status, body, exit_code, JSON, extra, head=method == "HEAD")
+
+
+async def _send(
+    send: Send,
+    status: int,
+    body: bytes,
+    exit_code: int,
+    content_type: bytes = JSON,
+    extra: list[tuple[bytes, bytes]] | None = None,
+    *,
+    head: bool = False,
+) -> int:
+    headers = [
+        (b"content-type", content_type),
+        (b"content-length", str(len(body)).encode()),
+        (b"quotaledger-exit-code", _EXIT_TEXT[exit_code]),
+    ]
+    if extra:
+        headers += extra
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": b"" if head else body})
+    return status
+
+
+_EXIT_TEXT = {code: str(code).encode() for code in range(5)}

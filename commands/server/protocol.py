@@ -1,0 +1,120 @@
+"""The HTTP/1.1 protocol of the server library (uvicorn's, over httptools' parser)
+with the limits SPEC §11 sets, which it does not set itself:
+
+- a request head (its line and headers together) over 16 KiB: 431, connection closed;
+- a connection that has not completed its request within 60 s of its first byte (or
+  of connecting): closed, without disturbing any other (slowloris).
+
+Body size (413) is the application's: it knows which bodies it reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+HEAD_BYTES_MAX = 16 * 1024
+REQUEST_S_MAX = 60.0
+_HEAD_TOO_LARGE = (
+    b'{"ok":false,"error":{"code":"head_too_large","message":'
+    b'"the request line and headers are over 16 KiB"}}\n'
+)
+
+
+class _HeadTooLarge(Exception):
+    """Stops the parser: the 431 has been sent."""
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with a head size limit and a request deadline."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_bytes = 0
+        """The head's bytes so far: its URL and headers as parsed, or while the head
+        is incomplete every byte received (a header the parser still buffers)."""
+        self._in_head = True
+        self._raw_head_bytes = 0
+        """Every byte received while a head is incomplete (the parser buffers a header
+        until it ends): the bound on what a slow or huge head can make us hold."""
+        self._refused = False
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        if self._deadline is None:
+            self._arm()  # the first byte of a request on a kept-alive connection
+        if self._in_head:
+            self._raw_head_bytes += len(data)
+            if self._raw_head_bytes > 2 * HEAD_BYTES_MAX:
+                self._refuse_head()  # whatever the parser has seen: far too much head
+                return
+        super().data_received(data)
+
+    def send_400_response(self, msg: str) -> None:
+        if not self._refused:  # else the parser stopped on our own 431
+            super().send_400_response(msg)
+
+    def on_message_begin(self) -> None:
+        self._in_head, self._head_bytes = True, 0
+        super().on_message_begin()
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url) + 16)  # the method and version around it
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head, self._raw_head_bytes = False, 0
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._in_head, self._head_bytes = True, 0
+        super().on_message_complete()
+
+    def _count(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > HEAD_BYTES_MAX:
+            self._refuse_head()
+            raise _HeadTooLarge
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(REQUEST_S_MAX, self._too_slow)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+    def _refuse_head(self) -> None:
+        self._refused = True
+        self._disarm()
+        self.transport.write(
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            b"content-type: application/json\r\n"
+            b"quotaledger-exit-code: 2\r\n"
+            b"connection: close\r\n"
+            b"content-length: " + str(len(_HEAD_TOO_LARGE)).encode() + b"\r\n\r\n" + _HEAD_TOO_LARGE
+        )
+        self.transport.close()

@@ -1,0 +1,144 @@
+"""Readers whose work is a pass over the journal (audit, what-if, the log, the report):
+each on a reader handle of its own, in a worker thread, beside the commits.
+
+A fresh handle reads what is durable in the journal now (its open makes the bytes it
+read durable before it answers, as every reader does), so such a reader never answers
+from a state older than the journal it was asked about, and never holds up a commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from quotaledger.api import Ledger
+from quotaledger.journal.errors import Error
+from quotaledger.services.journal import JournalService
+from quotaledger.services.operator import OperatorService
+
+CHUNK_BYTES = 64 * 1024
+"""The log is sent in chunks of about this size (or as each commit's records come)."""
+CHUNKS_AHEAD = 8
+"""At most this many chunks wait for a slow client: the reader thread waits too."""
+FOLLOW_LOOK_S = 0.5
+"""A follower looks for records other writers appended at least this often."""
+
+
+class Commits:
+    """Wakes log followers when the server commits (other writers: every look)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+
+    def notify(self) -> None:
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait(self, timeout_s: float) -> None:
+        with self._changed:
+            self._changed.wait(timeout_s)
+
+
+class Readers:
+    def __init__(self, target: str, commits: Commits, lock_timeout_s: float) -> None:
+        self.target = target
+        self.commits = commits
+        self.lock_timeout_s = lock_timeout_s
+
+    async def answer(self, name: str, request: Any) -> Any:
+        return await asyncio.to_thread(self._answer, name, request)
+
+    def _answer(self, name: str, request: Any) -> Any:
+        try:
+            with Ledger.open(self.target, write=False, lock_timeout_s=self.lock_timeout_s) as ledger:
+                return ledger.answer(name, request)
+        except Error as exc:
+            return exc
+
+    async def report(self, request: Any) -> bytes:
+        page: bytes = await asyncio.to_thread(self._report, request)
+        return page
+
+    def _report(self, request: Any) -> bytes:
+        with OperatorService.open_unfolded(
+            self.target, lock_timeout_s=self.lock_timeout_s
+        ) as service:
+            page, _ = service.report_page(request.goal, request.since, request.until)
+        return page
+
+    def log(self, request: Any) -> LogStream:
+        stream = LogStream(asyncio.get_running_loop())
+        stream.start(lambda stop: self._log(request, stream, stop))
+        return stream
+
+    def _log(self, request: Any, stream: LogStream, stop: threading.Event) -> None:
+        def wait() -> None:
+            if stop.is_set():
+                raise _Stopped
+            self.commits.wait(FOLLOW_LOOK_S)
+            if stop.is_set():
+                raise _Stopped
+
+        encode = msgspec.json.encode
+        with JournalService.open(self.target, write=False) as service:
+            answers = service.log(request, wait)
+            chunk = bytearray()
+            for answer in answers:
+                chunk += encode(answer)
+                chunk += b"\n"
+                if len(chunk) >= CHUNK_BYTES or request.follow:
+                    stream.put(bytes(chunk))
+                    chunk.clear()
+            if chunk:
+                stream.put(bytes(chunk))
+
+
+class _Stopped(Exception):
+    """The client went away: the follower stops."""
+
+
+class LogStream:
+    """Chunks of JSON Lines handed from a reader thread to the event loop: bytes, then
+    None at the end, or the Error that ended it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: asyncio.Queue[bytes | Error | None] = asyncio.Queue()
+        self._room = threading.Semaphore(CHUNKS_AHEAD)
+        self._stop = threading.Event()
+
+    def start(self, produce: Callable[[threading.Event], None]) -> None:
+        def run() -> None:
+            end: Error | None = None
+            try:
+                produce(self._stop)
+            except _Stopped:
+                pass
+            except Error as exc:
+                end = exc
+            finally:
+                self._loop.call_soon_threadsafe(self._queue.put_nowait, end)
+
+        threading.Thread(target=run, name="quotaledger-log", daemon=True).start()
+
+    def put(self, chunk: bytes) -> None:
+        while not self._room.acquire(timeout=FOLLOW_LOOK_S):
+            if self._stop.is_set():
+                raise _Stopped
+        if self._stop.is_set():
+            raise _Stopped
+        self._loop.call_soon_threadsafe(self._queue.put_nowait, chunk)
+
+    async def next(self) -> bytes | Error | None:
+        item = await self._queue.get()
+        if isinstance(item, bytes):
+            self._room.release()
+        return item
+
+    def close(self) -> None:
+        self._stop.set()
+        self._room.release()

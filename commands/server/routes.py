@@ -1,0 +1,115 @@
+"""From an HTTP request to a use case and its typed request (SPEC §11).
+
+A writer's body is its API method's keyword parameters as one JSON object; a reader's
+query string carries them as text (integers in decimal, times RFC 3339, booleans
+`true`/`false`, a list as its key repeated). Both decode into the request type the CLI
+and the Python API decode into (`usecases.decode`), with the API's names for fields.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import parse_qsl
+
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.usecases.decode import API, Request, decode, decode_json
+from quotaledger.usecases.fields import Identifier, Time
+from quotaledger.usecases.operator import range_us
+from quotaledger.usecases.registry import SERVED, UseCase
+
+HEAVY_READERS = frozenset({"audit", "whatif", "log", "digest"})
+"""Readers whose work is a pass over the journal: each runs on a reader handle of its
+own beside the commits, not in the committer between them."""
+
+
+SERVED_METRICS = SERVED["metrics"]
+"""`GET /metrics` is the `metrics` reader of every goal, as Prometheus text."""
+
+
+class ReportPageRequest(Request):
+    """`GET /report`: the goal's report page (what `report` writes to a file)."""
+
+    goal: Identifier
+    since: Time | None = None
+    until: Time | None = None
+
+    def check(self, names: Callable[[str], str]) -> None:
+        range_us(self.since, self.until, names)
+
+
+def report_request(query: bytes) -> ReportPageRequest:
+    return decode(ReportPageRequest, query_values(ReportPageRequest, query), API, strict=False)
+
+
+class RouteError(InvalidInput):
+    """An HTTP-level refusal: the status it answers with, and exit code 2."""
+
+    def __init__(self, status: int, message: str, *, code: str) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+
+
+def use_case_of(path: str, method: str) -> UseCase:
+    """The use case `/v1/NAME` names, if `method` is its method; else a RouteError."""
+    name = path[len("/v1/") :]
+    case = SERVED.get(name)
+    if case is None:
+        raise RouteError(404, f"{path} names no command the server serves", code=codes.UNKNOWN_COMMAND)
+    wanted = "POST" if case.writes else "GET"
+    if method != wanted and not (method == "HEAD" and wanted == "GET"):
+        raise RouteError(
+            405, f"{name} is called with {wanted}, not {method}", code=codes.METHOD_NOT_ALLOWED
+        )
+    return case
+
+
+def request_of_body(case: UseCase, body: bytes) -> Request:
+    decoded: Request = decode_json(case.request_type(), body or b"{}", API)
+    return decoded
+
+
+def request_of_query(case: UseCase, query: bytes) -> Request:
+    request_type = case.request_type()
+    return decode(request_type, query_values(request_type, query), API, strict=False)
+
+
+def query_values(request_type: type[Request], query: bytes) -> dict[str, Any]:
+    """A query string as the fields' values: a list field's key repeated is its items;
+    any other key given twice is refused (which of the two was meant?)."""
+    lists = _list_fields(request_type)
+    values: dict[str, Any] = {}
+    try:
+        pairs = parse_qsl(query.decode(), keep_blank_values=True, strict_parsing=False)
+    except UnicodeDecodeError:
+        raise InvalidInput("the query string is not UTF-8", code=codes.INVALID_BODY) from None
+    for key, value in pairs:
+        if key in lists:
+            values.setdefault(key, []).append(value)
+        elif key in values:
+            raise InvalidInput(f"{key} is given twice in the query", code=codes.INVALID_BODY)
+        else:
+            values[key] = value
+    return values
+
+
+_LISTS: dict[type[Request], frozenset[str]] = {}
+
+
+def _list_fields(request_type: type[Request]) -> frozenset[str]:
+    found = _LISTS.get(request_type)
+    if found is None:
+        hints = typing.get_type_hints(request_type)
+        found = _LISTS[request_type] = frozenset(
+            name for name, hint in hints.items() if _is_list(hint)
+        )
+    return found
+
+
+def _is_list(hint: Any) -> bool:
+    origin = typing.get_origin(hint)
+    if origin is list:
+        return True
+    return any(_is_list(arg) for arg in typing.get_args(hint) if arg is not type(None))

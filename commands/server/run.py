@@ -1,0 +1,205 @@
+"""The `quotaledger serve` process: open the journal, start the committer, listen.
+
+Exit status: 0 after SIGTERM/SIGINT (stop accepting, answer what waits, at most
+`DRAIN_S`), 4 after a failed commit (its batch answered `storage_failure`; a
+supervisor restarts the server and recovery on open does the rest), 2 for bad
+options (before anything is bound).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import signal
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from quotaledger.api import Ledger
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput, StorageFailure
+from quotaledger.server import openapi
+from quotaledger.server.app import Api, Tokens
+from quotaledger.server.committer import Committer
+from quotaledger.server.protocol import REQUEST_S_MAX, LimitedHttpToolsProtocol
+from quotaledger.server.readers import Commits, Readers
+from quotaledger.server.telemetry import Telemetry
+
+DRAIN_S = 10.0
+"""SIGTERM: what is waiting is committed and answered within this many seconds."""
+KEEP_ALIVE_S = 75.0
+"""An idle keep-alive connection is closed after this long (runners keep theirs)."""
+MAX_BATCH_DEFAULT = 1024
+LISTEN_DEFAULT = "127.0.0.1:8765"
+
+
+class Listen:
+    """Where the server listens: HOST:PORT or unix:PATH."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.unix_path: str | None = None
+        self.host, self.port = "127.0.0.1", 0
+        if text.startswith("unix:"):
+            self.unix_path = text[len("unix:") :]
+            if not self.unix_path:
+                raise self._bad()
+            return
+        from quotaledger.services.metrics_http import parse_listen
+
+        try:
+            self.host, self.port = parse_listen(text)
+        except InvalidInput:
+            raise self._bad() from None
+
+    def _bad(self) -> InvalidInput:
+        return InvalidInput(
+            f"--listen {self.text!r} is not HOST:PORT or unix:PATH", code=codes.INVALID_LISTEN_ADDRESS
+        )
+
+    @property
+    def loopback(self) -> bool:
+        if self.unix_path is not None or self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+def read_token(path: str | None, option: str) -> str | None:
+    """A token file's content, a trailing newline ignored; never echoed in errors."""
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as file:
+            token = file.read().rstrip("\r\n")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidInput(
+            f"{option} {path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}",
+            code=codes.INVALID_OPTION,
+        ) from None
+    if not token or any(c.isspace() for c in token):
+        raise InvalidInput(
+            f"{option} {path!r} must hold one token (no spaces)", code=codes.INVALID_OPTION
+        )
+    return token
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server; the signals are this process's (exit 0 on SIGTERM)."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def serve(
+    target: str,
+    listen: str = LISTEN_DEFAULT,
+    *,
+    token_file: str | None = None,
+    read_token_file: str | None = None,
+    max_batch: int = MAX_BATCH_DEFAULT,
+    tls_cert: str | None = None,
+    tls_key: str | None = None,
+    lock_timeout_s: float,
+    ready: Any = None,
+) -> int:
+    """Serve the journal at `target` until a signal (0) or a failed commit (4)."""
+    where = Listen(listen)
+    if not where.loopback and token_file is None:
+        raise InvalidInput(
+            f"--listen {listen} is not a loopback address: give --token-file (every request "
+            "then needs its bearer token)",
+            code=codes.AUTH_REQUIRED,
+        )
+    if read_token_file is not None and token_file is None:
+        raise InvalidInput("--read-token-file needs --token-file", code=codes.INVALID_OPTION)
+    if (tls_cert is None) != (tls_key is None):
+        raise InvalidInput("--tls-cert and --tls-key go together", code=codes.INVALID_OPTION)
+    if not 1 <= max_batch <= 1_000_000:
+        raise InvalidInput(
+            f"--max-batch must be from 1 to 1000000, got {max_batch}", code=codes.INVALID_OPTION
+        )
+    tokens = Tokens(read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file"))
+    ledger = Ledger.open(target, write=True, lock_timeout_s=lock_timeout_s)
+    try:
+        return asyncio.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))
+    finally:
+        ledger.close()
+
+
+async def _serve(
+    ledger: Ledger,
+    target: str,
+    where: Listen,
+    tokens: Tokens,
+    max_batch: int,
+    tls_cert: str | None,
+    tls_key: str | None,
+) -> int:
+    loop = asyncio.get_running_loop()
+    commits = Commits()
+    committer: Committer
+    telemetry = Telemetry(lambda: committer.waiting)
+    readers = Readers(target, commits, ledger.journal.lock_timeout_s)
+    api = Api(readers, telemetry, tokens, openapi.encoded)
+    config = uvicorn.Config(
+        api,
+        host=where.host,
+        port=where.port,
+        uds=where.unix_path,
+        http=LimitedHttpToolsProtocol,
+        interface="asgi3",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        timeout_keep_alive=int(KEEP_ALIVE_S),
+        timeout_graceful_shutdown=int(DRAIN_S),
+        backlog=4096,
+        ssl_certfile=tls_cert,
+        ssl_keyfile=tls_key,
+        server_header=False,
+        date_header=False,
+    )
+    server = _Server(config)
+
+    def on_commit(size: int, seconds: float) -> None:
+        telemetry.commit(size, seconds)
+        commits.notify()
+
+    def deliver(outcomes: list[tuple[Any, Any]]) -> None:
+        api.deliver(outcomes)
+        if committer.failure is not None:
+            server.should_exit = True  # answered first (deliver), then exit 4
+
+    committer = Committer(ledger, deliver, max_batch=max_batch, on_commit=on_commit)
+    api.committer = committer
+    api.loop = loop
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, lambda: setattr(server, "should_exit", True))
+    committer.start()
+    try:
+        await server.serve()
+    except SystemExit:  # uvicorn's way of saying it could not bind
+        raise StorageFailure(
+            f"could not listen on {where.text} (see the message above)", code=codes.LISTEN_FAILED
+        ) from None
+    finally:
+        await asyncio.to_thread(committer.stop, DRAIN_S)
+    if committer.failure is not None:
+        sys.stderr.write(
+            f"quotaledger: error: {committer.failure.message} [{committer.failure.code}]\n"
+        )
+        return 4
+    if not server.started:
+        return 4
+    return 0
+
+
+__all__ = ["REQUEST_S_MAX", "serve"]
