@@ -344,6 +344,36 @@ STREAMED = frozenset({"log"})
 """Use cases answered as JSON Lines, one answer per line."""
 
 
+def typed_answer(answer_type: Any, data: Any) -> Any:
+    """`data` as `answer_type` where it holds unions of untagged Structs (an answer of
+    one of several shapes, told apart by their members): each such union is decided by
+    which member's fields the object's keys are."""
+    import typing
+
+    args = typing.get_args(answer_type)
+    if isinstance(answer_type, type) and issubclass(answer_type, msgspec.Struct):
+        fields = msgspec.structs.fields(answer_type)
+        given = {f.name: typed_answer(f.type, data[f.encode_name]) for f in fields if f.encode_name in data}
+        return answer_type(**given)
+    if not args:
+        return msgspec.convert(data, answer_type)
+    origin = typing.get_origin(answer_type)
+    if origin is list:
+        return [typed_answer(args[0], item) for item in data]
+    if origin is dict:
+        return {key: typed_answer(args[1], value) for key, value in data.items()}
+    structs = [a for a in args if isinstance(a, type) and issubclass(a, msgspec.Struct)]
+    if data is None or not structs or not isinstance(data, dict):
+        return msgspec.convert(data, answer_type)
+    for member in structs:
+        fields = msgspec.structs.fields(member)
+        names = {f.encode_name for f in fields}
+        required = {f.encode_name for f in fields if f.required}
+        if required <= data.keys() <= names:
+            return typed_answer(member, data)
+    raise msgspec.ValidationError(f"no shape of {answer_type} has the keys {sorted(data)}")
+
+
 class RemoteService:
     """A CLI command's service over HTTP (`Ctx.service` on a server's URL): a typed
     use case's method takes its request and answers its answer type, decoded from the
@@ -366,7 +396,10 @@ class RemoteService:
             if name in STREAMED:  # JSON Lines: an answer per line
                 lines = body.splitlines()
                 return [msgspec.json.decode(line, type=answer_type) for line in lines if line]
-            return msgspec.json.decode(body, type=answer_type)
+            try:
+                return msgspec.json.decode(body, type=answer_type)
+            except TypeError:  # a union of answer shapes, which msgspec cannot decode
+                return typed_answer(answer_type, msgspec.json.decode(body))
 
         return call
 

@@ -252,7 +252,7 @@ class OperatorService(ServiceBase):
         goal = request.goal
         if self.journal.folded:
             self.require_goal(goal)
-        since_us, until_us = range_us(since, until, API)
+        since_us, until_us = range_us(request.since, request.until, API)
         overrides = au.Overrides.of(request.config_fields())
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
         self.journal.replay(_feeder(replay), progress=progress)
