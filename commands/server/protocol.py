@@ -35,7 +35,8 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         """The head's bytes so far: its URL and headers as parsed, or while the head
         is incomplete every byte received (a header the parser still buffers)."""
-        self._in_head = True
+        self._in_head = False
+        """A message has begun and its head has not ended."""
         self._raw_head_bytes = 0
         """Every byte received while a head is incomplete (the parser buffers a header
         until it ends): the bound on what a slow or huge head can make us hold."""
@@ -55,19 +56,20 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             return
         if self._deadline is None:
             self._arm()  # the first byte of a request on a kept-alive connection
-        if self._in_head:
-            self._raw_head_bytes += len(data)
-            if self._raw_head_bytes > 2 * HEAD_BYTES_MAX:
-                self._refuse_head()  # whatever the parser has seen: far too much head
-                return
         super().data_received(data)
+        if self._in_head and not self._refused:
+            # Still in a head after all of this: it is all head (the parser buffers a
+            # header until it ends, so the callbacks have not counted it yet).
+            self._raw_head_bytes += len(data)
+            if self._raw_head_bytes > HEAD_BYTES_MAX:
+                self._refuse_head()
 
     def send_400_response(self, msg: str) -> None:
         if not self._refused:  # else the parser stopped on our own 431
             super().send_400_response(msg)
 
     def on_message_begin(self) -> None:
-        self._in_head, self._head_bytes = True, 0
+        self._in_head, self._head_bytes, self._raw_head_bytes = True, 0, 0
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
@@ -84,7 +86,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         self._disarm()
-        self._in_head, self._head_bytes = True, 0
+        self._in_head, self._head_bytes = False, 0
         super().on_message_complete()
 
     def _count(self, size: int) -> None:
