@@ -353,7 +353,11 @@ def typed_answer(answer_type: Any, data: Any) -> Any:
     args = typing.get_args(answer_type)
     if isinstance(answer_type, type) and issubclass(answer_type, msgspec.Struct):
         fields = msgspec.structs.fields(answer_type)
-        given = {f.name: typed_answer(f.type, data[f.encode_name]) for f in fields if f.encode_name in data}
+        given = {
+            f.name: typed_answer(f.type, data[f.encode_name])
+            for f in fields
+            if f.encode_name in data
+        }
         return answer_type(**given)
     if not args:
         return msgspec.convert(data, answer_type)

@@ -49,6 +49,7 @@ from quotaledger.journal.record import (
 from quotaledger.journal.store import PendingRecord
 
 S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 _Raw = msgspec.Raw
 _new_pending = tuple.__new__
@@ -56,14 +57,17 @@ _new_pending = tuple.__new__
 _NOTHING_CHECKED: tuple[str | None, object] = (None, object())  # no string is this time
 
 
-class Host(Protocol[S]):
+class Host(Protocol[S_co]):
     """What a transaction needs of its journal: to begin (the lock taken, the state
     caught up) and end (the lock released), the head and state, each kind's decoder,
     to commit the records (folded, then durable), to make what it folded durable when
     it appends nothing, and to hear once the lock is released after a commit."""
 
-    head: Head
-    state: S
+    @property
+    def head(self) -> Head: ...
+
+    @property
+    def state(self) -> S_co: ...
 
     def begin(self) -> None: ...
 

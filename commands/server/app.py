@@ -110,7 +110,9 @@ class Api:
             status = await _error(send, error, method)
         self.telemetry.request(command, status)
 
-    async def _route(self, scope: Scope, receive: Receive, send: Send, path: str, method: str) -> int:
+    async def _route(
+        self, scope: Scope, receive: Receive, send: Send, path: str, method: str
+    ) -> int:
         if path == "/healthz":
             return await _send(send, 200, b'{"ok":true}\n', 0)
         access = self.tokens.access(scope["headers"])
@@ -129,7 +131,11 @@ class Api:
             else:
                 request = routes.request_of_query(case, scope["query_string"])
             return await self._use_case(send, receive, case, request, method)
-        if path not in FOR_READERS and path != "/openapi.json":
+        return await self._plain(scope, send, path, method)
+
+    async def _plain(self, scope: Scope, send: Send, path: str, method: str) -> int:
+        """The routes outside /v1: readiness, the OpenAPI document, metrics, the report."""
+        if path not in FOR_READERS:
             raise routes.RouteError(404, f"{path} is not served", code=codes.UNKNOWN_COMMAND)
         if method not in ("GET", "HEAD"):
             raise routes.RouteError(
@@ -245,9 +251,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
     if length > BODY_BYTES_MAX:
         raise routes.RouteError(413, "the body is over 1 MiB", code=codes.BODY_TOO_LARGE)
     if content_type.split(b";", 1)[0].strip().lower() != JSON:
-        raise routes.RouteError(
-            415, "the body must be application/json", code=codes.NOT_JSON
-        )
+        raise routes.RouteError(415, "the body must be application/json", code=codes.NOT_JSON)
     chunks: list[bytes] = []
     size = 0
     while True:

@@ -144,7 +144,9 @@ class Committer:
             return
         self.last_commit_ok = True
         self._on_commit(len(writers), time.perf_counter() - started)
-        self._deliver([(work.ticket, outcome) for work, outcome in zip(writers, outcomes)])
+        self._deliver(
+            [(work.ticket, outcome) for work, outcome in zip(writers, outcomes, strict=True)]
+        )
 
     def _commit_error(self, exc: Error) -> Error:
         """The answer of every request of a group that did not commit. A handle whose

@@ -155,7 +155,7 @@ _EXTRA: list[Any] = []
 def _responses(name: str, answer: dict[str, Any], error: dict[str, Any]) -> dict[str, Any]:
     media = "application/jsonl" if name == "log" else "application/json"
     ok = {
-        "description": "The answer (exit 0), or a refusal (exit 1; Quotaledger-Exit-Code says which)",
+        "description": "The answer (exit 0) or a refusal (exit 1): Quotaledger-Exit-Code says",
         "content": {media: {"schema": answer}},
     }
     responses: dict[str, Any] = {"200": ok}

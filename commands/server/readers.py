@@ -54,7 +54,9 @@ class Readers:
 
     def _answer(self, name: str, request: Any) -> Any:
         try:
-            with Ledger.open(self.target, write=False, lock_timeout_s=self.lock_timeout_s) as ledger:
+            with Ledger.open(
+                self.target, write=False, lock_timeout_s=self.lock_timeout_s
+            ) as ledger:
                 return ledger.answer(name, request)
         except Error as exc:
             return exc

@@ -57,7 +57,9 @@ def use_case_of(path: str, method: str) -> UseCase:
     name = path[len("/v1/") :]
     case = SERVED.get(name)
     if case is None:
-        raise RouteError(404, f"{path} names no command the server serves", code=codes.UNKNOWN_COMMAND)
+        raise RouteError(
+            404, f"{path} names no command the server serves", code=codes.UNKNOWN_COMMAND
+        )
     wanted = "POST" if case.writes else "GET"
     if method != wanted and not (method == "HEAD" and wanted == "GET"):
         raise RouteError(
@@ -72,7 +74,7 @@ def request_of_body(case: UseCase, body: bytes) -> Request:
 
 
 def request_of_query(case: UseCase, query: bytes) -> Request:
-    request_type = case.request_type()
+    request_type: type[Request] = case.request_type()
     return decode(request_type, query_values(request_type, query), API, strict=False)
 
 

@@ -57,7 +57,8 @@ class Listen:
 
     def _bad(self) -> InvalidInput:
         return InvalidInput(
-            f"--listen {self.text!r} is not HOST:PORT or unix:PATH", code=codes.INVALID_LISTEN_ADDRESS
+            f"--listen {self.text!r} is not HOST:PORT or unix:PATH",
+            code=codes.INVALID_LISTEN_ADDRESS,
         )
 
     @property
@@ -125,7 +126,9 @@ def serve(
         raise InvalidInput(
             f"--max-batch must be from 1 to 1000000, got {max_batch}", code=codes.INVALID_OPTION
         )
-    tokens = Tokens(read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file"))
+    tokens = Tokens(
+        read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file")
+    )
     ledger = Ledger.open(target, write=True, lock_timeout_s=lock_timeout_s)
     try:
         return asyncio.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))

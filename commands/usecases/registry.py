@@ -61,7 +61,9 @@ USE_CASES: dict[str, UseCase] = {
 }
 """Every use case, by API method name (SPEC §8), in SPEC's order of domains."""
 
-NOT_SERVED = frozenset({"verify", "repair", "checkpoint", "export", "import_", "report", "probe_run"})
+NOT_SERVED = frozenset(
+    {"verify", "repair", "checkpoint", "export", "import_", "report", "probe_run"}
+)
 """Use cases `quotaledger serve` has no /v1 route for (SPEC §11): they need the
 journal's own file or run a process on the server (`probe_run`); the report is a page
 of its own (`GET /report`)."""

@@ -14,6 +14,10 @@ import pytest
 from tests.server.serving import Server, admit, configure_and_observe, serving
 from tests.support import run_cli
 
+JSON = {"Content-Type": "application/json"}
+FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+BAD_ADMIT = b'{"goal":"g","run":"r","forecast_tpm":"2000"}'
+
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
@@ -72,15 +76,15 @@ def test_a_reader_takes_its_parameters_from_the_query(server: Server) -> None:
 @pytest.mark.parametrize(
     ("method", "path", "body", "headers", "status", "code"),
     [
-        ("POST", "/v1/admit", b"{not json", {"Content-Type": "application/json"}, 400, "invalid_body"),
-        ("POST", "/v1/admit", b"[1,2]", {"Content-Type": "application/json"}, 400, "invalid_body"),
-        ("POST", "/v1/admit", b'{"goal":"g","run":"r","bogus":1}', {"Content-Type": "application/json"}, 400, "invalid_argument"),
-        ("POST", "/v1/admit", b'{"goal":"g","run":"r","forecast_tpm":"2000"}', {"Content-Type": "application/json"}, 400, "invalid_argument"),
-        ("POST", "/v1/admit", b"goal=g", {"Content-Type": "application/x-www-form-urlencoded"}, 415, "not_json"),
-        ("POST", "/v1/admit", b"x" * (1024 * 1024 + 1), {"Content-Type": "application/json"}, 413, "body_too_large"),
+        ("POST", "/v1/admit", b"{not json", JSON, 400, "invalid_body"),
+        ("POST", "/v1/admit", b"[1,2]", JSON, 400, "invalid_body"),
+        ("POST", "/v1/admit", b'{"goal":"g","run":"r","bogus":1}', JSON, 400, "invalid_argument"),
+        ("POST", "/v1/admit", BAD_ADMIT, JSON, 400, "invalid_argument"),
+        ("POST", "/v1/admit", b"goal=g", FORM, 415, "not_json"),
+        ("POST", "/v1/admit", b"x" * (1024 * 1024 + 1), JSON, 413, "body_too_large"),
         ("GET", "/v1/admit", None, {}, 405, "method_not_allowed"),
-        ("POST", "/v1/inspect", b"{}", {"Content-Type": "application/json"}, 405, "method_not_allowed"),
-        ("POST", "/v1/probe_run", b"{}", {"Content-Type": "application/json"}, 404, "unknown_command"),
+        ("POST", "/v1/inspect", b"{}", JSON, 405, "method_not_allowed"),
+        ("POST", "/v1/probe_run", b"{}", JSON, 404, "unknown_command"),
         ("GET", "/v1/nonsense", None, {}, 404, "unknown_command"),
         ("GET", "/v1/inspect?goal=g&goal=h", None, {}, 400, "invalid_body"),
         ("GET", "/v1/inspect?goal=bad%20goal", None, {}, 400, "invalid_identifier"),
@@ -151,7 +155,5 @@ def test_log_follow_streams_records_as_they_commit(server: Server) -> None:
 def test_a_body_near_the_limit_is_read_whole(server: Server) -> None:
     padding = " " * (900 * 1024)
     raw = ('{"goal": "g", "uncached_input": 5,' + padding + '"output": 5}').encode()
-    answer = server.call(
-        "POST", "/v1/observe", raw=raw, headers={"Content-Type": "application/json"}
-    )
+    answer = server.call("POST", "/v1/observe", raw=raw, headers=JSON)
     assert (answer.status, answer.exit_code) == (200, 0), answer.body[:200]

@@ -16,41 +16,49 @@ from tests.support import run_cli
 CLIENTS = 32
 
 
+class Clients:
+    """What the clients were answered: events (acknowledged), or anything but 503."""
+
+    def __init__(self) -> None:
+        self.answered: list[dict[str, object]] = []
+        self.unexpected: list[bytes] = []
+        self.lock = threading.Lock()
+
+    def observe(self, server: Server, index: int) -> None:
+        for n in range(50):
+            params = {"goal": "g", "uncached_input": index + 1, "output": n}
+            try:
+                answer = server.call("POST", "/v1/observe", params, timeout_s=30)
+            except OSError:
+                return  # the server died: never answered, never acknowledged
+            with self.lock:
+                if answer.status == 200:
+                    self.answered.append(answer.json["event"])
+                elif answer.status != 503:  # 503: the server going down
+                    self.unexpected.append(answer.body)
+            if answer.status != 200:
+                return
+
+
 @pytest.mark.slow
 @needs_strace
 @pytest.mark.parametrize("kill_at_sync", [4, 9])
 def test_every_answered_event_survives_a_sigkill(tmp_path: Path, kill_at_sync: int) -> None:
     journal = tmp_path / "j.jsonl"
     killer = strace("trace=fdatasync", f"inject=fdatasync:signal=SIGKILL:when={kill_at_sync}")
-    answered: list[dict[str, object]] = []
-    unexpected: list[bytes] = []
-    lock = threading.Lock()
-
-    def client(server: Server, index: int) -> None:
-        for n in range(50):
-            try:
-                params = {"goal": "g", "uncached_input": index + 1, "output": n}
-                answer = server.call("POST", "/v1/observe", params, timeout_s=30)
-            except OSError:
-                return
-            if answer.status != 200:
-                if answer.status != 503:  # 503: the server going down
-                    with lock:
-                        unexpected.append(answer.body)
-                return
-            with lock:
-                answered.append(answer.json["event"])
-
+    clients = Clients()
     with serving(journal, prefix=killer) as server:
         configure_and_observe(server)
-        threads = [threading.Thread(target=client, args=(server, i)) for i in range(CLIENTS)]
+        threads = [
+            threading.Thread(target=clients.observe, args=(server, i)) for i in range(CLIENTS)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(120)
         assert server.proc.wait(timeout=60) != 0  # killed
-    assert not unexpected
-    assert answered, "nothing was answered before the kill"
+    assert not clients.unexpected
+    assert clients.answered, "nothing was answered before the kill"
     records = {}
     for line in journal.read_bytes().splitlines():
         try:
@@ -58,7 +66,7 @@ def test_every_answered_event_survives_a_sigkill(tmp_path: Path, kill_at_sync: i
         except ValueError:
             continue  # a torn last line: never answered
         records[record["seq"]] = record["hash"]
-    for event in answered:
+    for event in clients.answered:
         assert records.get(event["seq"]) == event["hash"], event
     verified = run_cli("verify", "--journal", str(journal), "--json")
     assert verified.code == 0, verified.stdout
