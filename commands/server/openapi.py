@@ -61,9 +61,11 @@ def document() -> dict[str, Any]:
             "responses": _responses(case.name, schema_of[answer_type], schema_of[ErrorAnswer]),
         }
         if case.writes:
+            # Inline, not a $ref: a generator cannot tell a shared component is only
+            # ever a request, and reads a field with a default as always present.
             operation["requestBody"] = {
                 "required": True,
-                "content": {"application/json": {"schema": schema_of[request_type]}},
+                "content": {"application/json": {"schema": components[request_type.__name__]}},
             }
             paths[f"/v1/{case.name}"] = {"post": operation}
         else:

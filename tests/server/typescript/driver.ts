@@ -1,0 +1,55 @@
+// Drives `quotaledger serve` through a client generated from its /openapi.json
+// (openapi-typescript for the types, openapi-fetch for the calls): strict TypeScript
+// must accept every call and answer below, or the test fails at compile time.
+import createClient from "openapi-fetch";
+import type { paths } from "./schema.js";
+
+const base = process.argv[2];
+const client = createClient<paths>({ baseUrl: base });
+const results: Record<string, unknown> = {};
+
+function must<T>(what: string, data: T | undefined, error: unknown): T {
+  if (data === undefined) throw new Error(`${what}: ${JSON.stringify(error)}`);
+  return data;
+}
+
+const configured = await client.POST("/v1/configure", {
+  body: { goal: "ts", max_active_cases: 2, quota_tpm: 100000 },
+});
+results.configure = must("configure", configured.data, configured.error).appended;
+
+const observation = { goal: "ts", uncached_input: 1200, output: 300 };
+const first = await client.POST("/v1/observe", { body: observation });
+results.observe = must("observe", first.data, first.error).event?.seq;
+
+const admitted: boolean[] = [];
+for (const run of ["a", "b", "c"]) {
+  const answer = await client.POST("/v1/admit", {
+    body: { goal: "ts", run, arm: "baseline", forecast_tpm: 1000 },
+  });
+  const decision = must("admit", answer.data, answer.error);
+  admitted.push(decision.admitted);
+  results.exit_code = answer.response.headers.get("quotaledger-exit-code");
+  if (!decision.admitted) results.refusal_seq = decision.event?.seq;
+}
+results.admitted = admitted;
+
+const released = await client.POST("/v1/release", { body: { goal: "ts", run: "a" } });
+results.release = must("release", released.data, released.error).ok;
+
+const inspected = await client.GET("/v1/inspect", { params: { query: { goal: "ts" } } });
+const goals = must("inspect", inspected.data, inspected.error).goals;
+results.active = Object.keys(goals).length;
+
+const audited = await client.GET("/v1/audit", {
+  params: { query: { seq: results.refusal_seq as number } },
+});
+results.reproduced = must("audit", audited.data, audited.error).reproduced;
+
+const bad = await client.POST("/v1/admit", {
+  body: { goal: "ts", run: "bad run!", arm: "baseline", forecast_tpm: 1 },
+});
+results.bad_status = bad.response.status;
+results.bad_code = bad.error && "error" in bad.error ? bad.error.error.code : null;
+
+process.stdout.write(JSON.stringify(results) + "\n");
