@@ -10,21 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import signal
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
-
-import uvicorn
 
 from quotaledger.api import Ledger
 from quotaledger.journal import codes
-from quotaledger.journal.errors import InvalidInput, StorageFailure
-from quotaledger.server import openapi
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.server import listening, openapi
 from quotaledger.server.app import Api, Tokens
 from quotaledger.server.committer import Committer
-from quotaledger.server.protocol import REQUEST_S_MAX, LimitedHttpToolsProtocol
 from quotaledger.server.readers import Commits, Readers
 from quotaledger.server.telemetry import Telemetry
 
@@ -90,14 +84,6 @@ def read_token(path: str | None, option: str) -> str | None:
     return token
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server; the signals are this process's (exit 0 on SIGTERM)."""
-
-    @contextmanager
-    def capture_signals(self) -> Iterator[None]:
-        yield
-
-
 def serve(
     target: str,
     listen: str = LISTEN_DEFAULT,
@@ -151,26 +137,11 @@ async def _serve(
     telemetry = Telemetry(lambda: committer.waiting)
     readers = Readers(target, commits, ledger.journal.lock_timeout_s)
     api = Api(readers, telemetry, tokens, openapi.encoded)
-    config = uvicorn.Config(
-        api,
-        host=where.host,
-        port=where.port,
-        uds=where.unix_path,
-        http=LimitedHttpToolsProtocol,
-        interface="asgi3",
-        lifespan="off",
-        log_level="warning",
-        access_log=False,
-        proxy_headers=False,
-        timeout_keep_alive=int(KEEP_ALIVE_S),
-        timeout_graceful_shutdown=int(DRAIN_S),
-        backlog=4096,
-        ssl_certfile=tls_cert,
-        ssl_keyfile=tls_key,
-        server_header=False,
-        date_header=False,
+    sock = listening.bind(where.host, where.port, where.unix_path)
+    tls = {"ssl_certfile": tls_cert, "ssl_keyfile": tls_key} if tls_cert else {}
+    server = listening.Server(
+        listening.config(api, keep_alive_s=KEEP_ALIVE_S, drain_s=DRAIN_S, **tls)
     )
-    server = _Server(config)
 
     def on_commit(size: int, seconds: float) -> None:
         telemetry.commit(size, seconds)
@@ -184,15 +155,10 @@ async def _serve(
     committer = Committer(ledger, deliver, max_batch=max_batch, on_commit=on_commit)
     api.committer = committer
     api.loop = loop
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, lambda: setattr(server, "should_exit", True))
+    server.stop_on_signals()
     committer.start()
     try:
-        await server.serve()
-    except SystemExit:  # uvicorn's way of saying it could not bind
-        raise StorageFailure(
-            f"could not listen on {where.text} (see the message above)", code=codes.LISTEN_FAILED
-        ) from None
+        await server.serve(sockets=[sock])
     finally:
         await asyncio.to_thread(committer.stop, DRAIN_S)
     if committer.failure is not None:
@@ -200,9 +166,7 @@ async def _serve(
             f"quotaledger: error: {committer.failure.message} [{committer.failure.code}]\n"
         )
         return 4
-    if not server.started:
-        return 4
     return 0
 
 
-__all__ = ["REQUEST_S_MAX", "serve"]
+__all__ = ["serve"]

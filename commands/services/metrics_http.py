@@ -1,22 +1,18 @@
 """`metrics --listen HOST:PORT`: GET /metrics for a Prometheus scrape (SPEC §7).
 
-The standard library's http.server, one request at a time: a scrape is one small
-GET every few seconds, and the answer is the same exposition `metrics` prints,
-rendered afresh (the journal folded anew) for each request. Imported only by the
-listen path, so no other command pays for it at start-up.
+The answer is the same exposition `metrics` prints, rendered afresh (the journal
+folded anew) for each request, served by `quotaledger serve`'s HTTP machinery
+(quotaledger.server.listening). Imported only by the listen path, so no other
+command pays for it at start-up.
 """
 
 from __future__ import annotations
 
 import re
-import signal
-import socket
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, HTTPServer
-from types import FrameType
 from typing import Any
 
-from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
+from quotaledger.journal import Error, InvalidInput, codes
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -36,80 +32,51 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
-class _Stop(Exception):
-    """SIGTERM: stop serving as Ctrl-C does."""
-
-
-class _MetricsHandler(BaseHTTPRequestHandler):
-    server: _MetricsServer
-
-    def do_GET(self) -> None:
-        self._answer(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._answer(send_body=False)
-
-    def _answer(self, *, send_body: bool) -> None:
-        if self.path.split("?", 1)[0] != "/metrics":
-            self._send(404, "text/plain; charset=utf-8", "only /metrics is served\n", send_body)
-            return
-        try:
-            body = self.server.render()
-        except Error as error:  # a corrupt or missing journal: say so, keep serving
-            message = f"quotaledger: {error.message} [{error.code}]\n"
-            self._send(500, "text/plain; charset=utf-8", message, send_body)
-            return
-        self._send(200, CONTENT_TYPE, body, send_body)
-
-    def _send(self, status: int, content_type: str, text: str, send_body: bool) -> None:
-        data = text.encode()
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        if send_body:
-            self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass  # a scrape every few seconds is not news
-
-
-class _MetricsServer(HTTPServer):
-    def __init__(self, address: tuple[str, int], render: Callable[[], str]) -> None:
-        self.render = render
-        super().__init__(address, _MetricsHandler)
-
-
-class _MetricsServerV6(_MetricsServer):
-    address_family = socket.AF_INET6
-
-
 def serve(
     host: str,
     port: int,
     render: Callable[[], str],
     on_ready: Callable[[str], None],
 ) -> None:
-    """Serve GET /metrics with `render()` until SIGINT or SIGTERM; returns then."""
-    server_class = _MetricsServerV6 if ":" in host else _MetricsServer
-    try:
-        server = server_class((host, port), render)
-    except OSError as exc:
-        raise StorageFailure(
-            f"cannot listen on {host}:{port}: {exc.strerror}", code=codes.LISTEN_FAILED
-        ) from exc
+    """Serve GET /metrics with `render()` until SIGINT or SIGTERM; returns then.
 
-    def stop(signum: int, frame: FrameType | None) -> None:
-        raise _Stop
+    The machinery of `quotaledger serve` (uvicorn, its limits): scrapes are answered
+    concurrently, each rendered in a worker thread (`render` opens the journal anew),
+    so an idle or slow connection holds up no other, and a reset is no traceback."""
+    import asyncio
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    from quotaledger.server import listening
+
+    sock = listening.bind(host, port)
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return
+        status, content_type, text = 404, "text/plain; charset=utf-8", "only /metrics is served\n"
+        if scope["method"] not in ("GET", "HEAD"):
+            status, text = 405, "only GET and HEAD\n"
+        elif scope["path"] == "/metrics":
+            try:
+                status, content_type, text = 200, CONTENT_TYPE, await asyncio.to_thread(render)
+            except Error as error:  # a corrupt or missing journal: say so, keep serving
+                status, text = 500, f"quotaledger: {error.message} [{error.code}]\n"
+        data = text.encode()
+        headers = [
+            (b"content-type", content_type.encode()),
+            (b"content-length", str(len(data)).encode()),
+        ]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        body = b"" if scope["method"] == "HEAD" else data
+        await send({"type": "http.response.body", "body": body})
+
+    server = listening.Server(listening.config(app, keep_alive_s=5, drain_s=5))
+
+    async def run() -> None:
+        server.stop_on_signals()
+        on_ready(listening.url_of(sock) + "/metrics")
+        await server.serve(sockets=[sock])
+
     try:
-        bound_host, bound_port = (str(part) for part in server.server_address[:2])
-        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-        on_ready(f"http://{shown}:{bound_port}/metrics")
-        server.serve_forever()
-    except (KeyboardInterrupt, _Stop):
-        pass
+        asyncio.run(run())
     finally:
-        signal.signal(signal.SIGTERM, previous)
-        server.server_close()
+        sock.close()

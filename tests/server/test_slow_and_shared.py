@@ -57,8 +57,7 @@ def test_two_servers_on_one_postgresql_journal_admit_exactly_three(pg_journal: s
                 answers.append(answer)
 
         threads = [
-            threading.Thread(target=race, args=((first, second)[i % 2], f"r{i}"))
-            for i in range(12)
+            threading.Thread(target=race, args=((first, second)[i % 2], f"r{i}")) for i in range(12)
         ]
         for thread in threads:
             thread.start()

@@ -1,0 +1,99 @@
+"""The HTTP machinery `serve` and `metrics --listen` share: the socket bound here (so
+a port taken is `listen_failed` before anything runs, and port 0's port is known), the
+server library configured with SPEC §11's limits, and signals that stop it cleanly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from quotaledger.journal import codes
+from quotaledger.journal.errors import StorageFailure
+from quotaledger.server.protocol import LimitedHttpToolsProtocol
+
+BACKLOG = 4096
+"""Connections the kernel queues before the server accepts them (many runners at once)."""
+
+
+class Server(uvicorn.Server):
+    """uvicorn's server; SIGTERM and SIGINT are this process's (`stop_on_signals`), so
+    a stop is exit 0 with no traceback and no re-raised signal."""
+
+    @contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+    def stop_on_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.stop)
+
+    def stop(self) -> None:
+        self.should_exit = True
+
+
+def config(app: Any, *, keep_alive_s: float, drain_s: float, **tls: Any) -> uvicorn.Config:
+    """uvicorn set as SPEC §11 says: the head and request-time limits of our protocol,
+    no access log (a token never reaches a log), no library headers."""
+    return uvicorn.Config(
+        app,
+        http=LimitedHttpToolsProtocol,
+        interface="asgi3",
+        lifespan="off",
+        log_level="warning",
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        date_header=False,
+        timeout_keep_alive=int(keep_alive_s),
+        timeout_graceful_shutdown=int(drain_s),
+        backlog=BACKLOG,
+        **tls,
+    )
+
+
+def bind(host: str, port: int, unix_path: str | None = None) -> socket.socket:
+    """A listening socket on HOST:PORT (or a Unix socket at `unix_path`)."""
+    try:
+        if unix_path is not None:
+            if os.path.exists(unix_path) and not _alive(unix_path):
+                os.unlink(unix_path)  # a stale socket a killed server left behind
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.bind(unix_path)
+        else:
+            family = socket.AF_INET6 if ":" in host else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except OSError as exc:
+        where = unix_path or f"{host}:{port}"
+        raise StorageFailure(
+            f"cannot listen on {where}: {exc.strerror}", code=codes.LISTEN_FAILED
+        ) from None
+    return sock
+
+
+def _alive(unix_path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(unix_path)
+        except OSError:
+            return False
+    return True
+
+
+def url_of(sock: socket.socket) -> str:
+    address = sock.getsockname()
+    if isinstance(address, str):
+        return f"unix:{address}"
+    host, port = address[0], address[1]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
