@@ -22,14 +22,23 @@ class UseCase(NamedTuple):
         return "".join(word.capitalize() for word in self.name.split("_"))
 
     def request_type(self) -> Any:
-        return getattr(
-            importlib.import_module(f"quotaledger.usecases.{self.module}"), self.stem + "Request"
-        )
+        return _type_of(self, "Request")
 
     def answer_type(self) -> Any:
-        return getattr(
-            importlib.import_module(f"quotaledger.usecases.{self.module}"), self.stem + "Answer"
-        )
+        return _type_of(self, "Answer")
+
+
+_TYPES: dict[tuple[str, str], Any] = {}
+
+
+def _type_of(case: UseCase, suffix: str) -> Any:
+    """A use case's request or answer type, its module imported on first use."""
+    key = (case.name, suffix)
+    found = _TYPES.get(key)
+    if found is None:
+        module = importlib.import_module(f"quotaledger.usecases.{case.module}")
+        found = _TYPES[key] = getattr(module, case.stem + suffix)
+    return found
 
 
 def _cases(module: str, writes: bool, *names: str) -> dict[str, UseCase]:
