@@ -70,12 +70,26 @@ def use_case_of(path: str, method: str) -> UseCase:
 
 def request_of_body(case: UseCase, body: bytes) -> Request:
     decoded: Request = decode_json(case.request_type(), body or b"{}", API)
-    return decoded
+    return _served(case, decoded)
 
 
 def request_of_query(case: UseCase, query: bytes) -> Request:
     request_type: type[Request] = case.request_type()
-    return decode(request_type, query_values(request_type, query), API, strict=False)
+    return _served(case, decode(request_type, query_values(request_type, query), API, strict=False))
+
+
+def _served(case: UseCase, request: Request) -> Request:
+    """A request the server may carry out: none writes a file where the server runs
+    (`metrics`' `out`: a client scrapes GET /metrics instead)."""
+    if getattr(request, "out", None) is not None:
+        raise InvalidInput(
+            f"{case.name}'s out writes a file where the server runs, which a client may "
+            "not ask for; write the answer where the client runs (GET /metrics for the "
+            "exposition)",
+            code=codes.REMOTE_NOT_SERVED,
+            parameter="out",
+        )
+    return request
 
 
 def query_values(request_type: type[Request], query: bytes) -> dict[str, Any]:

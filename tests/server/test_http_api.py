@@ -88,6 +88,7 @@ def test_a_reader_takes_its_parameters_from_the_query(server: Server) -> None:
         ("GET", "/v1/nonsense", None, {}, 404, "unknown_command"),
         ("GET", "/v1/inspect?goal=g&goal=h", None, {}, 400, "invalid_body"),
         ("GET", "/v1/inspect?goal=bad%20goal", None, {}, 400, "invalid_identifier"),
+        ("GET", "/v1/metrics?out=/tmp/x.prom", None, {}, 400, "remote_not_served"),
     ],
 )  # fmt: skip
 def test_bad_requests_get_a_json_error_and_write_nothing(
