@@ -20,7 +20,10 @@ ROOT = typer.main.get_command(app)
 JSON_LINES = {("log",)}  # SPEC §8: `log --json` prints JSON Lines, one event per line
 # Commands without required options that would run for long: give them an argument
 # that is refused (still one JSON error object) instead of benchmarking the machine.
-CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {("bench",): ["--events", "1"]}
+CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {
+    ("bench",): ["--events", "1"],
+    ("serve",): ["--listen", "nowhere"],  # refused before it opens or binds anything
+}
 # What makes the minimal arguments of a command valid input, where required options
 # alone are not (so that the journal is what decides the answer).
 VALID_ARGS: dict[tuple[str, ...], list[str]] = {

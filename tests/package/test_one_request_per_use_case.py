@@ -23,7 +23,8 @@ import quotaledger.api
 import quotaledger.cli.main
 import quotaledger.usecases.decode as decoding
 from quotaledger import Error, Ledger
-from quotaledger.usecases.registry import USE_CASES
+from quotaledger.server import routes
+from quotaledger.usecases.registry import SERVED, USE_CASES
 from tests.settlement.settlement_helpers import effect
 from tests.support import run_cli
 
@@ -163,9 +164,31 @@ def by_api(name: str, args: list[str], keywords: dict[str, Any], journal: str) -
             list(answer)
 
 
+def by_server(name: str, args: list[str], keywords: dict[str, Any], journal: str) -> None:
+    """What `quotaledger serve` decodes from a writer's JSON body or a reader's query."""
+    case = USE_CASES[name]
+    with contextlib.suppress(Error):
+        if case.writes:
+            routes.request_of_body(case, msgspec.json.encode(keywords))
+        else:
+            routes.request_of_query(case, query_of(keywords).encode())
+
+
+def query_of(keywords: dict[str, Any]) -> str:
+    """SPEC §11's query: integers in decimal, booleans true/false, a list repeated."""
+    from urllib.parse import urlencode
+
+    pairs = []
+    for key, value in keywords.items():
+        for item in value if isinstance(value, list) else [value]:
+            pairs.append((key, str(item).lower() if isinstance(item, bool) else str(item)))
+    return urlencode(pairs)
+
+
 CALLERS: dict[str, Callable[[str, list[str], dict[str, Any], str], None]] = {
     "cli": by_cli,
     "api": by_api,
+    "server": by_server,
 }
 """Each way a request enters: it asks use case NAME with the CLI's arguments or the
 API's keywords on the journal at a path, whatever the answer (decoding comes first)."""
@@ -176,16 +199,17 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every request `decode` makes, wherever its caller imported it from."""
     assert quotaledger.cli.main.app and quotaledger.api  # every command's module loaded
     made: list[Any] = []
-    original = decoding.decode
+    for function in ("decode", "decode_json"):
+        original = getattr(decoding, function)
 
-    def recording(request_type: Any, values: Any, names: Any) -> Any:
-        request = original(request_type, values, names)
-        made.append(request)
-        return request
+        def recording(*args: Any, original: Any = original, **kwargs: Any) -> Any:
+            request = original(*args, **kwargs)
+            made.append(request)
+            return request
 
-    for module in list(sys.modules.values()):
-        if getattr(module, "decode", None) is original:
-            monkeypatch.setattr(module, "decode", recording)
+        for module in list(sys.modules.values()):
+            if getattr(module, function, None) is original:
+                monkeypatch.setattr(module, function, recording)
     return made
 
 
@@ -204,6 +228,8 @@ def test_every_caller_decodes_the_same_request(
     expected = USE_CASES[name].request_type()
     asked = {}
     for caller, call in CALLERS.items():
+        if caller == "server" and name not in SERVED:
+            continue
         journal = str(tmp_path / f"{caller}.jsonl")
         if name != "import_":
             shutil.copyfile(tmp_path / "source.jsonl", journal)

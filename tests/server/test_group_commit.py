@@ -12,6 +12,8 @@ import signal
 import threading
 from pathlib import Path
 
+import pytest
+
 from tests.server.serving import (
     Answer,
     Server,
@@ -86,6 +88,7 @@ def _batches(server: Server) -> tuple[int, int]:
     return int(float(count.group(1))), int(float(total.group(1)))
 
 
+@pytest.mark.slow
 @needs_strace
 def test_twelve_clients_racing_for_three_slots_admit_exactly_three_in_few_commits(
     tmp_path: Path,

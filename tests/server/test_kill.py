@@ -42,7 +42,7 @@ class Clients:
 
 @pytest.mark.slow
 @needs_strace
-@pytest.mark.parametrize("kill_at_sync", [4, 9])
+@pytest.mark.parametrize("kill_at_sync", [12, 40])
 def test_every_answered_event_survives_a_sigkill(tmp_path: Path, kill_at_sync: int) -> None:
     journal = tmp_path / "j.jsonl"
     killer = strace("trace=fdatasync", f"inject=fdatasync:signal=SIGKILL:when={kill_at_sync}")
