@@ -8,37 +8,16 @@ every time its usage, reservations or limits change, so the step charts are exac
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from html import escape
-from operator import attrgetter
 from typing import Any
 
-import msgspec
-
-from quotaledger.journal.clock import US_PER_S, format_us
+from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
-from quotaledger.report import svgchart
-
-COLORS = {
-    "uncached": "#4e79a7",
-    "cached": "#76b7b2",
-    "output": "#f28e2b",
-    "reserved": "#7b3294",
-    "target": "#2ca02c",
-    "solver": "#98df8a",
-    "quota": "#d62728",
-    "admission": "#2ca02c",
-    "refusal": "#d62728",
-    "rejection": "#8c564b",
-    "cooldown": "#f4b400",
-    "active": "#4e79a7",
-}
+from quotaledger.projections import capacity as cap
+from quotaledger.report import charts, svgchart
 
 DENSE_POINTS = 2000
 """Beyond this many chart points, the report suggests a narrower range."""
-
-_TICK_STEPS_S: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
-_TICK_STEPS_S += (7200, 10800, 21600, 43200, 86400, 172800, 604800)
 
 CSS = """
 body { font-family: -apple-system, 'Segoe UI', Roboto, Helvetica, Arial, sans-serif;
@@ -60,6 +39,8 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
           padding: 0 4px; margin: 1px 2px 1px 0; font-family: monospace; }
 .note { color: #555; font-size: 12px; }
 .scroll { overflow-x: auto; }
+table.inner { width: auto; margin: 0; }
+table.inner th { background: #fafafa; font-weight: normal; color: #555; }
 svg.chart { display: block; margin: 8px 0; width: 100%; height: auto; }
 """
 
@@ -120,16 +101,20 @@ def render_report(
 
 
 def _charts(timeline: au.Timeline) -> list[str]:
-    """The charts' section: none without a point to draw."""
+    """The charts' section: one chart per configured dimension, then the active runs
+    (none without a point to draw)."""
     points = timeline.points
     if not points:
         return []
     return [
-        "<h2>Token usage, reservations and limits</h2>",
-        '<p class="note">Usage in the trailing 60 s window, stacked by counter (cached '
+        "<h2>Usage, reservations and limits, per dimension</h2>",
+        '<p class="note">One chart per configured dimension, in its own unit. Usage in '
+        "the trailing 60 s window, stacked by the parts the dimension counts (cached "
         "input weighted as the config says); reserved = the active runs' forecasts; "
-        "target and quota lines from the config in force. Markers along the bottom: "
-        "admissions (●), refusals (✕), provider rejections (▲); shaded: cooldown.</p>",
+        "provider used = limit - remaining of the provider's report while it was live; "
+        "the load is the largest of the three. Target and quota lines from the config "
+        "in force. Markers along the bottom: admissions (●), refusals (✕, coloured by "
+        "the dimension that bound them), provider rejections (▲); shaded: cooldown.</p>",
         *(
             [
                 f'<p class="note">{len(points):,} points: narrow the range with --since / '
@@ -138,191 +123,13 @@ def _charts(timeline: au.Timeline) -> list[str]:
             if len(points) > DENSE_POINTS
             else []
         ),
-        svgchart.render(usage_chart(timeline)),
-        *(svgchart.render(c) for c in dimension_charts(timeline)),
+        *(
+            svgchart.render(charts.dimension_chart(timeline, d))
+            for d in charts.charted_dimensions(timeline)
+        ),
         "<h2>Active runs</h2>",
-        svgchart.render(active_chart(timeline)),
+        svgchart.render(charts.active_chart(timeline)),
     ]
-
-
-# -- charts ------------------------------------------------------------------------------
-
-
-def _xs(points: list[au.Point]) -> list[float]:
-    """Each point's x: seconds since the first point."""
-    origin_us = points[0].at_us
-    return [(p.at_us - origin_us) / US_PER_S for p in points]
-
-
-def usage_chart(timeline: au.Timeline) -> svgchart.Chart:
-    points = timeline.points
-    origin_us = points[0].at_us
-    end_us = points[-1].at_us
-    xs = _xs(points)
-
-    def x(at_us: int) -> float:
-        return (at_us - origin_us) / US_PER_S
-
-    def series(label: str, color: str, value: Any) -> svgchart.Series:
-        return svgchart.Series(
-            label, color, list(zip(xs, map(float, map(value, points)), strict=True))
-        )
-
-    def limit(label: str, color: str, value: Any) -> list[svgchart.Series]:
-        # A limit is drawn only where it exists (a goal may configure its token gate later).
-        values = list(map(value, points))
-        pts = [(x, float(v)) for x, v in zip(xs, values, strict=True) if v is not None]
-        return [svgchart.Series(label, color, pts)] if pts else []
-
-    chart = svgchart.Chart(
-        title=f"Usage TPM of goal {timeline.goal}",
-        step=True,
-        x_range=(0.0, max(x(end_us), 1.0)),
-        x_label_at=_ticks(origin_us, end_us),
-        stacked=[
-            series("uncached input", COLORS["uncached"], attrgetter("uncached_input_tpm")),
-            series(
-                "cached input (weighted)",
-                COLORS["cached"],
-                attrgetter("cached_input_weighted_tpm"),
-            ),
-            series("output", COLORS["output"], attrgetter("output_tpm")),
-        ],
-        lines=[
-            series("reserved", COLORS["reserved"], attrgetter("reserved_tpm")),
-            *limit("target", COLORS["target"], attrgetter("target_tpm")),
-            *limit("quota", COLORS["quota"], attrgetter("quota_tpm")),
-        ],
-    )
-    _mark_decisions_and_cooldowns(chart, timeline, x)
-    chart.legend_extra = [
-        ("admitted", COLORS["admission"], "circle"),
-        ("refused", COLORS["refusal"], "cross"),
-        ("429", COLORS["rejection"], "triangle"),
-        ("cooldown", COLORS["cooldown"], "span"),
-    ]
-    return chart
-
-
-def _mark_decisions_and_cooldowns(
-    chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int], float]
-) -> None:
-    """Decisions and provider rejections as markers along the bottom; cooldowns shaded."""
-    origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
-    for d in timeline.decisions:
-        label = _decision_label(d)
-        if d.admitted:
-            chart.markers.append(svgchart.Marker(x(d.at_us), label, COLORS["admission"]))
-        else:
-            chart.markers.append(
-                svgchart.Marker(x(d.at_us), label, COLORS["refusal"], shape="cross", row=1)
-            )
-    for c in timeline.cooldowns:
-        chart.markers.append(
-            svgchart.Marker(
-                x(c.start_us),
-                f"provider rejection at {format_us(c.start_us)}: cooldown {c.cooldown_s} s",
-                COLORS["rejection"],
-                shape="triangle",
-                row=2,
-            )
-        )
-    for start_us, stop_us in au.merged_cooldowns(timeline.cooldowns):
-        chart.spans.append(
-            svgchart.Span(
-                x(max(start_us, origin_us)),
-                x(min(stop_us, end_us)),
-                f"cooldown {format_us(start_us)} — {format_us(stop_us)}",
-                COLORS["cooldown"],
-            )
-        )
-
-
-def dimension_charts(timeline: au.Timeline) -> list[svgchart.Chart]:
-    """One usage chart per configured dimension other than tpm (SPEC §3.6)."""
-    points = timeline.points
-    origin_us, end_us = points[0].at_us, points[-1].at_us
-
-    def x(at_us: int) -> float:
-        return (at_us - origin_us) / US_PER_S
-
-    charts: list[svgchart.Chart] = []
-    if not any(p.dimensions for p in points):
-        return charts
-    for dimension in ("itpm", "otpm", "rpm"):
-        held = [p for p in points if dimension in p.dimensions]
-        if not held:
-            continue
-
-        def pts(index: int, dimension: str = dimension) -> list[tuple[float, float]]:
-            return [
-                (x(p.at_us), float(p.dimensions[dimension][index]))
-                for p in points
-                if dimension in p.dimensions
-            ]
-
-        charts.append(
-            svgchart.Chart(
-                title=f"Usage {dimension.upper()} of goal {timeline.goal}",
-                step=True,
-                x_range=(0.0, max(x(end_us), 1.0)),
-                x_label_at=_ticks(origin_us, end_us),
-                stacked=[svgchart.Series("usage", COLORS["uncached"], pts(0))],
-                lines=[
-                    svgchart.Series("load", COLORS["reserved"], pts(1)),
-                    svgchart.Series("target", COLORS["target"], pts(2)),
-                ],
-            )
-        )
-    return charts
-
-
-def active_chart(timeline: au.Timeline) -> svgchart.Chart:
-    points = timeline.points
-    origin_us, end_us = points[0].at_us, points[-1].at_us
-
-    def x(at_us: int) -> float:
-        return (at_us - origin_us) / US_PER_S
-
-    active = [p.active_runs for p in points]
-    return svgchart.Chart(
-        title=f"Active runs of goal {timeline.goal}",
-        step=True,
-        y_unit="runs",
-        x_range=(0.0, max(x(end_us), 1.0)),
-        x_label_at=_ticks(origin_us, end_us),
-        stacked=[
-            svgchart.Series(
-                "active runs", COLORS["active"], list(zip(_xs(points), active, strict=True))
-            )
-        ],
-    )
-
-
-def _ticks(origin_us: int, end_us: int, wanted: int = 8) -> list[tuple[float, str]]:
-    """Round-valued time ticks across the range, labelled in UTC."""
-    length_s = max((end_us - origin_us) / US_PER_S, 1.0)
-    step_s = next((s for s in _TICK_STEPS_S if length_s / s <= wanted), _TICK_STEPS_S[-1])
-    step_us = step_s * US_PER_S
-    first_us = -(-origin_us // step_us) * step_us
-    long_range = length_s >= 86400
-    ticks = []
-    at_us = first_us
-    while at_us <= end_us:
-        text = format_us(at_us)
-        label = f"{text[5:10]} {text[11:16]}" if long_range else text[11:19]
-        ticks.append(((at_us - origin_us) / US_PER_S, label))
-        at_us += step_us
-    return ticks
-
-
-def _decision_label(d: au.RecordedDecision) -> str:
-    request = d.request
-    head = f"seq {d.seq} {d.at} run {request.run} ({request.run_class}"
-    head += f", forecast {request.forecast_tpm})" if request.forecast_tpm is not None else ")"
-    if d.admitted:
-        return f"admitted: {head}"
-    return f"refused: {head}: {', '.join(d.reasons)}"
 
 
 # -- tables ------------------------------------------------------------------------------
@@ -358,10 +165,12 @@ def refusals_table(refusals: list[au.RecordedDecision], day: str | None = None) 
         "at",
         "run",
         "arm · class",
-        "forecast",
         "reasons",
+        "dimension",
+        "forecast",
         "usage",
         "reserved",
+        "provider used",
         "load",
         "target",
         "headroom",
@@ -379,19 +188,32 @@ def refusals_table(refusals: list[au.RecordedDecision], day: str | None = None) 
             + _time_td(d.at, day)
             + _td(r.run)
             + _td(f"{r.arm or '-'} · {r.run_class}")
-            + _td(_num(r.forecast_tpm), num=True)
             + f'<td class="wrap">{reasons}</td>'
-            + _td(_num(f.usage_tpm), num=True)
-            + _td(_num(f.reserved_tpm), num=True)
-            + _td(_num(f.load_tpm), num=True)
-            + _td(_num(f.target_tpm), num=True)
-            + _td(_num(f.headroom_tpm), num=True)
+            + "".join(_refusal_figures(f))
             + _td(f"{f.active_cases.total} ({f.active_cases.baseline}b/{f.active_cases.test}t)")
             + _td(f.coverage + (" (stale)" if f.observation_stale else ""))
             + _time_td(f.cooldown_until, day)
             + "</tr>"
         )
     return _table(header, rows, "refusals")
+
+
+def _refusal_figures(f: Any) -> list[str]:
+    """The cells of the dimension a refusal is about: the one that bound it, else TPM
+    (or the first configured), in that dimension's unit."""
+    name = f.binding_dimension or (
+        "tpm" if "tpm" in f.dimensions else next(iter(f.dimensions), None)
+    )
+    if name is None:  # figures recorded before dimensions existed: the TPM ones
+        values: tuple[Any, ...] = (f.forecast_tpm, f.usage_tpm, f.reserved_tpm, None)
+        values += (f.load_tpm, f.target_tpm, f.headroom_tpm)
+        label = "TPM"
+    else:
+        g = f.dimensions[name]
+        values = (g.forecast, g.usage, g.reserved, g.provider_used, g.load, g.target, g.headroom)
+        unit = charts.DIMENSIONS[name].unit
+        label = f"{name.upper()} ({unit})" + (" binding" if name == f.binding_dimension else "")
+    return [_td(label)] + [_td(_num(v), num=True) for v in values]
 
 
 def admissions_table(admissions: list[au.RecordedDecision], day: str | None = None) -> str:
@@ -436,22 +258,70 @@ def cooldowns_table(cooldowns: list[au.Cooldown], day: str | None = None) -> str
 
 
 def configs_table(configs: list[tuple[str, Any]], day: str | None = None) -> str:
+    """One row per configure: the case gate's fields, each dimension's envelope, and the
+    token gate's other settings, as cells (never a dump of the payload)."""
     if not configs:
         return '<p class="note">No configure in range.</p>'
-    header = ("at", "case gate", "token gate")
+    header = ("at", "case gate", "dimensions", "token gate settings")
     rows = []
     for at, payload in configs:
-        cases = msgspec.to_builtins(payload.cases)
-        tokens = msgspec.to_builtins(payload.tokens)
-        cells = _time_td(at, day) + _td(_kv(cases), wrap=True) + _td(_kv(tokens), wrap=True)
+        cells = _time_td(at, day)
+        cells += f'<td class="wrap">{_case_cell(payload.cases)}</td>'
+        cells += f'<td class="wrap">{_limits_cell(payload.tokens)}</td>'
+        cells += f'<td class="wrap">{_settings_cell(payload.tokens)}</td>'
         rows.append("<tr>" + cells + "</tr>")
     return _table(header, rows, "configs")
 
 
-def _kv(values: dict[str, Any] | None) -> str:
-    if values is None:
+def _case_cell(cases: Any) -> str:
+    if cases is None:
         return "not configured"
-    return ", ".join(f"{k}={v}" for k, v in values.items())
+    return _pairs(
+        [
+            ("max active", cases.max_active_cases),
+            ("target active", cases.target_active_cases),
+            ("max baseline", cases.max_baseline_cases),
+            ("max test", cases.max_test_cases),
+            ("reserved test", cases.reserved_test_cases),
+        ]
+    )
+
+
+def _limits_cell(tokens: Any) -> str:
+    limits = cap.limits_of(tokens)
+    if not limits:
+        return "not configured"
+    head = "".join(
+        f"<th>{h}</th>" for h in ("", "quota", "target", "evaluator reserve", "cold start")
+    )
+    body = "".join(
+        f"<tr><th>{name.upper()}</th>"
+        + "".join(
+            _td(_num(v), num=True)
+            for v in (lim.quota, lim.target, lim.evaluator_reserve, lim.cold_start_reserve)
+        )
+        + "</tr>"
+        for name, lim in limits.items()
+    )
+    return f'<table class="inner"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _settings_cell(tokens: Any) -> str:
+    if tokens is None:
+        return "not configured"
+    return _pairs(
+        [
+            ("cached input weight", f"{tokens.cached_input_weight:g}"),
+            ("max observation age", f"{tokens.max_observation_age_s} s"),
+            ("cooldown base", f"{tokens.cooldown_base_s} s"),
+            ("cooldown max", f"{tokens.cooldown_max_s} s"),
+        ]
+    )
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> str:
+    body = "".join(f"<tr><th>{escape(k)}</th>{_td(v, num=True)}</tr>" for k, v in pairs)
+    return f'<table class="inner"><tbody>{body}</tbody></table>'
 
 
 def _table(header: tuple[str, ...], rows: list[str], css_class: str) -> str:

@@ -16,11 +16,12 @@ from typing import NamedTuple, TypeVar
 T = TypeVar("T")
 
 WIDTH_PX = 960
-HEIGHT_PX = 320
+HEIGHT_PX = 330
 MARGIN_LEFT_PX = 70
 MARGIN_RIGHT_PX = 36
-MARGIN_TOP_PX = 20
+MARGIN_TOP_PX = 30
 MARGIN_BOTTOM_PX = 40
+LEGEND_ROW_PX = 16
 
 
 @dataclass
@@ -64,6 +65,13 @@ class Chart:
     """More legend entries: (label, color, shape) with shape circle | cross | span."""
     x_range: tuple[float, float] | None = None
     """Fixed x extent (else from the data)."""
+    heading: str = ""
+    """The title drawn visibly above the plot (`title` is the accessible name)."""
+    dimension: str = ""
+    """The dimension charted, carried as `data-dimension` (empty: none)."""
+    t0: str = ""
+    """The time at x = 0 (RFC 3339), carried as `data-t0` with the x extent in seconds:
+    what a reader of the SVG needs to map a time onto it."""
 
 
 class _Columns(NamedTuple):
@@ -194,13 +202,21 @@ def render(chart: Chart) -> str:
     lines = [_columns(s) for s in chart.lines]
     tops = _stack_tops(stacked)
     frame = _Frame(*_bounds_of(chart, stacked, lines, tops), plot_w, plot_h)
+    legend, legend_rows = _legend(chart)
+    height_px = HEIGHT_PX + LEGEND_ROW_PX * (legend_rows - 1)
+    data = f' data-dimension="{escape(chart.dimension)}"' if chart.dimension else ""
+    if chart.t0:
+        data += f' data-t0="{escape(chart.t0)}" data-x-min-s="{frame.x_min:g}"'
+        data += f' data-x-max-s="{frame.x_max:g}"'
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="{WIDTH_PX}" '
-        f'height="{HEIGHT_PX}" viewBox="0 0 {WIDTH_PX} {HEIGHT_PX}" role="img" '
-        f'aria-label="{escape(chart.title)}">',
+        f'height="{height_px}" viewBox="0 0 {WIDTH_PX} {height_px}" role="img" '
+        f'aria-label="{escape(chart.title)}"{data}>',
         f"<title>{escape(chart.title)}</title>",
-        f'<rect x="{MARGIN_LEFT_PX}" y="{MARGIN_TOP_PX}" width="{plot_w}" height="{plot_h}" '
-        'fill="#fff" stroke="#ccc"/>',
+        f'<text class="chart-title" x="{MARGIN_LEFT_PX}" y="{MARGIN_TOP_PX - 10}" '
+        f'font-size="14" font-weight="bold">{escape(chart.heading or chart.title)}</text>',
+        f'<rect class="plot" x="{MARGIN_LEFT_PX}" y="{MARGIN_TOP_PX}" width="{plot_w}" '
+        f'height="{plot_h}" fill="#fff" stroke="#ccc"/>',
     ]
     out += _spans(chart, frame)
     out += _grid(frame)
@@ -208,11 +224,12 @@ def render(chart: Chart) -> str:
     out += _lines(chart, frame, lines)
     out += [_marker(marker, frame) for marker in chart.markers]
     out += _x_axis(chart, frame)
+    middle = f"{MARGIN_TOP_PX + plot_h / 2:.1f}"
     out.append(
-        f'<text x="14" y="{MARGIN_TOP_PX + plot_h / 2:.1f}" font-size="11" text-anchor="middle" '
-        f'transform="rotate(-90 14 {MARGIN_TOP_PX + plot_h / 2:.1f})">{escape(chart.y_unit)}</text>'
+        f'<text class="y-unit" x="14" y="{middle}" font-size="11" text-anchor="middle" '
+        f'transform="rotate(-90 14 {middle})">{escape(chart.y_unit)}</text>'
     )
-    out.append(_legend(chart))
+    out.append(legend)
     out.append("</svg>")
     return "\n".join(out)
 
@@ -241,8 +258,9 @@ def _grid(frame: _Frame) -> list[str]:
         y = frame.py(value)
         out.append(
             f'<line x1="{MARGIN_LEFT_PX}" x2="{WIDTH_PX - MARGIN_RIGHT_PX}" y1="{y:.1f}" '
-            f'y2="{y:.1f}" stroke="#eee"/><text x="{MARGIN_LEFT_PX - 6}" y="{y + 4:.1f}" '
-            f'font-size="11" text-anchor="end">{_short(value)}</text>'
+            f'y2="{y:.1f}" stroke="#eee"/><text class="y-tick" data-value="{value:g}" '
+            f'x="{MARGIN_LEFT_PX - 6}" y="{y + 4:.1f}" font-size="11" '
+            f'text-anchor="end">{_short(value)}</text>'
         )
     return out
 
@@ -326,13 +344,17 @@ def _x_axis(chart: Chart, frame: _Frame) -> list[str]:
     return out
 
 
-def _legend(chart: Chart) -> str:
+def _legend(chart: Chart) -> tuple[str, int]:
+    """The legend, wrapped onto as many rows as it needs below the plot, and that count."""
     items = [(s.label, s.color, "rect") for s in chart.stacked]
     items += [(s.label, s.color, "line") for s in chart.lines]
     items += chart.legend_extra
-    parts, x = [], MARGIN_LEFT_PX
+    parts, x, rows = [], MARGIN_LEFT_PX, 1
     y = HEIGHT_PX - 14
     for label, color, shape in items:
+        width = 24 + 6 * len(label)
+        if x + width > WIDTH_PX and x > MARGIN_LEFT_PX:
+            x, y, rows = MARGIN_LEFT_PX, y + LEGEND_ROW_PX, rows + 1
         if shape == "line":
             mark = f'<line x1="{x}" x2="{x + 10}" y1="{y + 5}" y2="{y + 5}" stroke="{color}" '
             mark += 'stroke-width="2"/>'
@@ -352,8 +374,8 @@ def _legend(chart: Chart) -> str:
         else:
             mark = f'<rect x="{x}" y="{y}" width="10" height="10" fill="{color}"/>'
         parts.append(mark + f'<text x="{x + 14}" y="{y + 9}" font-size="11">{escape(label)}</text>')
-        x += 24 + 6 * len(label)
-    return '<g class="legend">' + "".join(parts) + "</g>"
+        x += width
+    return '<g class="legend">' + "".join(parts) + "</g>", rows
 
 
 def _stepped(points: list[tuple[T, T]]) -> list[tuple[T, T]]:

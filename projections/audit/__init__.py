@@ -39,6 +39,7 @@ from quotaledger.projections.audit.goalfold import (
 )
 from quotaledger.projections.audit.timeline import (
     Cooldown,
+    DimensionPoint,
     Point,
     Timeline,
     merged_cooldowns,
@@ -59,6 +60,7 @@ __all__ = [
     "Audit",
     "Contributor",
     "Cooldown",
+    "DimensionPoint",
     "Flip",
     "GoalFold",
     "Overrides",

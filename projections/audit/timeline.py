@@ -15,6 +15,19 @@ from quotaledger.projections.audit.goalfold import GoalFold
 # -- the timeline of a goal (for the report) --------------------------------------------
 
 
+class DimensionPoint(NamedTuple):
+    """One configured dimension as of a point: the parts its load is the maximum of
+    (SPEC §3.6) and its limits."""
+
+    usage: cap.Number
+    reserved: int
+    provider_used: int | None
+    """limit - remaining of the provider's report while it is live, else None."""
+    load: cap.Number
+    target: int
+    quota: int
+
+
 class Point(msgspec.Struct, frozen=True, gc=False):
     """The goal as of `at_us` (values hold until the next point).
 
@@ -35,8 +48,10 @@ class Point(msgspec.Struct, frozen=True, gc=False):
     active_runs: int
     cooldown_active: bool
     coverage: str
-    dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = msgspec.field(default_factory=dict)
-    """itpm, otpm, rpm where configured: (usage, load, target)."""
+    dimensions: dict[str, DimensionPoint] = msgspec.field(default_factory=dict)
+    """Every configured dimension (tpm included), in reporting order."""
+    cache_write_input_tpm: float = 0
+    """Tokens written to a prompt cache in the window (counted as input, SPEC §3.6)."""
 
 
 def point_of(ev: cap.Evaluation) -> Point:
@@ -60,10 +75,13 @@ def point_of(ev: cap.Evaluation) -> Point:
         cooldown_active=ev.cooldown_active,
         coverage=ev.usage.coverage,
         dimensions={
-            d: (s.usage, s.load, s.limit.target)
+            d: DimensionPoint(
+                s.usage, s.reserved, s.provider_used, s.load, s.limit.target, s.limit.quota
+            )
             for d, s in ev.dimensions.items()
-            if d != "tpm" and s.limit is not None
+            if s.limit is not None
         },
+        cache_write_input_tpm=parts.cache_write_input,
     )
 
 
@@ -153,11 +171,11 @@ class _Sampler:
         tpm = limits.get("tpm")
         self.solver_limit_tpm = None if tpm is None else tpm.target - tpm.evaluator_reserve
         self.limited = [
-            (index, dimension, limit.target)
+            (index, dimension, limit)
             for index, dimension in enumerate(cap.DIMENSIONS)
-            if dimension != "tpm" and (limit := limits.get(dimension)) is not None
+            if (limit := limits.get(dimension)) is not None
         ]
-        """The configured dimensions other than tpm: (index, name, target)."""
+        """The configured dimensions: (index, name, limit)."""
 
     def window_start(self, at_us: int) -> int:
         """The first sample counting at `at_us` (no earlier than the last time asked)."""
@@ -193,7 +211,7 @@ class _Sampler:
         if self.leased:
             held = [h for h in self.held if h.lease_until_us is None or h.lease_until_us > at_us]
             reserved, active = _reserved(held), len(held)
-        dimensions: dict[str, tuple[cap.Number, cap.Number, int]] = {}
+        dimensions: dict[str, DimensionPoint] = {}
         if self.limited:
             window = (uncached, cached, cache_write, output, r1 - r0, m1 - m0, e1 - e0)
             dimensions = self._dimensions(window, reserved, at_us)
@@ -217,22 +235,24 @@ class _Sampler:
             cooldown_active=cooldown_us is not None and at_us < cooldown_us,
             coverage="unmetered" if m1 - m0 else "estimated" if e1 - e0 else "measured",
             dimensions=dimensions,
+            cache_write_input_tpm=cache_write,
         )
 
     def _dimensions(
         self, window: cap.Totals, reserved: tuple[int, ...], at_us: int
-    ) -> dict[str, tuple[cap.Number, cap.Number, int]]:
-        found: dict[str, tuple[cap.Number, cap.Number, int]] = {}
-        for index, dimension, target in self.limited:
+    ) -> dict[str, DimensionPoint]:
+        found: dict[str, DimensionPoint] = {}
+        for index, dimension, limit in self.limited:
             usage = cap.dimension_usage(window, self.weight, dimension)
-            found[dimension] = (usage, self._load(dimension, usage, reserved[index], at_us), target)
+            held = reserved[index]
+            used = self._provider_used(dimension, at_us)
+            load = max(usage, held, used or 0)
+            found[dimension] = DimensionPoint(usage, held, used, load, limit.target, limit.quota)
         return found
 
-    def _load(self, dimension: str, usage: cap.Number, reserved: int, at_us: int) -> cap.Number:
-        """`DimensionState.load`: the largest of usage, reservations and the count of a
-        live provider report."""
+    def _provider_used(self, dimension: str, at_us: int) -> int | None:
+        """`DimensionState.provider_used`: limit - remaining of a live provider report."""
         report = self.goal.provider.get(dimension)
-        used = None
         if (
             report is not None
             and report.at_us <= at_us
@@ -240,8 +260,13 @@ class _Sampler:
             and report.limit is not None
             and report.remaining is not None
         ):
-            used = max(0, report.limit - report.remaining)
-        return max(usage, reserved, used or 0)
+            return max(0, report.limit - report.remaining)
+        return None
+
+    def _load(self, dimension: str, usage: cap.Number, reserved: int, at_us: int) -> cap.Number:
+        """`DimensionState.load`: the largest of usage, reservations and the count of a
+        live provider report."""
+        return max(usage, reserved, self._provider_used(dimension, at_us) or 0)
 
 
 class Timeline(GoalFold):

@@ -314,6 +314,7 @@ def test_report_draws_one_usage_chart_per_configured_dimension(ledger: Any, tmp_
     out = tmp_path / "r.html"
     ledger.report(goal="g", out=str(out))
     page = out.read_text()
-    assert "Usage TPM of goal g" in page
-    assert "Usage OTPM of goal g" in page and "Usage RPM of goal g" in page
-    assert "Usage ITPM of goal g" not in page  # not configured
+    assert 'data-dimension="tpm"' in page and "TPM: all tokens per minute" in page
+    assert 'data-dimension="otpm"' in page and "OTPM: output tokens per minute" in page
+    assert 'data-dimension="rpm"' in page and "RPM: requests per minute" in page
+    assert 'data-dimension="itpm"' not in page  # not configured

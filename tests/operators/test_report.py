@@ -87,7 +87,7 @@ def test_report_is_self_contained_with_charts_and_refusal_rows(
     assert not any(k.startswith("on") for _, attrs in page.tags for k in attrs)
     # The charts: stacked usage polygons, reserved/target/quota polylines, markers, shading.
     assert len(page.having("svg")) == 2
-    assert len(page.having("polygon", "stack")) == 3 + 1  # three counters + active runs
+    assert len(page.having("polygon", "stack")) == 4 + 1  # four counters + active runs
     assert len(page.having("polyline", "line")) == 3
     assert len(page.having("circle", "admission")) == 2
     assert len(page.having("g", "refusal")) == 2

@@ -1,0 +1,250 @@
+"""The report's charts: one per configured dimension, each in its own unit (SPEC §3.6).
+
+A goal enforcing tpm, itpm, otpm and rpm is four envelopes, and an operator reading the
+page must see which one a refusal met. So each configured dimension gets a chart with a
+visible title and its unit (tokens or requests per minute): its usage stacked by the
+parts that dimension counts, the active runs' reservations, the provider's count while a
+report of it was live, its target and quota, and every decision as a marker, a refusal
+coloured by the dimension that bound it. All values come from `projections.audit`
+`Point`s, which are the fold's figures at every time they change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter
+
+from quotaledger.journal.clock import US_PER_S, format_us
+from quotaledger.projections import audit as au
+from quotaledger.report import svgchart
+
+COLORS = {
+    "uncached": "#4e79a7",
+    "cache_write": "#59a14f",
+    "cached": "#76b7b2",
+    "output": "#f28e2b",
+    "requests": "#4e79a7",
+    "reserved": "#7b3294",
+    "provider": "#000000",
+    "target": "#2ca02c",
+    "quota": "#d62728",
+    "admission": "#2ca02c",
+    "rejection": "#8c564b",
+    "cooldown": "#f4b400",
+    "active": "#4e79a7",
+}
+
+BINDING_COLORS = {
+    "tpm": "#d62728",
+    "itpm": "#17becf",
+    "otpm": "#e377c2",
+    "rpm": "#bcbd22",
+    None: "#555555",
+}
+"""A refusal marker's colour: the dimension that bound it (None: no token dimension did,
+e.g. a case slot or a cooldown)."""
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """How one dimension is titled and which parts its usage stacks."""
+
+    name: str
+    title: str
+    unit: str
+    parts: tuple[tuple[str, str, Callable[[au.Point], float]], ...]
+    """(label, colour, value at a point)."""
+
+
+def _rpm_usage(point: au.Point) -> float:
+    return float(point.dimensions["rpm"].usage)
+
+
+_INPUT_PARTS = (
+    ("uncached input", COLORS["uncached"], attrgetter("uncached_input_tpm")),
+    ("cache write input", COLORS["cache_write"], attrgetter("cache_write_input_tpm")),
+    ("cached input (weighted)", COLORS["cached"], attrgetter("cached_input_weighted_tpm")),
+)
+_OUTPUT_PARTS = (("output", COLORS["output"], attrgetter("output_tpm")),)
+
+DIMENSIONS = {
+    "tpm": Dimension(
+        "tpm", "TPM: all tokens per minute", "tokens per minute", _INPUT_PARTS + _OUTPUT_PARTS
+    ),
+    "itpm": Dimension("itpm", "ITPM: input tokens per minute", "tokens per minute", _INPUT_PARTS),
+    "otpm": Dimension("otpm", "OTPM: output tokens per minute", "tokens per minute", _OUTPUT_PARTS),
+    "rpm": Dimension(
+        "rpm",
+        "RPM: requests per minute",
+        "requests per minute",
+        (("requests", COLORS["requests"], _rpm_usage),),
+    ),
+}
+
+
+def charted_dimensions(timeline: au.Timeline) -> list[str]:
+    """The dimensions configured at some point of the range, in reporting order; a goal
+    with none still gets its token usage (TPM) drawn."""
+    found = {d for p in timeline.points for d in p.dimensions}
+    return [d for d in DIMENSIONS if d in found] or ["tpm"]
+
+
+def dimension_chart(timeline: au.Timeline, name: str) -> svgchart.Chart:
+    """The chart of one dimension: usage stacked by part, reserved, provider used, target,
+    quota, decisions and cooldowns."""
+    dimension = DIMENSIONS[name]
+    points = timeline.points
+    origin_us, end_us = points[0].at_us, points[-1].at_us
+    # Where the dimension is not configured its limits do not exist; a goal with no
+    # dimension configured draws its TPM usage everywhere.
+    held = [p for p in points if name in p.dimensions] or points
+
+    def x(at_us: int) -> float:
+        return (at_us - origin_us) / US_PER_S
+
+    xs = [x(p.at_us) for p in held]
+
+    def series(label: str, color: str, value: Callable[[au.Point], float]) -> svgchart.Series:
+        return svgchart.Series(label, color, [(a, value(p)) for a, p in zip(xs, held, strict=True)])
+
+    def reserved(p: au.Point) -> float:
+        # `held` is every point only when the dimension is never configured (TPM usage
+        # of a goal without a token dimension): its reservations are the TPM ones.
+        return float(p.dimensions[name].reserved if name in p.dimensions else p.reserved_tpm)
+
+    lines = [series("reserved", COLORS["reserved"], reserved)]
+    lines += _provider_segments(name, points, x)
+    if any(name in p.dimensions for p in points):
+        lines += [
+            series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
+            series("quota", COLORS["quota"], lambda p: float(p.dimensions[name].quota)),
+        ]
+    chart = svgchart.Chart(
+        title=f"{dimension.title} (goal {timeline.goal})",
+        heading=f"{dimension.title}",
+        y_unit=dimension.unit,
+        dimension=name,
+        t0=format_us(origin_us),
+        step=True,
+        x_range=(0.0, max(x(end_us), 1.0)),
+        x_label_at=_ticks(origin_us, end_us),
+        stacked=[series(label, color, value) for label, color, value in dimension.parts],
+        lines=lines,
+    )
+    _add_markers(chart, timeline, x)
+    return chart
+
+
+def _provider_segments(
+    name: str, points: list[au.Point], x: Callable[[int], float]
+) -> list[svgchart.Series]:
+    """The provider's count (limit - remaining) where a report was live: one line per
+    live stretch, each held until the point where it stopped being live."""
+    segments: list[svgchart.Series] = []
+    current: list[tuple[float, float]] = []
+    for p in points:
+        used = p.dimensions[name].provider_used if name in p.dimensions else None
+        if used is not None:
+            current.append((x(p.at_us), float(used)))
+        elif current:
+            current.append((x(p.at_us), current[-1][1]))
+            segments.append(svgchart.Series("provider used", COLORS["provider"], current))
+            current = []
+    if current:
+        segments.append(svgchart.Series("provider used", COLORS["provider"], current))
+    return segments
+
+
+def _add_markers(chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int], float]) -> None:
+    origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
+    bindings: list[str | None] = []
+    for d in timeline.decisions:
+        label = decision_label(d)
+        if d.admitted:
+            chart.markers.append(svgchart.Marker(x(d.at_us), label, COLORS["admission"]))
+            continue
+        binding = d.figures.binding_dimension
+        if binding not in bindings:
+            bindings.append(binding)
+        color = BINDING_COLORS.get(binding, BINDING_COLORS[None])
+        chart.markers.append(svgchart.Marker(x(d.at_us), label, color, shape="cross", row=1))
+    for c in timeline.cooldowns:
+        text = f"provider rejection at {format_us(c.start_us)}: cooldown {c.cooldown_s} s"
+        chart.markers.append(
+            svgchart.Marker(x(c.start_us), text, COLORS["rejection"], shape="triangle", row=2)
+        )
+    for start_us, stop_us in au.merged_cooldowns(timeline.cooldowns):
+        chart.spans.append(
+            svgchart.Span(
+                x(max(start_us, origin_us)),
+                x(min(stop_us, end_us)),
+                f"cooldown {format_us(start_us)} — {format_us(stop_us)}",
+                COLORS["cooldown"],
+            )
+        )
+    chart.legend_extra = [("admitted", COLORS["admission"], "circle")]
+    chart.legend_extra += [
+        (
+            f"refused: {b.upper()}" if b else "refused: other",
+            BINDING_COLORS.get(b, BINDING_COLORS[None]),
+            "cross",
+        )
+        for b in bindings
+    ]
+    chart.legend_extra += [
+        ("429", COLORS["rejection"], "triangle"),
+        ("cooldown", COLORS["cooldown"], "span"),
+    ]
+
+
+def active_chart(timeline: au.Timeline) -> svgchart.Chart:
+    points = timeline.points
+    origin_us, end_us = points[0].at_us, points[-1].at_us
+
+    def x(at_us: int) -> float:
+        return (at_us - origin_us) / US_PER_S
+
+    active = [(x(p.at_us), float(p.active_runs)) for p in points]
+    return svgchart.Chart(
+        title=f"Active runs (goal {timeline.goal})",
+        heading="Active runs",
+        step=True,
+        y_unit="runs",
+        t0=format_us(origin_us),
+        x_range=(0.0, max(x(end_us), 1.0)),
+        x_label_at=_ticks(origin_us, end_us),
+        stacked=[svgchart.Series("active runs", COLORS["active"], active)],
+    )
+
+
+_TICK_STEPS_S: tuple[int, ...] = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600)
+_TICK_STEPS_S += (7200, 10800, 21600, 43200, 86400, 172800, 604800)
+
+
+def _ticks(origin_us: int, end_us: int, wanted: int = 8) -> list[tuple[float, str]]:
+    """Round-valued time ticks across the range, labelled in UTC."""
+    length_s = max((end_us - origin_us) / US_PER_S, 1.0)
+    step_s = next((s for s in _TICK_STEPS_S if length_s / s <= wanted), _TICK_STEPS_S[-1])
+    step_us = step_s * US_PER_S
+    first_us = -(-origin_us // step_us) * step_us
+    long_range = length_s >= 86400
+    ticks = []
+    at_us = first_us
+    while at_us <= end_us:
+        text = format_us(at_us)
+        label = f"{text[5:10]} {text[11:16]}" if long_range else text[11:19]
+        ticks.append(((at_us - origin_us) / US_PER_S, label))
+        at_us += step_us
+    return ticks
+
+
+def decision_label(d: au.RecordedDecision) -> str:
+    request = d.request
+    head = f"seq {d.seq} {d.at} run {request.run} ({request.run_class}"
+    head += f", forecast {request.forecast_tpm})" if request.forecast_tpm is not None else ")"
+    if d.admitted:
+        return f"admitted: {head}"
+    binding = d.figures.binding_dimension
+    bound = f" (binding {binding.upper()})" if binding else ""
+    return f"refused{bound}: {head}: {', '.join(d.reasons)}"
