@@ -69,15 +69,16 @@ def follow_up_journal(target: str) -> tuple[list[str], bool]:
     """The `--journal` arguments a command printed for the user to run needs (SPEC §8),
     and whether a password was removed from them.
 
-    A file path goes as given (quoted when the line is joined) unless it is the
-    default; a PostgreSQL URL always goes, without its password: the line is meant
+    A file path goes as an absolute path (quoted when the line is joined), so that the
+    line means this journal from any directory, unless it is the default; a
+    PostgreSQL URL always goes, without its password: the line is meant
     to be shown, logged and pasted, and libpq takes the password from PGPASSWORD or
     ~/.pgpass instead.
     """
     if not is_pg_url(target):
         if os.path.abspath(target) == os.path.abspath(DEFAULT_JOURNAL):
             return [], False
-        return ["--journal", target], False
+        return ["--journal", os.path.abspath(target)], False
     rest, hash_mark, fragment = target.partition("#")
     base, _, query = rest.partition("?")
     kept = [item for item in query.split("&") if item and not item.startswith("password=")]

@@ -22,6 +22,7 @@ from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
     ConfigureRequest,
     ConfigView,
+    GoalView,
     InspectAnswer,
     InspectRequest,
 )
@@ -145,6 +146,23 @@ def config_summary(config: ConfigView) -> str:
     return "; ".join(parts) if parts else "no gate"
 
 
+def usage_text(goal: GoalView) -> str:
+    """The window's tokens by counter, each named when not zero."""
+    usage = goal.usage
+    parts = [
+        f"{label} {num(value)}"
+        for label, value in (
+            ("uncached", usage.uncached_input),
+            ("cached", usage.cached_input),
+            ("cache write", usage.cache_write_input),
+            ("output", usage.output),
+        )
+        if value
+    ]
+    detail = f" ({', '.join(parts)})" if parts else ""
+    return f"usage: {num(goal.usage_tpm)} TPM in the last 60 s{detail}"
+
+
 def inspect_text(answer: InspectAnswer) -> str:
     if not answer.goals:
         return "no goals"
@@ -157,14 +175,8 @@ def inspect_text(answer: InspectAnswer) -> str:
             f"  config: {config_summary(goal.config)}",
             f"  active: {counts.total} (baseline {counts.baseline}, test {counts.test})",
         ]
-        headroom = goal.headroom_tpm
-        usage = goal.usage
-        lines.append(
-            f"  tokens: usage {num(goal.usage_tpm)} TPM (uncached {usage.uncached_input}, "
-            f"cached {usage.cached_input}, output {usage.output}), reserved "
-            f"{goal.reserved_tpm}, load {num(goal.load_tpm)}, headroom solver "
-            f"{num(headroom.solver)} / evaluator {num(headroom.evaluator)}"
-        )
+        if goal.config.tokens is not None:
+            lines.append(f"  {usage_text(goal)}")
         lines += ["  " + line for line in dimension_lines(goal.dimensions, None)]
         for dimension, report in goal.provider.items():
             if report.live:

@@ -293,7 +293,8 @@ def command(
         del wrapper.__wrapped__  # typer must see the new signature, not the original
         wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]
         doc = inspect.cleandoc(func.__doc__ or name)
-        help_text = f"{doc}\n\nExample:\n\n    {example}"
+        # A "\b" line: click prints the example unwrapped (a wrapped one does not paste).
+        help_text = f"{doc}\n\nExample:\n\n\b\n    {example}"
         app.command(name, help=help_text, **options)(wrapper)
         return func
 

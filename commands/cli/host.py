@@ -5,6 +5,7 @@ from typing import Annotated
 import typer
 from msgspec import UnsetType
 
+from quotaledger.cli import followup
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option
 from quotaledger.cli.output import Output, plural, table
 from quotaledger.journal import codes
@@ -28,6 +29,7 @@ from quotaledger.usecases.host import (
     HostStopAnswer,
     HostStopRequest,
     Lane,
+    LaneFailure,
     Phase,
 )
 
@@ -203,7 +205,8 @@ def return_(
     request = decode(HostReturnRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_return(request)
-    return Output(answer, text=attempt_text(answer, "return"))
+    journal = followup.journal_words(ctx.journal_target)
+    return Output(answer, text=attempt_text(answer, "return", goal=goal, journal=journal))
 
 
 @commands(
@@ -311,7 +314,8 @@ def status(
     request = decode(HostStatusRequest, values, CLI)
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_status(request)
-    return Output(answer, text=status_text(answer))
+    journal = followup.journal_words(ctx.journal_target)
+    return Output(answer, text=status_text(answer, journal))
 
 
 # -- human text (SPEC §8: one summary line, then a table where there is a list) ---------
@@ -361,7 +365,9 @@ def _differences_text(answer: HostPhaseAnswer) -> str:
     return "".join(lines)
 
 
-def attempt_text(answer: AttemptAnswer, command: str) -> str:
+def attempt_text(
+    answer: AttemptAnswer, command: str, *, goal: str = "", journal: list[str] | None = None
+) -> str:
     a = answer.attempt
     if isinstance(a, str):
         return _refused(f"host {command} {a}".rstrip(), answer.reasons)
@@ -374,20 +380,23 @@ def attempt_text(answer: AttemptAnswer, command: str) -> str:
         why = f" ({a.failure.code})" if a.failure else ""
         head = f"attempt {a.attempt} returned {a.outcome}{why}, cursor {a.cursor or '-'}"
     text = head + _seq(answer)
-    if command == "return" and a.outcome != "completed":
-        text += f"\nbind with: host continue --bind {a.returned_hash}"
+    if command == "return" and a.outcome != "completed" and a.returned_hash:
+        line = followup.continue_line(goal, a, a.returned_hash, journal or [])
+        text += f"\ncontinue it with (choose the deadline):\n  {line}"
     return text
 
 
 def heartbeat_text(answer: HostHeartbeatAnswer) -> str:
     p = answer.phase
+    reasons = answer.reasons if isinstance(answer.reasons, list) else []
     if p is None:
-        reasons = answer.reasons if isinstance(answer.reasons, list) else []
         return f"no open phase{': ' + ', '.join(reasons) if reasons else ''}"
     text = (
         f"lane {p.lane} phase {p.phase}: deadline {p.deadline}, session "
         f"{p.session or '-'}, profile {p.profile or '-'}"
     )
+    if not answer.ok:  # the phase is shown for context; the heartbeat was refused
+        return _refused("host heartbeat", reasons) + "\n" + text
     handoff = answer.handoff
     if handoff is not None:
         text += f"\nhandoff (sha256 {handoff.sha256}), until a completed return confirms it:\n"
@@ -408,7 +417,7 @@ def replan_text(answer: HostReplanAnswer) -> str:
     return f"replan {r.replan} of lane {answer.lane} {state}{_seq(answer)}"
 
 
-def status_text(answer: HostStatusAnswer) -> str:
+def status_text(answer: HostStatusAnswer, journal: list[str] | None = None) -> str:
     lanes = answer.lanes
     ready = sum(1 for lane in lanes.values() if lane.dispatchable)
     head = (
@@ -421,16 +430,34 @@ def status_text(answer: HostStatusAnswer) -> str:
         return head
     rows = [_lane_row(name, lane) for name, lane in lanes.items()]
     failures = [
-        [name, failure.attempt, str(failure.code), str(failure.hash)]
-        for name, failure in ((name, lane.last_failure) for name, lane in lanes.items())
+        (name, lane, failure)
+        for name, lane, failure in ((n, lane, lane.last_failure) for n, lane in lanes.items())
         if failure is not None and failure.continued_by_phase is None
     ]
     header = ["LANE", "PHASE", "DEADLINE", "ATTEMPTS", "LAST_ATTEMPT", "DISPATCHABLE", "REASONS"]
     text = head + "\n" + table(rows, header)
     if failures:
         text += "\n\nfailures to continue (host continue --bind HASH):\n"
-        text += table(failures, ["LANE", "ATTEMPT", "FAILURE", "HASH"])
+        text += table(
+            [[n, f.attempt, str(f.code), str(f.hash)] for n, _, f in failures],
+            ["LANE", "ATTEMPT", "FAILURE", "HASH"],
+        )
+        for _, lane, failure in failures:
+            line = _continue_line(answer.goal, lane, failure, journal or [])
+            text += (
+                f"\ncontinue {failure.attempt} with (choose the deadline):\n  {line}"
+                if line
+                else ""
+            )
     return text
+
+
+def _continue_line(goal: str, lane: Lane, failure: LaneFailure, journal: list[str]) -> str:
+    """The complete `host continue` of a lane's failure ("" when its return is unknown)."""
+    attempt = next((a for a in lane.attempts if a.attempt == failure.attempt), None)
+    if attempt is None or failure.hash is None:
+        return ""
+    return followup.continue_line(goal, attempt, failure.hash, journal)
 
 
 def _lane_row(name: str, lane: Lane) -> list[str]:

@@ -8,6 +8,7 @@ import msgspec
 import typer
 from msgspec import UnsetType
 
+from quotaledger.cli import readable
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
@@ -111,12 +112,19 @@ def whatif(
     config: ConfigOptions,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", help="State every assumption of the replay, the standing ones too."
+        ),
+    ] = False,
 ) -> Output:
     """Replay a goal's recorded admission requests under a changed config.
 
     Only the given fields change, on top of each recorded configure; observed
-    usage stays as recorded. Lists the decisions that flip and states every
-    assumption. Nothing is written.
+    usage stays as recorded. Lists the decisions that flip and the assumptions
+    that differ from a plain replay (--verbose: every one; --json always has every
+    one). Nothing is written.
     """
     values = {"goal": goal, "since": since, "until": until, **config}
     request = decode(WhatifRequest, values, CLI)
@@ -125,7 +133,8 @@ def whatif(
         progress_bar("whatif", _size_hint(ledger)) as progress,
     ):
         answer: WhatifAnswer = ledger.whatif(request, progress=progress)
-    return Output(answer, text=whatif_text(answer))
+    ranged = since is not None or until is not None
+    return Output(answer, text=whatif_text(answer, verbose=verbose, ranged=ranged))
 
 
 @commands("report", example="quotaledger report --goal g --out report.html")
@@ -258,12 +267,12 @@ def _binding_text(ex: Explanation, reasons: list[str]) -> str:
     refused too) goes on its own line."""
     binding = ex.binding_constraint
     line = f"binding constraint: {binding or '-'}"
-    shortfall = ex.shortfall_tpm
-    if shortfall is None:
+    shortfall = _given(ex.shortfall)
+    if not isinstance(shortfall, dict):  # an answer from before dimensions: tpm's alone
+        shortfall = {} if ex.shortfall_tpm is None else {"tpm": ex.shortfall_tpm}
+    amount = readable.shortfall_text(shortfall, reasons, _n)
+    if amount is None:
         return line
-    amount = f"shortfall {_n(shortfall)} TPM" + (
-        " (the forecast fits the headroom)" if shortfall <= 0 else ""
-    )
     token_reasons = [r for r in reasons if r not in CASE_GATE_REASONS]
     if binding in CASE_GATE_REASONS:
         return f"{line}\nalso refused by the token gate: {', '.join(token_reasons)}, {amount}"
@@ -374,7 +383,7 @@ def goals_text(answer: GoalsAnswer) -> str:
     return "\n".join([plural(len(goals), "goal"), table(rows, [*header, "NEXT_ACTION"])])
 
 
-def whatif_text(answer: WhatifAnswer) -> str:
+def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = True) -> str:
     flips = answer.flips
     lines = [
         f"whatif for goal {answer.goal}: {plural(answer.decisions, 'decision')} "
@@ -393,5 +402,21 @@ def whatif_text(answer: WhatifAnswer) -> str:
             for f in flips
         ]
         lines.append(table(rows, ["SEQ", "AT", "RUN", "RECORDED", "WHATIF", "WHATIF_REASONS"]))
-    lines += ["", "assumptions:"] + [f"  - {a}" for a in answer.assumptions]
+    lines += ["", "assumptions:"] + [
+        f"  - {a}" for a in stated_assumptions(answer, verbose, ranged)
+    ]
     return "\n".join(lines)
+
+
+def stated_assumptions(answer: WhatifAnswer, verbose: bool, ranged: bool) -> list[str]:
+    """The config changes, the range when one was given, and how many standing
+    assumptions (the same for every replay) --verbose would add."""
+    if verbose:
+        return answer.assumptions
+    # `WhatIf.assumptions` lists the config changes first, the range second, then
+    # the assumptions every replay makes.
+    stated = answer.assumptions[:1]
+    if ranged:  # --since / --until given: the range is not the whole history
+        stated += answer.assumptions[1:2]
+    standing = len(answer.assumptions) - len(stated)
+    return [*stated, f"{standing} standing assumptions of every replay: --verbose states them"]

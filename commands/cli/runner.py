@@ -14,6 +14,7 @@ import typer
 from msgspec import UnsetType
 
 from quotaledger.adapters import USAGE_FORMATS
+from quotaledger.cli import readable
 from quotaledger.cli.common import (
     AtOpt,
     CommandTable,
@@ -284,13 +285,7 @@ def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
 # -- human text ------------------------------------------------------------------------
 
 
-def num(value: Any) -> str:
-    """A figure as the text commands print: `-` for none, a float to six significant digits."""
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.6g}" if abs(value) < 1e6 else f"{value:.0f}"
-    return str(value)
+num = readable.num
 
 
 def observe_text(answer: ObserveAnswer) -> str:
@@ -315,9 +310,8 @@ def reject_text(answer: RejectAnswer) -> str:
     if not answer.ok:
         return conflict_text("reject", answer.goal, answer.request_id, answer.event.seq)
     cooldown = (
-        f"cooldown {answer.cooldown_s}s until {answer.cooldown_until} (streak {answer.streak}"
-        + (", clamped" if answer.clamped else "")
-        + ")"
+        f"cooldown {readable.duration_text(answer.cooldown_s)} until {answer.cooldown_until} "
+        f"(streak {answer.streak}" + (", clamped" if answer.clamped else "") + ")"
     )
     if answer.idempotent is True:
         return (
@@ -392,15 +386,24 @@ def figures_text(figures: cap.Figures) -> str:
             f"{cases.test}) of target {figures.target_active_cases}, max "
             f"{figures.max_active_cases}"
         )
-    if figures.target_tpm is not None:
+    if figures.dimensions:
+        lines += [
+            readable.dimension_line(
+                name,
+                d,
+                binding=name == figures.binding_dimension,
+                forecast=d.forecast,
+                cold_start=figures.cold_start_reserve_tpm if name == "tpm" else 0,
+                evaluator_reserve=figures.evaluator_reserve_tpm if name == "tpm" else 0,
+            )
+            for name, d in figures.dimensions.items()
+        ]
+    elif figures.target_tpm is not None:  # figures recorded before dimensions existed
         lines.append(
-            f"tokens: load {num(figures.load_tpm)} (usage {num(figures.usage_tpm)}, "
+            f"tpm: load {num(figures.load_tpm)} (usage {num(figures.usage_tpm)}, "
             f"reserved {figures.reserved_tpm}) + forecast {num(figures.forecast_tpm)} "
-            f"+ cold start {figures.cold_start_reserve_tpm} vs target {figures.target_tpm}"
-            f" (evaluator reserve {figures.evaluator_reserve_tpm}); headroom "
-            f"{num(figures.headroom_tpm)} TPM"
+            f"vs target {figures.target_tpm}; headroom {num(figures.headroom_tpm)} TPM"
         )
-    lines += dimension_lines(figures.dimensions, figures.binding_dimension)
     if figures.target_tpm is not None or figures.dimensions:
         lines.append(
             coverage_text(figures, with_last=True)
@@ -413,17 +416,7 @@ def dimension_lines(
     dimensions: "Mapping[cap.Dimension, cap.DimensionFigures] | Mapping[str, DimensionView]",
     binding: str | None,
 ) -> list[str]:
-    """One line per dimension other than tpm (tpm has its own line)."""
-    lines = []
-    for name, d in dimensions.items():
-        if name == "tpm":
-            continue
-        # inspect gives the headroom per class
-        headroom = d.headroom if isinstance(d.headroom, int | float) else d.headroom.solver
-        provider = "" if d.provider_used is None else f", provider used {d.provider_used}"
-        lines.append(
-            f"{name}{' (binding)' if name == binding else ''}: load {num(d.load)} (usage "
-            f"{num(d.usage)}, reserved {d.reserved}{provider}) vs target {d.target}; "
-            f"headroom {num(headroom)}"
-        )
-    return lines
+    """One line per configured dimension (tpm included)."""
+    return [
+        readable.dimension_line(name, d, binding=name == binding) for name, d in dimensions.items()
+    ]

@@ -139,6 +139,7 @@ def bench_text(result: dict[str, Any]) -> str:
 
 def demo_text(result: dict[str, Any]) -> str:
     """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
+    from quotaledger.cli import followup
     from quotaledger.cli.capacity import inspect_text
     from quotaledger.cli.operator import audit_text
     from quotaledger.usecases.capacity_state import InspectAnswer
@@ -146,12 +147,14 @@ def demo_text(result: dict[str, Any]) -> str:
     from quotaledger.usecases.operator import AuditAnswer
 
     goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
+    # Printed as commands to paste: complete, and naming the demo's journal.
+    journal = followup.journal_words(result["journal"])
     return "\n".join(
         [
-            f"$ quotaledger inspect --goal {goal}",
+            "$ " + followup.command_line(["inspect", "--goal", goal], journal),
             inspect_text(typed(InspectAnswer, result["inspect"])),
             "",
-            f"$ quotaledger audit --seq {seq}",
+            "$ " + followup.audit_line(seq, journal),
             audit_text(typed(AuditAnswer, result["audit"])),
             "",
             f"journal {result['journal']}: head seq {result['head']['seq']} "

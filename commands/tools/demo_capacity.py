@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from quotaledger.api import Ledger
+from quotaledger.cli import readable
 from quotaledger.cli.capacity import config_summary
 from quotaledger.cli.runner import admit_text, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
@@ -193,7 +194,8 @@ def run_limits(
     say(
         f"Audit of the agent-a refusal (seq {rpm['event']['seq']}): reproduced "
         f"{audit['reproduced']}, binding dimension {explanation['binding_dimension']}, "
-        f"shortfall {explanation['shortfall']}, earliest admissible at "
+        f"{readable.shortfall_text(explanation['shortfall'], audit['recorded']['reasons'])}, "
+        "earliest admissible at "
         f"{explanation['earliest_admissible_at']}"
     )
     return {

@@ -96,7 +96,8 @@ def _first_attempt_fails(
     gate: dict[str, Any] = ledger.host_start(
         **common, lane=LANE, attempt="attempt-2", session=SESSION, profile=PROFILE
     )
-    say(f"hosts: dispatch gate before continuing: refused {gate.get('reasons')}")
+    reasons = ", ".join(gate.get("reasons") or [])
+    say(f"hosts: dispatch gate before continuing: REFUSED {reasons}")
     return bind, gate
 
 

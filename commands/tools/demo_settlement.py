@@ -68,7 +68,7 @@ def run(
         resumed = ledger.turn_resume(goal=goal, agent=AGENT)
         say(f"settlement: turn resume -> {resumed['phase']}: {resumed.get('command')}")
         blocked = ledger.turn_open(goal=goal, agent=AGENT, turn="turn-3", task="task-c")
-        say(f"settlement: opening turn-3 for task-c refused: {', '.join(blocked['reasons'])}")
+        say(f"settlement: opening turn-3 for task-c REFUSED: {', '.join(blocked['reasons'])}")
         foreign = ledger.turn_spend(
             goal=goal,
             agent=AGENT,
@@ -76,7 +76,7 @@ def run(
             effect=resumed["effect"],
             amount=resumed["amount"],
         )
-        say(f"settlement: a spend for foreign turn-9 refused: {', '.join(foreign['reasons'])}")
+        say(f"settlement: a spend for foreign turn-9 REFUSED: {', '.join(foreign['reasons'])}")
         spent_before = ledger.turn_status(goal=goal)["spent_total"]
 
     spend = _run_command(resumed["command"], journal_path)

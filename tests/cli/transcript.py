@@ -4,6 +4,7 @@ become stable placeholders. The text and JSON golden transcripts share this."""
 
 from __future__ import annotations
 
+import os
 import re
 
 
@@ -18,6 +19,9 @@ def placeholders(text: str) -> str:
     def stable(kind: str) -> object:
         return lambda m: name(kind, m.group(0))
 
+    # A printed follow-up command names its journal by absolute path: the session's
+    # working directory (a fresh temporary one) becomes a placeholder.
+    text = text.replace(os.getcwd() + os.sep, "<cwd>/")
     text = re.sub(r"\b[0-9a-f]{64}\b", stable("hash"), text)  # type: ignore[arg-type]
     text = re.sub(r"\b[0-9a-f]{32}(?=[),\s\"])", stable("id"), text)  # type: ignore[arg-type]
     # The genesis and repair records take the wall clock (journal-level, no --at).

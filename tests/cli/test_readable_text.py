@@ -1,0 +1,124 @@
+"""Text output an operator reads at a glance (issue 29, items 2, 3 and 6):
+
+- a dimension's line gives its load and names each non-zero part it is the largest
+  of, the provider's count included (`load 50000 (usage 1100, reserved 0)` read as
+  wrong arithmetic);
+- a gate that is not configured prints no line (a cases-only goal's tokens line was
+  all "-");
+- durations are rounded for people (`cooldown 43.587038s`);
+- `whatif` states the assumptions that differ from a plain replay, all of them with
+  --verbose (and --json always keeps every one);
+- every refusal says REFUSED and its reasons (`host heartbeat` with the wrong session
+  printed the phase alone);
+- a refusal with no token shortfall (a cooldown) prints none (was "-30,000 TPM").
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from quotaledger import Ledger
+from tests.support import run_cli
+
+T0 = "2026-11-29T14:00:00Z"
+
+
+def at(seconds: int) -> str:
+    return f"2026-11-29T14:{seconds // 60:02d}:{seconds % 60:02d}Z"
+
+
+def _cli(journal: str, *args: str) -> str:
+    result = run_cli(*args, "--journal", journal)
+    assert result.code in (0, 1), result.stderr
+    return result.stdout
+
+
+def test_a_dimension_line_names_the_provider_load(journal_path: str) -> None:
+    headers = {"x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": "50000",
+               "x-ratelimit-reset-tokens": "30s"}  # fmt: skip
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, quota_rpm=50, at=at(0))
+        ledger.observe(goal="g", uncached_input=1000, cached_input=0, output=100, requests=2,
+                       provider_headers=headers, at=at(1))  # fmt: skip
+    inspect = _cli(journal_path, "inspect", "--goal", "g", "--at", at(2))
+    assert "tpm: load 50000 (max of usage 1100, provider used 50000) vs target 90000" in inspect
+    assert "rpm: load 2 (usage 2) vs target 45; headroom 43 RPM" in inspect
+    refused = _cli(journal_path, "admit", "--goal", "g", "--run", "r", "--forecast-tpm", "45000",
+                   "--forecast-rpm", "1", "--at", at(2))  # fmt: skip
+    assert refused.startswith("REFUSED r: token_headroom_exhausted")
+    assert (
+        "tpm (binding): load 50000 (max of usage 1100, provider used 50000) + forecast 45000"
+        in (refused)
+    )
+
+
+def test_a_gate_not_configured_prints_no_line(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", max_active_cases=2, at=at(0))
+    inspect = _cli(journal_path, "inspect", "--goal", "g", "--at", at(1))
+    assert "tokens" not in inspect and "tpm" not in inspect.replace("config:", "")
+    assert " - " not in inspect and "solver -" not in inspect
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (0.02, "0.02s"),
+        (30, "30s"),
+        (43.587038, "43.6s"),
+        (59.97, "1m00s"),
+        (125, "2m05s"),
+        (5400, "1h30m"),
+        (86400 * 2 + 3 * 3600, "2d03h"),
+    ],
+)
+def test_durations_are_rounded_for_people(seconds: float, text: str) -> None:
+    from quotaledger.cli.readable import duration_text
+
+    assert duration_text(seconds) == text
+
+
+def test_a_cooldown_prints_rounded(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
+    text = _cli(journal_path, "reject", "--goal", "g", "--retry-after-s", "43.587038",
+                "--at", at(1))  # fmt: skip
+    assert "cooldown 43.6s until" in text and "43.587038" not in text
+
+
+def test_whatif_states_only_what_differs_unless_verbose(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=10_000, at=at(0))
+        ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
+        ledger.admit(goal="g", run="r", forecast_tpm=9_500, at=at(2))
+    args = ("whatif", "--goal", "g", "--quota-tpm", "20000")
+    plain = _cli(journal_path, *args).split("assumptions:")[1].strip().splitlines()
+    assert len(plain) == 2 and "quota_tpm=20000" in plain[0] and "--verbose" in plain[1]
+    verbose = _cli(journal_path, *args, "--verbose").split("assumptions:")[1].strip()
+    answer = run_cli(*args, "--journal", journal_path, "--json").json
+    assert [line.strip() for line in verbose.splitlines()] == [
+        f"- {a}" for a in answer["assumptions"]
+    ]
+    assert len(answer["assumptions"]) > 5
+    ranged = _cli(journal_path, *args, "--since", at(1)).split("assumptions:")[1]
+    assert "range: from 2026-11-29T14:00:01" in ranged
+
+
+def test_a_refused_heartbeat_says_refused_and_why(journal_path: str) -> None:
+    _cli(journal_path, "host", "phase", "--goal", "g", "--lane", "l1", "--deadline", "+1h",
+         "--session", "s1", "--profile", "p")  # fmt: skip
+    result = run_cli("host", "heartbeat", "--goal", "g", "--lane", "l1", "--session", "wrong",
+                     "--journal", journal_path)  # fmt: skip
+    assert result.code == 1
+    assert result.stdout.startswith("REFUSED host heartbeat: session_mismatch")
+
+
+def test_a_cooldown_refusal_prints_no_negative_shortfall(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
+        ledger.observe(goal="g", uncached_input=1000, cached_input=0, output=0, at=at(1))
+        ledger.reject(goal="g", retry_after_s=30, at=at(2))
+        seq = ledger.admit(goal="g", run="r", forecast_tpm=10, at=at(3))["event"]["seq"]
+    text = _cli(journal_path, "audit", "--seq", str(seq))
+    assert "binding constraint: capacity_cooldown_active" in text
+    assert "shortfall" not in text
