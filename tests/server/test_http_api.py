@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.serving import Server, admit, configure_and_observe, serving
+from tests.server.serving import Server, admit, configure_and_observe, promtool_check, serving
 from tests.support import run_cli
 
 JSON = {"Content-Type": "application/json"}
@@ -132,6 +132,7 @@ def test_health_readiness_openapi_metrics_and_report(server: Server) -> None:
     assert "quotaledger_commit_seconds_bucket" in text
     assert "quotaledger_requests_waiting" in text
     assert 'goal="g"' in text
+    promtool_check(text)
     page = server.call("GET", "/report?goal=g")
     assert page.status == 200 and page.headers["content-type"].startswith("text/html")
     assert b"<html" in page.body.lower()

@@ -1,11 +1,14 @@
 """SIGKILL of the server under 32 clients (SPEC §10): every answer a client received
-is in the journal, and the chain verifies. The kill is placed by strace on entry to
-a commit's fdatasync (the worst moment: written, not yet durable, not answered)."""
+is in the journal, the chain verifies, and clients that retry their unanswered
+observation with its `request_id` against the restarted server count it once. The
+kill is placed by strace on entry to a commit's fdatasync (the worst moment: written,
+perhaps on disk, not yet answered)."""
 
 from __future__ import annotations
 
 import json
 import threading
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -17,24 +20,35 @@ CLIENTS = 32
 
 
 class Clients:
-    """What the clients were answered: events (acknowledged), or anything but 503."""
+    """What the clients were answered (events: acknowledged), what each still waits
+    for (its request, to retry), and any answer but 503."""
 
     def __init__(self) -> None:
         self.answered: list[dict[str, object]] = []
+        self.unanswered: list[dict[str, object]] = []
         self.unexpected: list[bytes] = []
         self.lock = threading.Lock()
 
     def observe(self, server: Server, index: int) -> None:
         for n in range(50):
-            params = {"goal": "g", "uncached_input": index + 1, "output": n}
+            params = {
+                "goal": "g",
+                "uncached_input": index + 1,
+                "output": n,
+                "request_id": f"chatcmpl-{index}-{n}",
+            }
             try:
                 answer = server.call("POST", "/v1/observe", params, timeout_s=30)
-            except OSError:
-                return  # the server died: never answered, never acknowledged
+            except OSError:  # the server died: never answered, never acknowledged
+                with self.lock:
+                    self.unanswered.append(params)
+                return
             with self.lock:
                 if answer.status == 200:
                     self.answered.append(answer.json["event"])
-                elif answer.status != 503:  # 503: the server going down
+                elif answer.status == 503:  # the server going down
+                    self.unanswered.append(params)
+                else:
                     self.unexpected.append(answer.body)
             if answer.status != 200:
                 return
@@ -70,3 +84,15 @@ def test_every_answered_event_survives_a_sigkill(tmp_path: Path, kill_at_sync: i
         assert records.get(event["seq"]) == event["hash"], event
     verified = run_cli("verify", "--journal", str(journal), "--json")
     assert verified.code == 0, verified.stdout
+    with serving(journal) as restarted:  # every client retries what it was not answered
+        for params in clients.unanswered:
+            retried = restarted.call("POST", "/v1/observe", params, timeout_s=60)
+            assert (retried.status, retried.exit_code) == (200, 0), retried.body
+    counted = Counter(
+        json.loads(line)["data"].get("request_id")
+        for line in journal.read_bytes().splitlines()
+        if b'"capacity.observed"' in line
+    )
+    retried_ids = [params["request_id"] for params in clients.unanswered]
+    assert all(counted[request_id] == 1 for request_id in retried_ids), counted
+    assert all(count == 1 for request_id, count in counted.items() if request_id), counted

@@ -49,6 +49,7 @@ def test_a_generated_typescript_client_drives_the_server(tmp_path: Path) -> None
         _node(str(bin_dir / "tsc"), "-p", ".", cwd=work)  # strict: the types must fit
         results = json.loads(_node("out/driver.js", server.url, cwd=work))
     assert results["configure"] is True
+    assert results["retry"] == {"seq": results["observe"], "idempotent": True}
     assert results["admitted"] == [True, True, False]
     assert results["exit_code"] == "1"
     assert results["release"] is True

@@ -18,9 +18,13 @@ const configured = await client.POST("/v1/configure", {
 });
 results.configure = must("configure", configured.data, configured.error).appended;
 
-const observation = { goal: "ts", uncached_input: 1200, output: 300 };
+// A retry after a timeout: the same request_id counts once (SPEC §11).
+const observation = { goal: "ts", uncached_input: 1200, output: 300, request_id: "chatcmpl-ts1" };
 const first = await client.POST("/v1/observe", { body: observation });
 results.observe = must("observe", first.data, first.error).event?.seq;
+const retried = await client.POST("/v1/observe", { body: observation });
+const again = must("observe again", retried.data, retried.error);
+results.retry = { seq: again.event?.seq, idempotent: again.idempotent };
 
 const admitted: boolean[] = [];
 for (const run of ["a", "b", "c"]) {
