@@ -12,6 +12,9 @@ import sys
 
 import msgspec
 
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.filecheck import holds_journal
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 
@@ -58,6 +61,13 @@ def checkpoint_path(journal_path: str) -> str:
 
 
 def write_checkpoint(path: str, checkpoint: Checkpoint) -> None:
+    if holds_journal(path):  # a cache is never worth a journal that has its name (SPEC §7)
+        raise InvalidInput(
+            f"{path} holds a journal, not a checkpoint; no checkpoint replaces it: "
+            "rename that journal",
+            code=codes.OUT_IS_JOURNAL,
+            path=path,
+        )
     # Unique per writer: two handles (threads or processes) may refresh at once.
     fd, tmp = create_temp_beside(path)
     try:

@@ -14,8 +14,8 @@ DemoJournalOpt = Annotated[
     str | None,
     typer.Option(
         "--journal",
-        help="Demo journal file (QUOTALEDGER_JOURNAL is ignored: the demo moves an existing "
-        "file aside) [default: ./quotaledger-demo.jsonl].",
+        help="Demo journal file (QUOTALEDGER_JOURNAL is ignored: the demo writes its own "
+        "journal there) [default: ./quotaledger-demo.jsonl].",
         show_default=False,
     ),
 ]

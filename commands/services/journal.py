@@ -17,6 +17,7 @@ from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.base import ServiceBase
+from quotaledger.services.outfile import refuse_journal
 from quotaledger.usecases.decode import event_of, event_or_unset
 from quotaledger.usecases.journal import (
     CheckpointAnswer,
@@ -177,6 +178,7 @@ class JournalService(ServiceBase):
                 FILE_MODE,
             )
         except FileExistsError:
+            refuse_journal("--to", to_path)  # the sharper code when it holds a journal
             raise InvalidInput(
                 f"{to_path} already exists; export never overwrites",
                 code=codes.EXPORT_TARGET_EXISTS,

@@ -7,8 +7,8 @@ import contextlib
 import os
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
+from quotaledger.journal.filecheck import holds_journal as file_holds_journal
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
-from quotaledger.journal.record import GENESIS_KIND
 
 OUT_FILE_MODE = 0o644
 """Readable by the collector or browser that reads it (no secret in it)."""
@@ -28,9 +28,6 @@ def check_out_path(option: str, path: str) -> None:
         raise InvalidInput(f"{option} {path} is a directory", code=codes.INVALID_OPTION)
 
 
-GENESIS_PREFIX = b'{"v":1,"seq":0,'
-"""How every journal's first line starts (the genesis record, canonical JSON)."""
-
 CHECKPOINT_SUFFIX = ".checkpoint"
 
 
@@ -39,12 +36,17 @@ def holds_journal(path: str) -> bool:
     journal's checkpoint: overwriting either destroys acknowledged history (SPEC §7)."""
     if path.endswith(CHECKPOINT_SUFFIX) and os.path.isfile(path[: -len(CHECKPOINT_SUFFIX)]):
         return True
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(4096)
-    except OSError:
-        return False  # absent or unreadable: the write itself says why
-    return first.startswith(GENESIS_PREFIX) and f'"kind":"{GENESIS_KIND}"'.encode() in first
+    return file_holds_journal(path)
+
+
+def refuse_journal(option: str, path: str) -> None:
+    """Refuse (exit 2 `out_is_journal`) an output onto a file that holds a journal."""
+    if holds_journal(path):
+        raise InvalidInput(
+            f"{option} {path} holds a journal (or its checkpoint); "
+            "an output never replaces one: name another file",
+            code=codes.OUT_IS_JOURNAL,
+        )
 
 
 def write_atomically(option: str, path: str, data: bytes) -> None:
@@ -54,12 +56,7 @@ def write_atomically(option: str, path: str, data: bytes) -> None:
     check_out_path(option, path)
     # export never replaces any file (export_target_exists); these outputs replace
     # their own earlier output, so they must tell it from a journal.
-    if holds_journal(path):
-        raise InvalidInput(
-            f"{option} {path} holds a journal (or its checkpoint); "
-            "an output never replaces one: name another file",
-            code=codes.OUT_IS_JOURNAL,
-        )
+    refuse_journal(option, path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = create_temp_beside(path, mode=OUT_FILE_MODE, hidden=True)

@@ -9,44 +9,14 @@ runtime was killed between writeback and spend (demo_settlement). It ends with
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
-from quotaledger.journal import NotAJournal, NotRegularFile
-from quotaledger.journal.chain import not_a_journal
-from quotaledger.journal.limits import LINE_BYTES_MAX
 from quotaledger.tools import demo_capacity, demo_host, demo_settlement
+from quotaledger.tools.demo_files import fresh_path, remember
 
 Say = Callable[[str], None]
-
-
-def fresh_path(path: str) -> str | None:
-    """Move an earlier demo journal (and its checkpoint) aside to `<path>.previous`,
-    replacing the one an earlier run moved there: one previous demo is kept, so
-    running the demo again and again leaves no pile of journals."""
-    if not os.path.lexists(path):
-        return None
-    if not stat.S_ISREG(os.lstat(path).st_mode):  # a directory, FIFO, symlink: not a demo's
-        raise NotRegularFile(
-            f"{path} is not a regular file; the demo moves only its own", path=path
-        )
-    with open(path, "rb") as previous:
-        start = previous.read(LINE_BYTES_MAX + 1)
-    if not_a_journal(start):  # a README given by mistake is not moved, let alone replaced
-        raise NotAJournal(
-            f"{path} is not a quotaledger journal; give the demo another --journal", path=path
-        )
-    aside = f"{path}.previous"
-    os.replace(path, aside)
-    checkpoint = path + ".checkpoint"
-    if os.path.lexists(checkpoint):
-        os.replace(checkpoint, aside + ".checkpoint")
-    elif os.path.lexists(aside + ".checkpoint"):  # the older previous demo's
-        os.unlink(aside + ".checkpoint")
-    return aside
 
 
 def run_demo(path: str, say: Say) -> dict[str, Any]:
@@ -55,7 +25,14 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         say(f"demo: moved the previous demo journal aside to {moved}")
     say(f"demo: a fresh journal at {path}\n")
     with Ledger.open(path) as ledger:
-        capacity = demo_capacity.run(ledger, say)
+
+        def created() -> None:
+            # Marked as the demo's once its genesis is durable: the next run may rotate it.
+            journal_id = ledger.journal.head.journal_id
+            if journal_id is not None:
+                remember(path, journal_id)
+
+        capacity = demo_capacity.run(ledger, say, created=created)
         say("")
         limits = demo_capacity.run_limits(ledger, say)
         say("")

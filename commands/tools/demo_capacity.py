@@ -38,8 +38,14 @@ def clock(ledger: Ledger, goal: str, base_at: str | None) -> Callable[[float], s
     return t
 
 
-def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) -> dict[str, Any]:
-    """Play the session on `ledger`; returns the goal and the token refusal to audit."""
+def run(
+    ledger: Ledger,
+    say: Callable[[str], None],
+    base_at: str | None = None,
+    created: Callable[[], None] | None = None,
+) -> dict[str, Any]:
+    """Play the session on `ledger`; returns the goal and the token refusal to audit.
+    `created` is called once its first events are durable (a new journal exists)."""
     t = clock(ledger, GOAL, base_at)
 
     def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
@@ -49,6 +55,8 @@ def run(ledger: Ledger, say: Callable[[str], None], base_at: str | None = None) 
         return result
 
     _configure_and_observe(ledger, say, t)
+    if created is not None:
+        created()
     say("Admissions until the token gate says no:")
     admitted = [
         admit(6, "run-001", case="case-17", arm="baseline", forecast_tpm=20_000),
