@@ -15,7 +15,7 @@ import stat
 import time
 from collections.abc import Iterator, Sequence
 
-from quotaledger.journal import codes
+from quotaledger.journal import codes, unsynced
 from quotaledger.journal.checkpoint import (
     Checkpoint,
     checkpoint_path,
@@ -100,8 +100,10 @@ class FileStore:
     `LocalFile` capability (torn tails cut aside, the empty file re-linked, a descriptor
     for the parallel verify)."""
 
-    def __init__(self, path: str, *, create: bool) -> None:
+    def __init__(self, path: str, *, create: bool, repairing: bool = False) -> None:
         self.path = self.target = path
+        self.repairing = repairing
+        """A repair's handle: the one that may open past `<journal>.unsynced`."""
         self._tail: tuple[str, bytes] = ("", b"")
         """The last hash this handle wrote or checked, and the bytes its line ends with."""
         self.writable = create
@@ -114,6 +116,8 @@ class FileStore:
         self._identity = (-1, -1)
         """The (st_dev, st_ino) of the file write_fd holds: the path must still name it."""
         self._reopened = False
+        if not repairing:
+            unsynced.refuse_if_marked(path)
         if create:
             # A missing file is created by the first lock() (a transaction, a repair or
             # an import), so a command refused before writing leaves nothing behind.
@@ -210,6 +214,8 @@ class FileStore:
         try:
             named = os.stat(self.path, follow_symlinks=False)
             if (named.st_dev, named.st_ino) == self._identity:
+                if not self.repairing:
+                    self._refuse_unsynced()
                 return
         except FileNotFoundError:
             pass
@@ -232,6 +238,15 @@ class FileStore:
             "away, unlinked or replaced); nothing was appended: reopen the journal",
             path=self.path,
         )
+
+    def _refuse_unsynced(self) -> None:
+        """Under the lock: another handle's fdatasync failed and it could not cut its
+        bytes back; none of this handle's answers may stand on them (SPEC §2.3)."""
+        try:
+            unsynced.refuse_if_marked(self.path)
+        except JournalCorrupt:
+            self.unlock()
+            raise
 
     def unlock(self) -> None:
         if self._locked:
@@ -330,7 +345,7 @@ class FileStore:
                 f"short write to {self.path} ({written} of {len(data)} bytes); rolled back",
                 codes.SHORT_WRITE,
             )
-        self.sync()
+        self._sync_appended(offset)
         # The next transaction's tail check expects this line's end: slice it, once.
         self._tail = (last.record.hash, last.line[-_TAIL_BYTES:])
         if offset == 0:
@@ -341,6 +356,48 @@ class FileStore:
         self._roll_back(size_before)
         self.poisoned = True
         return StorageFailure(message, code=code)
+
+    def _sync_appended(self, size_before: int) -> None:
+        """fdatasync what `append` wrote after `size_before`. On failure, never retried:
+        the bytes are cut back first (ftruncate, then fdatasync), so no later process
+        takes them for durable ones, or, if that fails too, `<journal>.unsynced` names
+        the offset and every open refuses until a repair (SPEC §2.3, fsyncgate)."""
+        try:
+            os.fdatasync(self.write_fd)
+        except OSError as exc:
+            self.poisoned = True
+            raise JournalPoisoned(
+                f"fdatasync of {self.path} failed: {exc.strerror}; nothing was acknowledged, "
+                f"{self._cut_unsynced(size_before)}; this handle is poisoned and the next "
+                "open runs recovery",
+                code=codes.FSYNC_FAILED,
+            ) from exc
+
+    def _cut_unsynced(self, size_before: int) -> str:
+        """Cut the file back to `size_before` after a failed fdatasync; what was done."""
+        try:
+            os.ftruncate(self.write_fd, size_before)
+            os.fdatasync(self.write_fd)
+            return f"the file was cut back to its {size_before} durable bytes"
+        except OSError as exc:
+            failure = exc.strerror
+            if size_before == 0 and os.fstat(self.write_fd).st_size == 0:
+                # A new journal cut back to nothing: no byte of it can pass for a
+                # record, and close() removes the empty file this handle created.
+                return "the new journal was cut back to nothing"
+        try:
+            size = os.fstat(self.write_fd).st_size
+            marker = unsynced.mark(self.path, size_before, size)
+        except OSError as exc:
+            return (
+                f"cutting the file back to byte {size_before} failed ({failure}) and so did "
+                f"recording it ({exc.strerror}): do not use this journal before checking "
+                "its disk"
+            )
+        return (
+            f"cutting the file back to byte {size_before} failed ({failure}): {marker} "
+            "names it, and every open refuses until `quotaledger repair`"
+        )
 
     def sync(self) -> None:
         try:

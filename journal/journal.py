@@ -39,8 +39,9 @@ if TYPE_CHECKING:
 S = TypeVar("S")
 
 
-def open_store(target: str, *, write: bool) -> Store:
-    """The store a journal target names: a file path or a postgresql:// URL."""
+def open_store(target: str, *, write: bool, repairing: bool = False) -> Store:
+    """The store a journal target names: a file path or a postgresql:// URL. Only a
+    `repairing` writer opens a file past `<journal>.unsynced` (journal/unsynced.py)."""
     check_target(target)  # exit 2 for what cannot name a journal, before opening anything
     if is_pg_url(target):
         from quotaledger.journal.pgstore import PgStore
@@ -49,7 +50,7 @@ def open_store(target: str, *, write: bool) -> Store:
         return pg_store
     from quotaledger.journal.filestore import FileStore
 
-    return FileStore(target, create=write)
+    return FileStore(target, create=write, repairing=repairing)
 
 
 class Journal(Generic[S]):
@@ -104,7 +105,8 @@ class Journal(Generic[S]):
         if not fold and write:
             raise ValueError("only a reader opens without folding")
         check_lock_timeout_s(lock_timeout_s)
-        store = open_store(target, write=write)
+        # A writer that tolerates corruption is a repair's: the one way out of it.
+        store = open_store(target, write=write, repairing=write and allow_corrupt)
         try:
             journal = cls(
                 store,

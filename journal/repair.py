@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.journal import codes
+from quotaledger.journal import codes, unsynced
 from quotaledger.journal.chain import Head, PayloadDecoder, scan
 from quotaledger.journal.clock import event_time, parse_at, wall_us
 from quotaledger.journal.errors import InvalidInput
@@ -40,6 +40,7 @@ def repair(
     fold.hold.acquire()
     try:
         head = _verified_prefix(fold, truncate_after_seq)
+        durable_end = _durable_end(fold.store, head)
         rest = rest_from(fold.store, head.offset, head.next_seq)
         previous = _previous_repair(rest, truncate_after_seq)
         if previous is not None:  # the same repair already ran: report its file
@@ -48,11 +49,15 @@ def repair(
             return RepairResult(truncate_after_seq, kept, 0, False)
         unlogged = None if rest else _unlogged_cut(fold.store, head)
         if not rest and unlogged is None:
-            fold.make_durable(head.offset)
+            # A cut whose fdatasync failed is made durable now (a fresh call: the
+            # failed one is never retried), and only then is its marker removed.
+            fold.store.make_durable()
+            _clear_unsynced(fold.store, durable_end)
             return RepairResult(truncate_after_seq, None, 0, False)
-        if rest and _verifies(rest, head.copy(), fold.decoder):
+        if rest and durable_end is None and _verifies(rest, head.copy(), fold.decoder):
             # Repair is the way out of corruption (SPEC §2.4), not a way to discard
-            # acknowledged records: a repeated command must not eat newer work.
+            # acknowledged records: a repeated command must not eat newer work. Bytes
+            # after a failed fdatasync were never acknowledged: they may go.
             raise InvalidInput(
                 f"every record after seq {truncate_after_seq} verifies: nothing to repair "
                 "(repair only quarantines corrupt or torn bytes and what follows them)",
@@ -67,9 +72,34 @@ def repair(
             if local is None:
                 raise _cannot_cut(fold.store, head.next_seq)
             unlogged = local.cut_tail(head.offset, head.next_seq, "quarantine"), rest
-        return _journal_the_repair(fold, truncate_after_seq, unlogged, now_us, at)
+        result = _journal_the_repair(fold, truncate_after_seq, unlogged, now_us, at)
+        _clear_unsynced(fold.store, durable_end)
+        return result
     finally:
         fold.hold.release()
+
+
+def _durable_end(store: Store, head: Head) -> int | None:
+    """Where the journal stops being known durable (`<journal>.unsynced`, SPEC §2.3),
+    if a failed fdatasync left that marker; a repair must cut there or before."""
+    if local_file_of(store) is None:
+        return None
+    end = unsynced.unsynced_offset(store.target)
+    if end is not None and head.offset > end:
+        raise InvalidInput(
+            f"record {head.seq} ends at byte {head.offset}, after byte {end} where the "
+            f"journal stops being durable ({unsynced.marker_path(store.target)}): truncate "
+            "after an earlier record",
+            code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
+            verified_seq=head.seq,
+            durable_offset=end,
+        )
+    return end
+
+
+def _clear_unsynced(store: Store, durable_end: int | None) -> None:
+    if durable_end is not None:
+        unsynced.clear(store.target)
 
 
 def _verified_prefix(fold: Fold[Any], truncate_after_seq: int) -> Head:
