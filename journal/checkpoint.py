@@ -14,7 +14,7 @@ import msgspec
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.filecheck import holds_journal
+from quotaledger.journal.filecheck import holds_journal, insecure_reason
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 
@@ -95,6 +95,10 @@ def read_checkpoint(path: str) -> Checkpoint | None:
         warn(f"ignoring checkpoint {path}: {exc.strerror}")
         return None
     try:
+        insecure = insecure_reason(os.fstat(fd))
+        if insecure is not None:  # a forged checkpoint could hand a writer a full slot
+            warn(f"ignoring checkpoint {path}: {insecure}; folding from genesis")
+            return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)

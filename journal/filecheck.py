@@ -1,13 +1,15 @@
-"""What a file at or beside a journal's path holds, before anything replaces it.
+"""What a file at or beside a journal's path holds, and whether it may be trusted.
 
 Outputs (`metrics --out`, `report --out`, `export --to`, a checkpoint) and the demo's
 rotation must never destroy a journal (SPEC §7): they ask here whether a file holds one
-and, for the demo, which one (its journal_id).
+and, for the demo, which one (its journal_id). Writers and checkpoint readers ask
+whether a file's owner and mode let someone else forge it (SPEC §2.3).
 """
 
 from __future__ import annotations
 
 import os
+import stat
 
 import msgspec
 
@@ -60,3 +62,15 @@ def journal_id_of(path: str) -> str | None:
         return _decode_created(record.data).journal_id
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
+
+
+def insecure_reason(found: os.stat_result) -> str | None:
+    """Why a journal, checkpoint or marker file with this status cannot be trusted, or
+    None: others may write it, or this process runs as root and another user owns it.
+    In a shared (1777) directory such a file may be truncated or forged by its owner at
+    will (SPEC §2.3)."""
+    if found.st_mode & stat.S_IWOTH:
+        return f"others may write it (mode {stat.S_IMODE(found.st_mode):04o})"
+    if os.geteuid() == 0 and found.st_uid != 0:
+        return f"it is owned by uid {found.st_uid}, not by root, who runs this command"
+    return None

@@ -30,6 +30,7 @@ from quotaledger.journal.errors import (
     NotRegularFile,
     StorageFailure,
 )
+from quotaledger.journal.filecheck import insecure_reason
 from quotaledger.journal.fsutil import FILE_MODE, create_temp_beside, fsync_dir, write_all
 from quotaledger.journal.limits import (
     LINE_BYTES_MAX,
@@ -146,6 +147,16 @@ class FileStore:
         except OSError as exc:
             raise _refuse_special(self.path, exc) from exc
         found = _check_regular(self.path, fd)
+        insecure = insecure_reason(found)
+        if insecure is not None:
+            os.close(fd)
+            raise JournalCorrupt(
+                f"refusing to write to {self.path}: {insecure}, so its owner could truncate "
+                "or forge it; nothing was written (give the writer a journal only it may "
+                "write, e.g. in a directory of its own)",
+                code=codes.JOURNAL_INSECURE,
+                path=self.path,
+            )
         self._identity = (found.st_dev, found.st_ino)
         return fd
 

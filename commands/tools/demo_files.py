@@ -18,7 +18,7 @@ import msgspec
 
 from quotaledger.journal import InvalidInput, NotAJournal, NotRegularFile, codes
 from quotaledger.journal.chain import not_a_journal
-from quotaledger.journal.filecheck import first_line, journal_id_of
+from quotaledger.journal.filecheck import first_line, insecure_reason, journal_id_of
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 MARKER_SUFFIX = ".demo"
@@ -56,7 +56,10 @@ def marked_ids(path: str) -> set[str]:
         if not stat.S_ISREG(os.lstat(marker).st_mode):
             raise ValueError(marker)
         with open(marker, "rb") as f:
-            return set(_decode_marker(f.read(1 << 16)).demo_journals)
+            named = set(_decode_marker(f.read(1 << 16)).demo_journals)
+            # One that someone else may have written names nothing: it would let them
+            # have the demo rotate a journal of their choosing away.
+            return set() if insecure_reason(os.fstat(f.fileno())) else named
     except (OSError, ValueError, msgspec.DecodeError, msgspec.ValidationError):
         raise _not_ours(marker, "is not the demo's marker") from None
 
