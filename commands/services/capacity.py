@@ -21,6 +21,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_of
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
@@ -266,6 +267,7 @@ class CapacityService(ServiceBase):
         goals = ledger.capacity.goals
         names = sorted(goals) if goal is None else [goal]
         now_us = wall_us()
+        ahead = clock_ahead_of(self.journal, now_us)
         result: dict[str, GoalView] = {}
         for name in names:
             state = cap.goal_of(ledger.capacity, name)
@@ -275,7 +277,7 @@ class CapacityService(ServiceBase):
                 at_us = state.last_at_us
             else:
                 at_us = max(now_us, state.last_at_us)
-            result[name] = inspect_goal(state, at_us)
+            result[name] = inspect_goal(state, at_us, clock_ahead=ahead(name))
         return InspectAnswer(ok=True, goals=result)
 
 
@@ -433,8 +435,9 @@ def config_view(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) ->
     return ConfigView(cases=cases, tokens=shown)
 
 
-def inspect_goal(state: cap.GoalCapacity, at_us: int) -> GoalView:
-    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`."""
+def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = False) -> GoalView:
+    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`; `clock_ahead`: its
+    last event is beyond the clock-skew bound ahead of this machine's clock."""
     from quotaledger.usecases.capacity_state import GoalView, Headroom, Totals
 
     ev = cap.evaluate(state, at_us)
@@ -458,7 +461,8 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int) -> GoalView:
         dimensions=dimension_views(ev),
         provider=provider_views(ev),
         admission_ready=cap.admission_ready(ev),
-        next_action=cap.next_action(ev),
+        clock_ahead=clock_ahead,
+        next_action=cap.next_action(ev, clock_ahead=clock_ahead),
         totals=Totals(
             admissions=state.admissions_total,
             refusals=state.refusal_events_total,

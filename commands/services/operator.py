@@ -17,6 +17,7 @@ from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
+from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.outfile import write_atomically
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -225,6 +226,7 @@ class OperatorService(ServiceBase):
         ledger: LedgerState = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
         now_us = wall_us()
+        ahead = clock_ahead_of(self.journal, now_us)
         goals: dict[str, GoalSummary] = {}
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
@@ -236,7 +238,8 @@ class OperatorService(ServiceBase):
                 active_runs=ev.active_cases.total,
                 last_event_at=last_at[name],
                 admission_ready=cap.admission_ready(ev),
-                next_action=cap.next_action(ev),
+                clock_ahead=ahead(name),
+                next_action=cap.next_action(ev, clock_ahead=ahead(name)),
             )
         return GoalsAnswer(ok=True, at=format_us_or_none(at_us), goals=goals)
 

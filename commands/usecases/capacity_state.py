@@ -144,6 +144,9 @@ class GoalView(Answer):
     dimensions: dict[str, DimensionView]
     provider: dict[str, ProviderView]
     admission_ready: bool
+    clock_ahead: bool
+    """The goal's last event is beyond the clock-skew bound ahead of this machine's
+    clock (a file journal; SPEC §2.2): `next_action` is then `check_clocks`."""
     next_action: str
     totals: Totals
 

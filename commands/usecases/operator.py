@@ -86,6 +86,7 @@ class GoalSummary(msgspec.Struct, kw_only=True):
     active_runs: int
     last_event_at: str
     admission_ready: bool
+    clock_ahead: bool
     next_action: str
 
 

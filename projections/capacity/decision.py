@@ -368,11 +368,15 @@ def admission_ready(ev: Evaluation) -> bool:
     return ev.tokens is None or not token_reasons(ev, READY_PROBE)
 
 
-def next_action(ev: Evaluation) -> str:
-    """What the goal's operator or runner should do next (SPEC §3.5, first that applies)."""
+def next_action(ev: Evaluation, *, clock_ahead: bool = False) -> str:
+    """What the goal's operator or runner should do next (SPEC §3.5, first that applies).
+    `clock_ahead`: the goal's last event is beyond the clock-skew bound ahead of the
+    wall clock (SPEC §2.2), which only the operator can put right."""
     cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
     if not ev.configured:
         return "configure"
+    if clock_ahead:
+        return "check_clocks"
     if tokens is not None and ev.cooldown_active:
         return "wait_for_cooldown"
     if tokens is not None and (ev.observation_stale or ev.usage.unmetered_in_window):
