@@ -225,8 +225,6 @@ class FileStore:
         try:
             named = os.stat(self.path, follow_symlinks=False)
             if (named.st_dev, named.st_ino) == self._identity:
-                if not self.repairing:
-                    self._refuse_unsynced()
                 return
         except FileNotFoundError:
             pass
@@ -249,15 +247,6 @@ class FileStore:
             "away, unlinked or replaced); nothing was appended: reopen the journal",
             path=self.path,
         )
-
-    def _refuse_unsynced(self) -> None:
-        """Under the lock: another handle's fdatasync failed and it could not cut its
-        bytes back; none of this handle's answers may stand on them (SPEC §2.3)."""
-        try:
-            unsynced.refuse_if_marked(self.path)
-        except JournalCorrupt:
-            self.unlock()
-            raise
 
     def unlock(self) -> None:
         if self._locked:
@@ -295,6 +284,15 @@ class FileStore:
         return max(0, self.size() - offset)
 
     def tail_after(self, offset: int, seq: int, hash_hex: str) -> Tail:
+        tail = self._tail_after(offset, hash_hex)
+        if tail != "same" and not self.repairing:
+            # Bytes another handle wrote: if its fdatasync failed and it could not cut
+            # them back, no answer may stand on them (SPEC §2.3). Checked only when
+            # the file changed, so a lone writer's transactions pay nothing for it.
+            unsynced.refuse_if_marked(self.path)
+        return tail
+
+    def _tail_after(self, offset: int, hash_hex: str) -> Tail:
         # Every line ends with `<64 hex hash>"}\n`; the hash names the whole prefix.
         known_hash, expected = self._tail
         if known_hash != hash_hex:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from quotaledger import Ledger
+from quotaledger import Error, Ledger
 from tests.support import REPO, run_cli
 
 STRACE = shutil.which("strace")
@@ -79,6 +79,7 @@ def test_a_failed_fdatasync_cuts_the_unsynced_tail_back(tmp_path: Path) -> None:
 def test_a_cut_that_fails_too_leaves_unsynced_and_every_open_refuses(tmp_path: Path) -> None:
     journal = _configured(tmp_path)
     durable = journal.read_bytes()
+    long_lived = Ledger.open(str(journal))  # a runner's handle, open before the failure
     code, answer = _under_strace(
         journal, ["fdatasync:error=EIO:when=1", "ftruncate:error=EIO"], *ADMIT_AT
     )
@@ -93,6 +94,11 @@ def test_a_cut_that_fails_too_leaves_unsynced_and_every_open_refuses(tmp_path: P
         assert refused.code == 3, (argv, refused.stdout)
         assert refused.json["error"]["code"] == "unsynced_tail"
         assert refused.json["error"]["offset"] == len(durable)
+    # A handle opened before: its next transaction finds the file grown, and refuses.
+    with pytest.raises(Error) as refused_in_process:
+        long_lived.admit(goal="g", run="r2", case="c2", arm="baseline")
+    assert refused_in_process.value.code == "unsynced_tail"
+    long_lived.close()
     assert journal.read_bytes() == left
     # The way out: repair, never past the durable prefix.
     beyond = run_cli(
