@@ -90,7 +90,12 @@ def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
     assert oct(imported.stat().st_mode & 0o777) == oct(0o600)
 
     again = run_cli("export", "--journal", source, "--to", exported, "--json")
-    assert again.code == 2 and again.json["error"]["code"] == "export_target_exists"
+    assert again.code == 2 and again.json["error"]["code"] == "out_is_journal"  # SPEC §7
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a journal\n")
+    onto = run_cli("export", "--journal", source, "--to", notes, "--json")
+    assert onto.code == 2 and onto.json["error"]["code"] == "export_target_exists"
+    assert notes.read_text() == "not a journal\n"
     refill = run_cli("import", exported, "--journal", imported, "--json")
     assert refill.code == 2 and refill.json["error"]["code"] == "journal_not_empty"
     assert imported.read_bytes() == source.read_bytes()
