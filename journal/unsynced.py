@@ -9,7 +9,6 @@ no answer may stand on those bytes. `repair --truncate-after SEQ --yes`, cutting
 or before the offset, is the way out; it removes the marker last.
 """
 
-
 import contextlib
 import os
 
