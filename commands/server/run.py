@@ -117,7 +117,7 @@ def serve(
     )
     ledger = Ledger.open(target, write=True, lock_timeout_s=lock_timeout_s)
     try:
-        return asyncio.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))
+        return listening.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))
     finally:
         ledger.close()
 

@@ -77,6 +77,6 @@ def serve(
         await server.serve(sockets=[sock])
 
     try:
-        asyncio.run(run())
+        listening.run(run())
     finally:
         sock.close()
