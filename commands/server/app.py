@@ -42,6 +42,8 @@ STATUS_OF_EXIT = {0: 200, 1: 200, 2: 400, 3: 500, 4: 503}
 RETRY_AFTER_BUSY_S = 1
 """Retry-After on a 503 a retry can cure (a lock timeout, a server shutting down)."""
 JSON = b"application/json"
+RETRY_HELPS = frozenset({codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN, codes.STORAGE_FAILURE})
+"""503s a retry can cure: the lock freed, or the server restarted (recovery on open)."""
 FIRST_LINES_WAIT_S = 1.0
 """How long the log's answer waits for its first lines (an error still gets its status)
 before the headers go: a follower of a quiet journal sees them at once after that."""
@@ -294,7 +296,7 @@ async def _error(send: Send, error: Error, method: str = "GET") -> int:
     exit_code = error.exit_code
     status = getattr(error, "status", None) or STATUS_OF_EXIT.get(exit_code, 500)
     extra: list[tuple[bytes, bytes]] = []
-    if status == 503 and error.code in (codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN):
+    if status == 503 and error.code in RETRY_HELPS:
         extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
     if status == 401:
         extra.append((b"www-authenticate", b"Bearer"))

@@ -69,3 +69,16 @@ def test_two_servers_on_one_postgresql_journal_admit_exactly_three(pg_journal: s
             assert len(seen) == 3
     verified = run_cli("verify", "--journal", pg_journal, "--json")
     assert verified.code == 0, verified.stdout
+
+
+@pytest.mark.slow
+def test_a_request_not_complete_within_60_s_is_closed(tmp_path: Path) -> None:
+    """SPEC §11's slow-client limit, waited for in full (a minute on one worker)."""
+    with serving(tmp_path / "j.jsonl") as server:
+        stalled = socket.create_connection(("127.0.0.1", server.port), timeout=90)
+        try:
+            stalled.sendall(b"GET /v1/goals HTTP/1.1\r\nHost: x\r\n")  # never finished
+            assert stalled.recv(1024) == b""  # closed by the server, nothing answered
+        finally:
+            stalled.close()
+        assert server.call("GET", "/healthz").status == 200

@@ -26,6 +26,7 @@ def test_eio_at_fdatasync_fails_the_whole_batch_and_exits_4(tmp_path: Path) -> N
         for answer in answered:
             assert (answer.status, answer.exit_code) == (503, 4), answer.body
             assert answer.json["error"]["code"] in ("storage_failure", "shutting_down")
+            assert answer.headers["retry-after"] == "1"  # the restarted server may take it
         assert any(a.json["error"]["code"] == "storage_failure" for a in answered)
         assert server.proc.wait(timeout=60) == 4
         server.proc.send_signal(signal.SIGCONT)  # harmless: it has exited
