@@ -106,6 +106,7 @@ CHECKPOINT_MISMATCH = "checkpoint_mismatch"
 COLUMN_MISMATCH = "column_mismatch"
 DIGEST_NOT_FOUND = "digest_not_found"
 DIGEST_MISMATCH = "digest_mismatch"
+INTERNAL_ERROR = "internal_error"
 
 # StorageFailure and its subclasses: exit 4, nothing acknowledged.
 IO_ERROR = "io_error"

@@ -25,7 +25,7 @@ from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LINE_BYTES_MAX
 from quotaledger.server import routes
-from quotaledger.server.committer import Committer, Work
+from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.readers import Readers
 from quotaledger.server.telemetry import Telemetry
 from quotaledger.usecases.decode import API, Answer
@@ -110,6 +110,8 @@ class Api:
             status = await self._route(scope, receive, send, path, method)
         except Error as error:
             status = await _error(send, error, method)
+        except Exception as exc:  # a fault of ours: a JSON 500 with its exit code
+            status = await _error(send, internal_error(exc), method)
         self.telemetry.request(command, status)
 
     async def _route(

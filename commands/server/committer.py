@@ -15,8 +15,10 @@ taking requests (the process then exits 4; recovery on the next open does the re
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
+import traceback
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -31,6 +33,17 @@ Outcome = Any
 """A use case's typed answer, or the `Error` it raised."""
 Deliver = Callable[[list[tuple[Any, Outcome]]], None]
 """Hands each waiting request (its ticket) its outcome, in one call per round."""
+
+
+def internal_error(exc: BaseException) -> JournalCorrupt:
+    """A fault of the server's own (a bug), as the error its request is answered with
+    (500, exit 3); its traceback goes to stderr for whoever runs the server."""
+    traceback.print_exception(exc, file=sys.stderr)
+    return JournalCorrupt(
+        f"the server failed on this request ({type(exc).__name__}); nothing of it was "
+        "acknowledged; the server's log has the details",
+        code=codes.INTERNAL_ERROR,
+    )
 
 
 class Work:
@@ -140,7 +153,7 @@ class Committer:
             self._fail(writers, self._commit_error(exc))
             return
         except Exception as exc:  # a fold that raised: nothing of the group was written
-            self._fail(writers, JournalCorrupt(f"the commit failed: {exc!r}; nothing written"))
+            self._fail(writers, internal_error(exc))
             return
         self.last_commit_ok = True
         self._on_commit(len(writers), time.perf_counter() - started)
@@ -166,6 +179,8 @@ class Committer:
             return self.ledger.answer(work.case.name, work.request)
         except Error as exc:
             return exc
+        except Exception as exc:  # a fault of ours: this request fails, the server goes on
+            return internal_error(exc)
 
     def _read(self, work: Work) -> Outcome:
         try:
