@@ -114,15 +114,24 @@ def decode_json(request_type: type[R], body: bytes, names: Names) -> R:
         return _checked(msgspec.json.decode(body, type=request_type), plan, names)
     except msgspec.ValidationError:
         pass
-    except (msgspec.DecodeError, RecursionError):
-        raise InvalidInput("the body is not a JSON object", code=codes.INVALID_BODY) from None
-    values = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        raise InvalidInput("the body is not JSON", code=codes.INVALID_BODY) from None
+    except RecursionError:
+        raise _too_deep() from None
+    try:
+        values = msgspec.json.decode(body)
+    except RecursionError:
+        raise _too_deep() from None
     if not isinstance(values, dict):
         raise InvalidInput(
             f"the body must be a JSON object of parameters, not {type(values).__name__}",
             code=codes.INVALID_BODY,
         )
     return decode(request_type, values, names)
+
+
+def _too_deep() -> InvalidInput:
+    return InvalidInput("the body's JSON is nested too deeply", code=codes.INVALID_BODY)
 
 
 def _checked(request: R, plan: "_Plan", names: Names) -> R:

@@ -16,6 +16,8 @@ from tests.support import run_cli
 
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
+DEEP_USAGE = b'{"goal": "g", "usage": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+DEEP_UNKNOWN = b'{"goal": "g", "bogus": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 BAD_ADMIT = b'{"goal":"g","run":"r","forecast_tpm":"2000"}'
 
 
@@ -78,6 +80,9 @@ def test_a_reader_takes_its_parameters_from_the_query(server: Server) -> None:
     [
         ("POST", "/v1/admit", b"{not json", JSON, 400, "invalid_body"),
         ("POST", "/v1/admit", b"[1,2]", JSON, 400, "invalid_body"),
+        ("POST", "/v1/admit", b"\xff\xfe", JSON, 400, "invalid_body"),
+        ("POST", "/v1/observe", DEEP_USAGE, JSON, 400, "invalid_body"),
+        ("POST", "/v1/observe", DEEP_UNKNOWN, JSON, 400, "invalid_body"),
         ("POST", "/v1/admit", b'{"goal":"g","run":"r","bogus":1}', JSON, 400, "invalid_argument"),
         ("POST", "/v1/admit", BAD_ADMIT, JSON, 400, "invalid_argument"),
         ("POST", "/v1/admit", b"goal=g", FORM, 415, "not_json"),
