@@ -17,6 +17,7 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, scan
 from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
+from quotaledger.journal.clock import wall_us
 from quotaledger.journal.errors import InvalidInput, JournalCorrupt, JournalPoisoned
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS
 from quotaledger.journal.locking import LockHold
@@ -29,7 +30,14 @@ from quotaledger.journal.record import (
     self_verify,
 )
 from quotaledger.journal.recovery import classify, corrupt_error, move_torn_tail
-from quotaledger.journal.store import PendingRecord, Store, Tail, checkpoints_of, local_file_of
+from quotaledger.journal.store import (
+    PendingRecord,
+    Store,
+    Tail,
+    checkpoints_of,
+    local_file_of,
+    server_clock_of,
+)
 
 S = TypeVar("S")
 ENGINE_DECODERS: dict[str, PayloadDecoder] = {
@@ -84,6 +92,7 @@ class Fold(Generic[S]):
         self.store = store
         self.projector = projector
         self.hold = LockHold(store, lock_timeout_s)
+        self.server_clock = server_clock_of(store)
         self.checkpoint_every = checkpoint_every
         self.allow_corrupt = allow_corrupt
         self.head = Head()
@@ -319,6 +328,15 @@ class Fold(Generic[S]):
 
     def end(self) -> None:
         self.hold.release()
+
+    def now_us(self) -> int:
+        """The clock implicit time comes from (SPEC §2.2), under the lock: the database
+        server's for PostgreSQL (read when the lock was taken), else this machine's."""
+        if self.server_clock is not None:
+            server_us = self.server_clock.locked_now_us()
+            if server_us is not None:
+                return server_us
+        return wall_us()
 
     def commit(self, pending: list[PendingRecord]) -> None:
         """Fold `pending`, then make it durable; until both succeed the state is invalid.

@@ -181,6 +181,8 @@ class PgStore:
         self._prefetched: tuple[int, list[tuple[int, bytes]]] | None = None
         """(seq, rows of _tail_query) read under the lock the current transaction holds."""
         self._page_rows = 256
+        self._locked_now_us = 0
+        """clock_timestamp() of the server, in µs, read right after taking the lock."""
         self._lock_timeout_s = LOCK_TIMEOUT_S_DEFAULT
         self._ready = True
         """Whether the tables exist (a writer creates them on its first lock)."""
@@ -354,6 +356,9 @@ class PgStore:
             f"SET LOCAL lock_timeout = {timeout_ms}",
             "SET LOCAL synchronous_commit = on",
             f"SELECT {take}({self._key})",
+            # The server's clock, read once the lock is held (SPEC §2.2): every machine
+            # stamps implicit times with this one clock, whatever its own says.
+            "SELECT (extract(epoch FROM clock_timestamp()) * 1000000)::bigint",
         ]
         tail_seq = self._tail_seq
         if prefetch:
@@ -366,8 +371,12 @@ class PgStore:
                 row = cur.fetchone()
                 if timeout_s <= 0 and (row is None or row[0] is not True):
                     raise psycopg.errors.LockNotAvailable("lock not available")
+                cur.set_result(4)
+                clock = cur.fetchone()
+                assert clock is not None
+                self._locked_now_us = int(clock[0])
                 if prefetch:
-                    cur.set_result(4)
+                    cur.set_result(5)
                     self._prefetched = (tail_seq, cur.fetchall())
         except StorageFailure as exc:
             self._rollback_quietly()
@@ -376,6 +385,10 @@ class PgStore:
             raise
         self._locked = True
         self._commit_on_unlock = False
+
+    def locked_now_us(self) -> int | None:
+        """The server's clock when the lock held now was taken (None without one)."""
+        return self._locked_now_us if self._locked else None
 
     def _lock_timeout(self, timeout_s: float) -> LockTimeout:
         """What a timed-out waiter is told: which session holds the journal's advisory

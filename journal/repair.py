@@ -17,7 +17,7 @@ import msgspec
 
 from quotaledger.journal import codes, unsynced
 from quotaledger.journal.chain import Head, PayloadDecoder, scan
-from quotaledger.journal.clock import event_time, parse_at, wall_us
+from quotaledger.journal.clock import event_time, parse_at
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.fold import Fold
 from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired, self_verify
@@ -65,7 +65,7 @@ def repair(
             )
         # The record's time is checked before anything moves: a refused `at` must
         # leave the journal as it was.
-        now_us = wall_us()
+        now_us = fold.now_us()
         at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
         if unlogged is None:
             local = local_file_of(fold.store)

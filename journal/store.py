@@ -133,6 +133,23 @@ class Checkpoints(Protocol):
         ...
 
 
+@runtime_checkable
+class ServerClock(Protocol):
+    """A store whose server keeps the clock implicit time comes from (PostgreSQL, SPEC
+    §2.2): runners on several machines then stamp with one clock, and one machine whose
+    clock runs ahead cannot push a goal's events into the future."""
+
+    def locked_now_us(self) -> int | None:
+        """The server's clock, in µs since the epoch, as read in the round trip that
+        took the lock held now; None when no lock is held."""
+        ...
+
+
+def server_clock_of(store: Store) -> ServerClock | None:
+    """The server-clock capability of `store`, if it has one (PostgreSQL)."""
+    return store if isinstance(store, ServerClock) else None
+
+
 def local_file_of(store: Store) -> LocalFile | None:
     """The file-only capability of `store`, if it has it (a file)."""
     return store if isinstance(store, LocalFile) else None

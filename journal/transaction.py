@@ -26,7 +26,6 @@ from quotaledger.journal.clock import (
     event_time,
     format_us,
     is_canonical_at,
-    wall_us,
 )
 from quotaledger.journal.errors import Error, InvalidInput, StorageFailure, TimeRegression
 from quotaledger.journal.identifier import is_identifier, not_an_identifier
@@ -72,6 +71,8 @@ class Host(Protocol[S_co]):
     def begin(self) -> None: ...
 
     def end(self) -> None: ...
+
+    def now_us(self) -> int: ...
 
     def check_poisoned(self) -> None: ...
 
@@ -126,7 +127,7 @@ class Transaction(Generic[S]):
     def __enter__(self) -> Transaction[S]:
         self._host.begin()
         # Time is sampled only now, under the lock (SPEC §2.2, seed 000).
-        self.wall_us = wall_us()
+        self.wall_us = self._host.now_us()
         return self
 
     def __exit__(
