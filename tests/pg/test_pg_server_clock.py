@@ -63,8 +63,9 @@ def test_a_machine_a_day_ahead_stamps_with_the_servers_clock(
         assert abs(parse_at(at) - now_us) < TOLERANCE_US, (at, format_us(now_us))
     # The sample leaves the 60 s window 60 s after it was taken, not a day later.
     later = format_us(now_us + 61 * US_PER_S)
+    # A fresh sample then (else the admission is refused as stale).
     cli(pg_journal, "observe", "--goal", "g", "--uncached-input", "0", "--cached-input", "0",
-        "--output", "0", "--at", later)  # fmt: skip  (a fresh sample: not stale)
+        "--output", "0", "--at", later)  # fmt: skip
     admitted = cli(pg_journal, "admit", "--goal", "g", "--run", "r1", "--arm", "baseline",
                    "--forecast-tpm", "500", "--at", later)  # fmt: skip
     assert admitted["admitted"] is True, admitted
