@@ -29,7 +29,7 @@ from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, GENESIS_PREV, LO
 from quotaledger.journal.locking import check_lock_timeout_s
 from quotaledger.journal.record import Record
 from quotaledger.journal.recovery import corrupt_error
-from quotaledger.journal.store import PendingRecord, Store
+from quotaledger.journal.store import Inserter, PendingRecord, Store, attribution_of
 from quotaledger.journal.target import check_target, is_pg_url
 from quotaledger.journal.transaction import Transaction
 
@@ -309,6 +309,17 @@ class Journal(Generic[S]):
         """Compare the stored checkpoint with the fold of the journal from genesis up to
         its record (see `reading.check_checkpoint`); None without a checkpoint."""
         return reading.check_checkpoint(self._fold, verified)
+
+    def inserted_by(self, first_seq: int, last_seq: int) -> dict[int, str | None] | None:
+        """Who inserted each record in the range, on a store that records it
+        (PostgreSQL, SPEC §2.6); None on one that does not (a file)."""
+        attribution = attribution_of(self.store)
+        return None if attribution is None else attribution.inserted_by(first_seq, last_seq)
+
+    def inserters(self) -> list[Inserter] | None:
+        """Every role that inserted records, on a store that records it; else None."""
+        attribution = attribution_of(self.store)
+        return None if attribution is None else attribution.inserters()
 
     def corrupt_error(self, failure: Failure, verified: Head | None = None) -> JournalCorrupt:
         """The error that reports mid-log corruption at `failure` (SPEC §2.4)."""

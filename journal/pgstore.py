@@ -57,13 +57,16 @@ from quotaledger.journal.errors import (
     StorageFailure,
 )
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.journal.store import PendingRecord, Tail
+from quotaledger.journal.pgschema import (
+    CHECK_QUERY,
+    CHECKPOINTS_TABLE,
+    EVENTS_TABLE,
+    QUARANTINE_TABLE,
+    check_parameters,
+    schema_statements,
+)
+from quotaledger.journal.store import Inserter, PendingRecord, Tail
 
-EVENTS_TABLE = "quotaledger_events"
-CHECKPOINTS_TABLE = "quotaledger_checkpoints"
-TRIGGER_FUNCTION = "quotaledger_refuse_change"
-ROW_TRIGGER = "quotaledger_events_append_only"
-TRUNCATE_TRIGGER = "quotaledger_events_no_truncate"
 DEFAULT_SCHEMA = "public"
 
 CONNECT_TIMEOUT_S = 5
@@ -158,6 +161,7 @@ class PgStore:
         self._conninfo, self.schema = split_url(url)
         self._events = sql.Identifier(self.schema, EVENTS_TABLE)
         self._checkpoints = sql.Identifier(self.schema, CHECKPOINTS_TABLE)
+        self._quarantine = sql.Identifier(self.schema, QUARANTINE_TABLE)
         self._key = lock_key(self.schema)
         events = self._events.as_string()
         self._tail_sql = (
@@ -226,25 +230,9 @@ class PgStore:
 
     def _open(self, create: bool) -> None:
         with self._db("open"):
-            row = self._conn.execute(
-                """
-                SELECT current_setting('server_encoding'),
-                       to_regclass(format('%%I.%%I', %(schema)s::text, %(table)s::text)),
-                       (SELECT count(*) FROM pg_trigger t
-                         WHERE t.tgrelid = to_regclass(format('%%I.%%I', %(schema)s::text,
-                                                              %(table)s::text))
-                           AND t.tgname IN (%(row_trigger)s, %(truncate_trigger)s)
-                           AND t.tgenabled <> 'D')
-                """,
-                {
-                    "schema": self.schema,
-                    "table": EVENTS_TABLE,
-                    "row_trigger": ROW_TRIGGER,
-                    "truncate_trigger": TRUNCATE_TRIGGER,
-                },
-            ).fetchone()
+            row = self._conn.execute(CHECK_QUERY, check_parameters(self.schema)).fetchone()
         assert row is not None
-        encoding, table, triggers = row
+        encoding, table, current = row
         if encoding not in ("UTF8", "SQL_ASCII"):
             raise StorageFailure(
                 f"database of {self.target} uses encoding {encoding}; quotaledger stores UTF-8 "
@@ -262,60 +250,21 @@ class PgStore:
             # Created by the first lock(): a command refused before it writes leaves
             # nothing behind (as with the file store).
             self._ready = False
-        elif triggers < 2:
+        elif not current:
             if create:
-                self._create_schema()  # someone dropped or disabled the guard: put it back
+                # An older version's table, or someone dropped or disabled a guard: put
+                # this version's in place (idempotent).
+                self._create_schema()
             else:
                 warn(
-                    f"the append-only triggers of {self.schema}.{EVENTS_TABLE} are missing or "
-                    "disabled: rows can be edited; run `quotaledger verify`"
+                    f"the triggers of {self.schema}.{EVENTS_TABLE} are missing, disabled or of "
+                    "an older version: rows can be edited or inserted off the chain; run "
+                    "`quotaledger verify` (the next writing command upgrades them)"
                 )
 
     def _create_schema(self) -> None:
         """Schema, tables and triggers, idempotently; concurrent first users serialise."""
-        schema = sql.Identifier(self.schema)
-        function = sql.Identifier(self.schema, TRIGGER_FUNCTION)
-        statements = [
-            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(schema),
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " seq bigint PRIMARY KEY,"
-                " hash char(64) UNIQUE NOT NULL,"
-                " prev char(64) NOT NULL,"
-                " kind text,"
-                " goal text,"
-                " at timestamptz,"
-                " line text NOT NULL)"
-            ).format(self._events),
-            sql.SQL(
-                "CREATE TABLE IF NOT EXISTS {} ("
-                " id smallint PRIMARY KEY CHECK (id = 1),"
-                " seq bigint NOT NULL,"
-                " hash char(64) NOT NULL,"
-                " projection_version text NOT NULL,"
-                " blob bytea NOT NULL,"
-                " written_at timestamptz NOT NULL DEFAULT now())"
-            ).format(self._checkpoints),
-            sql.SQL(
-                "CREATE OR REPLACE FUNCTION {}() RETURNS trigger LANGUAGE plpgsql AS $f$ "
-                "BEGIN RAISE EXCEPTION 'quotaledger journal %.% is append-only: % refused', "
-                "TG_TABLE_SCHEMA, TG_TABLE_NAME, TG_OP USING ERRCODE = 'insufficient_privilege'; "
-                "END $f$"
-            ).format(function),
-            sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
-                sql.Identifier(ROW_TRIGGER), self._events
-            ),
-            sql.SQL(
-                "CREATE TRIGGER {} BEFORE UPDATE OR DELETE ON {} FOR EACH ROW EXECUTE FUNCTION {}()"
-            ).format(sql.Identifier(ROW_TRIGGER), self._events, function),
-            sql.SQL("DROP TRIGGER IF EXISTS {} ON {}").format(
-                sql.Identifier(TRUNCATE_TRIGGER), self._events
-            ),
-            sql.SQL(
-                "CREATE TRIGGER {} BEFORE TRUNCATE ON {} FOR EACH STATEMENT EXECUTE FUNCTION {}()"
-            ).format(sql.Identifier(TRUNCATE_TRIGGER), self._events, function),
-        ]
-        with self._db("create the journal tables"):
+        with self._db("create or upgrade the journal tables"):
             self._conn.execute("BEGIN")
             try:
                 # IF NOT EXISTS alone races (two creators can both pass the check and one
@@ -323,7 +272,7 @@ class PgStore:
                 self._conn.execute(
                     "SELECT pg_advisory_xact_lock(%s)", (lock_key(self.schema, "ddl"),)
                 )
-                for statement in statements:
+                for statement in schema_statements(self.schema):
                     self._conn.execute(statement)
                 self._commit()
             finally:
@@ -616,6 +565,59 @@ class PgStore:
     def load(self, records: Sequence[PendingRecord]) -> None:
         """One transaction: every row is committed, or none."""
         self.append(records, 0)
+
+    # -- who inserted what -----------------------------------------------------------
+
+    def inserted_by(self, first_seq: int, last_seq: int) -> dict[int, str | None]:
+        """The role the insert trigger recorded for each row in the range."""
+        query = sql.SQL("SELECT seq, inserted_by FROM {} WHERE seq BETWEEN %s AND %s")
+        rows = self._attribution(query.format(self._events), (first_seq, last_seq))
+        return {int(seq): role for seq, role in rows}
+
+    def inserters(self) -> list[Inserter]:
+        """Every inserting role (None: rows from before the column), with its rows."""
+        query = sql.SQL(
+            "SELECT inserted_by, count(*), min(seq), max(seq) FROM {}"
+            " GROUP BY inserted_by ORDER BY min(seq)"
+        )
+        rows = self._attribution(query.format(self._events), ())
+        return [Inserter(role, int(n), int(first), int(last)) for role, n, first, last in rows]
+
+    def _attribution(self, query: sql.Composed, params: tuple[int, ...]) -> list[Any]:
+        if not self._ready:
+            return []
+        try:
+            with self._db("read who inserted the records"):
+                return self._conn.execute(query, params).fetchall()
+        except StorageFailure as exc:
+            # A table of the previous version a reader opened (no writer upgraded it
+            # yet): nobody recorded who inserted its rows.
+            if isinstance(exc.__cause__, psycopg.errors.UndefinedColumn):
+                return []
+            raise
+
+    # -- repair ----------------------------------------------------------------------
+
+    def quarantine_after(self, next_seq: int) -> str:
+        """Copy the rows from `next_seq` on to the quarantine table and delete them, in
+        the locked transaction: the delete trigger admits a row only once this very
+        transaction has copied it, and the repair's record commits both (SPEC §2.6)."""
+        self._check_usable()
+        if not self._locked:
+            raise StorageFailure("quarantine outside a locked transaction", code=codes.NOT_LOCKED)
+        columns = sql.SQL("seq, hash, prev, kind, goal, at, line, inserted_by")
+        with self._db("quarantine"):
+            self._conn.execute(
+                sql.SQL(
+                    "INSERT INTO {q} ({c}) SELECT {c} FROM {e} WHERE seq >= %s ORDER BY seq"
+                ).format(q=self._quarantine, c=columns, e=self._events),
+                (next_seq,),
+            )
+            self._conn.execute(
+                sql.SQL("DELETE FROM {} WHERE seq >= %s").format(self._events), (next_seq,)
+            )
+        self._prefetched = None
+        return f"{self.schema}.{QUARANTINE_TABLE}"
 
     # -- verification ----------------------------------------------------------------
 

@@ -3,9 +3,11 @@
 
     result = journal.repair(truncate_after_seq=41)   # Journal.repair calls repair()
 
-Only a journal file can be cut (the `LocalFile` capability); PostgreSQL refuses with
-`repair_unsupported`. The steps run under the journal's lock on the handle's own
-fold, durability and commit steps (`Fold.fold_into`, `make_durable`, `commit`).
+A journal file is cut to a quarantine file beside it (the `LocalFile` capability);
+in PostgreSQL the rows move to the `quotaledger_quarantine` table in the transaction
+that commits the repair's record (the `Quarantine` capability, SPEC §2.6). The steps
+run under the journal's lock on the handle's own fold, durability and commit steps
+(`Fold.fold_into`, `make_durable`, `commit`).
 """
 
 import hashlib
@@ -21,7 +23,13 @@ from quotaledger.journal.clock import event_time, parse_at
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.fold import Fold
 from quotaledger.journal.record import REPAIRED_KIND, JournalRepaired, self_verify
-from quotaledger.journal.store import PendingRecord, Store, local_file_of, rest_from
+from quotaledger.journal.store import (
+    PendingRecord,
+    Store,
+    local_file_of,
+    quarantine_of,
+    rest_from,
+)
 from quotaledger.journal.transaction import Transaction
 
 _decode_repaired = msgspec.json.Decoder(JournalRepaired).decode
@@ -44,7 +52,9 @@ def repair(
         rest = rest_from(fold.store, head.offset, head.next_seq)
         previous = _previous_repair(rest, truncate_after_seq)
         if previous is not None:  # the same repair already ran: report its file
-            kept = os.path.join(os.path.dirname(fold.store.target), previous.quarantine)
+            kept = previous.quarantine  # a table in the journal's schema (PostgreSQL)
+            if local_file_of(fold.store) is not None:
+                kept = os.path.join(os.path.dirname(fold.store.target), previous.quarantine)
             fold.make_durable(head.offset + len(rest))
             return RepairResult(truncate_after_seq, kept, 0, False)
         unlogged = None if rest else _unlogged_cut(fold.store, head)
@@ -68,10 +78,7 @@ def repair(
         now_us = fold.now_us()
         at = event_time(None, head.goal_last_at.get(None), now_us, explicit_at)
         if unlogged is None:
-            local = local_file_of(fold.store)
-            if local is None:
-                raise _cannot_cut(fold.store, head.next_seq)
-            unlogged = local.cut_tail(head.offset, head.next_seq, "quarantine"), rest
+            unlogged = _cut(fold.store, head), rest
         result = _journal_the_repair(fold, truncate_after_seq, unlogged, now_us, at)
         _clear_unsynced(fold.store, durable_end)
         return result
@@ -147,6 +154,18 @@ def _journal_the_repair(
     appended = txn.append(REPAIRED_KIND, None, payload, at)
     fold.commit(txn.to_write())
     return RepairResult(truncate_after_seq, path, len(moved), True, appended)
+
+
+def _cut(store: Store, head: Head) -> str:
+    """Move the records after `head` aside: to a file beside a journal file; to the
+    quarantine table in PostgreSQL, in the transaction the repair's record commits."""
+    local = local_file_of(store)
+    if local is not None:
+        return local.cut_tail(head.offset, head.next_seq, "quarantine")
+    in_transaction = quarantine_of(store)
+    if in_transaction is not None:
+        return in_transaction.quarantine_after(head.next_seq)
+    raise _cannot_cut(store, head.next_seq)
 
 
 def _cannot_cut(store: Store, next_seq: int) -> InvalidInput:

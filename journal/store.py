@@ -133,6 +133,52 @@ class Checkpoints(Protocol):
         ...
 
 
+class Inserter(NamedTuple):
+    """One role that inserted records into a shared journal, and which."""
+
+    role: str | None
+    """None for rows inserted before the store recorded roles (unknown)."""
+    records: int
+    first_seq: int
+    last_seq: int
+
+
+@runtime_checkable
+class Attribution(Protocol):
+    """A store that records who inserted each record (PostgreSQL's `inserted_by`,
+    forced by its insert trigger, SPEC §2.6): a forged but well-chained record names
+    the role that wrote it."""
+
+    def inserted_by(self, first_seq: int, last_seq: int) -> dict[int, str | None]:
+        """The inserting role of each record from `first_seq` to `last_seq`."""
+        ...
+
+    def inserters(self) -> list[Inserter]:
+        """Every role that inserted records, in the order of its first record."""
+        ...
+
+
+def attribution_of(store: Store) -> Attribution | None:
+    """The who-inserted-what capability of `store`, if it has one (PostgreSQL)."""
+    return store if isinstance(store, Attribution) else None
+
+
+@runtime_checkable
+class Quarantine(Protocol):
+    """A store that moves rows aside inside its locked transaction (PostgreSQL, SPEC
+    §2.6): `repair` there commits the move with its `journal.repaired` record."""
+
+    def quarantine_after(self, next_seq: int) -> str:
+        """Move every record from `next_seq` on to the quarantine, in the transaction
+        the lock holds (committed by the next append, undone by unlock); where to."""
+        ...
+
+
+def quarantine_of(store: Store) -> Quarantine | None:
+    """The in-transaction quarantine of `store`, if it has one (PostgreSQL)."""
+    return store if isinstance(store, Quarantine) else None
+
+
 @runtime_checkable
 class ServerClock(Protocol):
     """A store whose server keeps the clock implicit time comes from (PostgreSQL, SPEC

@@ -30,6 +30,7 @@ from quotaledger.usecases.journal import (
     ExportRequest,
     ImportAnswer,
     ImportRequest,
+    InsertedBy,
     LogAnswer,
     LogRequest,
     RepairAnswer,
@@ -65,6 +66,7 @@ class JournalService(ServiceBase):
             contained = _contained(anchor, head, seen.get("hash"))
         # The checkpoint is a cache writers trust: the fold from genesis must agree.
         check = self.journal.check_checkpoint(head)
+        inserters = self.journal.inserters()
         return VerifyAnswer(
             ok=True,
             head=head_of(head.to_json()),
@@ -73,6 +75,9 @@ class JournalService(ServiceBase):
             torn_tail=torn_tail,
             digest=contained,
             checkpoint=None if check is None else msgspec.convert(check, CheckpointCheck),
+            inserted_by=msgspec.UNSET
+            if inserters is None
+            else [InsertedBy(*inserter) for inserter in inserters],
         )
 
     def digest(self, request: DigestRequest) -> DigestAnswer:
@@ -140,20 +145,24 @@ class JournalService(ServiceBase):
                 if keep.matches(record, payload):
                     yield record
 
-        matching = appended()
-        if last is not None:  # only the last N of what is there now
-            matching = iter(deque(matching, maxlen=last))
+        def answers() -> Iterator[LogAnswer]:
+            matching = appended()
+            if last is not None:  # only the last N of what is there now
+                matching = iter(deque(matching, maxlen=last))
+            return _attributed(self.journal, matching)
+
+        matching = answers()
         count = 0
         while True:
-            for record in matching:
+            for answer in matching:
                 if limit is not None and count >= limit:
                     return
                 count += 1
-                yield log_answer(record)
+                yield answer
             if not follow or (limit is not None and count >= limit):
                 return
             wait()
-            matching = appended()
+            matching = answers()
 
     def export(self, request: ExportRequest, progress: Progress | None = None) -> ExportAnswer:
         """Write every verified record, byte for byte, to a new file (`-`: stdout)."""
@@ -321,7 +330,9 @@ def _poll_wait() -> None:
     time.sleep(FOLLOW_POLL_S)
 
 
-def log_answer(record: Record) -> LogAnswer:
+def log_answer(
+    record: Record, inserted_by: str | msgspec.UnsetType | None = msgspec.UNSET
+) -> LogAnswer:
     return LogAnswer(
         record.seq,
         record.at,
@@ -330,4 +341,42 @@ def log_answer(record: Record) -> LogAnswer:
         msgspec.json.decode(record.data),
         record.prev,
         record.hash,
+        inserted_by,
     )
+
+
+LOG_ATTRIBUTION_BATCH = 256
+"""Records whose inserting roles one query reads (PostgreSQL's `inserted_by`)."""
+
+
+def _attributed(journal: Journal[Any], records: Iterator[Record]) -> Iterator[LogAnswer]:
+    """Each record as `log` gives it; on a store that records who inserted it
+    (PostgreSQL), with the role, read for a batch of records at a time. The records
+    read before a failure (the verified prefix of a corrupt journal) come first."""
+    if journal.inserted_by(0, -1) is None:  # a file: nobody to name
+        for record in records:
+            yield log_answer(record)
+        return
+    while True:
+        batch, failure = _next_batch(records, LOG_ATTRIBUTION_BATCH)
+        if batch:
+            roles = journal.inserted_by(batch[0].seq, batch[-1].seq) or {}
+            for record in batch:
+                yield log_answer(record, roles.get(record.seq))
+        if failure is not None:
+            raise failure
+        if len(batch) < LOG_ATTRIBUTION_BATCH:
+            return
+
+
+def _next_batch(records: Iterator[Record], size: int) -> tuple[list[Record], JournalCorrupt | None]:
+    """Up to `size` records, and the corruption that ended them early, if any."""
+    batch: list[Record] = []
+    try:
+        for record in records:
+            batch.append(record)
+            if len(batch) >= size:
+                break
+    except JournalCorrupt as exc:
+        return batch, exc
+    return batch, None

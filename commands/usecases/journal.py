@@ -105,6 +105,16 @@ class CheckpointCheck(msgspec.Struct, kw_only=True):
     matches: bool | UnsetType = UNSET
 
 
+class InsertedBy(msgspec.Struct):
+    """One role that inserted records into a PostgreSQL journal (SPEC §2.6); `role`
+    null for rows inserted before the store recorded roles."""
+
+    role: str | None
+    records: int
+    first_seq: int
+    last_seq: int
+
+
 class VerifyAnswer(Answer, kw_only=True):
     ok: bool
     head: Head
@@ -113,6 +123,8 @@ class VerifyAnswer(Answer, kw_only=True):
     torn_tail: TornTail | None
     digest: DigestContained | UnsetType = UNSET
     checkpoint: CheckpointCheck | None
+    inserted_by: list[InsertedBy] | UnsetType = UNSET
+    """On PostgreSQL: who inserted what (a forged but well-chained record shows here)."""
 
 
 # -- digest, checkpoint ------------------------------------------------------------------
@@ -231,6 +243,8 @@ class LogAnswer(msgspec.Struct):
     data: Any
     prev: str
     hash: str
+    inserted_by: str | UnsetType | None = UNSET
+    """On PostgreSQL: the role that inserted the record (null: not recorded)."""
 
 
 # -- export, import ----------------------------------------------------------------------

@@ -312,7 +312,7 @@ def test_a_row_edited_behind_the_trigger_fails_verify(pg_journal: str) -> None:
     assert "hash" in error["reason"]
 
 
-def test_repair_cannot_cut_postgresql_rows(pg_journal: str) -> None:
+def test_repair_moves_postgresql_rows_that_do_not_verify_to_quarantine(pg_journal: str) -> None:
     for units in (1, 2):
         assert configure_budget(pg_journal, units).code == 0
     before = rows(pg_journal)
@@ -320,7 +320,8 @@ def test_repair_cannot_cut_postgresql_rows(pg_journal: str) -> None:
     # A healthy journal has nothing to repair, whichever the store.
     assert refused.code == 2 and refused.json["error"]["code"] == "journal_not_corrupt"
     assert rows(pg_journal) == before
-    # Rows whose lines no longer verify cannot be cut either: the table refuses DELETE.
+    # Rows whose lines no longer verify move to the quarantine table (SPEC §2.6), in
+    # the transaction that appends the journal.repaired record.
     with connect(pg_journal, autocommit=True) as admin:
         admin.execute("SET session_replication_role = replica")
         admin.execute(
@@ -328,9 +329,15 @@ def test_repair_cannot_cut_postgresql_rows(pg_journal: str) -> None:
             "'\"allowed_units\":2', '\"allowed_units\":3') WHERE seq = 2"
         )
     tampered = rows(pg_journal)
-    refused = cli(pg_journal, "repair", "--truncate-after", "1", "--yes")
-    assert refused.code == 2 and refused.json["error"]["code"] == "repair_unsupported"
-    assert rows(pg_journal) == tampered
+    repaired = cli(pg_journal, "repair", "--truncate-after", "1", "--yes")
+    assert repaired.code == 0 and repaired.json["appended"] is True, repaired.stdout
+    assert rows(pg_journal)[:2] == tampered[:2]
+    assert [row[0] for row in rows(pg_journal)] == [0, 1, 2]  # seq 2: the repair record
+    quarantine = events_table(pg_journal).replace("quotaledger_events", "quotaledger_quarantine")
+    with connect(pg_journal) as conn:
+        moved = conn.execute(f"SELECT seq, line FROM {quarantine}").fetchall()
+    assert moved == [(2, tampered[2][-1])]
+    assert cli(pg_journal, "verify").code == 0
 
 
 def test_a_connection_lost_mid_command_acknowledges_nothing(pg_journal: str) -> None:
