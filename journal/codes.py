@@ -107,6 +107,7 @@ COLUMN_MISMATCH = "column_mismatch"
 DIGEST_NOT_FOUND = "digest_not_found"
 DIGEST_MISMATCH = "digest_mismatch"
 INTERNAL_ERROR = "internal_error"
+DECISION_NOT_REPRODUCED = "decision_not_reproduced"
 
 # StorageFailure and its subclasses: exit 4, nothing acknowledged.
 IO_ERROR = "io_error"

@@ -25,21 +25,20 @@ Nothing is acknowledged before COMMIT returns. A command of one event is three r
 trips: BEGIN, the lock and the read of the tail (the cached head row and whether one
 follows) as one simple query; the INSERT; the COMMIT. A trigger refuses UPDATE, DELETE and
 TRUNCATE on the events table, so history cannot be edited through SQL without a
-superuser disabling it first — and `verify` detects the edit then.
+superuser disabling it first — and `verify` detects the edit then. An insert trigger
+keeps the chain's shape and records `inserted_by` (journal/pgschema.py).
 
 There are no torn tails here: every row was committed whole. A row that does not
-verify is corruption, and `repair` cannot cut rows the trigger protects.
+verify is corruption; `repair` moves it and the rows after it to the quarantine
+table, in the transaction that appends its record.
 """
 
 from __future__ import annotations
 
-import hashlib
 import math
-import re
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import unquote
 
 import msgspec
 import psycopg
@@ -65,9 +64,11 @@ from quotaledger.journal.pgschema import (
     check_parameters,
     schema_statements,
 )
+from quotaledger.journal.pgurl import first_line, lock_key, redact, split_url
 from quotaledger.journal.store import Inserter, PendingRecord, Tail
 
-DEFAULT_SCHEMA = "public"
+_encode_checkpoint = msgspec.msgpack.Encoder().encode
+_decode_checkpoint = msgspec.msgpack.Decoder(Checkpoint).decode
 
 CONNECT_TIMEOUT_S = 5
 PAGE_BYTES = 4 << 20
@@ -78,59 +79,6 @@ COPY_MIN_RECORDS = 8
 """Batches at least this large go through COPY; smaller ones through INSERT."""
 COPY_BUFFER_BYTES = 8 << 20
 ANALYZE_AFTER_RECORDS = 10_000
-
-_SCHEMA_OPTION = re.compile(r"(?:^|\s)(?:-c\s*|--)search_path\s*=\s*([^\s,]+)")
-_encode_checkpoint = msgspec.msgpack.Encoder().encode
-_decode_checkpoint = msgspec.msgpack.Decoder(Checkpoint).decode
-
-
-def split_url(url: str) -> tuple[str, str]:
-    """The conninfo to connect with (without `schema=`) and the schema the journal uses.
-
-    Only the `schema` parameter is removed; the rest of the query string is kept
-    byte for byte (re-encoding could change what libpq sees, e.g. `+` in options).
-    """
-    base, has_query, query = url.partition("?")
-    fragment = ""
-    if "#" in query:
-        query, _, fragment = query.partition("#")
-        fragment = "#" + fragment
-    kept: list[str] = []
-    schema: str | None = None
-    for item in query.split("&") if has_query else []:
-        key, _, value = item.partition("=")
-        if unquote(key) == "schema":
-            schema = unquote(value)
-        elif item:
-            kept.append(item)
-    conninfo = base + ("?" + "&".join(kept) if kept else "") + fragment
-    if schema is None:
-        try:
-            options = conninfo_to_dict(conninfo).get("options") or ""
-        except psycopg.Error as exc:
-            raise InvalidInput(
-                f"{redact(url)} is not a PostgreSQL URL: {_first_line(exc)}",
-                code=codes.INVALID_JOURNAL_URL,
-            ) from None
-        match = _SCHEMA_OPTION.search(str(options))
-        schema = match.group(1).strip('"') if match else DEFAULT_SCHEMA
-    if not schema or len(schema.encode()) > 63:
-        raise InvalidInput(
-            f"schema {schema!r} is not a PostgreSQL identifier (1-63 bytes)",
-            code=codes.INVALID_JOURNAL_URL,
-        )
-    return conninfo, schema
-
-
-def redact(url: str) -> str:
-    """The URL with any password replaced, for messages."""
-    return re.sub(r"(://[^:/@?#]*):[^@/?#]*@", r"\1:***@", url)
-
-
-def lock_key(schema: str, purpose: str = "journal") -> int:
-    """The advisory lock key (signed 64-bit) of one journal, the same on every machine."""
-    digest = hashlib.sha256(f"quotaledger/{purpose}/{schema}.{EVENTS_TABLE}".encode()).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _copy_text(value: bytes) -> bytes:
@@ -212,7 +160,7 @@ class PgStore:
             given = conninfo_to_dict(self._conninfo)
         except psycopg.Error as exc:
             raise InvalidInput(
-                f"{self.target} is not a PostgreSQL URL: {_first_line(exc)}",
+                f"{self.target} is not a PostgreSQL URL: {first_line(exc)}",
                 code=codes.INVALID_JOURNAL_URL,
             ) from None
         try:
@@ -224,7 +172,7 @@ class PgStore:
             )
         except psycopg.Error as exc:
             raise StorageFailure(
-                f"cannot connect to PostgreSQL at {self.target}: {_first_line(exc)}",
+                f"cannot connect to PostgreSQL at {self.target}: {first_line(exc)}",
                 code=codes.PG_UNREACHABLE,
             ) from None
 
@@ -509,7 +457,7 @@ class PgStore:
         try:
             self._conn.execute(sql.SQL("ANALYZE {}").format(self._events))
         except psycopg.Error as exc:  # only an optimisation; the records are committed
-            warn(f"ANALYZE of {self.schema}.{EVENTS_TABLE} failed: {_first_line(exc)}")
+            warn(f"ANALYZE of {self.schema}.{EVENTS_TABLE} failed: {first_line(exc)}")
 
     def _insert(self, records: Sequence[PendingRecord]) -> None:
         rows = [
@@ -650,7 +598,7 @@ class PgStore:
             # A line that is not JSON, added after the chain was read: corruption.
             raise JournalCorrupt(
                 f"a row of {self.schema}.{EVENTS_TABLE} holds a line that does not parse: "
-                f"{_first_line(exc.__cause__)}",
+                f"{first_line(exc.__cause__)}",
                 reason="line does not parse",
             ) from None
         if row is None:
@@ -747,7 +695,7 @@ class PgStore:
             if self._conn.closed or self._conn.broken:
                 self.poisoned = True
             raise StorageFailure(
-                f"PostgreSQL {what} failed on {self.target}: {_first_line(exc)}"
+                f"PostgreSQL {what} failed on {self.target}: {first_line(exc)}"
                 + ("; nothing was acknowledged" if what == "append" else ""),
                 code=codes.PG_ERROR,
                 sqlstate=getattr(exc, "sqlstate", None),
@@ -799,8 +747,3 @@ def _line_text(line: bytes) -> str:
     if "\x00" in text:
         raise InvalidInput("a record contains a NUL character", code=codes.INVALID_LINE)
     return text
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__

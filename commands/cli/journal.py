@@ -50,9 +50,16 @@ def verify(
         str | None,
         typer.Option("--digest", help="SEQ:HASH taken earlier: prove the journal only grew."),
     ] = None,
+    decisions: Annotated[
+        bool,
+        typer.Option(
+            "--decisions",
+            help="Also re-take every recorded decision as audit does (exit 3 if one differs).",
+        ),
+    ] = False,
 ) -> Output:
     """Check the whole hash chain and every payload; print OK and the head."""
-    request = decode(VerifyRequest, {"digest": digest}, CLI)
+    request = decode(VerifyRequest, {"digest": digest, "decisions": decisions}, CLI)
     with (
         ctx.service(JournalService, write=False, allow_corrupt=True) as ledger,
         progress_bar("verify", _size_hint(ledger)) as progress,
@@ -174,10 +181,19 @@ def export(
 
 @commands("import", example="quotaledger import --journal postgresql://... runs.jsonl")
 def import_(
-    ctx: Ctx, file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")]
+    ctx: Ctx,
+    file: Annotated[str, typer.Argument(help="A verifying JSONL journal.")],
+    allow_unreproduced: Annotated[
+        bool,
+        typer.Option(
+            "--allow-unreproduced",
+            help="Import even if a recorded decision does not reproduce (see verify --decisions).",
+        ),
+    ] = False,
 ) -> Output:
     """Load a verified JSONL journal into an empty journal, hashes preserved."""
-    request = decode(ImportRequest, {"file": file}, CLI)  # exit 2 before the journal is opened
+    values = {"file": file, "allow_unreproduced": allow_unreproduced}
+    request = decode(ImportRequest, values, CLI)  # exit 2 before the journal is opened
     size_bytes = os.path.getsize(file) if os.path.isfile(file) else None
     with (
         ctx.service(JournalService, write=True) as ledger,
@@ -204,6 +220,16 @@ def verify_text(answer: VerifyAnswer) -> str:
     digest = answer.digest
     if not isinstance(digest, msgspec.UnsetType):
         lines.append(f"digest {digest.seq}:{digest.hash} is contained: the journal only grew")
+    decisions = answer.decisions
+    if not isinstance(decisions, msgspec.UnsetType):
+        lines.append(f"{plural(decisions.checked, 'recorded decision')} re-taken: all reproduced")
+    if not isinstance(answer.inserted_by, msgspec.UnsetType):
+        for who in answer.inserted_by:
+            role = "(not recorded)" if who.role is None else who.role
+            lines.append(
+                f"inserted by {role}: {plural(who.records, 'record')}, "
+                f"seq {who.first_seq}..{who.last_seq}"
+            )
     torn = answer.torn_tail
     if torn is not None:
         lines.append(

@@ -23,6 +23,7 @@ from quotaledger.usecases.journal import (
     CheckpointAnswer,
     CheckpointCheck,
     CheckpointRequest,
+    DecisionsChecked,
     DigestAnswer,
     DigestContained,
     DigestRequest,
@@ -33,6 +34,7 @@ from quotaledger.usecases.journal import (
     InsertedBy,
     LogAnswer,
     LogRequest,
+    NotReproducedDecision,
     RepairAnswer,
     RepairRequest,
     TornTail,
@@ -67,6 +69,7 @@ class JournalService(ServiceBase):
         # The checkpoint is a cache writers trust: the fold from genesis must agree.
         check = self.journal.check_checkpoint(head)
         inserters = self.journal.inserters()
+        decisions = _decisions_reproduced(self.journal) if request.decisions else msgspec.UNSET
         return VerifyAnswer(
             ok=True,
             head=head_of(head.to_json()),
@@ -78,6 +81,7 @@ class JournalService(ServiceBase):
             inserted_by=msgspec.UNSET
             if inserters is None
             else [InsertedBy(*inserter) for inserter in inserters],
+            decisions=decisions,
         )
 
     def digest(self, request: DigestRequest) -> DigestAnswer:
@@ -250,6 +254,10 @@ class JournalService(ServiceBase):
         """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
         source = Journal.open(request.file, PROJECTOR, write=False, use_checkpoint=False)
         try:
+            if not request.allow_unreproduced:
+                # A well-chained history no version of the rules could have produced is
+                # refused before anything is loaded (SPEC §7).
+                _decisions_reproduced(source, allow="--allow-unreproduced")
             last = self.journal.import_records(source, progress=progress)
         finally:
             source.close()
@@ -260,6 +268,30 @@ class JournalService(ServiceBase):
             head=head_of(self.journal.head.to_json()),
             event=event_of(last),  # the last record loaded
         )
+
+
+def _decisions_reproduced(journal: Journal[Any], allow: str | None = None) -> DecisionsChecked:
+    """Every recorded decision of `journal` re-taken on a fold of its own from genesis
+    (SPEC §7); `decision_not_reproduced` (exit 3) naming those that were not."""
+    from quotaledger.projections.audit import check_decisions
+
+    check = check_decisions(journal.records())
+    found = [
+        NotReproducedDecision(n.seq, n.hash, n.kind, n.goal, n.run, list(n.differences))
+        for n in check.not_reproduced
+    ]
+    if found:
+        seqs = ", ".join(str(n.seq) for n in found[:10]) + (", ..." if len(found) > 10 else "")
+        raise JournalCorrupt(
+            f"{len(found)} of {check.checked} recorded decisions of {journal.store.target} are "
+            f"not reproduced by the rules on the state before them (seq {seqs}): the history "
+            "was edited or forged, or the rules changed; `quotaledger audit --seq N` explains one"
+            + ("" if allow is None else f"; {allow} imports it anyway"),
+            code=codes.DECISION_NOT_REPRODUCED,
+            checked=check.checked,
+            not_reproduced=msgspec.to_builtins(found),
+        )
+    return DecisionsChecked(check.checked, [])
 
 
 def _contained(anchor: tuple[int, str], head: Head, found: str | None) -> DigestContained:

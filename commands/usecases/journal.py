@@ -77,9 +77,11 @@ def head_of(head: dict[str, Any]) -> Head:
 
 
 class VerifyRequest(Request):
-    """Check the whole chain; with a digest, prove the journal only grew since it."""
+    """Check the whole chain; with a digest, prove the journal only grew since it;
+    with `decisions`, re-take every recorded decision as `audit` does."""
 
     digest: Digest | None = None
+    decisions: bool = False
 
 
 class TornTail(msgspec.Struct):
@@ -115,6 +117,25 @@ class InsertedBy(msgspec.Struct):
     last_seq: int
 
 
+class NotReproducedDecision(msgspec.Struct):
+    """A recorded decision the rules do not take again on the state before it."""
+
+    seq: int
+    hash: str
+    kind: str
+    goal: str | None
+    run: str | None
+    differences: list[str]
+
+
+class DecisionsChecked(msgspec.Struct):
+    """`verify --decisions`: how many recorded decisions were re-taken (all reproduced,
+    or the answer is the error `decision_not_reproduced` listing those that were not)."""
+
+    checked: int
+    not_reproduced: list[NotReproducedDecision]
+
+
 class VerifyAnswer(Answer, kw_only=True):
     ok: bool
     head: Head
@@ -125,6 +146,7 @@ class VerifyAnswer(Answer, kw_only=True):
     checkpoint: CheckpointCheck | None
     inserted_by: list[InsertedBy] | UnsetType = UNSET
     """On PostgreSQL: who inserted what (a forged but well-chained record shows here)."""
+    decisions: DecisionsChecked | UnsetType = UNSET
 
 
 # -- digest, checkpoint ------------------------------------------------------------------
@@ -265,9 +287,11 @@ class ExportAnswer(Answer):
 
 
 class ImportRequest(Request):
-    """Load a verified JSONL journal into this (empty) journal, hashes preserved."""
+    """Load a verified JSONL journal into this (empty) journal, hashes preserved;
+    refused if a recorded decision does not reproduce, unless `allow_unreproduced`."""
 
     file: ImportSource
+    allow_unreproduced: bool = False
 
 
 class ImportAnswer(Answer):

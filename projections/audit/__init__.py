@@ -15,7 +15,10 @@ rule changed in the code shows as "not reproduced").
   change (event times, samples leaving the window, leases and cooldowns ending), for
   the report's step charts.
 
-The package by job: `audit`, `whatif` and `timeline` (`goalfold` is the fold of one
+- `check_decisions`: every journaled decision re-taken on a fold of its own from
+  genesis (`verify --decisions`, `import`): a well-chained but impossible history.
+
+The package by job: `audit`, `decisions`, `whatif` and `timeline` (`goalfold` is the fold of one
 goal the last two share); every public name is re-exported here.
 """
 
@@ -33,6 +36,12 @@ from quotaledger.projections.audit.audit import (
     compare,
     recorded_decision,
     top_contributors,
+)
+from quotaledger.projections.audit.decisions import (
+    DecisionCheck,
+    NotReproduced,
+    check_decisions,
+    redecide,
 )
 from quotaledger.projections.audit.goalfold import (
     GoalFold,
@@ -60,9 +69,11 @@ __all__ = [
     "Audit",
     "Contributor",
     "Cooldown",
+    "DecisionCheck",
     "DimensionPoint",
     "Flip",
     "GoalFold",
+    "NotReproduced",
     "Overrides",
     "Point",
     "RecordedDecision",
@@ -71,10 +82,12 @@ __all__ = [
     "WhatIf",
     "audit_decision",
     "audit_settlement",
+    "check_decisions",
     "compare",
     "merged_cooldowns",
     "point_of",
     "recorded_decision",
+    "redecide",
     "seconds",
     "top_contributors",
 ]
