@@ -87,6 +87,11 @@ class Group(Generic[S]):
     def end(self) -> None:
         """The lock stays held until the group ends."""
 
+    def now_us(self) -> int:
+        """The handle's clock (SPEC §2.2): on PostgreSQL the server's, read when the
+        group took the lock, so every transaction of the group shares that time."""
+        return self._fold.now_us()
+
     def check_poisoned(self) -> None:
         self._fold.check_poisoned()
 
