@@ -84,12 +84,43 @@ def bench(
         str | None,
         typer.Option("--dir", help="Where to write scratch journals [default: cwd]."),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Measure `quotaledger serve` against SQLite, Redis and the raw flock loop "
+            "with N client processes (SPEC §9).",
+        ),
+    ] = False,
+    redis: Annotated[
+        str | None,
+        typer.Option(
+            "--redis",
+            help="With --serve: this Redis (redis://...) instead of a private redis-server; "
+            "its appendonly and appendfsync are restored afterwards.",
+            show_default=False,
+        ),
+    ] = None,
+    clients: Annotated[
+        list[int] | None,
+        typer.Option("--clients", help="With --serve: the Ns measured [default: 1 12 32]."),
+    ] = None,
+    seconds: Annotated[
+        float,
+        typer.Option("--seconds", help="With --serve: seconds per system, N and round."),
+    ] = 3.0,
+    rounds: Annotated[
+        int,
+        typer.Option("--rounds", help="With --serve: turns each system takes at each N."),
+    ] = 2,
 ) -> Output:
     """Measure this machine: each figure beside its raw baseline, the ratio, and
     SPEC §9's target with whether this run met it."""
     from quotaledger.tools.bench_run import run_bench
 
     wanted = set(compare or ())
+    if serve or redis is not None or clients:
+        return _bench_serve(ctx, url, wanted, directory, redis, clients, (seconds, rounds), serve)
     if not wanted <= {"sqlite", "postgresql"}:
         raise InvalidInput("--compare accepts 'sqlite' and 'postgresql'", code=codes.INVALID_OPTION)
     if ("postgresql" in wanted) != (url is not None):
@@ -114,6 +145,91 @@ def bench(
         pg_url=url,
     )
     return Output(result, text=bench_text(result))
+
+
+def _bench_serve(
+    ctx: Ctx,
+    url: str | None,
+    wanted: set[str],
+    directory: str | None,
+    redis: str | None,
+    clients: list[int] | None,
+    timing: tuple[float, int],
+    serve: bool,
+) -> Output:
+    """`bench --serve`: the server against SQLite, Redis and the raw loop (SPEC §9)."""
+    if not serve:
+        raise InvalidInput("--redis and --clients go with --serve", code=codes.INVALID_OPTION)
+    if not wanted <= {"postgresql"} or (url is not None) != ("postgresql" in wanted):
+        raise InvalidInput(
+            "with --serve, --compare accepts only 'postgresql URL' (SQLite is always measured)",
+            code=codes.INVALID_OPTION,
+        )
+    if url is not None and not url.startswith(("postgresql://", "postgres://")):
+        raise InvalidInput(f"{url!r} is not a postgresql:// URL", code=codes.INVALID_OPTION)
+    if redis is not None and not redis.startswith("redis://"):
+        raise InvalidInput(f"--redis {redis!r} is not a redis:// URL", code=codes.INVALID_OPTION)
+    if clients is not None and not all(1 <= n <= 256 for n in clients):
+        raise InvalidInput("--clients must be from 1 to 256", code=codes.INVALID_OPTION)
+    seconds, rounds = timing
+    if not 0.05 <= seconds <= 600:
+        raise InvalidInput("--seconds must be from 0.05 to 600", code=codes.INVALID_OPTION)
+    if not 1 <= rounds <= 100:
+        raise InvalidInput("--rounds must be from 1 to 100", code=codes.INVALID_OPTION)
+    from quotaledger.tools.bench_serve import CLIENTS, run_bench_serve
+
+    def say(text: str) -> None:
+        if sys.stderr.isatty() or not ctx.as_json:
+            sys.stderr.write(f"bench: {text}\n")
+            sys.stderr.flush()
+
+    result = run_bench_serve(
+        clients=tuple(clients or CLIENTS),
+        seconds=seconds,
+        rounds=rounds,
+        directory=directory,
+        redis_url=redis,
+        pg_url=url,
+        say=say,
+    )
+    return Output(result, text=bench_serve_text(result))
+
+
+def bench_serve_text(result: dict[str, Any]) -> str:
+    """Each system's figures at each N, then the ratios against SPEC §9's targets."""
+
+    def number(value: float | None, digits: int = 1) -> str:
+        return "-" if value is None else f"{value:,.{digits}f}"
+
+    rows = [
+        [
+            at,
+            name,
+            number(m["events_per_s"]),
+            number(m["p50_ms"], 2),
+            number(m["p99_ms"], 2),
+            number(m["max_ms"], 1),
+            number(m["busiest_to_least"], 2),
+            number(m["server_cpu_us_per_event"]),
+        ]
+        for at, systems in result["measurements"].items()
+        for name, m in systems.items()
+    ]
+    head = ["N", "SYSTEM", "EVENTS/S", "P50 MS", "P99 MS", "MAX MS", "BUSIEST/LEAST",
+            "SERVER CPU US/EVENT"]  # fmt: skip
+    load = result["load"]
+    api = result["in_process_api_eps"]
+    return "\n".join(
+        [
+            f"load average {load['before']} before, {load['after']} after; "
+            f"{result['cpus']} CPUs; {result['rounds']} x {result['seconds']:g} s per system",
+            table(rows, head),
+            f"in-process API: observe {api['observe']:,.1f} events/s, admit+release "
+            f"{api['admit_release']:,.1f} events/s",
+            "",
+            bench_text(result),
+        ]
+    )
 
 
 def bench_text(result: dict[str, Any]) -> str:

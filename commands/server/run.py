@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
@@ -95,8 +96,12 @@ def serve(
     tls_key: str | None = None,
     lock_timeout_s: float,
     ready: Any = None,
+    open_ledger: Callable[..., Any] = Ledger.open,
 ) -> int:
-    """Serve the journal at `target` until a signal (0) or a failed commit (4)."""
+    """Serve the journal at `target` until a signal (0) or a failed commit (4).
+
+    `open_ledger` is for `bench --serve` only (its bare-line skeleton,
+    quotaledger.tools.bench_skeleton): no command passes it."""
     where = Listen(listen)
     if not where.loopback and token_file is None:
         raise InvalidInput(
@@ -115,7 +120,7 @@ def serve(
     tokens = Tokens(
         read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file")
     )
-    ledger = Ledger.open(target, write=True, lock_timeout_s=lock_timeout_s)
+    ledger = open_ledger(target, write=True, lock_timeout_s=lock_timeout_s)
     try:
         return listening.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))
     finally:
