@@ -21,6 +21,35 @@ DemoJournalOpt = Annotated[
 ]
 
 
+ServeOpt = Annotated[
+    bool,
+    typer.Option(
+        "--serve",
+        help="Measure `quotaledger serve` against SQLite, Redis and the raw flock loop "
+        "with N client processes (SPEC §9).",
+    ),
+]
+RedisOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--redis",
+        help="With --serve: this Redis (redis://...) instead of a private redis-server; "
+        "its appendonly and appendfsync are restored afterwards.",
+        show_default=False,
+    ),
+]
+ClientsOpt = Annotated[
+    list[int] | None,
+    typer.Option("--clients", help="With --serve: the Ns measured [default: 1 12 32]."),
+]
+SecondsOpt = Annotated[
+    float, typer.Option("--seconds", help="With --serve: seconds per system, N and round.")
+]
+RoundsOpt = Annotated[
+    int, typer.Option("--rounds", help="With --serve: turns each system takes at each N.")
+]
+
+
 commands = CommandTable()
 
 
@@ -84,35 +113,11 @@ def bench(
         str | None,
         typer.Option("--dir", help="Where to write scratch journals [default: cwd]."),
     ] = None,
-    serve: Annotated[
-        bool,
-        typer.Option(
-            "--serve",
-            help="Measure `quotaledger serve` against SQLite, Redis and the raw flock loop "
-            "with N client processes (SPEC §9).",
-        ),
-    ] = False,
-    redis: Annotated[
-        str | None,
-        typer.Option(
-            "--redis",
-            help="With --serve: this Redis (redis://...) instead of a private redis-server; "
-            "its appendonly and appendfsync are restored afterwards.",
-            show_default=False,
-        ),
-    ] = None,
-    clients: Annotated[
-        list[int] | None,
-        typer.Option("--clients", help="With --serve: the Ns measured [default: 1 12 32]."),
-    ] = None,
-    seconds: Annotated[
-        float,
-        typer.Option("--seconds", help="With --serve: seconds per system, N and round."),
-    ] = 3.0,
-    rounds: Annotated[
-        int,
-        typer.Option("--rounds", help="With --serve: turns each system takes at each N."),
-    ] = 2,
+    serve: ServeOpt = False,
+    redis: RedisOpt = None,
+    clients: ClientsOpt = None,
+    seconds: SecondsOpt = 3.0,
+    rounds: RoundsOpt = 2,
 ) -> Output:
     """Measure this machine: each figure beside its raw baseline, the ratio, and
     SPEC §9's target with whether this run met it."""

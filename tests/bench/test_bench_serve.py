@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -64,3 +67,52 @@ def test_bench_serve_options_are_checked_before_anything_runs(tmp_path: Path) ->
         assert result.code == 2, (args, result.stdout, result.stderr)
         assert message in result.stderr, (args, result.stderr)
     assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server")
+def test_a_given_redis_gets_appendfsync_always_and_its_settings_back(tmp_path: Path) -> None:
+    # `--redis URL` measures someone's own Redis: fsynced per write for the bench,
+    # and afterwards exactly as it was.
+    from quotaledger.tools.bench_serve_systems import (
+        free_port,
+        given_redis,
+        redis_call,
+        redis_connection,
+    )
+
+    port = free_port()
+    server = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--dir", str(tmp_path),
+         "--appendonly", "no", "--appendfsync", "everysec", "--save", ""],
+        stdout=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        _wait_listening(port, server)
+
+        def settings() -> list[str]:
+            with redis_connection("127.0.0.1", port, None) as sock:
+                return [
+                    redis_call(sock, "CONFIG", "GET", n)[1] for n in ("appendonly", "appendfsync")
+                ]
+
+        assert settings() == ["no", "everysec"]
+        with given_redis(f"redis://127.0.0.1:{port}") as redis:
+            assert settings() == ["yes", "always"]
+            with redis_connection("127.0.0.1", port, None) as sock:
+                assert redis_call(sock, "EVALSHA", redis.sha, 1, "k", 5, 10) == 1
+                assert redis_call(sock, "EVALSHA", redis.sha, 1, "k", 6, 10) == 0  # over
+        assert settings() == ["no", "everysec"]
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _wait_listening(port: int, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise AssertionError(f"redis-server on {port} did not start")
