@@ -12,6 +12,7 @@ import os
 import re
 import time
 from datetime import UTC, datetime, timedelta
+from fractions import Fraction
 from functools import lru_cache
 
 from quotaledger.journal import codes
@@ -20,7 +21,10 @@ from quotaledger.journal.limits import CLOCK_SKEW_S_DEFAULT, CLOCK_SKEW_S_MAX
 
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_DURATION = re.compile(r"^\+?(\d+(?:\.\d+)?)(us|ms|s|m|h|d)?$")
+_NUMBER = r"\d+(?:\.\d+)?"
+_TERM = re.compile(rf"({_NUMBER})(us|ms|s|m|h|d)")
+_DURATION = re.compile(rf"{_NUMBER}|(?:{_TERM.pattern})+")
+"""SPEC §2.2: a number of seconds, or one or more number-and-unit terms (`1h30m`)."""
 _UNIT_US = {
     "us": 1,
     "ms": 1_000,
@@ -179,40 +183,42 @@ def is_canonical_at(text: str) -> bool:
     return _CANONICAL.fullmatch(text) is not None and names_a_real_second(text)
 
 
-def parse_duration_us(text: str) -> int:
-    """Durations as users write them: ``90s``, ``30m``, ``2h``, ``1d`` (bare = seconds)."""
-    match = _DURATION.match(text.strip())
-    if match is None:
+def _duration_us(text: str) -> Fraction:
+    """A duration in microseconds, exactly (SPEC §2.2): ``90`` (seconds), ``90s``,
+    ``1.5h``, ``1h30m``, ``6m0s``, ``2d``, ``250ms``. Every bad one: the same error."""
+    stripped = text.strip()
+    if _DURATION.fullmatch(stripped) is None:
         raise InvalidInput(
-            f"not a duration: {text!r} (use e.g. 90s, 30m, 2h, 1d)", code=codes.INVALID_DURATION
+            f"not a duration: {text!r} (seconds, or e.g. 90s, 1.5h, 1h30m, 2d)",
+            code=codes.INVALID_DURATION,
         )
-    return int(float(match.group(1)) * _UNIT_US[match.group(2) or "s"])
+    if _TERM.match(stripped) is None:  # a bare number of seconds
+        return Fraction(stripped) * US_PER_S
+    return sum(
+        (Fraction(number) * _UNIT_US[unit] for number, unit in _TERM.findall(stripped)),
+        Fraction(0),
+    )
 
 
-_SECONDS = re.compile(r"(\d+(?:\.\d+)?)(us|ms|s|m|h|d)?")
+def parse_duration_us(text: str) -> int:
+    """A duration as users write it, in whole microseconds (see `_duration_us`)."""
+    return int(_duration_us(text))
 
 
 def parse_duration_s(text: str) -> float:
-    """A duration option's value in seconds (SPEC §8): a plain number of seconds
-    (``1.5``) or a number with a unit (``90s``, ``30m``, ``2h``, ``1d``, ``250ms``).
+    """A duration option's value in seconds (SPEC §8): the grammar of `_duration_us`.
 
     The one parser every ``--*-s`` option (and its environment variable) goes
     through; the caller decides whether a fraction of a second is meaningful.
     """
-    match = _SECONDS.fullmatch(text.strip())
-    if match is None:
-        raise InvalidInput(
-            f"not a duration: {text!r} (seconds, or e.g. 90s, 30m, 2h, 1d)",
-            code=codes.INVALID_DURATION,
-        )
-    seconds = float(match.group(1)) * _UNIT_US[match.group(2) or "s"] / US_PER_S
-    return int(seconds) if seconds.is_integer() else seconds
+    seconds = _duration_us(text) / US_PER_S
+    return int(seconds) if seconds.denominator == 1 else float(seconds)
 
 
 def parse_deadline_us(text: str, now_us: int) -> int:
     """An absolute RFC 3339 deadline, or one relative to the event time (``+30m``)."""
     if text.strip().startswith("+"):
-        return now_us + parse_duration_us(text)
+        return now_us + parse_duration_us(text.strip()[1:])
     return parse_at(text)
 
 

@@ -48,7 +48,7 @@ class OptionError(click.BadParameter):
         self.code = code
 
 
-DURATION_HELP = "Seconds, or a duration: 90s, 30m, 2h, 1d."
+DURATION_HELP = "Seconds, or a duration: 90s, 1.5h, 1h30m, 2d."
 
 
 def duration_option(flag: str, text: str, *, whole: bool = True, **options: Any) -> Any:

@@ -5,7 +5,10 @@ import importlib
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
+
+if TYPE_CHECKING:
+    import click
 
 
 @contextmanager
@@ -165,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(error.ctx.get_help() + "\n")
         code = EXIT_OK
     except click_errors.UsageError as error:
+        error = _hint_option_after_command(error, args) or error
         # An option parser of ours (a duration) says which input code it is.
         usage = InvalidInput(error.format_message(), code=getattr(error, "code", codes.USAGE))
         if as_json:
@@ -181,6 +185,33 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as error:
         code = emit_error(StorageFailure(f"I/O failure: {error}"), as_json=as_json)
     return _exit(EXIT_OK if code is None else int(code), argv)
+
+
+def _hint_option_after_command(
+    error: "click.UsageError", args: list[str]
+) -> "click.UsageError | None":
+    """`quotaledger --journal j inspect`: the root knows no --journal, and click's
+    "No such option" (or its "Did you mean '--version'?") does not say that the
+    options every command takes go after the command's name (SPEC §8)."""
+    from click import exceptions as click_errors
+
+    if not isinstance(error, click_errors.NoSuchOption):
+        return None
+    if error.ctx is None or error.ctx.parent is not None:  # a command's own options
+        return None
+    words = [a for a in args if not a.startswith("-")]
+    command = next((i for i, word in enumerate(words) if word in COMMAND_MODULES), None)
+    if command is None:
+        return None
+    # The group's subcommand too (`host status`), when the next word is one.
+    groups = ("host", "budget", "turn", "probe")
+    named = words[command : command + 2] if words[command] in groups else words[command:][:1]
+    # Without click's "Did you mean '--version'?": the option exists, in another place.
+    return click_errors.UsageError(
+        f"{error.message} (options go after the command: quotaledger {' '.join(named)} "
+        f"{error.option_name} ...)",
+        ctx=error.ctx,
+    )
 
 
 def _exit(code: int, argv: list[str] | None) -> int:

@@ -122,3 +122,14 @@ def test_a_cooldown_refusal_prints_no_negative_shortfall(journal_path: str) -> N
     text = _cli(journal_path, "audit", "--seq", str(seq))
     assert "binding constraint: capacity_cooldown_active" in text
     assert "shortfall" not in text
+
+
+def test_an_option_before_the_command_gets_a_hint(journal_path: str) -> None:
+    text = run_cli("--journal", journal_path, "inspect")
+    assert text.code == 2
+    assert "No such option '--journal'" in text.stderr
+    assert "options go after the command: quotaledger inspect --journal ..." in text.stderr
+    answer = run_cli("--json", "host", "status", "--goal", "g")
+    assert answer.code == 2
+    message = answer.json["error"]["message"]
+    assert "quotaledger host status --json ..." in message and "--version" not in message
