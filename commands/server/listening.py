@@ -71,7 +71,10 @@ def bind(host: str, port: int, unix_path: str | None = None) -> socket.socket:
             sock.bind(unix_path)
         else:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted
+            # from a socket that says so, and without it Nagle holds each answer's
+            # body behind its head until the client's delayed ACK (about 40 ms).
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
         sock.listen(BACKLOG)
