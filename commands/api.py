@@ -17,14 +17,15 @@ call; calls from several threads on one ledger take turns.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any, Concatenate, ParamSpec, TypeVar, cast
 
 import msgspec
 
-from quotaledger.arguments import LedgerClosed, checked
 from quotaledger.journal import InvalidInput, codes
+from quotaledger.journal.errors import LedgerClosed
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.target import check_target, is_remote_target
 from quotaledger.services.base import ServiceBase
@@ -69,7 +70,7 @@ from quotaledger.usecases.operator import (
     ReportRequest,
     WhatifRequest,
 )
-from quotaledger.usecases.probe import ProbeRunRequest
+from quotaledger.usecases.probe import LatestProbeRequest, ProbeRunRequest
 from quotaledger.usecases.settlement import (
     BudgetConfigureRequest,
     TurnOpenRequest,
@@ -111,33 +112,8 @@ def endpoint(
     return call
 
 
-R = TypeVar("R")
-
-
-def legacy(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[Ledger, P], R]:
-    """A service method not yet taking a request type, forwarded as it is (its
-    keyword arguments checked against its annotations, `arguments.checked`)."""
-    service_type = _owner(method)
-    inner: Callable[..., R] = checked(method)
-
-    def call(self: Ledger, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        if self.closed:
-            raise LedgerClosed(f"the ledger is closed; {method.__name__}() needs an open one")
-        with self._turn:
-            service = self._service(service_type)
-            service.closed = False  # type: ignore[attr-defined]  # checked() reads it
-            return inner(service, *args, **kwargs)
-
-    call.__name__ = call.__qualname__ = method.__name__
-    call.__doc__ = method.__doc__
-    call.__wrapped__ = method  # type: ignore[attr-defined]  # its checks are read from it
-    return call
-
-
 def _owner(method: Callable[..., Any]) -> type[ServiceBase]:
     owner_name = method.__qualname__.split(".")[0]
-    import sys
-
     owner: type[ServiceBase] = getattr(sys.modules[method.__module__], owner_name)
     assert issubclass(owner, ServiceBase)
     return owner
@@ -218,7 +194,7 @@ class Ledger(ServiceBase):
     turn_resume = endpoint(TurnResumeRequest, SettlementService.turn_resume)
     turn_status = endpoint(TurnStatusRequest, SettlementService.turn_status)
     probe_run = endpoint(ProbeRunRequest, ProbeService.probe_run)
-    latest_probe = legacy(ProbeService.latest_probe)
+    latest_probe = endpoint(LatestProbeRequest, ProbeService.latest_probe)
     audit = endpoint(AuditRequest, OperatorService.audit)
     goals = endpoint(GoalsRequest, OperatorService.goals)
     whatif = endpoint(WhatifRequest, OperatorService.whatif)

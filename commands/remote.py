@@ -20,6 +20,7 @@ import os
 import socket
 import threading
 from typing import Any
+from urllib.parse import quote
 
 import h11
 import msgspec
@@ -31,6 +32,7 @@ from quotaledger.journal.errors import (
     JournalCorrupt,
     JournalPoisoned,
     JournalReplaced,
+    LedgerClosed,
     LockTimeout,
     NotAJournal,
     NotRegularFile,
@@ -55,6 +57,7 @@ _BY_CODE: dict[str, type[Error]] = {
     codes.JOURNAL_REPLACED: JournalReplaced,
     codes.LOCK_TIMEOUT: LockTimeout,
     codes.JOURNAL_POISONED: JournalPoisoned,
+    codes.LEDGER_CLOSED: LedgerClosed,
 }
 _BY_EXIT: dict[int, type[Error]] = {2: InvalidInput, 3: JournalCorrupt, 4: StorageFailure}
 
@@ -207,8 +210,6 @@ class _ClosedBeforeAnswer(Exception):
 def query_string(params: dict[str, Any]) -> str:
     """SPEC §11's query values: integers in decimal, booleans `true`/`false`, a list
     as the key repeated, times (given as RFC 3339 text) as they are; None is left out."""
-    from urllib.parse import quote
-
     pairs = []
     for key, value in params.items():
         for item in value if isinstance(value, list | tuple) else [value]:
@@ -235,10 +236,6 @@ def error_of(
     if exit_code is None:
         exit_code = 4 if status == 503 else 3 if status >= 500 else 2
     error_type = _BY_CODE.get(code)
-    if error_type is None and code == codes.LEDGER_CLOSED:
-        from quotaledger.arguments import LedgerClosed
-
-        error_type = LedgerClosed
     if error_type is None or error_type.exit_code != exit_code:
         error_type = _BY_EXIT.get(exit_code, Error)
     message = str(error.get("message", ""))
@@ -306,8 +303,6 @@ class RemoteLedger:
 
     def _call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if self.closed:
-            from quotaledger.arguments import LedgerClosed
-
             raise LedgerClosed(f"the ledger is closed; {name}() needs an open one")
         if args:
             raise InvalidInput(
@@ -336,7 +331,7 @@ def _remote_method(name: str) -> Any:
     return call
 
 
-for _name in [*USE_CASES, "latest_probe"]:
+for _name in USE_CASES:
     setattr(RemoteLedger, _name, _remote_method(_name))
 
 

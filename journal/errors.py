@@ -3,7 +3,8 @@
     Error                  exit 2 unless a subclass says otherwise
     ├── InvalidInput                2  bad argument or payload; nothing written
     │   ├── TimeRegression          2  an explicit `at` earlier than the goal's last event
-    │   └── TimeInFuture            2  an explicit `at` beyond the clock-skew bound on a writer
+    │   ├── TimeInFuture            2  an explicit `at` beyond the clock-skew bound on a writer
+    │   └── LedgerClosed            2  a call on a closed `quotaledger.Ledger`
     ├── JournalCorrupt              3  mid-log corruption, unreadable, wrong file type
     │   ├── NotRegularFile          3  a symlink, directory, FIFO or device
     │   ├── NotAJournal             3  a file whose first line is not a genesis record
@@ -84,6 +85,12 @@ class TimeRegression(InvalidInput):
 
 class TimeInFuture(InvalidInput):
     code = codes.TIME_IN_FUTURE
+
+
+class LedgerClosed(InvalidInput):
+    """A call on a closed `quotaledger.Ledger` (or a journal handle)."""
+
+    code = codes.LEDGER_CLOSED
 
 
 class JournalCorrupt(Error):

@@ -116,13 +116,3 @@ def apply(state: ProbesState, record: Record, payload: Any) -> None:
         seq=record.seq, at=record.at, hash=record.hash, observation=payload
     )
     state.count[record.goal] = state.count.get(record.goal, 0) + 1
-
-
-def observation_json(latest: LatestProbe) -> dict[str, Any]:
-    """The latest observation as the API and `inspect` show it."""
-    return {
-        "seq": latest.seq,
-        "at": latest.at,
-        "hash": latest.hash,
-        "observation": msgspec.to_builtins(latest.observation),
-    }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
@@ -16,9 +16,6 @@ from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
     TOKEN_COUNT_MAX,
 )
-
-if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers import EventJson
 
 KNOWN_GOALS_SHOWN = 10
 """An unknown_goal message names at most this many known goals when none is close."""
@@ -167,11 +164,6 @@ def conclude(
     if decision.kind is None:
         return None
     return txn.append(decision.kind, goal, decision.payload, at)
-
-
-def event_json(pending: PendingRecord) -> EventJson:
-    record = pending.record
-    return {"seq": record.seq, "hash": record.hash, "kind": record.kind, "at": record.at}
 
 
 def check_identifier(option: str, value: str) -> str:

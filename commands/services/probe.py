@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import os
 import resource
-from typing import TYPE_CHECKING
 
 import msgspec
 
@@ -24,12 +23,15 @@ from quotaledger.journal import Error, InvalidInput, StorageFailure, codes
 from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_io
-from quotaledger.services.base import ServiceBase, check_identifier
+from quotaledger.services.base import ServiceBase
 from quotaledger.usecases.decode import Event, event_of
-from quotaledger.usecases.probe import ProbeRunAnswer, ProbeRunRequest
-
-if TYPE_CHECKING:  # answer shapes are for mypy: building them costs each CLI call
-    from quotaledger.services.answers_journal import LatestProbeAnswer
+from quotaledger.usecases.probe import (
+    LatestObservation,
+    LatestProbeAnswer,
+    LatestProbeRequest,
+    ProbeRunAnswer,
+    ProbeRunRequest,
+)
 
 
 class ProbeService(ServiceBase):
@@ -144,18 +146,18 @@ class ProbeService(ServiceBase):
                 command_ran=False,
             )
 
-    def latest_probe(self, *, goal: str) -> LatestProbeAnswer:
+    def latest_probe(self, request: LatestProbeRequest) -> LatestProbeAnswer:
         """The goal's most recent probe observation (null if none) and its count."""
-        check_identifier("--goal", goal)
         state = self.journal.state.probes
-        latest = state.latest.get(goal)
-        answer: LatestProbeAnswer = {
-            "ok": True,
-            "goal": goal,
-            "count": state.count.get(goal, 0),
-            "latest": probes.observation_json(latest) if latest is not None else None,
-        }
-        return answer
+        latest = state.latest.get(request.goal)
+        return LatestProbeAnswer(
+            ok=True,
+            goal=request.goal,
+            count=state.count.get(request.goal, 0),
+            latest=None
+            if latest is None
+            else LatestObservation(latest.seq, latest.at, latest.hash, latest.observation),
+        )
 
 
 def _smallest_line_bytes(

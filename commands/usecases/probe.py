@@ -1,8 +1,8 @@
-"""The execution probe's use case (SPEC §6): `probe run`.
+"""The execution probe's use cases (SPEC §6): `probe run`, and the Python API's
+`latest_probe` (no command of its own).
 
-The answer carries the observation as journaled (`projections.probes.ProbeObserved`):
-the probe's primary result, whose fields are its keys. `latest_probe` reads the fold
-and is no use case of its own (`ProbeService.latest_probe`).
+Answers carry the observation as journaled (`projections.probes.ProbeObserved`): the
+probe's primary result, whose fields are its keys.
 """
 
 import msgspec
@@ -54,3 +54,25 @@ class ProbeRunAnswer(Answer):
     candidates_changed: list[str]
     stragglers_terminated: int
     observation: ProbeObserved
+
+
+class LatestProbeRequest(Request):
+    """The goal's most recent probe observation (null if none) and its count."""
+
+    goal: Identifier
+
+
+class LatestObservation(msgspec.Struct):
+    """A probe observation and the event that journaled it."""
+
+    seq: int
+    at: str
+    hash: str
+    observation: ProbeObserved | None
+
+
+class LatestProbeAnswer(Answer):
+    ok: bool
+    goal: str
+    count: int
+    latest: LatestObservation | None

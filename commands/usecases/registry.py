@@ -18,6 +18,14 @@ class UseCase(NamedTuple):
     """It may append (a `POST` on the server); else it only reads (a `GET`)."""
 
     @property
+    def command(self) -> str | None:
+        """The CLI command's words (`host phase`, `import`), or None for a method of
+        the Python API alone."""
+        if self.name in API_ONLY:
+            return None
+        return " ".join(self.name.removesuffix("_").split("_"))
+
+    @property
     def stem(self) -> str:
         return "".join(word.capitalize() for word in self.name.split("_"))
 
@@ -67,8 +75,12 @@ USE_CASES: dict[str, UseCase] = {
     **_cases("journal", False, "verify", "digest", "log", "export"),
     **_cases("journal", True, "repair", "checkpoint", "import_"),
     **_cases("probe", True, "probe_run"),
+    **_cases("probe", False, "latest_probe"),
 }
 """Every use case, by API method name (SPEC §8), in SPEC's order of domains."""
+
+API_ONLY = frozenset({"latest_probe"})
+"""Use cases of the Python API (and the server) with no CLI command."""
 
 NOT_SERVED = frozenset(
     {"verify", "repair", "checkpoint", "export", "import_", "report", "probe_run"}

@@ -76,10 +76,6 @@ def test_the_runner_hot_path_imports_nothing_heavy(tmp_path) -> None:
         "quotaledger.tools.bench",
         "quotaledger.adapters.headers",  # provider reports load only when given
         "email",
-        # the answer TypedDicts are for mypy: building them would cost every call
-        "quotaledger.services.answers",
-        "quotaledger.services.answers_journal",
-        "quotaledger.services.answers_operator",
         # OpenSSL (hashlib) loads only once a process hashes in bulk (journal.sha256)
         "_hashlib",
         "hashlib",
