@@ -4,6 +4,8 @@
         for request in waiting:             # in arrival order
             answer(request)                 # each runs journal.transaction() as usual
     # one write and one fdatasync (one COMMIT) for every record staged, then the lock released
+    deliver(answers)
+    group.refresh_checkpoint()              # when one is due, after the answers are out
 
 Inside a group a transaction takes no lock of its own and writes nothing: its commit
 folds its records into the handle's state (so the next transaction sees them, exactly
@@ -66,8 +68,12 @@ class Group(Generic[S]):
                 fold.make_durable(fold.head.offset)
         finally:
             fold.end()
-        if self.staged:
-            fold.committed()  # the checkpoint cadence, after the lock is released
+
+    def refresh_checkpoint(self) -> None:
+        """The checkpoint cadence, run by the caller once the group's answers are out
+        (a checkpoint of a large state takes a while; no answer should wait for it)."""
+        if self.staged and self.broken is None and self._fold.valid:
+            self._fold.committed()
 
     # -- what a transaction needs of its journal (`transaction.Host`) ------------------
 

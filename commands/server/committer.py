@@ -160,6 +160,7 @@ class Committer:
         self._deliver(
             [(work.ticket, outcome) for work, outcome in zip(writers, outcomes, strict=True)]
         )
+        group.refresh_checkpoint()  # answered first: no client waits for a checkpoint
 
     def _commit_error(self, exc: Error) -> Error:
         """The answer of every request of a group that did not commit. A handle whose
