@@ -211,10 +211,10 @@ class CapacityService(ServiceBase):
                 if retry_after_s is None:
                     retry_after_s = resolved.retry_after_s
             if repeat is not None:
-                fingerprint = cap.rejected_fingerprint(
-                    request.run, retry_after_s, request.detail, report
+                same = cap.same_rejection(
+                    repeat.seen, request.run, retry_after_s, request.detail, report
                 )
-                return reject_repeat(repeat, fingerprint, goal)
+                return reject_repeat(repeat, same, goal)
             state = cap.goal_of(txn.state.capacity, goal)
             plan = cap.plan_rejection(state, at_us, retry_after_s)
             payload = cap.CapacityRejected(

@@ -62,7 +62,7 @@ def observe_repeat(repeat: Repeat, payload: cap.CapacityObserved, goal: str) -> 
     """The answer to an observation repeating a request id: the first event's, or the
     refusal when `payload` (made at the first one's time) is not the first's."""
     seen, state = repeat.seen, repeat.state
-    same = seen.kind == cap.OBSERVED and seen.fingerprint == cap.observed_fingerprint(payload)
+    same = cap.same_observation(seen, payload)
     window = cap.usage_at(state, max(repeat.at_us, state.last_at_us))
     run = payload.run
     leased = state.runs.get(run) if run is not None else None
@@ -84,14 +84,13 @@ def observe_repeat(repeat: Repeat, payload: cap.CapacityObserved, goal: str) -> 
     )
 
 
-def reject_repeat(repeat: Repeat, fingerprint: str, goal: str) -> RejectAnswer:
+def reject_repeat(repeat: Repeat, same: bool, goal: str) -> RejectAnswer:
     """The answer to a rejection repeating a request id: the first rejection's fields
     (its cooldown was the state's then), or the refusal when the members the request
-    determines differ. An id an observation holds is a conflict: the cooldown shown is
-    then the goal's as it stands."""
+    determines differ (`same`: `cap.same_rejection`). An id an observation holds is a
+    conflict: the cooldown shown is then the goal's as it stands."""
     seen, state = repeat.seen, repeat.state
-    first = seen.rejected
-    same = seen.kind == cap.REJECTED and seen.fingerprint == fingerprint
+    first = cap.first_rejection(seen)
     if first is None:  # the id is an observation's
         until_us = max(state.cooldown_until_us or repeat.at_us, repeat.at_us)
         first = cap.CapacityRejected(

@@ -158,8 +158,7 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
     source: FreeText | None
     provider: ProviderReport | None = None
     request_id: Identifier | None = None
-    """The provider's response id (SPEC §11): a repeat within 900 s counts once. Last:
-    `requests.observed_fingerprint` is every member before it."""
+    """The provider's response id (SPEC §11): a repeat within 900 s counts once."""
 
     def __post_init__(self) -> None:
         # Payload.__post_init__'s checks of this kind's fields (run, source, request_id;

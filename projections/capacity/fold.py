@@ -10,6 +10,7 @@ from quotaledger.journal.clock import US_PER_S, parse_at
 from quotaledger.projections.capacity.config import ARM_GROUP, CaseConfig, Group, TokenConfig
 from quotaledger.projections.capacity.events import (
     OBSERVED,
+    REJECTED,
     AdmitRequest,
     CapacityAdmitted,
     CapacityConfigured,
@@ -26,8 +27,6 @@ from quotaledger.projections.capacity.requests import (
     SeenRequest,
     forget_requests,
     note_request,
-    observed_fingerprint,
-    seen_rejection,
 )
 from quotaledger.projections.types import StateStruct
 
@@ -218,9 +217,7 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         if payload.provider is not None:
             _note_provider(goal, payload.provider, record.seq, at_us)
         if payload.request_id is not None:
-            seen = SeenRequest(
-                at_us, record.seq, record.hash, OBSERVED, observed_fingerprint(payload)
-            )
+            seen = SeenRequest(at_us, record.seq, record.hash, OBSERVED, bytes(record.data))
             note_request(goal.request_ids, payload.request_id, seen)
     elif isinstance(payload, CapacityAdmitted):
         _apply_admitted(goal, payload, record, at_us)
@@ -237,7 +234,7 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         if payload.provider is not None:
             _note_provider(goal, payload.provider, record.seq, at_us)
         if payload.request_id is not None:
-            seen = seen_rejection(payload, at_us, record.seq, record.hash)
+            seen = SeenRequest(at_us, record.seq, record.hash, REJECTED, bytes(record.data))
             note_request(goal.request_ids, payload.request_id, seen)
     elif isinstance(payload, CapacityReleased):
         if goal.runs.pop(payload.run, None) is not None:
