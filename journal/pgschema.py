@@ -36,7 +36,7 @@ TRUNCATE_TRIGGER = "quotaledger_events_no_truncate"
 INSERT_TRIGGER = "quotaledger_events_chain"
 QUARANTINE_ROW_TRIGGER = "quotaledger_quarantine_append_only"
 QUARANTINE_TRUNCATE_TRIGGER = "quotaledger_quarantine_no_truncate"
-SCHEMA_VERSION = "quotaledger/pg 2: chain trigger, inserted_by, quarantine"
+SCHEMA_VERSION = "quotaledger/pg 3: chain trigger, inserted_by, quarantine"
 """The events table's comment once this version's objects are in place: a table whose
 comment differs was made by an older version (or altered) and is upgraded."""
 
@@ -94,11 +94,14 @@ BEGIN
 END $f$
 """
 
+# PL/pgSQL, not SQL: a session caches its plan (an SQL function plans its query on
+# every call, which doubled the trigger's cost per row of an import).
 _HEAD = """
 CREATE OR REPLACE FUNCTION @head@(OUT seq bigint, OUT hash text)
-LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
-  SELECT e.seq, e.hash::text FROM @events@ e ORDER BY e.seq DESC LIMIT 1
-$f$
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $f$
+BEGIN
+  SELECT e.seq, e.hash::text INTO seq, hash FROM @events@ e ORDER BY e.seq DESC LIMIT 1;
+END $f$
 """
 
 _CHECK_INSERT = """

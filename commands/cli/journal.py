@@ -255,8 +255,21 @@ def repair_text(answer: RepairAnswer) -> str:
 LOG_HEADER = ["SEQ", "AT", "GOAL", "KIND", "DATA"]
 
 
+LOG_INSERTED_BY = "INSERTED BY"
+"""The column a PostgreSQL journal adds (SPEC §2.6): the role that inserted the event."""
+
+
 def _row(event: LogAnswer) -> list[str]:
-    return [str(event.seq), event.at, event.goal or "-", event.kind, _summary(event.data)]
+    cells = [str(event.seq), event.at, event.goal or "-", event.kind, _summary(event.data)]
+    if not isinstance(event.inserted_by, msgspec.UnsetType):
+        cells.insert(4, "?" if event.inserted_by is None else event.inserted_by)
+    return cells
+
+
+def _header(rows: list[list[str]]) -> list[str]:
+    if rows and len(rows[0]) > len(LOG_HEADER):
+        return [*LOG_HEADER[:4], LOG_INSERTED_BY, LOG_HEADER[4]]
+    return LOG_HEADER
 
 
 def _line(event: LogAnswer) -> str:
@@ -275,11 +288,12 @@ def _listing(events: Iterator[LogAnswer], *, as_json: bool) -> Output:
         for event in events:
             rows.append(_row(event))
     except JournalCorrupt:
-        sys.stdout.write(table(rows, LOG_HEADER) + "\n")  # the verified prefix, then exit 3
+        sys.stdout.write(table(rows, _header(rows)) + "\n")  # the verified prefix, then exit 3
         raise
     if not rows:
         return Output({"ok": True}, text="no events")
-    return Output({"ok": True}, text=plural(len(rows), "event") + "\n" + table(rows, LOG_HEADER))
+    text = plural(len(rows), "event") + "\n" + table(rows, _header(rows))
+    return Output({"ok": True}, text=text)
 
 
 def _follow(events: Iterator[LogAnswer], *, as_json: bool) -> None:

@@ -124,6 +124,8 @@ def test_a_forged_but_chained_row_names_the_role_that_inserted_it(
     assert log.code == 0, log.stderr
     events = [msgspec.json.decode(text) for text in log.stdout.splitlines()]
     assert events[-1]["inserted_by"] == insert_only_role, events[-1]
+    table = run_cli("log", "--journal", pg_journal)
+    assert "INSERTED BY" in table.stdout and insert_only_role in table.stdout, table.stdout
     verified = cli(pg_journal, "verify")
     assert verified.code == 0, verified.stdout  # well chained: only the role tells
     assert verified.json["inserted_by"] == [
