@@ -30,6 +30,7 @@ from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_D
 from quotaledger.journal.target import check_target, is_remote_target
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.capacity import CapacityService
+from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.services.host import HostService
 from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
@@ -172,12 +173,12 @@ class Ledger(ServiceBase):
             events = self._service(JournalService).log(request, wait)
         return (msgspec.to_builtins(event) for event in events)
 
-    configure = endpoint(ConfigureRequest, CapacityService.configure)
+    configure = endpoint(ConfigureRequest, CapacityStateService.configure)
     observe = endpoint(ObserveRequest, CapacityService.observe)
     admit = endpoint(AdmitRequest, CapacityService.admit)
     reject = endpoint(RejectRequest, CapacityService.reject)
     release = endpoint(ReleaseRequest, CapacityService.release)
-    inspect = endpoint(InspectRequest, CapacityService.inspect)
+    inspect = endpoint(InspectRequest, CapacityStateService.inspect)
     host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
     host_start = endpoint(HostStartRequest, HostService.host_start)
     host_exit = endpoint(HostExitRequest, HostService.host_exit)

@@ -23,6 +23,7 @@ from quotaledger.journal import reading
 from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.errors import Error, JournalCorrupt
+from quotaledger.journal.filestore import FileStore
 from quotaledger.journal.fold import Fold, Progress, Projector
 from quotaledger.journal.group import Group
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, GENESIS_PREV, LOCK_TIMEOUT_S_DEFAULT
@@ -48,8 +49,6 @@ def open_store(target: str, *, write: bool, repairing: bool = False) -> Store:
 
         pg_store: Store = PgStore(target, create=write)
         return pg_store
-    from quotaledger.journal.filestore import FileStore
-
     return FileStore(target, create=write, repairing=repairing)
 
 

@@ -24,18 +24,15 @@ _hashed_bytes = 0
 _bulk: _Hash | None = None
 
 
-def _builtin() -> _Hash | None:
-    try:  # Python 3.11
-        from _sha256 import sha256
-    except ImportError:
-        try:  # Python 3.12 and later
-            from _sha2 import sha256
-        except ImportError:  # a build without CPython's own hashes: OpenSSL only
-            return None
-    return sha256()  # type: ignore[no-any-return]
+try:  # CPython's own SHA-256: Python 3.11
+    from _sha256 import sha256 as _builtin_sha256
+except ImportError:
+    try:  # Python 3.12 and later
+        from _sha2 import sha256 as _builtin_sha256
+    except ImportError:  # a build without CPython's own hashes: OpenSSL only
+        _builtin_sha256 = None
 
-
-_SMALL = _builtin()
+_SMALL: _Hash | None = None if _builtin_sha256 is None else _builtin_sha256()
 
 
 def empty_sha256_for(size_bytes: int) -> _Hash:

@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from quotaledger.adapters import is_request_id
 from quotaledger.adapters.usage import litellm_usage_of, plain
+from quotaledger.journal.identifier import check_identifier
 
 if TYPE_CHECKING:
     from quotaledger.api import Ledger
@@ -62,11 +63,9 @@ class Callback:
         return super().__new__(cls)
 
     def __init__(self, ledger: Ledger, goal: str, run: str | None = None) -> None:
-        from quotaledger.services.base import check_identifier
-
-        check_identifier("goal", goal)
+        check_identifier("goal", goal, option="goal")
         if run is not None:
-            check_identifier("run", run)
+            check_identifier("run", run, option="run")
         super().__init__()  # LiteLLM's CustomLogger
         self.ledger = ledger
         self.goal = goal

@@ -17,7 +17,7 @@ from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import Output, table
 from quotaledger.cli.runner import coverage_text, dimension_lines, num, request_of
 from quotaledger.projections.capacity import DIMENSIONS
-from quotaledger.services.capacity import CapacityService
+from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
     ConfigureRequest,
@@ -68,7 +68,7 @@ def configure(
         remove_limit=remove_limit or [],
         remove_gate=remove_gate or [],
     )
-    with ctx.service(CapacityService, write=True) as ledger:
+    with ctx.service(CapacityStateService, write=True) as ledger:
         answer = ledger.configure(request)
     return Output(answer, text=configure_text(answer))
 
@@ -96,7 +96,7 @@ def inspect(
     On a corrupt journal, --seq N before the corrupt record still answers.
     """
     request = request_of(InspectRequest, locals())
-    with ctx.service(CapacityService, write=False, allow_corrupt=seq is not None) as ledger:
+    with ctx.service(CapacityStateService, write=False, allow_corrupt=seq is not None) as ledger:
         answer = ledger.inspect(request)
     return Output(answer, text=inspect_text(answer))
 

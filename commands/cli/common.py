@@ -98,8 +98,6 @@ body or a header block is a few KiB; anything larger is not one."""
 def read_input(option: str, value: str | None) -> str | None:
     """The text of a `FILE|-` option: the file, or standard input for `-` (exit 2 if it
     cannot be read, is not UTF-8, or is over 1 MiB); None when the option is not given."""
-    import sys
-
     if value is None:
         return None
     try:

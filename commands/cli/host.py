@@ -8,7 +8,7 @@ from msgspec import UnsetType
 from quotaledger.cli import followup
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option
 from quotaledger.cli.output import Output, plural, table
-from quotaledger.journal import codes
+from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 from quotaledger.services.host import HostService
 from quotaledger.usecases.decode import CLI, Event, decode
@@ -289,8 +289,6 @@ def replan(
     at: AtOpt = None,
 ) -> Output:
     """Open or settle a replan; an unsettled replan holds its lane."""
-    from quotaledger.journal import InvalidInput
-
     if open_ == settle:
         raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
     action = "open" if open_ else "settle"

@@ -33,40 +33,14 @@ def _collector_paused() -> Iterator[None]:
 
 with _collector_paused():
     import typer
+    from click import exceptions as click_errors
 
+    from quotaledger import __version__
     from quotaledger.cli.common import closed_stdout, env_json
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
     from quotaledger.journal import codes
     from quotaledger.journal.errors import InvalidInput, StorageFailure
-
-# Which module registers each top-level command. A runner calls the CLI once per
-# event, so `quotaledger admit` builds only the commands of its own module: typer turns
-# every registered function into a click command on every start.
-COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(
-        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
-    ),
-    **dict.fromkeys(("configure", "inspect"), "capacity"),
-    # A runner's per-event commands: their own module, which capacity's help includes.
-    **dict.fromkeys(("observe", "admit", "reject", "release"), "runner"),
-    **dict.fromkeys(("goals", "audit", "whatif", "report", "metrics"), "operator"),
-    "host": "host",
-    "budget": "settlement",
-    "turn": "settlement",
-    "probe": "probe",
-    **dict.fromkeys(("demo", "bench"), "tools"),
-    "serve": "serve",
-}
-MODULE_ORDER = (
-    "journal",
-    "capacity",
-    "host",
-    "settlement",
-    "probe",
-    "operator",
-    "serve",
-    "tools",
-)
+    from quotaledger.usecases.registry import COMMAND_MODULES, MODULE_ORDER
 
 
 def build_app(
@@ -101,8 +75,6 @@ def build_app(
 
 
 def print_version() -> None:
-    from quotaledger import __version__
-
     sys.stdout.write(f"quotaledger {__version__}\n")
 
 
@@ -147,8 +119,6 @@ def __getattr__(name: str) -> typer.Typer:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point: runs a command and turns every outcome into an exit code."""
-    from click import exceptions as click_errors
-
     args = sys.argv[1:] if argv is None else argv
     # Before parsing (a usage error must still answer in JSON); the last flag wins,
     # and an explicit flag wins over QUOTALEDGER_JSON.

@@ -70,7 +70,7 @@ def demo(ctx: Ctx) -> Output:
     a quota failure continued on its session, a settlement resumed after a
     simulated crash; then `inspect` and the `audit` of the refusal.
     """
-    from quotaledger.tools.demo import run_demo
+    from quotaledger.tools.demo import demo_text, run_demo
 
     if "://" in ctx.journal_target or ctx.journal_target.startswith("unix:"):
         raise InvalidInput(
@@ -256,29 +256,3 @@ def bench_text(result: dict[str, Any]) -> str:
         for name, f in result["figures"].items()
     ]
     return table(rows, ["FIGURE", "VALUE", "BASELINE", "RATIO", "TARGET", "MET"])
-
-
-def demo_text(result: dict[str, Any]) -> str:
-    """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
-    from quotaledger.cli import followup
-    from quotaledger.cli.capacity import inspect_text
-    from quotaledger.cli.operator import audit_text
-    from quotaledger.usecases.capacity_state import InspectAnswer
-    from quotaledger.usecases.decode import typed
-    from quotaledger.usecases.operator import AuditAnswer
-
-    goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
-    # Printed as commands to paste: complete, and naming the demo's journal.
-    journal = followup.journal_words(result["journal"])
-    return "\n".join(
-        [
-            "$ " + followup.command_line(["inspect", "--goal", goal], journal),
-            inspect_text(typed(InspectAnswer, result["inspect"])),
-            "",
-            "$ " + followup.audit_line(seq, journal),
-            audit_text(typed(AuditAnswer, result["audit"])),
-            "",
-            f"journal {result['journal']}: head seq {result['head']['seq']} "
-            f"hash {result['head']['hash']}",
-        ]
-    )

@@ -1,4 +1,5 @@
-"""Capacity use cases (SPEC §3.5): configure, observe, admit, reject, release, inspect.
+"""A runner's capacity use cases (SPEC §3.5): observe, admit, reject, release
+(configure and inspect: `services.capacity_state`).
 
 Each writer is one transaction: lock -> catch up -> sample time (under the lock,
 seed 000) -> decide with the pure functions of `projections.capacity` -> append ->
@@ -15,13 +16,11 @@ import msgspec
 from msgspec import UNSET
 
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
-from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
-from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_of
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
@@ -39,75 +38,10 @@ from quotaledger.usecases.decode import event_of, event_or_unset
 
 if TYPE_CHECKING:
     from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
-    from quotaledger.usecases.capacity_state import (
-        ActiveRunView,
-        ConfigureAnswer,
-        ConfigureRequest,
-        ConfigView,
-        DimensionView,
-        GoalView,
-        InspectAnswer,
-        InspectRequest,
-        ProviderView,
-    )
 
 
 class CapacityService(ServiceBase):
     """Capacity admission over the open journal."""
-
-    # -- configure ---------------------------------------------------------------------
-
-    def configure(self, request: ConfigureRequest) -> ConfigureAnswer:
-        """Change a goal's capacity config: only the fields given change (SPEC §3.5)."""
-        # configure's types: a runner's per-event command never loads them
-        from quotaledger.usecases.capacity_state import ConfigureAnswer
-
-        goal = request.goal
-        remove_limit, remove_gate = tuple(request.remove_limit), tuple(request.remove_gate)
-        given = cap.given_fields(request.config_fields())
-        if not given and not remove_limit and not remove_gate:
-            raise InvalidInput(
-                "nothing to configure: give the case gate (--max-active-cases ...), the token "
-                "gate (--quota-tpm, --quota-itpm ...), --remove-limit or --remove-gate",
-                code=codes.INVALID_CONFIG,
-            )
-        # The rule needs the goal's config: an invalid result raises inside the
-        # transaction, which then appends nothing.
-        with self.journal.transaction() as txn:
-            at_text = txn.time_for(goal, request.at)
-            state = cap.goal_of(txn.state.capacity, goal)
-            current = cap.Config(state.cases, state.tokens, tuple(state.explicit))
-            new = cap.reconfigure(
-                current, given, remove_limits=remove_limit, remove_gates=remove_gate
-            )
-            config = config_view(new.cases, new.tokens)
-            changes = cap.changes(current, new)
-            active = cap.evaluate(state, parse_at(at_text)).active_cases
-            below = cap.config_below_occupancy(active, new.cases)
-            if below:
-                return ConfigureAnswer(
-                    ok=False,
-                    goal=goal,
-                    appended=False,
-                    reasons=[R.CONFIG_BELOW_OCCUPANCY],
-                    detail=below,
-                    active_cases=active,
-                    config=config,
-                    changes=changes,
-                )
-            payload = cap.CapacityConfigured(
-                cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
-            )
-            pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
-        return ConfigureAnswer(
-            ok=True,
-            goal=goal,
-            appended=True,
-            config=config,
-            explicit=list(new.explicit),
-            changes=changes,
-            event=event_of(pending),
-        )
 
     # -- observe -----------------------------------------------------------------------
 
@@ -251,34 +185,6 @@ class CapacityService(ServiceBase):
             reasons=list(decision.reasons),
             event=event_or_unset(pending),
         )
-
-    # -- inspect -----------------------------------------------------------------------
-
-    def inspect(self, request: InspectRequest) -> InspectAnswer:
-        """Every goal (or one) as of now, as of time `at`, or as of record `seq`."""
-        from quotaledger.usecases.capacity_state import InspectAnswer
-
-        goal, at, seq = request.goal, request.at, request.seq
-        if goal is not None:
-            self.require_goal(goal)
-        if at is None and seq is None:
-            self.journal.refresh()  # a long-lived handle shows what others appended since
-        ledger: LedgerState = self._state_as_of(at=at, seq=seq)
-        goals = ledger.capacity.goals
-        names = sorted(goals) if goal is None else [goal]
-        now_us = wall_us()
-        ahead = clock_ahead_of(self.journal, now_us)
-        result: dict[str, GoalView] = {}
-        for name in names:
-            state = cap.goal_of(ledger.capacity, name)
-            if at is not None:
-                at_us = parse_at(canonical_at(at))
-            elif seq is not None:
-                at_us = state.last_at_us
-            else:
-                at_us = max(now_us, state.last_at_us)
-            result[name] = inspect_goal(state, at_us, clock_ahead=ahead(name))
-        return InspectAnswer(ok=True, goals=result)
 
 
 # -- building answers ------------------------------------------------------------------
@@ -425,114 +331,3 @@ def admit_answer(
         answer.figures = detail.figures
         answer.binding_dimension = detail.figures.binding_dimension
     return answer
-
-
-def config_view(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) -> ConfigView:
-    """The config as answers show it: `limits` always present (events omit it when empty)."""
-    from quotaledger.usecases.capacity_state import ConfigView, TokensView
-
-    shown = None if tokens is None else TokensView(**msgspec.structs.asdict(tokens))
-    return ConfigView(cases=cases, tokens=shown)
-
-
-def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = False) -> GoalView:
-    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`; `clock_ahead`: its
-    last event is beyond the clock-skew bound ahead of this machine's clock."""
-    from quotaledger.usecases.capacity_state import GoalView, Headroom, Totals
-
-    ev = cap.evaluate(state, at_us)
-    return GoalView(
-        at=format_us(at_us),
-        config=config_view(ev.cases, ev.tokens),
-        usage_tpm=ev.usage.usage_tpm,
-        usage=ev.usage.parts,
-        reserved_tpm=ev.reserved_tpm,
-        load_tpm=ev.load_tpm,
-        headroom_tpm=Headroom(
-            solver=ev.headroom_tpm("solver"), evaluator=ev.headroom_tpm("evaluator")
-        ),
-        coverage=ev.usage.coverage,
-        observation_stale=ev.observation_stale,
-        last_observation_at=format_us_or_none(ev.last_observation_at_us),
-        cooldown_until=format_us_or_none(ev.cooldown_until_us),
-        cooldown_active=ev.cooldown_active,
-        active_runs=[_active_run_view(r) for r in ev.active_runs],
-        active_counts=ev.active_cases,
-        dimensions=dimension_views(ev),
-        provider=provider_views(ev),
-        admission_ready=cap.admission_ready(ev),
-        clock_ahead=clock_ahead,
-        next_action=cap.next_action(ev, clock_ahead=clock_ahead),
-        totals=Totals(
-            admissions=state.admissions_total,
-            refusals=state.refusal_events_total,
-            refusals_by_reason=dict(sorted(state.refusals_total.items())),
-            rejections=state.rejections_total,
-            releases=state.releases_total,
-        ),
-    )
-
-
-def dimension_views(ev: cap.Evaluation) -> dict[str, DimensionView]:
-    """Every configured dimension as of the evaluation (SPEC §3.6, inspect's shape)."""
-    from quotaledger.usecases.capacity_state import DimensionView, Headroom
-
-    return {
-        dimension: DimensionView(
-            usage=state.usage,
-            reserved=state.reserved,
-            provider_used=state.provider_used,
-            load=state.load,
-            quota=None if state.limit is None else state.limit.quota,
-            target=None if state.limit is None else state.limit.target,
-            headroom=Headroom(
-                solver=state.headroom("solver"), evaluator=state.headroom("evaluator")
-            ),
-        )
-        for dimension, state in ev.dimensions.items()
-    }
-
-
-def provider_views(ev: cap.Evaluation) -> dict[str, ProviderView]:
-    """The latest provider report of every dimension reported (SPEC §3.6)."""
-    from quotaledger.usecases.capacity_state import ProviderView
-
-    found: dict[str, ProviderView] = {}
-    for dimension, state in ev.every_dimension.items():
-        view = state.provider
-        if view is None:
-            continue
-        report = view.report
-        found[dimension] = ProviderView(
-            limit=report.limit,
-            remaining=report.remaining,
-            reset_at=format_us_or_none(report.reset_at_us),
-            reported_at=format_us(report.at_us),
-            live=view.live,
-            used=view.used,
-            used_since=view.used_since,
-            headroom=view.room,
-            config_above_provider_limit=(
-                state.limit is not None
-                and report.limit is not None
-                and state.limit.quota > report.limit
-            ),
-        )
-    return found
-
-
-def _active_run_view(run: cap.ActiveRun) -> ActiveRunView:
-    from quotaledger.usecases.capacity_state import ActiveRunView
-
-    request = run.request
-    return ActiveRunView(
-        run=request.run,
-        case=request.case,
-        arm=request.arm,
-        class_=request.run_class,
-        forecast_tpm=cap.forecast_of(request, "tpm"),
-        forecasts={d: cap.forecast_of(request, d) for d in cap.DIMENSIONS},
-        admitted_at=format_us(run.admitted_at_us),
-        lease_until=format_us_or_none(run.lease_until_us),
-        seq=run.seq,
-    )

@@ -8,17 +8,20 @@ and `metrics --out` write only their own file). The decisions are re-taken by
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgspec
 
 from quotaledger.journal import Head, InvalidInput, Record, codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.outfile import write_atomically
+from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
     AuditAnswer,
@@ -42,11 +45,6 @@ from quotaledger.usecases.operator import (
     WhatifRequest,
     range_us,
 )
-
-if TYPE_CHECKING:
-    # At run time the methods import projections.audit themselves: every command loads
-    # this module (quotaledger.api), and `admit`, once per run, never needs the replays.
-    from quotaledger.projections import audit as au
 
 Progress = Callable[[int], None]
 
@@ -116,7 +114,6 @@ class OperatorService(ServiceBase):
         `ok` (and `reproduced`) is false when the replay differs from the record: the
         code's rules changed or the log was edited.
         """
-        from quotaledger.projections import audit as au
 
         # From genesis, never from a checkpoint (SPEC §2.5): a decision made on a forged
         # or stale checkpoint must show as not reproduced.
@@ -130,7 +127,6 @@ class OperatorService(ServiceBase):
         if record.kind in cap.DECISION_KINDS:
             recorded = au.recorded_decision(record, payload)
             assert recorded is not None
-            from quotaledger.services.audit_views import explanation_of
 
             goal_state = cap.goal_of(before.capacity, recorded.goal)
             result = au.audit_decision(goal_state, recorded)
@@ -192,7 +188,6 @@ class OperatorService(ServiceBase):
 
     def _auditable(self, record: Record) -> None:
         """Nothing, if `record` is a decision audit re-takes; else exit 2 saying why."""
-        from quotaledger.projections import audit as au
 
         if record.kind in cap.DECISION_KINDS or record.kind in au.SETTLEMENT_DECISION_KINDS:
             return
@@ -247,8 +242,6 @@ class OperatorService(ServiceBase):
 
     def whatif(self, request: WhatifRequest, progress: Progress | None = None) -> WhatifAnswer:
         """Replay the goal's recorded admission requests under a changed config."""
-        from quotaledger.projections import audit as au
-        from quotaledger.services.audit_views import flip_of
 
         # A handle opened with fold=False learns its goals from the pass that feeds the
         # replay: the goal is checked after it (an invalid what-if config raises in it).
@@ -298,8 +291,6 @@ class OperatorService(ServiceBase):
     ) -> tuple[bytes, au.Timeline]:
         """The goal's report page (what `report` writes, what the server's /report
         answers) and the timeline it draws."""
-        from quotaledger.projections import audit as au
-
         journal = self.journal
         # A handle opened with fold=False folds in the pass (as in whatif, it learns its
         # goals from it) and the timeline reads that fold's state instead of folding the
@@ -400,7 +391,6 @@ def _dimensions(tokens: cap.TokenConfig | None) -> list[str]:
 
 
 def capacity_audit(result: au.Audit, explanation: Explanation) -> AuditAnswer:
-    from quotaledger.services.audit_views import recorded_event_of
 
     recorded, replayed = result.recorded, result.replayed
     return AuditAnswer(
@@ -419,7 +409,6 @@ def capacity_audit(result: au.Audit, explanation: Explanation) -> AuditAnswer:
 
 
 def settlement_audit(result: au.SettlementAudit) -> AuditAnswer:
-    from quotaledger.services.settlement import decision_view
 
     record, replayed = result.record, result.replayed
     data = msgspec.to_builtins(result.recorded_payload)
@@ -525,7 +514,6 @@ def metric_families() -> dict[str, MetricFamily]:
 def _goal_metrics(
     families: dict[str, MetricFamily], goal: str, state: cap.GoalCapacity, at_us: int
 ) -> None:
-    from quotaledger.projections import audit as au
 
     ev = cap.evaluate(state, at_us)
 

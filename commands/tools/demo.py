@@ -13,8 +13,14 @@ from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
+from quotaledger.cli import followup
+from quotaledger.cli.capacity import inspect_text
+from quotaledger.cli.operator import audit_text
 from quotaledger.tools import demo_capacity, demo_host, demo_settlement
 from quotaledger.tools.demo_files import fresh_path, remember
+from quotaledger.usecases.capacity_state import InspectAnswer
+from quotaledger.usecases.decode import typed
+from quotaledger.usecases.operator import AuditAnswer
 
 Say = Callable[[str], None]
 
@@ -62,3 +68,22 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         "inspect": inspect,
         "audit": audit,
     }
+
+
+def demo_text(result: dict[str, Any]) -> str:
+    """The demo's closing screens: inspect of the capacity goal, audit of the refusal."""
+    goal, seq = result["capacity"]["goal"], result["capacity"]["refusal_seq"]
+    # Printed as commands to paste: complete, and naming the demo's journal.
+    journal = followup.journal_words(result["journal"])
+    return "\n".join(
+        [
+            "$ " + followup.command_line(["inspect", "--goal", goal], journal),
+            inspect_text(typed(InspectAnswer, result["inspect"])),
+            "",
+            "$ " + followup.audit_line(seq, journal),
+            audit_text(typed(AuditAnswer, result["audit"])),
+            "",
+            f"journal {result['journal']}: head seq {result['head']['seq']} "
+            f"hash {result['head']['hash']}",
+        ]
+    )

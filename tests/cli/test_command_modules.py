@@ -1,8 +1,10 @@
-"""The CLI builds only the invoked command's module: the map must name every command."""
+"""The CLI builds only the invoked command's module: the map (`usecases/registry.py`)
+must name every command. What a per-event command loads: tests/package/test_startup.py."""
 
 from __future__ import annotations
 
-from quotaledger.cli.main import COMMAND_MODULES, MODULE_ORDER, build_app
+from quotaledger.cli.main import build_app
+from quotaledger.usecases.registry import COMMAND_MODULES, MODULE_ORDER
 
 
 def _top_level_names(modules: tuple[str, ...]) -> set[str]:
@@ -40,44 +42,9 @@ def test_a_mapped_command_runs_with_only_its_module(cli) -> None:
     assert result.code == 3 and result.json["error"]["code"] == "journal_not_found"
 
 
-def test_the_runner_hot_path_imports_nothing_heavy(tmp_path) -> None:
-    """`admit` (a runner calls it once per run) loads no worker pool, database driver,
-    terminal UI, other service or other command's code: each would add milliseconds
-    to every call."""
-    import subprocess
-    import sys
+def test_every_use_case_with_a_command_is_mapped() -> None:
+    from quotaledger.usecases.registry import USE_CASES
 
-    journal = str(tmp_path / "j.jsonl")
-    admit = ["admit", "--journal", journal, "--json", "--goal", "g", "--run", "r"]
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "quotaledger", *admit, "--arm", "baseline"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 1, done.stderr[-2000:]  # refused: the goal is not configured
-    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    assert "quotaledger.services.capacity" in loaded  # the check sees what it imported
-    heavy = {
-        "multiprocessing",
-        "concurrent.futures",
-        "psycopg",
-        "rich",
-        "sqlite3",
-        "dataclasses",
-        "json",
-        "quotaledger.api",
-        "quotaledger.cli.host",
-        "quotaledger.services.host",
-        "quotaledger.services.journal",
-        "quotaledger.services.operator",
-        "quotaledger.services.probe",
-        "quotaledger.services.settlement",
-        "quotaledger.tools.bench",
-        "quotaledger.adapters.headers",  # provider reports load only when given
-        "email",
-        # OpenSSL (hashlib) loads only once a process hashes in bulk (journal.sha256)
-        "_hashlib",
-        "hashlib",
-    }
-    assert not heavy & loaded, heavy & loaded
+    for name, case in USE_CASES.items():
+        if case.command is not None:
+            assert case.command.split()[0] in COMMAND_MODULES, name

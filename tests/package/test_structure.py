@@ -9,16 +9,10 @@ two modules together); only `if TYPE_CHECKING:` blocks do not, since they never 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
-# Folder -> the package it installs as (pyproject's package-dir).
-PACKAGES = {
-    "commands": "quotaledger",
-    "journal": "quotaledger.journal",
-    "projections": "quotaledger.projections",
-}
+from tests.package.source import MODULES, REPO, imported, statements
+
 FUNCTION_LINES_MAX = 60
 MODULE_LINES_MAX = 800
 HOT_LOOP_LINES_MAX = 200
@@ -27,56 +21,12 @@ HOT_LOOPS = {"journal/chain.py": "scan", "projections/capacity/fold.py": "apply"
 verify goes through them, and a call saved there is measurable, so they stay inline."""
 
 
-def _modules() -> dict[str, Path]:
-    """Every module of the product, by its import name."""
-    found: dict[str, Path] = {}
-    for folder, package in PACKAGES.items():
-        for path in sorted((REPO / folder).rglob("*.py")):
-            parts = list(path.relative_to(REPO / folder).with_suffix("").parts)
-            if parts[-1] == "__init__":
-                parts.pop()
-            found[".".join([package, *parts])] = path
-    return found
-
-
-MODULES = _modules()
-
-
-def _runs(node: ast.AST) -> bool:
-    """Whether the statement can run (not an `if TYPE_CHECKING:` block)."""
-    return not (isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
-
-
-def _statements(tree: ast.AST) -> Iterator[ast.AST]:
-    for child in ast.iter_child_nodes(tree):
-        if _runs(child):
-            yield child
-            yield from _statements(child)
-
-
-def _imported(name: str, path: Path) -> Iterator[tuple[str, str | None, int]]:
-    """(module, name taken from it or None, line) for every import that can run."""
-    for node in _statements(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            for alias in node.names:
-                yield alias.name, None, node.lineno
-        elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level:
-                base = name.split(".")[: len(name.split(".")) - node.level + 1]
-                if path.name != "__init__.py":
-                    base = base[:-1]
-                module = ".".join([*base, *([node.module] if node.module else [])])
-            for alias in node.names:
-                yield module, alias.name, node.lineno
-
-
 def _edges() -> dict[str, set[str]]:
     """Each module's imports of the product's modules (a submodule taken by `from
     package import submodule` is the submodule)."""
     edges: dict[str, set[str]] = {name: set() for name in MODULES}
     for name, path in MODULES.items():
-        for module, taken, _line in _imported(name, path):
+        for module, taken, _line in imported(name, path):
             target = f"{module}.{taken}" if f"{module}.{taken}" in MODULES else module
             if target in MODULES and target != name:
                 edges[name].add(target)
@@ -120,7 +70,7 @@ def _private_names_taken(name: str, path: Path) -> list[str]:
     _name`, or `module._name` on a module it imported."""
     taken = []
     modules: set[str] = set()  # the names this file binds to modules of ours
-    for module, member, line in _imported(name, path):
+    for module, member, line in imported(name, path):
         if not module.startswith("quotaledger"):
             continue
         if member is None:
@@ -129,7 +79,7 @@ def _private_names_taken(name: str, path: Path) -> list[str]:
             taken.append(f"{path.name}:{line} {module}.{member}")
         elif f"{module}.{member}" in MODULES:
             modules.add(member)
-    for node in _statements(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in statements(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import | ast.ImportFrom):
             modules.update(a.asname for a in node.names if a.asname)
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
