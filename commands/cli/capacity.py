@@ -12,10 +12,11 @@ from quotaledger.cli.common import (
     Ctx,
     GoalOpt,
     choice_option,
+    request_of,
 )
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import Output, table
-from quotaledger.cli.runner import coverage_text, dimension_lines, num, request_of
+from quotaledger.cli.runner import coverage_text, dimension_lines, num
 from quotaledger.projections.capacity import DIMENSIONS
 from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.usecases.capacity_state import (

@@ -35,8 +35,10 @@ from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.locking import check_lock_timeout_s
 from quotaledger.journal.target import DEFAULT_JOURNAL, check_target, is_remote_target
+from quotaledger.usecases.decode import CLI, Request, decode
 
 _F = TypeVar("_F", bound=Callable[..., Any])
+Q = TypeVar("Q", bound=Request)
 
 
 class OptionError(click.BadParameter):
@@ -297,6 +299,14 @@ def command(
         return func
 
     return register
+
+
+def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q:
+    """A command's request from its options (its `locals()`: the parameters are named
+    as the request's fields), `ctx` aside, with what the CLI read itself in place of
+    a `FILE|-` option (`read`)."""
+    values = {name: value for name, value in options.items() if name != "ctx"}
+    return decode(request_type, {**values, **read}, CLI)
 
 
 def check_common_input(ctx: Ctx, at: str | None, identifiers: dict[str, str | None]) -> None:

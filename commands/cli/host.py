@@ -6,7 +6,7 @@ import typer
 from msgspec import UnsetType
 
 from quotaledger.cli import followup
-from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option, request_of
 from quotaledger.cli.output import Output, plural, table
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
@@ -102,18 +102,7 @@ def phase(
     A lane whose last attempt failed or was interrupted is refused lane_failed:
     it goes on only through `host continue`.
     """
-    values = {
-        "goal": goal,
-        "lane": lane,
-        "deadline": deadline,
-        "session": session,
-        "profile": profile,
-        "handoff": handoff,
-        "handoff_sha256": handoff_sha256,
-        "max_phase": max_phase,
-        "at": at,
-    }
-    request = decode(HostPhaseRequest, values, CLI)
+    request = request_of(HostPhaseRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_phase(request)
     return Output(answer, text=phase_text(answer))
@@ -135,17 +124,7 @@ def start(
     at: AtOpt = None,
 ) -> Output:
     """The dispatch gate: start an attempt, or refuse with every failing reason."""
-    values = {
-        "goal": goal,
-        "lane": lane,
-        "attempt": attempt,
-        "session": session,
-        "profile": profile,
-        "pid": pid,
-        "max_attempts": max_attempts,
-        "at": at,
-    }
-    request = decode(HostStartRequest, values, CLI)
+    request = request_of(HostStartRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_start(request)
     return Output(answer, text=attempt_text(answer, "start"))
@@ -165,8 +144,7 @@ def exit_(
     at: AtOpt = None,
 ) -> Output:
     """Record that the attempt's process was observed exited."""
-    values = {"goal": goal, "attempt": attempt, "exit_code": exit_code, "signal": signal, "at": at}
-    request = decode(HostExitRequest, values, CLI)
+    request = request_of(HostExitRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_exit(request)
     return Output(answer, text=attempt_text(answer, "exit"))
@@ -193,16 +171,7 @@ def return_(
     at: AtOpt = None,
 ) -> Output:
     """Record the attempt's outcome; prints the event hash `host continue` binds."""
-    values = {
-        "goal": goal,
-        "attempt": attempt,
-        "outcome": outcome,
-        "failure": failure,
-        "cursor": cursor,
-        "detail": detail,
-        "at": at,
-    }
-    request = decode(HostReturnRequest, values, CLI)
+    request = request_of(HostReturnRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_return(request)
     journal = followup.journal_words(ctx.journal_target)
@@ -233,20 +202,7 @@ def continue_(
     Replaying the same request returns the same phase (idempotent); any
     difference is refused phase_exists_with_different_request.
     """
-    values = {
-        "goal": goal,
-        "lane": lane,
-        "bind": bind,
-        "deadline": deadline,
-        "session": session,
-        "profile": profile,
-        "cursor": cursor,
-        "handoff": handoff,
-        "handoff_sha256": handoff_sha256,
-        "max_phase": max_phase,
-        "at": at,
-    }
-    request = decode(HostContinueRequest, values, CLI)
+    request = request_of(HostContinueRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_continue(request)
     return Output(answer, text=phase_text(answer, "continued"))
@@ -257,8 +213,7 @@ def heartbeat(
     ctx: Ctx, goal: GoalOpt, lane: LaneOpt, session: SessionOpt, at: ReadAtOpt = None
 ) -> Output:
     """The lane's current phase and its handoff until a completed return confirms it."""
-    values = {"goal": goal, "lane": lane, "session": session, "at": at}
-    request = decode(HostHeartbeatRequest, values, CLI)
+    request = request_of(HostHeartbeatRequest, locals())
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_heartbeat(request)
     return Output(answer, text=heartbeat_text(answer))

@@ -9,7 +9,7 @@ import typer
 from msgspec import UnsetType
 
 from quotaledger.cli import readable
-from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
 from quotaledger.cli.progress import progress_bar
@@ -151,8 +151,7 @@ def report(
     admission and refusal markers, cooldowns shaded) and the refusals table; no
     script, no external resource.
     """
-    values = {"goal": goal, "out": out, "since": since, "until": until}
-    request = decode(ReportRequest, values, CLI)  # exit 2 before the journal is opened
+    request = request_of(ReportRequest, locals())  # exit 2 before the journal is opened
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,
         progress_bar("report", _size_hint(ledger)) as progress,

@@ -8,7 +8,7 @@ SPEC order).
 """
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from msgspec import UnsetType
@@ -23,6 +23,7 @@ from quotaledger.cli.common import (
     choice_option,
     duration_option,
     read_input,
+    request_of,
 )
 from quotaledger.cli.output import Output
 from quotaledger.journal import codes
@@ -40,7 +41,6 @@ from quotaledger.usecases.capacity import (
     RejectRequest,
     ReleaseRequest,
 )
-from quotaledger.usecases.decode import CLI, Request, decode
 
 if TYPE_CHECKING:  # inspect's views: a runner's per-event command never loads them
     from quotaledger.usecases.capacity_state import DimensionView, GoalView
@@ -103,15 +103,6 @@ SourceOpt = Annotated[str | None, typer.Option("--source", help="Where the numbe
 
 
 commands = CommandTable()
-
-Q = TypeVar("Q", bound=Request)
-
-
-def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q:
-    """A command's request from its options, named as the request's fields (`ctx`
-    aside), with what the CLI read itself in place of a `FILE|-` option (`read`)."""
-    values = {name: value for name, value in options.items() if name != "ctx"}
-    return decode(request_type, {**values, **read}, CLI)
 
 
 def register(app: typer.Typer) -> None:
