@@ -164,16 +164,8 @@ class FileStore:
 
     def lock(self, timeout_s: float) -> None:
         """Take the exclusive flock, waiting at most `timeout_s` seconds."""
-        if self.write_fd >= 0 and not self.poisoned:  # open and usable: try once, no clock
-            try:
-                fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._locked = True
-                self._check_still_named(timeout_s)
-                return
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
+        if self.write_fd >= 0 and not self.poisoned and self._try_lock(timeout_s):
+            return  # open, usable and free: taken at once, no clock read
         if self.closed:
             raise StorageFailure(f"the handle of {self.path} is closed", code=codes.CLOSED)
         if self.writable and self.write_fd < 0 and not self.poisoned:
@@ -181,21 +173,24 @@ class FileStore:
         self._check_usable()
         deadline = time.monotonic() + timeout_s
         pause_s = LOCK_POLL_S_MIN
-        while True:
-            try:
-                fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                self._locked = True
-                self._check_still_named(timeout_s)
-                return
-            except BlockingIOError:
-                pass
-            except OSError as exc:
-                raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
+        while not self._try_lock(timeout_s):
             now = time.monotonic()
             if now >= deadline:
                 raise self._lock_timeout(timeout_s)
             time.sleep(min(pause_s, deadline - now))
             pause_s = min(pause_s * 2, LOCK_POLL_S_MAX)
+
+    def _try_lock(self, timeout_s: float) -> bool:
+        """Take the flock if it is free (and check the path still names the file)."""
+        try:
+            fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            self._locked = True
+            self._check_still_named(timeout_s)
+        except BlockingIOError:
+            return False
+        except OSError as exc:
+            raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
+        return True
 
     def _lock_timeout(self, timeout_s: float) -> LockTimeout:
         """What a timed-out waiter is told: who holds the lock, and what to do."""
