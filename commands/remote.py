@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import typing
 from typing import Any
 from urllib.parse import quote
 
@@ -343,8 +344,6 @@ def typed_answer(answer_type: Any, data: Any) -> Any:
     """`data` as `answer_type` where it holds unions of untagged Structs (an answer of
     one of several shapes, told apart by their members): each such union is decided by
     which member's fields the object's keys are."""
-    import typing
-
     args = typing.get_args(answer_type)
     if isinstance(answer_type, type) and issubclass(answer_type, msgspec.Struct):
         fields = msgspec.structs.fields(answer_type)

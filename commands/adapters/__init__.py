@@ -18,6 +18,8 @@ No module here imports an SDK at import time: the SDKs are optional extras
 read SDK objects by their attributes.
 """
 
+from quotaledger.journal.identifier import IDENTIFIER_CHARS, IDENTIFIER_CHARS_MAX
+
 USAGE_FORMATS: tuple[str, ...] = ("openai", "anthropic", "auto")
 """The `--usage-format` choices: here, so the CLI names them without loading the mapping."""
 
@@ -26,10 +28,6 @@ def is_request_id(value: object) -> bool:
     """Whether a provider's response id or request-id header can be an observation's
     `request_id` (an identifier, SPEC §8), checked without being remembered as
     recurring identifiers are (journal.identifier): each request id is new."""
-    # Imported here: the CLI reads USAGE_FORMATS from this module, and the engine's
-    # identifier rule is not what it pays for.
-    from quotaledger.journal.identifier import IDENTIFIER_CHARS, IDENTIFIER_CHARS_MAX
-
     return (
         isinstance(value, str)
         and 0 < len(value) <= IDENTIFIER_CHARS_MAX

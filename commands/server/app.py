@@ -28,7 +28,9 @@ from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.readers import Readers
 from quotaledger.server.telemetry import Telemetry
+from quotaledger.services.operator import prometheus_text
 from quotaledger.usecases.decode import API, Answer
+from quotaledger.usecases.operator import MetricsRequest
 from quotaledger.usecases.registry import UseCase
 
 Scope = dict[str, Any]
@@ -178,9 +180,6 @@ class Api:
         return await ticket
 
     async def _metrics(self, send: Send) -> int:
-        from quotaledger.services.operator import prometheus_text
-        from quotaledger.usecases.operator import MetricsRequest
-
         outcome = await self._commit(routes.SERVED_METRICS, MetricsRequest())
         if isinstance(outcome, Error):
             raise outcome

@@ -8,11 +8,13 @@ command pays for it at start-up.
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Callable
 from typing import Any
 
 from quotaledger.journal import Error, InvalidInput, codes
+from quotaledger.server import listening
 
 DEFAULT_HOST = "127.0.0.1"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -43,10 +45,6 @@ def serve(
     The machinery of `quotaledger serve` (uvicorn, its limits): scrapes are answered
     concurrently, each rendered in a worker thread (`render` opens the journal anew),
     so an idle or slow connection holds up no other, and a reset is no traceback."""
-    import asyncio
-
-    from quotaledger.server import listening
-
     sock = listening.bind(host, port)
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -147,6 +147,7 @@ DEFERRED: dict[str, str] = {
     "rich": "a progress bar on a terminal (verify, export, import)",
     "quotaledger.tools.demo": "demo",
     "quotaledger.tools.bench_run": "bench",
+    "quotaledger.server": "serve, and metrics --listen (services.metrics_http)",
     "psycopg": "bench --compare postgresql (a postgresql:// journal loads it with pgstore)",
     "litellm": "the LiteLLM callback's first instance (adapters.litellm)",
 }
