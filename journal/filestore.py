@@ -404,8 +404,11 @@ class FileStore:
         )
 
     def sync(self) -> None:
+        self._fdatasync(self.write_fd)
+
+    def _fdatasync(self, fd: int) -> None:
         try:
-            os.fdatasync(self.write_fd)
+            os.fdatasync(fd)
         except OSError as exc:
             # Never retry: the kernel may already have marked the failed pages clean, so a
             # second fdatasync could "succeed" without the data being on disk (fsyncgate).
@@ -475,15 +478,7 @@ class FileStore:
         fd = self.write_fd if self.write_fd >= 0 else self.read_fd
         if fd < 0:
             return  # no file yet: nothing was read
-        try:
-            os.fdatasync(fd)
-        except OSError as exc:
-            self.poisoned = True
-            raise JournalPoisoned(
-                f"fdatasync of {self.path} failed: {exc.strerror}; this handle is poisoned "
-                "and the next open runs recovery",
-                code=codes.FSYNC_FAILED,
-            ) from exc
+        self._fdatasync(fd)
 
     def _check_usable(self) -> None:
         if self.poisoned:

@@ -21,7 +21,7 @@ from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
-from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_of
+from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_or_time
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
     AdmitRequest,
@@ -61,12 +61,7 @@ class CapacityService(ServiceBase):
         fixed_report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, counts, headers)
         with self.journal.transaction() as txn:
-            repeat = repeat_of(txn, goal, request_id, request.at)
-            if repeat is None:
-                at_text = txn.time_for(goal, request.at)
-                at_us = parse_at(at_text)
-            else:  # built as if made at the first one's time (services.request_ids)
-                at_text, at_us = "", repeat.seen.at_us
+            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             report = fixed_report
             if headers is not None:
                 report = provider_report(headers.resolve(at_us).provider)
@@ -133,12 +128,7 @@ class CapacityService(ServiceBase):
         report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, {}, headers)
         with self.journal.transaction() as txn:
-            repeat = repeat_of(txn, goal, request_id, request.at)
-            if repeat is None:
-                at_text = txn.time_for(goal, request.at)
-                at_us = parse_at(at_text)
-            else:  # built as if made at the first one's time (services.request_ids)
-                at_text, at_us = "", repeat.seen.at_us
+            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             if headers is not None:
                 resolved = headers.resolve(at_us)
                 report = provider_report(resolved.provider)

@@ -54,6 +54,18 @@ def repeat_of(
     return None if seen is None else Repeat(request_id, seen, at_us, state)
 
 
+def repeat_or_time(
+    txn: Transaction[LedgerState], goal: str, request_id: str | None, at: str | None
+) -> tuple[Repeat | None, str, int]:
+    """The repeat the request is (if it is one) and its time: a repeat's is the first
+    one's (its text empty: it appends nothing), any other's is taken under the lock."""
+    repeat = repeat_of(txn, goal, request_id, at)
+    if repeat is not None:  # answered as if made at the first one's time
+        return repeat, "", repeat.seen.at_us
+    at_text = txn.time_for(goal, at)
+    return None, at_text, parse_at(at_text)
+
+
 def original_event(seen: cap.SeenRequest) -> Event:
     return Event(seen.seq, seen.hash, seen.kind, format_us(seen.at_us))
 
