@@ -9,7 +9,7 @@
 thin layer over it. Expected failures raise subclasses of `quotaledger.Error`, each
 carrying its public `code` and `exit_code`.
 
-`Ledger` is resolved lazily: the CLI imports this package on every call, and a
+The names are resolved lazily: the CLI imports this package on every call, and a
 runner's `quotaledger observe` must not pay for the services it does not use.
 """
 
@@ -17,21 +17,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from quotaledger.journal.errors import (
-    Error,
-    InvalidInput,
-    JournalCorrupt,
-    JournalPoisoned,
-    LockTimeout,
-    StorageFailure,
-    TimeInFuture,
-    TimeRegression,
-)
-
 __version__ = "0.2.0"
 
 if TYPE_CHECKING:
     from quotaledger.api import Ledger
+    from quotaledger.journal.errors import (
+        Error,
+        InvalidInput,
+        JournalCorrupt,
+        JournalPoisoned,
+        LockTimeout,
+        StorageFailure,
+        TimeInFuture,
+        TimeRegression,
+    )
 
 __all__ = [
     "Error",
@@ -46,10 +45,18 @@ __all__ = [
     "__version__",
 ]
 
+_ERRORS = frozenset(__all__) - {"Ledger", "__version__"}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "Ledger":  # the API loads every service: the CLI loads only its command's
+    # Resolved on first use: the CLI imports this package before it pauses the cycle
+    # collector for its start-up (cli/main.py), so what loads here is collected over.
+    if name == "Ledger":
         from quotaledger.api import Ledger
 
         return Ledger
+    if name in _ERRORS:
+        from quotaledger.journal import errors
+
+        return getattr(errors, name)
     raise AttributeError(f"module 'quotaledger' has no attribute {name!r}")

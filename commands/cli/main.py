@@ -40,7 +40,7 @@ with _collector_paused():
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
     from quotaledger.journal import codes
     from quotaledger.journal.errors import InvalidInput, StorageFailure
-    from quotaledger.usecases.registry import COMMAND_MODULES, MODULE_ORDER
+    from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 
 def build_app(

@@ -1,16 +1,10 @@
-"""What there is and what loads when: every use case, every CLI command's module,
-and every module loaded only when it is needed.
+"""Every use case: its request and answer types, its CLI command, and whether it may
+append.
 
-- `USE_CASES`: each use case's request and answer types and whether it may append,
-  the one table the Python API, the server's routes and its OpenAPI document read.
-- `COMMAND_MODULES`: the module of `quotaledger.cli` that registers each command; a
-  CLI call builds only its own command's module.
-- `DEFERRED`: the modules imported inside a function, and when they load; every
-  other module of the product loads when its importer does.
-
-Names, not imports: reading these tables loads nothing (a use case's types load
-when it is first called, `UseCase.request_type`). tests/package/test_startup.py
-holds the product to them.
+The one table the Python API, the server's routes and its OpenAPI document read.
+Types are named, not imported, so that reading the table loads nothing: a use case's
+module is imported when it is first called (`UseCase.request_type`). What loads when
+(the CLI's command table, the deferred modules): `quotaledger.startup`.
 """
 
 import importlib
@@ -89,70 +83,6 @@ USE_CASES: dict[str, UseCase] = {
 
 API_ONLY = frozenset({"latest_probe"})
 """Use cases of the Python API (and the server) with no CLI command."""
-
-
-COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(
-        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
-    ),
-    **dict.fromkeys(("configure", "inspect"), "capacity"),
-    # A runner's per-event commands: their own module, which capacity's help includes.
-    **dict.fromkeys(("observe", "admit", "reject", "release"), "runner"),
-    **dict.fromkeys(("goals", "audit", "whatif", "report", "metrics"), "operator"),
-    "host": "host",
-    "budget": "settlement",
-    "turn": "settlement",
-    "probe": "probe",
-    **dict.fromkeys(("demo", "bench"), "tools"),
-    "serve": "serve",
-}
-"""Each top-level CLI command, and the module of `quotaledger.cli` that registers it:
-typer turns every registered function into a click command on every start, so a
-call builds only its own command's module."""
-
-MODULE_ORDER = (
-    "journal",
-    "capacity",
-    "host",
-    "settlement",
-    "probe",
-    "operator",
-    "serve",
-    "tools",
-)
-"""The modules of `quotaledger.cli` that register commands, in the order of the help."""
-
-PER_EVENT_COMMANDS = ("observe", "admit", "reject", "release")
-"""What a runner calls once per event or run: they load no module of `DEFERRED`."""
-
-DEFERRED: dict[str, str] = {
-    # The engine.
-    "quotaledger.journal.pgstore": "a postgresql:// journal",
-    "quotaledger.journal.repair": "repair",
-    "quotaledger.journal.importing": "import",
-    "quotaledger.journal.fanout": "verify, of a file of 32 MiB or more",
-    "multiprocessing": "verify's worker processes (journal.fanout)",
-    "concurrent.futures": "verify's worker processes (journal.fanout)",
-    "hashlib": "hashing past 1 MiB in one process (OpenSSL; journal.sha256)",
-    "shlex": "a turn's owed spend command (turn resume, turn status)",
-    # The application.
-    "quotaledger.api": "the Python API, and the commands with no service of their own",
-    "quotaledger.remote": "a journal given as a server's URL (SPEC §11)",
-    "ssl": "an https:// server's URL",
-    "quotaledger.adapters.usage": "observe --usage",
-    "quotaledger.adapters.headers": "--provider-headers",
-    "json": "observe --usage; an answer that UTF-8 cannot hold (cli.output)",
-    "quotaledger.report.html": "report",
-    "quotaledger.services.metrics_http": "metrics --listen",
-    "rich": "a progress bar on a terminal (verify, export, import)",
-    "quotaledger.tools.demo": "demo",
-    "quotaledger.tools.bench_run": "bench",
-    "quotaledger.server": "serve, and metrics --listen (services.metrics_http)",
-    "psycopg": "bench --compare postgresql (a postgresql:// journal loads it with pgstore)",
-    "litellm": "the LiteLLM callback's first instance (adapters.litellm)",
-}
-"""Every module the product imports inside a function, and when it loads: nothing
-else is imported there."""
 
 NOT_SERVED = frozenset(
     {"verify", "repair", "checkpoint", "export", "import_", "report", "probe_run"}

@@ -1,10 +1,10 @@
-"""The CLI builds only the invoked command's module: the map (`usecases/registry.py`)
+"""The CLI builds only the invoked command's module: the map (`startup.py`)
 must name every command. What a per-event command loads: tests/package/test_startup.py."""
 
 from __future__ import annotations
 
 from quotaledger.cli.main import build_app
-from quotaledger.usecases.registry import COMMAND_MODULES, MODULE_ORDER
+from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 
 def _top_level_names(modules: tuple[str, ...]) -> set[str]:

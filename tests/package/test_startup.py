@@ -1,4 +1,4 @@
-"""What loads when is declared once (`usecases/registry.py`): an import inside a
+"""What loads when is declared once (`commands/startup.py`): an import inside a
 function is of a module `DEFERRED` names, and a runner's per-event commands load
 none of those, nor another command's code.
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from quotaledger import Ledger
-from quotaledger.usecases.registry import COMMAND_MODULES, DEFERRED, PER_EVENT_COMMANDS
+from quotaledger.startup import COMMAND_MODULES, DEFERRED, PER_EVENT_COMMANDS
 from tests.package.source import MODULES, REPO, imported_in_functions
 
 
