@@ -54,20 +54,32 @@ DEFERRED: dict[str, str] = {
     "shlex": "a turn's owed spend command (turn resume, turn status)",
     # The application.
     "quotaledger.api": "the Python API, and the commands with no service of their own",
-    "quotaledger.journal.errors": "`quotaledger.Error` and the other error names, on first use",
     "quotaledger.remote": "a journal given as a server's URL (SPEC §11)",
     "ssl": "an https:// server's URL",
     "quotaledger.adapters.usage": "observe --usage",
     "quotaledger.adapters.headers": "--provider-headers",
     "json": "observe --usage; an answer that UTF-8 cannot hold (cli.output)",
     "quotaledger.report.html": "report",
+    # audit, whatif and report load it with their service
+    "quotaledger.projections.audit": "verify --decisions",
     "quotaledger.services.metrics_http": "metrics --listen",
     "rich": "a progress bar on a terminal (verify, export, import)",
     "quotaledger.tools.demo": "demo",
     "quotaledger.tools.bench_run": "bench",
+    "quotaledger.tools.bench_pg": "bench --compare postgresql",
+    "quotaledger.tools.bench_serve": "bench --serve",
+    "quotaledger.tools.bench_serve_clients": "bench --serve's client processes",
+    "uvloop": "serve, where it is installed",
     "quotaledger.server": "serve, and metrics --listen (services.metrics_http)",
     "psycopg": "bench --compare postgresql (a postgresql:// journal loads it with pgstore)",
     "litellm": "the LiteLLM callback's first instance (adapters.litellm)",
 }
 """Every module the product imports inside a function, and when it loads: nothing
 else is imported there."""
+
+LAZY_NAMES: dict[str, str] = {
+    "quotaledger.journal.errors": "`quotaledger.Error` and the other error names: every "
+    "command loads them itself, once cli/main.py has paused the cycle collector",
+}
+"""Modules imported inside a function only to resolve a name on first use (the
+package's `__getattr__`), not to keep them off a command's path."""

@@ -163,8 +163,6 @@ def _hint_option_after_command(
     """`quotaledger --journal j inspect`: the root knows no --journal, and click's
     "No such option" (or its "Did you mean '--version'?") does not say that the
     options every command takes go after the command's name (SPEC §8)."""
-    from click import exceptions as click_errors
-
     if not isinstance(error, click_errors.NoSuchOption):
         return None
     if error.ctx is None or error.ctx.parent is not None:  # a command's own options
