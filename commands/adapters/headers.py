@@ -100,13 +100,17 @@ class Reset:
     header: str
     at_us: int | None = None
     after_us: int | None = None
+    value: str = ""
+    """The header's value as the provider sent it (for a message)."""
 
     def resolve(self, at_us: int) -> str:
         reset_us = self.at_us if self.at_us is not None else at_us + (self.after_us or 0)
         try:
             return format_us(reset_us)
         except InvalidInput:
-            raise _malformed(self.header, "", "a reset inside the supported time range") from None
+            raise _malformed(
+                self.header, self.value, "a reset inside the supported time range"
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -272,7 +276,14 @@ def _recognised(pairs: list[tuple[str, Any]]) -> dict[str, str]:
             continue
         # Strings, or numbers from a JSON object; a bool or a list is not a header value.
         if isinstance(raw_value, bool) or not isinstance(raw_value, str | int | float):
-            raise _malformed(name, repr(raw_value), "a header value")
+            # Named as the JSON spelled it (null, true, [..]), never as Python prints it.
+            raise InvalidInput(
+                f"provider header {name}: {json.dumps(raw_value)[:80]} is not a header value "
+                "(a string or a number)",
+                code=codes.INVALID_PROVIDER_HEADERS,
+                header=name,
+                option="--provider-headers",
+            )
         value = str(raw_value).strip()
         if name in REQUEST_ID_HEADERS and not is_request_id(value):
             continue  # not an identifier: recorded without it, never refused for it
@@ -298,9 +309,9 @@ def _reset(header: str, value: str) -> Reset:
         ns = sum(
             Fraction(number) * _NS_PER_UNIT[unit] for number, unit in _DURATION_PART.findall(value)
         )
-        return Reset(header, after_us=math.ceil(ns / 1000))
+        return Reset(header, after_us=math.ceil(ns / 1000), value=value)
     try:
-        return Reset(header, at_us=parse_at(value))
+        return Reset(header, at_us=parse_at(value), value=value)
     except InvalidInput:
         raise _malformed(header, value, "an RFC 3339 time with a zone") from None
 

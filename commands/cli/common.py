@@ -97,6 +97,13 @@ INPUT_CHARS_MAX = 1 << 20
 body or a header block is a few KiB; anything larger is not one."""
 
 
+_INPUT_ALONE = {
+    "--usage": "the provider's usage object (or the response body holding it)",
+    "--provider-headers": "the response's headers",
+}
+"""What a `FILE|-` option should hold, for its over-size message."""
+
+
 def read_input(option: str, value: str | None) -> str | None:
     """The text of a `FILE|-` option: the file, or standard input for `-` (exit 2 if it
     cannot be read, is not UTF-8, or is over 1 MiB); None when the option is not given."""
@@ -116,7 +123,7 @@ def read_input(option: str, value: str | None) -> str | None:
         ) from None
     if len(text) > INPUT_CHARS_MAX:
         raise InvalidInput(
-            f"{option}: more than 1 MiB; give the usage object or headers alone",
+            f"{option}: more than 1 MiB; give {_INPUT_ALONE.get(option, 'the input')} alone",
             code=codes.INVALID_OPTION,
             option=option,
         )

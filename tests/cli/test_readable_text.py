@@ -15,6 +15,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from quotaledger import Ledger
@@ -133,3 +135,37 @@ def test_an_option_before_the_command_gets_a_hint(journal_path: str) -> None:
     assert answer.code == 2
     message = answer.json["error"]["message"]
     assert "quotaledger host status --json ..." in message and "--version" not in message
+
+
+@pytest.mark.parametrize(
+    ("headers", "said", "unsaid"),
+    [
+        (
+            "x-ratelimit-limit-tokens: 9\nx-ratelimit-remaining-tokens: 1\n"
+            "x-ratelimit-reset-tokens: 99999999999h\n",
+            "'99999999999h' is not a reset",
+            "''",
+        ),
+        ('{"retry-after": null}', "null is not a header value", "None"),
+    ],
+)
+def test_a_bad_header_is_named_as_it_was_given(
+    journal_path: str, tmp_path: Path, headers: str, said: str, unsaid: str
+) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
+    path = tmp_path / "headers.txt"
+    path.write_text(headers)
+    result = run_cli("reject", "--goal", "g", "--provider-headers", str(path), "--journal",
+                     journal_path, "--at", at(1))  # fmt: skip
+    assert result.code == 2 and said in result.stderr and unsaid not in result.stderr
+
+
+def test_an_oversized_usage_file_speaks_of_usage(journal_path: str, tmp_path: Path) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
+    path = tmp_path / "usage.json"
+    path.write_text(" " * (1 << 20) + "{}")
+    result = run_cli("observe", "--goal", "g", "--usage", str(path), "--journal", journal_path)
+    assert result.code == 2 and "--usage: more than 1 MiB" in result.stderr
+    assert "header" not in result.stderr
