@@ -31,11 +31,10 @@ from quotaledger.journal.errors import (
     StorageFailure,
 )
 from quotaledger.journal.filecheck import insecure_reason
+from quotaledger.journal.flockwait import KernelLock
 from quotaledger.journal.fsutil import FILE_MODE, create_temp_beside, fsync_dir, write_all
 from quotaledger.journal.limits import (
     LINE_BYTES_MAX,
-    LOCK_POLL_S_MAX,
-    LOCK_POLL_S_MIN,
     READ_CHUNK_BYTES,
 )
 from quotaledger.journal.store import PendingRecord, Tail
@@ -119,6 +118,7 @@ class FileStore:
         self._reopened = False
         if not repairing:
             unsynced.refuse_if_marked(path)
+        self._kernel_lock = KernelLock()
         if create:
             # A missing file is created by the first lock() (a transaction, a repair or
             # an import), so a command refused before writing leaves nothing behind.
@@ -127,6 +127,7 @@ class FileStore:
             self.read_fd = open_for_read(path)
 
     def _close_descriptors(self) -> None:
+        self._kernel_lock.forget()  # a wait still queued must not touch a closed number
         for fd in {self.read_fd, self.write_fd} - {-1}:  # a writer's are one descriptor
             os.close(fd)
         self.read_fd = self.write_fd = -1
@@ -163,34 +164,24 @@ class FileStore:
     # -- locking -----------------------------------------------------------------
 
     def lock(self, timeout_s: float) -> None:
-        """Take the exclusive flock, waiting at most `timeout_s` seconds."""
-        if self.write_fd >= 0 and not self.poisoned and self._try_lock(timeout_s):
-            return  # open, usable and free: taken at once, no clock read
-        if self.closed:
-            raise StorageFailure(f"the handle of {self.path} is closed", code=codes.CLOSED)
-        if self.writable and self.write_fd < 0 and not self.poisoned:
-            self.read_fd = self.write_fd = self._open_writer()
-        self._check_usable()
-        deadline = time.monotonic() + timeout_s
-        pause_s = LOCK_POLL_S_MIN
-        while not self._try_lock(timeout_s):
-            now = time.monotonic()
-            if now >= deadline:
-                raise self._lock_timeout(timeout_s)
-            time.sleep(min(pause_s, deadline - now))
-            pause_s = min(pause_s * 2, LOCK_POLL_S_MAX)
-
-    def _try_lock(self, timeout_s: float) -> bool:
-        """Take the flock if it is free (and check the path still names the file)."""
+        """Take the exclusive flock, waiting at most `timeout_s` seconds in the kernel's
+        queue of its waiters (journal/flockwait.py: never polled with sleeps)."""
+        if self.write_fd < 0 or self.poisoned:
+            if self.closed:
+                raise StorageFailure(f"the handle of {self.path} is closed", code=codes.CLOSED)
+            if self.writable and self.write_fd < 0 and not self.poisoned:
+                self.read_fd = self.write_fd = self._open_writer()
+            self._check_usable()
         try:
-            fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self._locked = True
-            self._check_still_named(timeout_s)
-        except BlockingIOError:
-            return False
+            try:
+                fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: no thread
+            except BlockingIOError:
+                if not self._kernel_lock.wait(self.write_fd, timeout_s):
+                    raise self._lock_timeout(timeout_s) from None
         except OSError as exc:
             raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc
-        return True
+        self._locked = True
+        self._check_still_named(timeout_s)
 
     def _lock_timeout(self, timeout_s: float) -> LockTimeout:
         """What a timed-out waiter is told: who holds the lock, and what to do."""
