@@ -10,6 +10,16 @@ from quotaledger.cli.output import Output, table
 from quotaledger.journal import InvalidInput, codes
 
 DEMO_JOURNAL = "./quotaledger-demo.jsonl"
+WRITERS_MAX = 64
+"""`bench --writers N`: at most this many writer processes."""
+WritersOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--writers",
+        help="Also measure N writer processes on one journal against one writer.",
+        show_default=False,
+    ),
+]
 DemoJournalOpt = Annotated[
     str | None,
     typer.Option(
@@ -118,6 +128,7 @@ def bench(
     clients: ClientsOpt = None,
     seconds: SecondsOpt = 3.0,
     rounds: RoundsOpt = 2,
+    writers: WritersOpt = None,
 ) -> Output:
     """Measure this machine: each figure beside its raw baseline, the ratio, and
     SPEC §9's target with whether this run met it."""
@@ -137,6 +148,8 @@ def bench(
         raise InvalidInput(f"{url!r} is not a postgresql:// URL", code=codes.INVALID_OPTION)
     if not 1_000 <= events <= 10**8:
         raise InvalidInput("--events must be between 1000 and 10^8", code=codes.INVALID_OPTION)
+    if writers is not None and not 2 <= writers <= WRITERS_MAX:
+        raise InvalidInput(f"--writers: 2 to {WRITERS_MAX}", code=codes.INVALID_OPTION)
 
     def step(text: str) -> None:
         if sys.stderr.isatty() or not ctx.as_json:
@@ -148,6 +161,7 @@ def bench(
         directory=directory,
         step=step,
         pg_url=url,
+        writers=writers,
     )
     return Output(result, text=bench_text(result))
 

@@ -42,7 +42,13 @@ from quotaledger.tools.bench import (
     with_targets,
 )
 from quotaledger.tools.bench_pg import measure_postgresql
-from quotaledger.tools.bench_process import STARTUP_RUNS, measure_operators, measure_startup
+from quotaledger.tools.bench_process import (
+    STARTUP_RUNS,
+    compiled_env,
+    measure_operators,
+    measure_startup,
+)
+from quotaledger.tools.bench_writers import WRITERS_ROUNDS, measure_writers
 
 
 def run_bench(
@@ -52,6 +58,7 @@ def run_bench(
     directory: str | None,
     step: Step,
     pg_url: str | None = None,
+    writers: int | None = None,
 ) -> dict[str, Any]:
     workdir = tempfile.mkdtemp(prefix="quotaledger-bench-", dir=directory or os.getcwd())
     try:
@@ -61,10 +68,14 @@ def run_bench(
             ours_pg, raw_pg = measure_postgresql(pg_url, PG_EVENTS)
             figures["postgresql_append_durable_eps"] = figure(ours_pg, "events/s", raw_pg)
         figures.update(read_figures(workdir, events, step))
-        figures.update(process_figures(workdir, events, step))
+        env = compiled_env(f"{workdir}/pycache")  # whole processes run compiled bytecode
+        figures.update(process_figures(workdir, events, step, env))
         observations = min(events, OPERATOR_OBSERVATIONS)
         step(f"operators: inspect, audit, whatif, report on {observations:,} observations")
-        figures.update(measure_operators(f"{workdir}/operators.jsonl", observations))
+        figures.update(measure_operators(f"{workdir}/operators.jsonl", observations, env=env))
+        if writers is not None:
+            step(f"several writers: {WRITERS_ROUNDS} rounds of 1 and of {writers} processes")
+            figures.update(measure_writers(workdir, writers))
         return {
             "ok": True,
             "events": events,
@@ -144,15 +155,17 @@ def read_figures(workdir: str, events: int, step: Step) -> dict[str, Any]:
     }
 
 
-def process_figures(workdir: str, events: int, step: Step) -> dict[str, Any]:
+def process_figures(
+    workdir: str, events: int, step: Step, env: dict[str, str] | None
+) -> dict[str, Any]:
     """`admit` as a process on a small and a large journal, and CLI start-up."""
     step(f"admit as a process: {SMALL_JOURNAL_EVENTS:,}-event vs {events:,}-event journal")
     small, large = f"{workdir}/small.jsonl", f"{workdir}/large.jsonl"
     build_journal(small, SMALL_JOURNAL_EVENTS, step)
     build_journal(large, events, step)
-    run_admit(small, -1)  # warm the interpreter's file cache
+    run_admit(small, -1, env)  # warm the interpreter's file cache (and compile, if need be)
     small_ms, large_ms = interleaved(
-        ADMIT_RUNS, [lambda r: run_admit(small, r), lambda r: run_admit(large, r)]
+        ADMIT_RUNS, [lambda r: run_admit(small, r, env), lambda r: run_admit(large, r, env)]
     )
     step(f"start-up: {STARTUP_RUNS} interleaved rounds of CLI processes vs the bare import")
     return {"admit_ms": figure(large_ms, "ms", small_ms), **measure_startup(small)}
