@@ -114,5 +114,76 @@ def read_checkpoint(path: str) -> Checkpoint | None:
         return None
 
 
+PEEK_BYTES = 512
+"""Enough for a checkpoint's first fields (seq, hash, offset, journal_id, version)."""
+
+
+def peek_checkpoint(path: str) -> tuple[int, str] | None:
+    """The seq and projection version of the checkpoint at `path`, from its first bytes
+    alone (None: no checkpoint, or not one this can read): what a writer asks before
+    refreshing a checkpoint another writer may have refreshed already, without reading
+    a state that may weigh hundreds of MiB."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        head = os.read(fd, PEEK_BYTES)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return peek_fields(head)
+
+
+_MAP_OF_SEVEN = 0x87
+"""A Checkpoint's MessagePack encoding opens with a map of its seven fields, in order."""
+
+
+def peek_fields(data: bytes) -> tuple[int, str] | None:
+    """(seq, projection_version) from the start of an encoded Checkpoint, or None."""
+    if not data or data[0] != _MAP_OF_SEVEN:
+        return None
+    fields: dict[str, object] = {}
+    at = 1
+    try:
+        while "projection_version" not in fields:
+            key, at = _str_at(data, at)
+            value: object
+            if key in ("seq", "offset"):
+                value, at = _uint_at(data, at)
+            else:
+                value, at = _str_at(data, at)
+            fields[key] = value
+    except (IndexError, ValueError):
+        return None
+    seq, version = fields.get("seq"), fields["projection_version"]
+    return (seq, version) if isinstance(seq, int) and isinstance(version, str) else None
+
+
+def _str_at(data: bytes, at: int) -> tuple[str, int]:
+    tag = data[at]
+    if 0xA0 <= tag <= 0xBF:
+        size, at = tag - 0xA0, at + 1
+    elif tag == 0xD9:
+        size, at = data[at + 1], at + 2
+    else:
+        raise ValueError("not a short string")
+    if at + size > len(data):
+        raise ValueError("cut short")
+    return data[at : at + size].decode(), at + size
+
+
+def _uint_at(data: bytes, at: int) -> tuple[int, int]:
+    tag = data[at]
+    if tag < 0x80:
+        return tag, at + 1
+    widths = {0xCC: 1, 0xCD: 2, 0xCE: 4, 0xCF: 8}
+    width = widths.get(tag)
+    if width is None or at + 1 + width > len(data):
+        raise ValueError("not an unsigned integer")
+    return int.from_bytes(data[at + 1 : at + 1 + width], "big"), at + 1 + width
+
+
 def warn(message: str) -> None:
     print(f"quotaledger: warning: {message}", file=sys.stderr)

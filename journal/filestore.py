@@ -19,6 +19,7 @@ from quotaledger.journal import codes, unsynced
 from quotaledger.journal.checkpoint import (
     Checkpoint,
     checkpoint_path,
+    peek_checkpoint,
     read_checkpoint,
     write_checkpoint,
 )
@@ -452,6 +453,9 @@ class FileStore:
 
     def load_checkpoint(self) -> Checkpoint | None:
         return read_checkpoint(checkpoint_path(self.path))
+
+    def peek_checkpoint(self) -> tuple[int, str] | None:
+        return peek_checkpoint(checkpoint_path(self.path))
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Checkpoints only ever cover durable records: what this handle folded may

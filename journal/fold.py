@@ -100,6 +100,10 @@ class Fold(Generic[S]):
         self.valid = False
         """Whether the state is the fold of the store as last read (see catch_up)."""
         self.checkpoint_seq = -1
+        """The seq of the checkpoint this handle's fold started from or last wrote."""
+        self.stored_seq = -1
+        """The newest checkpoint's seq this handle knows stored, by any writer (the
+        checkpoint cadence counts from it)."""
         self.recovered: list[str] = []
         """Paths of torn tails this handle moved aside."""
         self.corruption: Failure | None = None
@@ -150,7 +154,7 @@ class Fold(Generic[S]):
             # First use, or someone cut records we had folded (a repair): start over.
             self.head = head = Head()
             self.state = self.projector.initial()
-            self.checkpoint_seq = -1
+            self.checkpoint_seq = self.stored_seq = -1
             self.durable_offset = 0
             if use_checkpoint:
                 self.load_checkpoint(covers=resume)
@@ -372,16 +376,33 @@ class Fold(Generic[S]):
         return end
 
     def committed(self) -> None:
-        """After a commit, the lock released: refresh the checkpoint once the unfolded
-        tail is past the threshold (a cache: a failure only warns)."""
-        if (
-            self.head.next_seq - 1 - self.checkpoint_seq >= self.checkpoint_every
-            and checkpoints_of(self.store) is not None
-        ):
-            try:
-                self.write_checkpoint()
-            except Exception as exc:  # the commit is durable: a checkpoint is only a cache
-                warn(f"could not refresh the checkpoint: {exc}")
+        """After a commit, the lock released: refresh the checkpoint once the records
+        past the newest one stored reach the cadence (a cache: a failure only warns).
+        Several writers of one journal share the stored checkpoint: a writer that finds
+        one refreshed by another since its own look adopts it instead of writing the
+        whole state again, so the journal's checkpoint is refreshed once per cadence,
+        not once per writer, and a cold process never folds more than the cadence."""
+        head_seq = self.head.next_seq - 1
+        if head_seq - max(self.checkpoint_seq, self.stored_seq) < self.checkpoint_every:
+            return
+        checkpoints = checkpoints_of(self.store)
+        if checkpoints is None:
+            return
+        try:
+            peeked = checkpoints.peek_checkpoint()
+            if (
+                peeked is not None
+                and peeked[1] == self.projector.version
+                # A seq beyond what this cadence allows is not trusted to stand for a
+                # fresh checkpoint (another journal's, say): at worst one cadence late.
+                and self.stored_seq < peeked[0] <= head_seq + self.checkpoint_every
+            ):
+                self.stored_seq = peeked[0]
+                if head_seq - peeked[0] < self.checkpoint_every:
+                    return
+            self.write_checkpoint()
+        except Exception as exc:  # the commit is durable: a checkpoint is only a cache
+            warn(f"could not refresh the checkpoint: {exc}")
 
     # -- checkpoints (SPEC §2.5) ---------------------------------------------------
 
@@ -390,6 +411,7 @@ class Fold(Generic[S]):
         if accepted is not None:
             self.state, self.head = accepted
             self.checkpoint_seq = self.head.seq
+            self.stored_seq = max(self.stored_seq, self.head.seq)
 
     def accept_checkpoint(
         self,
@@ -470,5 +492,5 @@ class Fold(Generic[S]):
             head=JournalHeadState.of(self.head.goal_last_at),
         )
         checkpoints.save_checkpoint(checkpoint)
-        self.checkpoint_seq = checkpoint.seq
+        self.checkpoint_seq = self.stored_seq = checkpoint.seq
         return checkpoint

@@ -644,6 +644,18 @@ class PgStore:
             warn(f"ignoring the checkpoint in {self.schema}.{CHECKPOINTS_TABLE}: {exc}")
             return None
 
+    def peek_checkpoint(self) -> tuple[int, str] | None:
+        """The checkpoint row's seq and projection version, without its blob."""
+        if not self._ready:
+            return None
+        query = sql.SQL("SELECT seq, projection_version FROM {} WHERE id = 1")
+        try:
+            with self._db("read the checkpoint's seq"):
+                row = self._conn.execute(query.format(self._checkpoints)).fetchone()
+        except StorageFailure:
+            return None  # no table yet, or unreadable: the refresh writes one
+        return None if row is None else (int(row[0]), str(row[1]))
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Upsert the one checkpoint row (the last writer wins).
 

@@ -123,6 +123,11 @@ class Checkpoints(Protocol):
 
     def load_checkpoint(self) -> Checkpoint | None: ...
 
+    def peek_checkpoint(self) -> tuple[int, str] | None:
+        """The stored checkpoint's seq and projection version, read without its state
+        (None: none stored, or unreadable)."""
+        ...
+
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
         """Store `checkpoint`, covering only durable records."""
         ...

@@ -328,8 +328,10 @@ def test_checkpoint_round_trip(store_target: str) -> None:
     last = records[-1].record
     with opened(store_target) as store:
         assert store.load_checkpoint() is None
+        assert store.peek_checkpoint() is None
         end = append(store, records, 0)
         assert store.load_checkpoint() is None
+        assert store.peek_checkpoint() is None
         saved = Checkpoint(
             seq=last.seq,
             hash=last.hash,
@@ -341,6 +343,7 @@ def test_checkpoint_round_trip(store_target: str) -> None:
         )
         store.save_checkpoint(saved)  # outside a lock: the store takes it
         assert store.load_checkpoint() == saved
+        assert store.peek_checkpoint() == (last.seq, "toy/1")  # without reading the state
         newer = msgspec.structs.replace(saved, seq=2, hash=records[2].record.hash)
         store.lock(5)  # inside a locked transaction: PostgreSQL commits it on unlock
         try:
@@ -349,6 +352,7 @@ def test_checkpoint_round_trip(store_target: str) -> None:
             store.unlock()
     with opened(store_target, write=False) as reader:
         assert reader.load_checkpoint() == newer  # the last one saved wins
+        assert reader.peek_checkpoint() == (2, "toy/1")
 
 
 # -- append, read, reopen ----------------------------------------------------------
