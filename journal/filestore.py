@@ -13,7 +13,7 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from quotaledger.journal import codes, unsynced
 from quotaledger.journal.checkpoint import (
@@ -164,9 +164,10 @@ class FileStore:
 
     # -- locking -----------------------------------------------------------------
 
-    def lock(self, timeout_s: float) -> None:
+    def lock(self, timeout_s: float, meanwhile: Callable[[], None] | None = None) -> None:
         """Take the exclusive flock, waiting at most `timeout_s` seconds in the kernel's
-        queue of its waiters (journal/flockwait.py: never polled with sleeps)."""
+        queue of its waiters (journal/flockwait.py: never polled with sleeps), running
+        `meanwhile` while the wait is queued, if it must wait."""
         if self.write_fd < 0 or self.poisoned:
             if self.closed:
                 raise StorageFailure(f"the handle of {self.path} is closed", code=codes.CLOSED)
@@ -177,7 +178,7 @@ class FileStore:
             try:
                 fcntl.flock(self.write_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free: no thread
             except BlockingIOError:
-                if not self._kernel_lock.wait(self.write_fd, timeout_s):
+                if not self._kernel_lock.wait(self.write_fd, timeout_s, meanwhile):
                     raise self._lock_timeout(timeout_s) from None
         except OSError as exc:
             raise StorageFailure(f"cannot lock {self.path}: {exc.strerror}") from exc

@@ -18,6 +18,8 @@ from __future__ import annotations
 import _thread
 import fcntl
 import queue
+import time
+from collections.abc import Callable
 
 HELPER_IDLE_S = 5.0
 """A helper thread with nothing to wait for this long ends (the next wait starts one)."""
@@ -51,10 +53,12 @@ class KernelLock:
         self._requests: queue.SimpleQueue[_Wait] = queue.SimpleQueue()
         self._helper_running = False
 
-    def wait(self, fd: int, timeout_s: float) -> bool:
+    def wait(self, fd: int, timeout_s: float, meanwhile: Callable[[], None] | None = None) -> bool:
         """Whether this handle now holds the exclusive flock of `fd`, after waiting at
-        most `timeout_s` seconds in the kernel's queue of its waiters. An OSError of
+        most `timeout_s` seconds in the kernel's queue of its waiters. `meanwhile` runs
+        once the wait is queued (its time counts against `timeout_s`). An OSError of
         the flock itself is raised."""
+        deadline = time.monotonic() + timeout_s
         with self._mutex:
             wait = self._pending
             if wait is None and timeout_s <= 0:
@@ -66,6 +70,13 @@ class KernelLock:
                     self._helper_running = True
                     _thread.start_new_thread(self._helper, (self._requests,))
             wait.wanted = True
+        if meanwhile is not None:
+            try:
+                meanwhile()
+            except BaseException:
+                self._give_up(wait)
+                raise
+            timeout_s = max(0.0, deadline - time.monotonic())
         granted = wait.done.acquire(True, timeout_s)
         with self._mutex:
             if not (granted or wait.finished):
@@ -75,6 +86,17 @@ class KernelLock:
         if wait.error is not None:
             raise wait.error
         return True
+
+    def _give_up(self, wait: _Wait) -> None:
+        """The caller no longer wants the lock it queued for: released if granted
+        already, else left for the helper to release when the kernel grants it."""
+        with self._mutex:
+            if not wait.finished:
+                wait.wanted = False
+                return
+            self._pending = None
+        if wait.error is None:
+            fcntl.flock(wait.fd, fcntl.LOCK_UN)
 
     def forget(self) -> None:
         """The descriptor is about to be closed: a wait still queued must never touch

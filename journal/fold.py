@@ -318,7 +318,7 @@ class Fold(Generic[S]):
         a torn tail: what every command that writes does first."""
         if self.store.poisoned:
             self.check_poisoned()
-        self.hold.acquire()
+        self.hold.acquire(self.read_ahead)
         try:
             self.catch_up(recover=True)
             if self.head.next_seq == 0:
@@ -329,6 +329,22 @@ class Fold(Generic[S]):
         except BaseException:
             self.hold.release()
             raise
+
+    def read_ahead(self) -> None:
+        """While this writer waits for the lock: fold what the others appended since
+        its last look, unlocked, as a reader does, so the locked catch-up folds only
+        what the holders ahead of it append meanwhile (the fold of N-1 writers' records
+        moves out of the critical section). A line being written ends it; a failure
+        of any other kind is left whole to the locked catch-up, which judges it."""
+        head = self.head
+        if (
+            not self.valid
+            or self.store.tail_after(head.offset, head.next_seq - 1, head.prev_hash) != "grew"
+        ):
+            return
+        self.valid = False
+        failure = self.fold_into(head, self.visitor(self.state))
+        self.valid = failure is None or failure.incomplete
 
     def end(self) -> None:
         self.hold.release()

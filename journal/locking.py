@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from quotaledger.journal import codes
@@ -48,11 +48,13 @@ class LockHold:
         self._mutex = threading.Lock()
         self._owner: int | None = None
 
-    def acquire(self) -> None:
-        """This thread's turn on the handle, then the store's lock; each wait bounded."""
+    def acquire(self, meanwhile: Callable[[], None] | None = None) -> None:
+        """This thread's turn on the handle, then the store's lock; each wait bounded.
+        `meanwhile` runs in this thread's turn while the store's lock is waited for, if
+        the store can (see `Store.lock`)."""
         self._take_turn()
         try:
-            self.store.lock(self.timeout_s)
+            self.store.lock(self.timeout_s, meanwhile)
         except BaseException:
             self._give_turn()
             raise

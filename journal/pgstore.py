@@ -36,7 +36,7 @@ table, in the transaction that appends its record.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -228,10 +228,11 @@ class PgStore:
 
     # -- locking -----------------------------------------------------------------
 
-    def lock(self, timeout_s: float) -> None:
+    def lock(self, timeout_s: float, meanwhile: Callable[[], None] | None = None) -> None:
         """BEGIN and take the journal's advisory transaction lock, waiting <= timeout_s;
         then read the tail after the record this handle expects to be last, for
-        tail_after. One round trip: one simple query of several statements."""
+        tail_after. One round trip: one simple query of several statements. The wait is
+        the server's, on the one connection: `meanwhile` is not run."""
         self._begin_locked(timeout_s, prefetch=True)
 
     def _begin_locked(self, timeout_s: float, *, prefetch: bool) -> None:

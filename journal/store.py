@@ -7,7 +7,7 @@ stream (meaningful for both stores: it is where the record ends in an export), a
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from quotaledger.journal.checkpoint import Checkpoint
@@ -44,8 +44,11 @@ class Store(Protocol):
     poisoned: bool
     writable: bool
 
-    def lock(self, timeout_s: float) -> None:
-        """Take the journal's exclusive lock, waiting at most `timeout_s` seconds."""
+    def lock(self, timeout_s: float, meanwhile: Callable[[], None] | None = None) -> None:
+        """Take the journal's exclusive lock, waiting at most `timeout_s` seconds. A
+        store may run `meanwhile` while it waits (a file's wait is queued in the
+        kernel, so the caller can work; PostgreSQL's is a statement on the one
+        connection, so it does not)."""
         ...
 
     def unlock(self) -> None: ...

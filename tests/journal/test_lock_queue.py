@@ -18,6 +18,7 @@ import pytest
 
 from quotaledger.journal import Journal, LockTimeout
 from tests.journal.journal_helpers import toy_journal
+from tests.journal.test_catch_up import CountingProjector
 from tests.toyprojector import TOY, Note
 
 _HOLDER = """
@@ -152,3 +153,74 @@ def test_closing_a_handle_whose_wait_ran_out_lets_others_in(
     finally:
         other.close()
     assert _until(lambda: _flocks(journal_file) == ([], []))
+
+
+_TEARING_HOLDER = """
+import fcntl, os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_APPEND)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.write(fd, b'{"v":1,"seq":')  # a line being written: no newline yet
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_waiting_writer_folds_what_others_appended_before_it_holds_the_lock(
+    journal_file: str, holder: subprocess.Popen[str]
+) -> None:
+    # The fold of the others' records moves out of the critical section: it runs
+    # while the writer's wait is queued, and the locked catch-up does not repeat it.
+    counting = CountingProjector()
+    mine = Journal.open(journal_file, counting, lock_timeout_s=60)
+    try:
+        assert counting.folded == 2  # genesis and the first note
+        _let_go(holder)
+        with Journal.open(journal_file, TOY) as other:
+            for n in range(5):
+                with other.transaction() as txn:
+                    txn.append("toy.note", "g", Note(n=n), txn.time_for("g"))
+        again = subprocess.Popen(
+            [sys.executable, "-c", _HOLDER, journal_file],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            assert again.stdout is not None and again.stdout.readline() == "locked\n"
+            thread, outcome = _write_in_thread(mine, 9)
+            assert _until(lambda: counting.folded == 7)  # its wait is still queued
+            assert outcome == [] and _flocks(journal_file)[1] == [os.getpid()]
+        finally:
+            _let_go(again)
+        thread.join(timeout=30)
+        assert outcome == ["committed"]
+        assert counting.folded == 8  # and then only its own record
+        assert mine.state.count == 7
+    finally:
+        mine.close()
+
+
+def test_a_line_being_written_stops_the_fold_ahead_and_is_judged_under_the_lock(
+    journal_file: str,
+) -> None:
+    counting = CountingProjector()
+    mine = Journal.open(journal_file, counting, lock_timeout_s=60)
+    with Journal.open(journal_file, TOY) as other, other.transaction() as txn:
+        txn.append("toy.note", "g", Note(n=2), txn.time_for("g"))
+    tearing = subprocess.Popen(
+        [sys.executable, "-c", _TEARING_HOLDER, journal_file],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert tearing.stdout is not None and tearing.stdout.readline() == "locked\n"
+        thread, outcome = _write_in_thread(mine, 3)
+        assert _until(lambda: counting.folded == 3)  # up to the partial line
+        _let_go(tearing)  # it dies mid-line: a torn tail, moved aside under the lock
+        thread.join(timeout=30)
+        assert outcome == ["committed"]
+        assert counting.folded == 4  # nothing folded twice
+        assert mine.state.count == 3 and len(mine.recovered) == 1
+    finally:
+        mine.close()
