@@ -231,8 +231,7 @@ class PgStore:
     def lock(self, timeout_s: float, meanwhile: Callable[[], None] | None = None) -> None:
         """BEGIN and take the journal's advisory transaction lock, waiting <= timeout_s;
         then read the tail after the record this handle expects to be last, for
-        tail_after. One round trip: one simple query of several statements. The wait is
-        the server's, on the one connection: `meanwhile` is not run."""
+        tail_after. One round trip (the server waits: `meanwhile` is not run)."""
         self._begin_locked(timeout_s, prefetch=True)
 
     def _begin_locked(self, timeout_s: float, *, prefetch: bool) -> None:
@@ -645,16 +644,13 @@ class PgStore:
             warn(f"ignoring the checkpoint in {self.schema}.{CHECKPOINTS_TABLE}: {exc}")
             return None
 
-    def peek_checkpoint(self) -> tuple[int, str] | None:
-        """The checkpoint row's seq and projection version, without its blob."""
-        if not self._ready:
-            return None
+    def peek_checkpoint(self) -> tuple[int, str] | None:  # the row's columns, not its blob
         query = sql.SQL("SELECT seq, projection_version FROM {} WHERE id = 1")
         try:
             with self._db("read the checkpoint's seq"):
                 row = self._conn.execute(query.format(self._checkpoints)).fetchone()
-        except StorageFailure:
-            return None  # no table yet, or unreadable: the refresh writes one
+        except StorageFailure:  # no table yet, or unreadable: the refresh writes one
+            row = None
         return None if row is None else (int(row[0]), str(row[1]))
 
     def save_checkpoint(self, checkpoint: Checkpoint) -> None:
