@@ -162,9 +162,9 @@ def test_a_writing_command_takes_the_lock_once(tmp_path: Path, monkeypatch: Any)
     locks: list[float] = []
     real_lock = FileStore.lock
 
-    def counting_lock(store: FileStore, timeout_s: float) -> None:
+    def counting_lock(store: FileStore, timeout_s: float, meanwhile: Any = None) -> None:
         locks.append(timeout_s)
-        real_lock(store, timeout_s)
+        real_lock(store, timeout_s, meanwhile)
 
     monkeypatch.setattr(FileStore, "lock", counting_lock)
     with Journal.open(path, TOY, lock_timeout_s=7) as journal:
