@@ -128,6 +128,8 @@ def peek_checkpoint(path: str) -> tuple[int, str] | None:
     except OSError:
         return None
     try:
+        if insecure_reason(os.fstat(fd)) is not None:
+            return None  # as read_checkpoint: writers refresh what no reader would trust
         head = os.read(fd, PEEK_BYTES)
     except OSError:
         return None

@@ -149,7 +149,7 @@ def bench(
     if not 1_000 <= events <= 10**8:
         raise InvalidInput("--events must be between 1000 and 10^8", code=codes.INVALID_OPTION)
     if writers is not None and not 2 <= writers <= WRITERS_MAX:
-        raise InvalidInput(f"--writers: 2 to {WRITERS_MAX}", code=codes.INVALID_OPTION)
+        raise InvalidInput(f"--writers must be from 2 to {WRITERS_MAX}", code=codes.INVALID_OPTION)
 
     def step(text: str) -> None:
         if sys.stderr.isatty() or not ctx.as_json:
