@@ -12,6 +12,9 @@ from quotaledger.journal import InvalidInput, codes
 DEMO_JOURNAL = "./quotaledger-demo.jsonl"
 WRITERS_MAX = 64
 """`bench --writers N`: at most this many writer processes."""
+BenchDirOpt = Annotated[
+    str | None, typer.Option("--dir", help="Where to write scratch journals [default: cwd].")
+]
 WritersOpt = Annotated[
     int | None,
     typer.Option(
@@ -119,10 +122,7 @@ def bench(
             "--compare", help="Also measure 'sqlite', and/or 'postgresql' on URL (repeatable)."
         ),
     ] = None,
-    directory: Annotated[
-        str | None,
-        typer.Option("--dir", help="Where to write scratch journals [default: cwd]."),
-    ] = None,
+    directory: BenchDirOpt = None,
     serve: ServeOpt = False,
     redis: RedisOpt = None,
     clients: ClientsOpt = None,
