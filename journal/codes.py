@@ -112,6 +112,7 @@ DECISION_NOT_REPRODUCED = "decision_not_reproduced"
 # StorageFailure and its subclasses: exit 4, nothing acknowledged.
 IO_ERROR = "io_error"
 NO_SPACE = "no_space"
+JOURNAL_READ_ONLY = "journal_read_only"
 SHORT_WRITE = "short_write"
 LOCK_TIMEOUT = "lock_timeout"
 JOURNAL_POISONED = "journal_poisoned"

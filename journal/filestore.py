@@ -83,9 +83,17 @@ def open_for_read(path: str) -> int:
     return fd
 
 
+def storage_code(exc: OSError) -> str:
+    """One code per condition (SPEC §8): a full disk, a read-only filesystem, else I/O."""
+    if exc.errno == errno.ENOSPC:
+        return codes.NO_SPACE
+    if exc.errno == errno.EROFS:
+        return codes.JOURNAL_READ_ONLY
+    return codes.IO_ERROR
+
+
 def _storage_failure(message: str, exc: OSError) -> StorageFailure:
-    code = codes.NO_SPACE if exc.errno == errno.ENOSPC else codes.IO_ERROR
-    return StorageFailure(f"{message}: {exc.strerror}", code=code)
+    return StorageFailure(f"{message}: {exc.strerror}", code=storage_code(exc))
 
 
 def _remove_quietly(path: str) -> None:
@@ -117,6 +125,8 @@ class FileStore:
         self._identity = (-1, -1)
         """The (st_dev, st_ino) of the file write_fd holds: the path must still name it."""
         self._reopened = False
+        self.read_only_reason: str | None = None
+        """Why a writer's journal cannot be written (EROFS, EACCES); None if it can."""
         if not repairing:
             unsynced.refuse_if_marked(path)
         self._kernel_lock = KernelLock()
@@ -145,9 +155,9 @@ class FileStore:
             except FileExistsError:
                 return self._open_writer()
             except OSError as exc:
-                raise StorageFailure(f"cannot create {self.path}: {exc.strerror}") from exc
+                raise _storage_failure(f"cannot create {self.path}", exc) from exc
         except OSError as exc:
-            raise _refuse_special(self.path, exc) from exc
+            fd = self._open_unwritable(exc)
         found = _check_regular(self.path, fd)
         insecure = insecure_reason(found)
         if insecure is not None:
@@ -161,6 +171,26 @@ class FileStore:
             )
         self._identity = (found.st_dev, found.st_ino)
         return fd
+
+    def _open_unwritable(self, exc: OSError) -> int:
+        """A journal that can be read but not written (a read-only filesystem, a file
+        without write permission): opened for reading, so readers' work and replays that
+        append nothing answer as usual; any write is `journal_read_only` (SPEC §8)."""
+        if exc.errno not in (errno.EROFS, errno.EACCES, errno.EPERM):
+            raise _refuse_special(self.path, exc) from exc
+        try:
+            fd = os.open(self.path, _READ_FLAGS)
+        except OSError:
+            raise _refuse_special(self.path, exc) from exc
+        self.read_only_reason = exc.strerror or "not writable"
+        return fd
+
+    def _check_writable(self) -> None:
+        if self.read_only_reason is not None:
+            raise StorageFailure(
+                f"cannot write {self.path}: {self.read_only_reason}; nothing was changed",
+                code=codes.JOURNAL_READ_ONLY,
+            )
 
     # -- locking -----------------------------------------------------------------
 
@@ -326,6 +356,7 @@ class FileStore:
         """
         if self.poisoned or self.write_fd < 0:
             self._check_usable()
+        self._check_writable()
         last = records[-1]
         data = last.line if len(records) == 1 else b"".join([r.line for r in records])
         try:
@@ -430,6 +461,7 @@ class FileStore:
         durable, and one that waited on the old file finds it replaced while empty and
         opens the path again (_check_still_named)."""
         self._check_usable()
+        self._check_writable()
         try:
             fd, temp = create_temp_beside(self.path, flags=_WRITE_FLAGS)
         except OSError as exc:
@@ -463,7 +495,10 @@ class FileStore:
         include lines another writer wrote but died before syncing, so sync the journal
         first (cheap when nothing is dirty; allowed on a read-only descriptor too)."""
         self.make_durable()
-        write_checkpoint(checkpoint_path(self.path), checkpoint)
+        try:
+            write_checkpoint(checkpoint_path(self.path), checkpoint)
+        except OSError as exc:
+            raise _storage_failure(f"cannot write the checkpoint of {self.path}", exc) from exc
 
     def make_durable(self) -> None:
         """fdatasync the journal, through whichever descriptor this handle has (a
@@ -495,6 +530,7 @@ class FileStore:
         A failure before the journal is truncated removes the copy again: the journal
         still holds the bytes, and a failed recovery or repair leaves nothing behind."""
         self._check_usable()
+        self._check_writable()
         tail = self.read(offset, max(0, self.size() - offset))
         keep_path = f"{self.path}.{label}.{next_seq}.{time.time_ns()}"
         try:

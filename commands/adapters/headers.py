@@ -25,7 +25,6 @@ identifier is ignored (the observation is recorded, only not deduplicated).
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Iterable, Mapping
@@ -84,9 +83,14 @@ _NS_PER_UNIT = {
 }
 
 
+HEADER_VALUE_CHARS_MAX = 256
+"""A recognised header's value is a count, a duration or a date: a few dozen characters."""
+
+
 def _malformed(header: str, value: str, expected: str) -> InvalidInput:
+    shown = value if len(value) <= 60 else value[:40] + f"... ({len(value)} characters)"
     return InvalidInput(
-        f"provider header {header}: {value!r} is not {expected}",
+        f"provider header {header}: {shown!r} is not {expected}",
         code=codes.INVALID_PROVIDER_HEADERS,
         header=header,
         option="--provider-headers",
@@ -232,9 +236,11 @@ def _pairs(source: HeaderSource) -> list[tuple[str, Any]]:
 def _text_pairs(text: str) -> list[tuple[str, Any]]:
     stripped = text.strip()
     if stripped.startswith(("{", "[", '"')):
+        from quotaledger.journal.jsoninput import JsonInputError, parse_bounded
+
         try:
-            body = json.loads(stripped)
-        except ValueError as exc:
+            body = parse_bounded(stripped)
+        except JsonInputError as exc:
             raise InvalidInput(
                 f"provider headers are not valid JSON: {exc}",
                 code=codes.INVALID_PROVIDER_HEADERS,
@@ -287,6 +293,9 @@ def _recognised(pairs: list[tuple[str, Any]]) -> dict[str, str]:
         value = str(raw_value).strip()
         if name in REQUEST_ID_HEADERS and not is_request_id(value):
             continue  # not an identifier: recorded without it, never refused for it
+        if len(value) > HEADER_VALUE_CHARS_MAX:
+            # Before any number is parsed: int() of 5,000 digits is a ValueError.
+            raise _malformed(name, value, f"a value of at most {HEADER_VALUE_CHARS_MAX} characters")
         if name in values and values[name] != value:
             raise _malformed(name, value, f"one value (it was also sent as {values[name]!r})")
         values[name] = value

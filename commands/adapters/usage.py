@@ -66,12 +66,13 @@ def _invalid(message: str, field: str | None = None) -> InvalidInput:
 
 def parse_usage(text: str, usage_format: str = "auto") -> Usage:
     """The counters in a JSON `usage` object or response body (`observe --usage`)."""
-    import json  # here: only --usage needs it, and the CLI start-up does not
+    # here: only --usage needs it, and the CLI start-up does not
+    from quotaledger.journal.jsoninput import JsonInputError, parse_bounded
 
     check_format(usage_format)
     try:
-        body = json.loads(text)
-    except ValueError as exc:
+        body = parse_bounded(text)
+    except JsonInputError as exc:
         raise _invalid(f"--usage is not valid JSON: {exc}") from None
     return usage_of(body, usage_format)
 

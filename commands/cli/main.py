@@ -153,7 +153,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # help or a usage message piped into `head`
         code = closed_stdout()
     except OSError as error:
-        code = emit_error(StorageFailure(f"I/O failure: {error}"), as_json=as_json)
+        from quotaledger.journal.filestore import storage_code
+
+        failure = StorageFailure(f"I/O failure: {error}", code=storage_code(error))
+        code = emit_error(failure, as_json=as_json)
     return _exit(EXIT_OK if code is None else int(code), argv)
 
 

@@ -96,7 +96,18 @@ class JournalService(ServiceBase):
             digest=f"{head.seq}:{head.hash}",
         )
 
+    def _require_file(self) -> None:
+        """A command that works on an existing journal (checkpoint, repair) given a
+        path where none is: `journal_not_found`, as readers say (SPEC §8), before its
+        lock would create an empty file there."""
+        from quotaledger.journal.filestore import FileStore, open_for_read
+
+        store = self.journal.store
+        if isinstance(store, FileStore) and store.local_fd() is None:
+            os.close(open_for_read(store.path))  # raises journal_not_found
+
     def repair(self, request: RepairRequest) -> RepairAnswer:
+        self._require_file()
         result = self.journal.repair(request.truncate_after, request.at)
         return RepairAnswer(
             ok=True,
@@ -109,6 +120,7 @@ class JournalService(ServiceBase):
         )
 
     def checkpoint(self, request: CheckpointRequest) -> CheckpointAnswer:
+        self._require_file()
         with self.journal.transaction():
             checkpoint = self.journal.write_checkpoint()
         return CheckpointAnswer(
@@ -152,7 +164,9 @@ class JournalService(ServiceBase):
         def answers() -> Iterator[LogAnswer]:
             matching = appended()
             if last is not None:  # only the last N of what is there now
-                matching = iter(deque(matching, maxlen=last))
+                # The journal cannot hold more than sys.maxsize records, and deque's
+                # maxlen must fit one: `--last 10**20` means all of them.
+                matching = iter(deque(matching, maxlen=min(last, sys.maxsize)))
             return _attributed(self.journal, matching)
 
         matching = answers()

@@ -64,7 +64,13 @@ def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
     return visit
 
 
-def _no_decision(request: AuditRequest) -> InvalidInput:
+def _no_decision(request: AuditRequest, head_seq: int) -> InvalidInput:
+    if request.seq is not None and request.seq > head_seq:
+        # One code per condition (SPEC §8): a seq past the head, as inspect --seq says.
+        return InvalidInput(
+            f"--seq {request.seq} is not in the journal (head is {head_seq})",
+            code=codes.SEQ_OUT_OF_RANGE,
+        )
     what = (
         f"seq {request.seq}"
         if request.seq is not None
@@ -153,7 +159,7 @@ class OperatorService(ServiceBase):
             ):
                 found = (record, payload)
         if found is None:
-            raise _no_decision(request)
+            raise _no_decision(request, self.journal.head.seq)
         return found
 
     def _decision_in_replay(self, request: AuditRequest) -> tuple[Record, Any, LedgerState]:
@@ -171,7 +177,7 @@ class OperatorService(ServiceBase):
         journal.replay(visit, use_checkpoint=False)
         _check_selector(request)
         if not found:
-            raise _no_decision(request)
+            raise _no_decision(request, self.journal.head.seq)
         record, payload, before = found[0]
         self._auditable(record)
         return record, payload, journal.projector.load(before)

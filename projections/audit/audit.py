@@ -14,12 +14,12 @@ TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""
 
 SETTLEMENT_DECISION_KINDS = (
-    settlement.BUDGET_CONFIGURED,
     settlement.TURN_OPENED,
     settlement.TURN_WRITEBACK_VERIFIED,
     settlement.QUOTA_SPENT,
 )
-"""Journaled settlement decisions: every input is in the event, so they replay too."""
+"""Journaled settlement decisions: every input is in the event, so they replay too.
+`budget.configured` is not one: it records a setting, which nothing refuses."""
 
 HOST_DECISION_KINDS = (hosts.PHASE_APPENDED, hosts.ATTEMPT_STARTED)
 """Journaled host decisions: their inputs (handoff file, --cursor, --max-attempts,
