@@ -38,8 +38,7 @@ with _collector_paused():
     from quotaledger import __version__
     from quotaledger.cli.common import closed_stdout, env_json
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
-    from quotaledger.journal import codes
-    from quotaledger.journal.errors import InvalidInput, StorageFailure
+    from quotaledger.journal.errors import StorageFailure
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 
@@ -138,14 +137,11 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write(error.ctx.get_help() + "\n")
         code = EXIT_OK
     except click_errors.UsageError as error:
+        from quotaledger.cli.parse_errors import parser_error
+
         error = _hint_option_after_command(error, args) or error
-        # An option parser of ours (a duration) says which input code it is.
-        usage = InvalidInput(error.format_message(), code=getattr(error, "code", codes.USAGE))
-        if as_json:
-            code = emit_error(usage, as_json=True)
-        else:
-            error.show()  # click's usage text, with its "Try --help" line
-            code = exit_code_of(usage)
+        # One line with the option's code, as every error (SPEC §8).
+        code = emit_error(parser_error(error), as_json=as_json)
     except (typer.Abort, KeyboardInterrupt):
         aborted = StorageFailure("aborted")  # exit 4: an interrupted command acknowledged nothing
         sys.stderr.write(f"quotaledger: {aborted.message}\n")

@@ -36,8 +36,9 @@ else:
 
 
 def seconds_rule(low: int, high: int, wording: str, *, whole: bool) -> Rule:
-    """A number of seconds from `low` to `high` (`invalid_option`), worded by `wording`
-    with `{name}`, `{low}`, `{high}` and `{value}`; `whole`: integers only."""
+    """A number of seconds from `low` to `high`, worded by `wording` with `{name}`,
+    `{low}`, `{high}` and `{value}`; `whole`: integers only. `invalid_duration`, the
+    code the option's parser gives a malformed duration: one code per option (SPEC §8)."""
     kinds = int if whole else int | float
 
     def check(name: str, value: Any) -> object:
@@ -45,12 +46,12 @@ def seconds_rule(low: int, high: int, wording: str, *, whole: bool) -> Rule:
         if number and not low <= value <= high:  # NaN fails this too
             raise InvalidInput(
                 wording.format(name=name, low=low, high=high, value=value),
-                code=codes.INVALID_OPTION,
+                code=codes.INVALID_DURATION,
                 option=name,
             )
         return value
 
-    return Rule(check)
+    return Rule(check, code=codes.INVALID_DURATION)
 
 
 LeaseSeconds = Annotated[
@@ -93,7 +94,7 @@ def provider_report_of(name: str, value: Any) -> cap.ProviderReport | None:
 ProviderReport = Annotated[
     dict[str, Any],
     msgspec.Meta(description="{dimension: {limit, remaining, reset_at}}"),
-    Rule(provider_report_of),
+    Rule(provider_report_of, code=codes.INVALID_PROVIDER_REPORT),
 ]
 """A provider's rate-limit report already resolved (the API's `provider`)."""
 

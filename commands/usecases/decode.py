@@ -164,6 +164,12 @@ class _Plan:
 _PLANS: dict[type[Request], _Plan] = {}
 
 
+def field_rule(request_type: type[Request], field: str) -> Rule | None:
+    """The Rule of a request's field (None for a field without one, or no such field):
+    its `code` is the field's one error code."""
+    return _plan(request_type).rules.get(field)
+
+
 def _plan(request_type: type[Request]) -> _Plan:
     plan = _PLANS.get(request_type)
     if plan is None:

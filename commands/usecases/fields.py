@@ -28,13 +28,18 @@ class Rule:
     for a value that broke the constraint, `name` being the caller's word for it.
 
     `always`: the check also runs on every decoded value, for what a msgspec
-    constraint cannot say (text measured in UTF-8 bytes, a choice's own wording)."""
+    constraint cannot say (text measured in UTF-8 bytes, a choice's own wording).
+    `code`: the error code of a bad value (SPEC §8: every bad value of one option gets
+    that option's one code), which the CLI also gives a value its parser refuses."""
 
-    __slots__ = ("always", "check")
+    __slots__ = ("always", "check", "code")
 
-    def __init__(self, check: Callable[[str, Any], object], *, always: bool = False) -> None:
+    def __init__(
+        self, check: Callable[[str, Any], object], *, code: str, always: bool = False
+    ) -> None:
         self.check = check
         self.always = always
+        self.code = code
 
 
 def check_identifier(name: str, value: str) -> str:
@@ -91,7 +96,7 @@ def check_member(choices: tuple[str, ...], code: str) -> Rule:
             raise InvalidInput(f"{name} must be one of {', '.join(choices)}", code=code)
         return value
 
-    return Rule(check)
+    return Rule(check, code=code)
 
 
 def sha256_hex(value: str) -> str | None:
@@ -123,7 +128,7 @@ def check_range(message: str, code: str, low: float | None, high: float | None) 
             raise InvalidInput(worded, code=code)
         return value
 
-    return Rule(check)
+    return Rule(check, code=code)
 
 
 _HEX = frozenset("0123456789abcdef")
@@ -218,7 +223,7 @@ Identifier = Annotated[
         max_length=IDENTIFIER_CHARS_MAX,
         description=f"1-{IDENTIFIER_CHARS_MAX} characters of A-Za-z0-9._:@/-",
     ),
-    Rule(check_identifier),
+    Rule(check_identifier, code=codes.INVALID_IDENTIFIER),
 ]
 """An identifier (goal, run, case, lane, attempt, session, profile, agent, turn, task,
 replan). The schema's `$` stands for the check's `\\Z` (which refuses a trailing
@@ -228,7 +233,7 @@ TokenCount = Annotated[
     msgspec.Meta(
         ge=0, le=TOKEN_COUNT_MAX, description=f"A token count, 0..{power_of_ten(TOKEN_COUNT_MAX)}"
     ),
-    Rule(check_tokens),
+    Rule(check_tokens, code=codes.INVALID_TOKEN_COUNT),
 ]
 FreeText = Annotated[
     str,
@@ -237,18 +242,18 @@ FreeText = Annotated[
         max_length=FREE_TEXT_BYTES_MAX,
         description=f"Free text, at most {byte_size(FREE_TEXT_BYTES_MAX)}",
     ),
-    Rule(check_text, always=True),
+    Rule(check_text, always=True, code=codes.INVALID_TEXT),
 ]
 Effect = Annotated[
     str,
     msgspec.Meta(pattern=_EFFECT_PATTERN, description="An effect id: 32 lowercase hex digits"),
-    Rule(check_effect),
+    Rule(check_effect, code=codes.INVALID_EFFECT),
 ]
 """The effect id `turn writeback` and `turn resume` print (SPEC §5)."""
 WindowHours = Annotated[
     float,
     msgspec.Meta(gt=0, le=limits.WINDOW_HOURS_MAX, description="A budget window in hours, > 0"),
-    Rule(check_window_hours),
+    Rule(check_window_hours, code=codes.INVALID_WINDOW_HOURS),
 ]
 Time = Annotated[str, msgspec.Meta(description="RFC 3339 with a time zone")]
 """A moment as RFC 3339 text; the API also takes an aware datetime, which `decode`
@@ -260,7 +265,9 @@ def choice(choices: tuple[str, ...], description: str) -> Any:
     (`invalid_choice`); the schema lists the choices in its description."""
     described = f"{description} One of: {', '.join(choices)}."
     return Annotated[
-        str, msgspec.Meta(description=described), Rule(check_choice(choices), always=True)
+        str,
+        msgspec.Meta(description=described),
+        Rule(check_choice(choices), always=True, code=codes.INVALID_CHOICE),
     ]
 
 
@@ -278,13 +285,13 @@ _DIGEST_PATTERN = r"^\s*[0-9a-fA-F]{64}\s*$"
 Sha256 = Annotated[
     str,
     msgspec.Meta(pattern=_DIGEST_PATTERN, description="A SHA-256 digest, 64 hex digits"),
-    Rule(check_digest("64 hex digits", codes.INVALID_SHA256)),
+    Rule(check_digest("64 hex digits", codes.INVALID_SHA256), code=codes.INVALID_SHA256),
 ]
 """A file's SHA-256 digest (`--handoff-sha256`); `sha256_hex` gives it as stored."""
 EventHash = Annotated[
     str,
     msgspec.Meta(pattern=_DIGEST_PATTERN, description="An event's hash, 64 hex digits"),
-    Rule(check_digest("an event hash", codes.INVALID_HASH)),
+    Rule(check_digest("an event hash", codes.INVALID_HASH), code=codes.INVALID_HASH),
 ]
 """An event's hash (`--bind`); `sha256_hex` gives it as stored."""
 Deadline = Annotated[
@@ -300,27 +307,30 @@ against the event's time where it is used (`journal.clock.parse_deadline_us`).""
 ProbeText = Annotated[
     str,
     msgspec.Meta(max_length=FREE_TEXT_BYTES_MAX, description="Free text, at most 4 KiB"),
-    Rule(check_probe_text, always=True),
+    Rule(check_probe_text, always=True, code=codes.INVALID_TEXT),
 ]
 ProbeCommand = Annotated[
     list[str],
     msgspec.Meta(description=f"The command and its arguments (1-{limits.COMMAND_ARGS_MAX})"),
-    Rule(check_command, always=True),
+    Rule(check_command, always=True, code=codes.COMMAND_MISSING),
 ]
 CandidatePaths = Annotated[
     list[str],
     msgspec.Meta(description=f"Candidate files, at most {limits.CANDIDATES_MAX}"),
-    Rule(check_candidates, always=True),
+    Rule(check_candidates, always=True, code=codes.TOO_MANY_CANDIDATES),
 ]
 SidecarPath = Annotated[
     str,
     msgspec.Meta(min_length=1, max_length=FREE_TEXT_BYTES_MAX, description="A new file's path"),
-    Rule(check_sidecar, always=True),
+    Rule(check_sidecar, always=True, code=codes.INVALID_OPTION),
 ]
 ReferenceBytes = Annotated[
     int,
     msgspec.Meta(ge=0, le=limits.BYTES_MAX, description="Bytes, 0..2^62"),
-    Rule(check_within("from 0 to 2^62", lambda value: 0 <= value <= limits.BYTES_MAX)),
+    Rule(
+        check_within("from 0 to 2^62", lambda value: 0 <= value <= limits.BYTES_MAX),
+        code=codes.INVALID_OPTION,
+    ),
 ]
 IntervalMs = Annotated[
     int,
@@ -329,7 +339,8 @@ IntervalMs = Annotated[
         check_within(
             f"from {limits.INTERVAL_MS_MIN} to {limits.INTERVAL_MS_MAX}",
             lambda value: limits.INTERVAL_MS_MIN <= value <= limits.INTERVAL_MS_MAX,
-        )
+        ),
+        code=codes.INVALID_OPTION,
     ),
 ]
 ProbeTimeout = Annotated[
@@ -338,6 +349,7 @@ ProbeTimeout = Annotated[
     Rule(
         check_within(
             f"> 0 and <= {limits.TIMEOUT_S_MAX:g}", lambda value: 0 < value <= limits.TIMEOUT_S_MAX
-        )
+        ),
+        code=codes.INVALID_OPTION,
     ),
 ]

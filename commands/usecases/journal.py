@@ -47,17 +47,17 @@ def check_import_source(name: str, path: str) -> None:
 Digest = Annotated[
     str,
     msgspec.Meta(description="SEQ:HASH, as `digest` prints it"),
-    Rule(parse_digest, always=True),
+    Rule(parse_digest, always=True, code=codes.INVALID_DIGEST),
 ]
 ExportTo = Annotated[
     str,
     msgspec.Meta(description="A new file to write, or - for stdout"),
-    Rule(check_export_to, always=True),
+    Rule(check_export_to, always=True, code=codes.INVALID_OPTION),
 ]
 ImportSource = Annotated[
     str,
     msgspec.Meta(description="A verifying JSONL journal (or a postgresql:// URL)"),
-    Rule(check_import_source, always=True),
+    Rule(check_import_source, always=True, code=codes.IMPORT_SOURCE_NOT_FOUND),
 ]
 
 

@@ -31,16 +31,20 @@ def check_record_hash(name: str, value: str) -> str:
     return value
 
 
-Seq = Annotated[int, msgspec.Meta(ge=0, description="A record's seq"), Rule(check_seq)]
+Seq = Annotated[
+    int,
+    msgspec.Meta(ge=0, description="A record's seq"),
+    Rule(check_seq, code=codes.INVALID_OPTION),
+]
 RecordHash = Annotated[
     str,
     msgspec.Meta(pattern="^[0-9a-f]{64}$", description="A record's hash (64 lowercase hex)"),
-    Rule(check_record_hash),
+    Rule(check_record_hash, code=codes.INVALID_OPTION),
 ]
 OutFile = Annotated[
     str,
     msgspec.Meta(description="A file to write, in an existing directory"),
-    Rule(check_out_path, always=True),
+    Rule(check_out_path, always=True, code=codes.INVALID_OPTION),
 ]
 """A file the command writes (replaced atomically): checked before any work."""
 

@@ -28,13 +28,13 @@ def test_config_fields_are_the_config_rule_fields() -> None:
     [
         ("admit", {"run": "r", "arm": "nope"}, "--arm", "invalid_choice"),
         ("admit", {"run": "r", "class_": "judge"}, "--class", "invalid_choice"),
-        ("admit", {"run": "r", "lease_s": 0}, "--lease-s", "invalid_option"),
+        ("admit", {"run": "r", "lease_s": 0}, "--lease-s", "invalid_duration"),
         ("admit", {"run": "r", "case": "a b"}, "--case", "invalid_identifier"),
         ("admit", {"run": "r", "forecast_tpm": -1}, "--forecast-tpm", "invalid_token_count"),
         ("observe", {**COUNTS, "coverage": "metered"}, "--coverage", "invalid_choice"),
         ("observe", {**COUNTS, "usage_format": "x"}, "--usage-format", "invalid_choice"),
         ("observe", {**COUNTS, "source": "x" * 5000}, "--source", "text_too_long"),
-        ("reject", {"retry_after_s": 2e9}, "--retry-after-s", "invalid_option"),
+        ("reject", {"retry_after_s": 2e9}, "--retry-after-s", "invalid_duration"),
         ("reject", {"detail": "x" * 5000}, "--detail", "text_too_long"),
     ],
 )

@@ -120,6 +120,8 @@ def test_a_huge_seq_is_past_the_head(journal_path: str, command: tuple[str, ...]
         _one_line_error(done, "seq_out_of_range")
 
 
+COUNTS = ("--cached-input", "0", "--output", "0")
+
 # -- 3. the option parser's errors: one line, one code per option ---------------------------
 
 
@@ -131,12 +133,20 @@ def test_a_huge_seq_is_past_the_head(journal_path: str, command: tuple[str, ...]
         (("inspect", "extra"), {}, "usage"),  # an unexpected argument
         (("inspect",), {"QUOTALEDGER_JSON": "2"}, "invalid_option"),
         (("inspect",), {"QUOTALEDGER_LOCK_TIMEOUT_S": "soon"}, "invalid_duration"),
-        (("admit", "--goal", "g", "--run", "r", "--forecast-tpm", "nan"), {}, "invalid_token_count"),
-        (("admit", "--goal", "g", "--run", "r", "--forecast-tpm", "1.5"), {}, "invalid_token_count"),
+        (
+            ("admit", "--goal", "g", "--run", "r", "--forecast-tpm", "nan"),
+            {},
+            "invalid_token_count",
+        ),
+        (
+            ("admit", "--goal", "g", "--run", "r", "--forecast-tpm", "1.5"),
+            {},
+            "invalid_token_count",
+        ),
         (("admit", "--goal", "g", "--run", "r", "--forecast-tpm", "-1"), {}, "invalid_token_count"),
-        (("observe", "--goal", "g", "--uncached-input", "nan"), {}, "invalid_token_count"),
-        (("observe", "--goal", "g", "--uncached-input", "1.5"), {}, "invalid_token_count"),
-        (("observe", "--goal", "g", "--uncached-input", "-1"), {}, "invalid_token_count"),
+        (("observe", "--goal", "g", "--uncached-input", "nan", *COUNTS), {}, "invalid_token_count"),
+        (("observe", "--goal", "g", "--uncached-input", "1.5", *COUNTS), {}, "invalid_token_count"),
+        (("observe", "--goal", "g", "--uncached-input", "-1", *COUNTS), {}, "invalid_token_count"),
         (("configure", "--goal", "g", "--max-active-cases", "-1"), {}, "invalid_config"),
         (("configure", "--goal", "g", "--max-active-cases", "abc"), {}, "invalid_config"),
         (("configure", "--goal", "g", "--cached-input-weight", "nan"), {}, "invalid_config"),
@@ -152,6 +162,8 @@ def test_parser_errors_are_one_line_with_the_options_code(
     before = Path(journal_path).read_bytes()
     done = run_cli(*args, "--journal", journal_path, env=env)
     _one_line_error(done, code)
+    if "QUOTALEDGER_JSON" in env:
+        return  # an explicit --json wins over the environment (SPEC §8)
     as_json = run_cli(*args, "--journal", journal_path, "--json", env=env)
     assert as_json.code == 2
     assert as_json.json["error"]["code"] == code

@@ -77,22 +77,27 @@ def test_every_duration_option_takes_a_duration(journal_path: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("args", "option"),
+    ("args", "option", "code"),
     [
-        (["admit", "--goal", "g", "--run", "r1", "--lease-s", "30x"], "--lease-s"),
-        (["admit", "--goal", "g", "--run", "r1", "--lease-s", "1.5"], "--lease-s"),
-        (["reject", "--goal", "g", "--retry-after-s", "soon"], "--retry-after-s"),
-        (["configure", "--goal", "g", "--cooldown-max-s", "-1"], "--cooldown-max-s"),
-        (["inspect", "--lock-timeout-s", "forever"], "--lock-timeout-s"),
+        (["admit", "--goal", "g", "--run", "r1", "--lease-s", "30x"], "--lease-s", None),
+        (["admit", "--goal", "g", "--run", "r1", "--lease-s", "1.5"], "--lease-s", None),
+        (["reject", "--goal", "g", "--retry-after-s", "soon"], "--retry-after-s", None),
+        # A config field's one code, whatever way its value is bad (SPEC §8).
+        (
+            ["configure", "--goal", "g", "--cooldown-max-s", "-1"],
+            "--cooldown-max-s",
+            "invalid_config",
+        ),
+        (["inspect", "--lock-timeout-s", "forever"], "--lock-timeout-s", None),
     ],
 )
 def test_a_bad_duration_is_exit_2_naming_the_option(
-    args: list[str], option: str, journal_path: str
+    args: list[str], option: str, code: str | None, journal_path: str
 ) -> None:
     refused = run_cli(*args, "--journal", journal_path, "--json")
     assert refused.code == 2, refused.stdout + refused.stderr
     error = refused.json["error"]
-    assert error["code"] == "invalid_duration", error
+    assert error["code"] == (code or "invalid_duration"), error
     assert option in error["message"]
     assert not Path(journal_path).exists()
     text = run_cli(*args, "--journal", journal_path)

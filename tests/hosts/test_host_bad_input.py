@@ -146,7 +146,7 @@ CASES: dict[str, tuple[list[str], str | None]] = {
     "pid zero": ([*START, "--profile", "p1", "--pid", "0"], "invalid_pid"),
     "pid negative": ([*START, "--profile", "p1", "--pid", "-7"], "invalid_pid"),
     "pid too big": ([*START, "--profile", "p1", "--pid", str(2**31)], "invalid_pid"),
-    "pid words": ([*START, "--profile", "p1", "--pid", "abc"], "usage"),
+    "pid words": ([*START, "--profile", "p1", "--pid", "abc"], "invalid_pid"),
     "max-attempts zero": ([*START, "--profile", "p1", "--max-attempts", "0"], "invalid_option"),
     "status max-attempts zero": (
         ["host", "status", "--goal", G, "--max-attempts", "0"],

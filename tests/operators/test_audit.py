@@ -162,7 +162,7 @@ def test_audit_by_hash_and_by_goal_and_run(journal_path: str) -> None:
     "args, code",
     [
         (["--seq", "2"], "not_a_decision"),  # an observation
-        (["--seq", "999"], "decision_not_found"),
+        (["--seq", "999"], "seq_out_of_range"),  # past the head (SPEC §8)
         (["--hash", "ab" * 32], "decision_not_found"),
         (["--hash", "xyz"], "invalid_option"),
         (["--goal", "g", "--run", "nobody"], "decision_not_found"),

@@ -69,18 +69,21 @@ CASES = {
     ),
     "allowed units fractional": (
         [*BUDGET, "--allowed-units", "1.5", "--window-hours", "1"],
-        "usage",
+        "invalid_token_count",  # its one code (SPEC §8), as for 10^12 + 1
     ),
     "window beyond ten years": (
         [*BUDGET, "--allowed-units", "1", "--window-hours", "87841"],
         "invalid_window_hours",
     ),
-    "window words": ([*BUDGET, "--allowed-units", "1", "--window-hours", "day"], "usage"),
+    "window words": (
+        [*BUDGET, "--allowed-units", "1", "--window-hours", "day"],
+        "invalid_window_hours",
+    ),
     "writeback amount above 10^12": (
         [*WRITEBACK, "--amount", str(10**12 + 1)],
         "invalid_token_count",
     ),
-    "writeback amount words": ([*WRITEBACK, "--amount", "forty"], "usage"),
+    "writeback amount words": ([*WRITEBACK, "--amount", "forty"], "invalid_token_count"),
     "writeback without amount": (WRITEBACK, "usage"),
     "spend amount negative": (
         [*SPEND, "--effect", EFFECT, "--amount", "-40"],
