@@ -269,6 +269,10 @@ def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: 
     """A goal's event time by SPEC §2.2: implicit time is max(now, the goal's last event)
     and never refused; an explicit time more than the clock-skew bound ahead of now is
     `time_in_future`, one earlier than the goal's last event `time_regression`."""
+    # The bound is checked on every writer's time, not only when --at needs it (SPEC §8:
+    # an environment value is checked whenever it is read), so a bad one never lies
+    # unnoticed until the first explicit time.
+    max_clock_skew_us()
     if explicit_at is None:
         now = format_us(now_us)
         return now if last_at is None or now >= last_at else last_at

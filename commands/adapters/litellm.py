@@ -24,6 +24,15 @@ in a worker thread, never on the loop): a loop closed right after its last call 
 drop that call's task, so let it run a moment before closing. A streamed call is
 observed once its stream ends (with `stream_options={"include_usage": True}`).
 
+It never breaks the user's call and never loses an observation silently (LiteLLM
+swallows a callback's exception at debug level): usage with malformed rate-limit
+headers is recorded without them, usage whose counts do not add up (cached above
+prompt) as `unmetered`, and a 429 with an unusable Retry-After without its headers
+(the goal's cooldown rule applies), each with a WARNING on the `quotaledger` logger; a
+call whose observation cannot be written at all (a lock timeout, a full disk) is
+logged at ERROR with the counts that were lost and counted in `callback.failures`.
+`Callback(..., strict=True)` raises instead.
+
 A `Ledger` is not safe for concurrent use from several threads: the callback
 serialises its own calls, and a runner that also uses the ledger from other threads
 should give the callback a `Ledger` of its own (`Ledger.open(same_path)`: the
@@ -33,14 +42,17 @@ journal's lock orders the two).
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Mapping
-from functools import lru_cache
+from collections.abc import Callable, Mapping
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any
 
 from quotaledger.adapters import is_request_id
 from quotaledger.adapters.usage import litellm_usage_of, plain
 from quotaledger.journal.identifier import check_identifier
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput
 
 if TYPE_CHECKING:
     from quotaledger.api import Ledger
@@ -53,6 +65,8 @@ OpenAI-compatible `x-ratelimit-*` ones also bare)."""
 DETAIL_CHARS_MAX = 500
 RATE_LIMITED = 429
 
+log = logging.getLogger("quotaledger")
+
 
 class Callback:
     """Observes every successful LiteLLM call on `goal` (and `run`); rejects on a 429."""
@@ -62,7 +76,9 @@ class Callback:
             cls = _logger_class()
         return super().__new__(cls)
 
-    def __init__(self, ledger: Ledger, goal: str, run: str | None = None) -> None:
+    def __init__(
+        self, ledger: Ledger, goal: str, run: str | None = None, *, strict: bool = False
+    ) -> None:
         check_identifier("goal", goal, option="goal")
         if run is not None:
             check_identifier("run", run, option="run")
@@ -70,6 +86,9 @@ class Callback:
         self.ledger = ledger
         self.goal = goal
         self.run = run
+        self.strict = strict
+        self.failures = 0
+        """Calls whose observation or rejection could not be written (each logged)."""
         self._lock = threading.Lock()
 
     # -- what LiteLLM calls ----------------------------------------------------------------
@@ -99,11 +118,7 @@ class Callback:
     def _observe(self, kwargs: dict[str, Any], response_obj: Any) -> None:
         if kwargs.get("cache_hit"):
             return  # LiteLLM's own cache answered: no provider saw this call
-        usage_obj = getattr(response_obj, "usage", None)
-        if usage_obj is None:
-            fields: dict[str, Any] = {"requests": 1, "coverage": "unmetered"}
-        else:
-            fields = dict(litellm_usage_of(plain(usage_obj)))
+        fields = self._usage_fields(getattr(response_obj, "usage", None))
         headers = _response_headers(response_obj)
         # An observation logged twice counts once (SPEC §11): the provider's request-id
         # header names the call when it came with one (the ledger takes it from the
@@ -112,26 +127,82 @@ class Callback:
         response_id = getattr(response_obj, "id", None)
         if not _names_request(headers) and is_request_id(response_id):
             fields["request_id"] = response_id
-        with self._lock:
-            self.ledger.observe(
-                goal=self.goal,
-                run=self._run_of(kwargs),
-                source=_source(kwargs),
-                provider_headers=headers,
-                **fields,
+        observe = partial(
+            self.ledger.observe,
+            goal=self.goal,
+            run=self._run_of(kwargs),
+            source=_source(kwargs),
+            **fields,
+        )
+        self._record("observation", fields, observe, headers)
+
+    def _usage_fields(self, usage_obj: Any) -> dict[str, Any]:
+        """The observation's counts; usage that does not map (cached above prompt, a
+        negative count) is one request of unknown tokens, with a WARNING: the window
+        then reads as unmetered rather than as idle."""
+        unmetered: dict[str, Any] = {"requests": 1, "coverage": "unmetered"}
+        if usage_obj is None:
+            return unmetered
+        raw = plain(usage_obj)
+        try:
+            return dict(litellm_usage_of(raw))
+        except InvalidInput as error:
+            log.warning(
+                "quotaledger: goal %s: LiteLLM usage %r does not map (%s); recorded as one "
+                "unmetered request",
+                self.goal,
+                raw,
+                error.message,
             )
+            return unmetered
 
     def _reject(self, kwargs: dict[str, Any]) -> None:
         exception = kwargs.get("exception")
         if getattr(exception, "status_code", None) != RATE_LIMITED:
             return
         detail = f"HTTP 429 from {kwargs.get('model') or 'the provider'}: {exception}"
-        with self._lock:
-            self.ledger.reject(
-                goal=self.goal,
-                run=self._run_of(kwargs),
-                detail=detail[:DETAIL_CHARS_MAX],
-                provider_headers=_exception_headers(exception),
+        reject = partial(
+            self.ledger.reject,
+            goal=self.goal,
+            run=self._run_of(kwargs),
+            detail=detail[:DETAIL_CHARS_MAX],
+        )
+        self._record("rejection", {"detail": detail[:80]}, reject, _exception_headers(exception))
+
+    def _record(
+        self,
+        what: str,
+        counts: Mapping[str, Any],
+        call: Callable[..., Any],
+        headers: Mapping[str, str],
+    ) -> None:
+        """`call(provider_headers=headers)`; malformed headers dropped with a WARNING;
+        a write that fails logged at ERROR with what was lost (or raised when strict)."""
+        try:
+            with self._lock:
+                try:
+                    call(provider_headers=headers)
+                except InvalidInput as error:
+                    if error.code != codes.INVALID_PROVIDER_HEADERS:
+                        raise
+                    log.warning(
+                        "quotaledger: goal %s: %s; the %s is recorded without the provider's "
+                        "headers",
+                        self.goal,
+                        error.message,
+                        what,
+                    )
+                    call(provider_headers={})
+        except Exception as error:  # never the user's call's problem, never silent
+            if self.strict:
+                raise
+            self.failures += 1
+            log.error(
+                "quotaledger: goal %s: a LiteLLM call's %s was not recorded (%s); lost: %s",
+                self.goal,
+                what,
+                error,
+                dict(counts),
             )
 
     def _run_of(self, kwargs: dict[str, Any]) -> str | None:

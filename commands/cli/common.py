@@ -130,6 +130,21 @@ def read_input(option: str, value: str | None) -> str | None:
     return text
 
 
+STDIN_OPTIONS = {"usage": "--usage", "provider_headers": "--provider-headers"}
+"""The `FILE|-` options, by parameter name: `-` reads standard input."""
+
+
+def check_one_stdin_reader(options: dict[str, Any]) -> None:
+    """At most one option reads standard input (SPEC §8): the first would take it all,
+    and the second would read nothing, silently."""
+    readers = [flag for name, flag in STDIN_OPTIONS.items() if options.get(name) == "-"]
+    if len(readers) > 1:
+        raise InvalidInput(
+            f"{' and '.join(readers)} both read standard input (-); give one of them a file",
+            code=codes.USAGE,
+        )
+
+
 JournalOpt = Annotated[
     str | None,
     typer.Option(
@@ -287,6 +302,7 @@ def command(
             )
             try:
                 check_common_input(ctx, at, {name: kwargs[name] for name in identifiers})
+                check_one_stdin_reader(kwargs)
                 result = func(ctx, **kwargs)
                 code = emit(result, as_json=as_json)
             except Error as error:

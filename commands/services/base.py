@@ -17,6 +17,9 @@ from quotaledger.projections.limits import (
     TOKEN_COUNT_MAX,
 )
 
+if TYPE_CHECKING:
+    from quotaledger.projections import capacity as cap
+
 KNOWN_GOALS_SHOWN = 10
 """An unknown_goal message names at most this many known goals when none is close."""
 
@@ -112,22 +115,17 @@ class ServiceBase:
             self.journal.refresh()
             if goal in self.journal.head.goal_last_at:
                 return goal
-        known = self.known_goals()
-        closest = difflib.get_close_matches(goal, known, n=3, cutoff=0.6)
-        if closest:
-            hint = "did you mean " + " or ".join(repr(name) for name in closest) + "?"
-        elif known:
-            shown = known[:KNOWN_GOALS_SHOWN]
-            more = ", ..." if len(known) > len(shown) else ""
-            hint = f"known goals: {', '.join(shown)}{more} (quotaledger goals lists them)"
-        else:
-            hint = "the journal has no goals yet"
-        raise InvalidInput(
-            f"no event names goal {goal!r}; {hint}",
-            code=codes.UNKNOWN_GOAL,
-            goal=goal,
-            closest=closest,
-        )
+        raise unknown_goal(goal, self.known_goals())
+
+    def require_configured(self, state: LedgerState, goal: str) -> cap.GoalCapacity:
+        """The goal's capacity state, if a `capacity.configured` event names it; else
+        `unknown_goal` naming the closest configured goals (SPEC §8): a typo on a
+        capacity writer never creates a goal."""
+        found = state.capacity.goals.get(goal)
+        if found is None or not found.configured:
+            known = sorted(name for name, g in state.capacity.goals.items() if g.configured)
+            raise unknown_goal(goal, known, what="no capacity.configured event names")
+        return found
 
     def _state_as_of(self, *, at: str | None = None, seq: int | None = None) -> LedgerState:
         """The ledger now, as of time `at` (every event with at <= T) or record `seq`.
@@ -151,6 +149,22 @@ class ServiceBase:
         if at is not None:
             return self.journal.fold_as_of(at=canonical_at(at))[0]
         return self.journal.state
+
+
+def unknown_goal(goal: str, known: list[str], what: str = "no event names") -> InvalidInput:
+    """`unknown_goal` (exit 2), naming the closest of the `known` goals."""
+    closest = difflib.get_close_matches(goal, known, n=3, cutoff=0.6)
+    if closest:
+        hint = "did you mean " + " or ".join(repr(name) for name in closest) + "?"
+    elif known:
+        shown = known[:KNOWN_GOALS_SHOWN]
+        more = ", ..." if len(known) > len(shown) else ""
+        hint = f"known goals: {', '.join(shown)}{more} (quotaledger goals lists them)"
+    else:
+        hint = "the journal has no goals yet"
+    return InvalidInput(
+        f"{what} goal {goal!r}; {hint}", code=codes.UNKNOWN_GOAL, goal=goal, closest=closest
+    )
 
 
 def conclude(

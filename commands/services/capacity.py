@@ -61,6 +61,7 @@ class CapacityService(ServiceBase):
         fixed_report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, counts, headers)
         with self.journal.transaction() as txn:
+            self.require_configured(txn.state, goal)
             repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             report = fixed_report
             if headers is not None:
@@ -105,13 +106,13 @@ class CapacityService(ServiceBase):
         if dry_run and not self.journal.store.writable:
             # A read-only handle polls without the lock: whatever is durable now.
             ledger: LedgerState = self.journal.refresh()
+            state = self.require_configured(ledger, goal)
             at_text = self._time_without_lock(goal, request.at)
-            state = cap.goal_of(ledger.capacity, goal)
             decision = cap.decide_admission(state, asked, parse_at(at_text))
             return admit_answer(goal, decision, None, at_text, dry_run=True)
         with self.journal.transaction() as txn:
+            state = self.require_configured(txn.state, goal)
             at_text = txn.time_for(goal, request.at)
-            state = cap.goal_of(txn.state.capacity, goal)
             decision = cap.decide_admission(state, asked, parse_at(at_text))
             pending = None if dry_run else conclude(txn, goal, at_text, decision)
         return admit_answer(goal, decision, pending, at_text, dry_run=dry_run)
@@ -128,6 +129,7 @@ class CapacityService(ServiceBase):
         report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, {}, headers)
         with self.journal.transaction() as txn:
+            state = self.require_configured(txn.state, goal)
             repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             if headers is not None:
                 resolved = headers.resolve(at_us)
@@ -139,7 +141,6 @@ class CapacityService(ServiceBase):
                     repeat.seen, request.run, retry_after_s, request.detail, report
                 )
                 return reject_repeat(repeat, same, goal)
-            state = cap.goal_of(txn.state.capacity, goal)
             plan = cap.plan_rejection(state, at_us, retry_after_s)
             payload = cap.CapacityRejected(
                 run=request.run,
@@ -161,8 +162,8 @@ class CapacityService(ServiceBase):
         """Release an active run's case slot and token reservation."""
         goal, run = request.goal, request.run
         with self.journal.transaction() as txn:
+            state = self.require_configured(txn.state, goal)
             at_text = txn.time_for(goal, request.at)
-            state = cap.goal_of(txn.state.capacity, goal)
             decision = cap.decide_release(state, run, parse_at(at_text))
             pending = conclude(txn, goal, at_text, decision)
         # Releasing a run that is not active is ok: it holds nothing (SPEC §3.4).

@@ -30,7 +30,7 @@ from quotaledger.usecases.capacity_state import (
     TokensView,
     Totals,
 )
-from quotaledger.usecases.decode import event_of
+from quotaledger.usecases.decode import event_of, event_or_unset
 
 
 class CapacityStateService(ServiceBase):
@@ -73,19 +73,24 @@ class CapacityStateService(ServiceBase):
                     config=config,
                     changes=changes,
                 )
-            payload = cap.CapacityConfigured(
-                cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
-            )
-            pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
+            pending = None
+            # Nothing changes (SPEC §8): no event, and a goal that no configure named
+            # (`--remove-limit` on a typo) is not created.
+            if not unchanged(current, new):
+                payload = cap.CapacityConfigured(
+                    cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
+                )
+                pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
         return ConfigureAnswer(
             ok=True,
             goal=goal,
-            appended=True,
+            appended=pending is not None,
             config=config,
             explicit=list(new.explicit),
             changes=changes,
-            event=event_of(pending),
+            event=event_or_unset(pending),
         )
+
 
     # -- inspect -----------------------------------------------------------------------
 
@@ -213,3 +218,9 @@ def _active_run_view(run: cap.ActiveRun) -> ActiveRunView:
         lease_until=format_us_or_none(run.lease_until_us),
         seq=run.seq,
     )
+
+
+def unchanged(current: cap.Config, new: cap.Config) -> bool:
+    """Whether a configure changes nothing: the same gates, the same explicit fields."""
+    same = (new.cases, new.tokens) == (current.cases, current.tokens)
+    return same and set(new.explicit) == set(current.explicit)

@@ -524,6 +524,15 @@ class HostService(ServiceBase):
         ledger, at_us = self._reader_state(goal, request.at)
         state = self._goal_hosts(ledger, goal)
         readiness = capacity_readiness(ledger, goal, at_us)
+        if request.lane is not None and request.lane not in state.lanes:
+            # A reader asked about a lane that does not exist refuses (SPEC §8): an
+            # empty lane would read as one that is merely idle.
+            known = ", ".join(sorted(state.lanes)[:10]) or "none yet"
+            raise InvalidInput(
+                f"goal {goal!r} has no lane {request.lane!r} (lanes: {known})",
+                code=codes.UNKNOWN_LANE,
+                lane=request.lane,
+            )
         names = [request.lane] if request.lane is not None else sorted(state.lanes)
         return HostStatusAnswer(
             ok=True,

@@ -113,9 +113,12 @@ class HostExitRequest(Request):
     at: Time | None = None
 
     def check(self, names: Names) -> None:
-        if self.exit_code is not None and self.signal is not None:
+        if (self.exit_code is None) == (self.signal is None):
+            # Exactly one (SPEC §4.2): an exit recorded with neither could never be
+            # corrected, since the attempt's exit is recorded once.
             raise InvalidInput(
-                f"give {names('exit_code')} or {names('signal')}, not both",
+                f"give {names('exit_code')} or {names('signal')}"
+                + (", not both" if self.exit_code is not None else ""),
                 code=codes.INVALID_OPTION,
             )
 

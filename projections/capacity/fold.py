@@ -30,8 +30,9 @@ from quotaledger.projections.capacity.requests import (
 )
 from quotaledger.projections.types import StateStruct
 
-VERSION = "4"
-"""The shape of the checkpointed state (4: the goals' request-id index)."""
+VERSION = "5"
+"""The shape of the checkpointed state (4: the goals' request-id index; 5: whether a
+capacity.configured event names the goal)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -126,6 +127,9 @@ class GoalCapacity(StateStruct):
     tokens: TokenConfig | None = None
     explicit: list[str] = msgspec.field(default_factory=list)
     """The latest configure's `explicit` (SPEC §3.5)."""
+    configured: bool = False
+    """A `capacity.configured` event names the goal: the capacity writers refuse
+    `unknown_goal` until one does (SPEC §8), whatever its gates."""
     last_at_us: int = 0
     samples: list[Sample] = msgspec.field(default_factory=list)
     """Time-ordered (per-goal `at` never decreases in a journal); those before `head`
@@ -242,6 +246,7 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
     elif isinstance(payload, CapacityConfigured):
         goal.cases, goal.tokens = payload.cases, payload.tokens
         goal.explicit = list(payload.explicit)
+        goal.configured = True
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us
     # Forget what no question "as of t >= the goal's latest event" can need; the checks

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -29,6 +30,7 @@ import pytest
 from litellm.integrations.custom_logger import CustomLogger
 from litellm.llms.custom_httpx.http_handler import HTTPHandler
 
+import quotaledger
 from quotaledger.adapters.litellm import Callback
 from quotaledger.api import Ledger
 from quotaledger.journal import InvalidInput
@@ -330,3 +332,108 @@ def test_importing_the_callback_imports_no_sdk() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+# -- nothing lost quietly (issue 28 item 9) -------------------------------------------------
+
+
+def _quotaledger_records(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [
+        r.getMessage() for r in caplog.records if r.name == "quotaledger" and r.levelno == level
+    ]
+
+
+def test_malformed_rate_limit_headers_keep_the_usage_with_a_warning(
+    callback: Callback, journal_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="quotaledger")
+    headers = {"x-ratelimit-limit-tokens": "lots", "x-ratelimit-remaining-tokens": "9" * 5000}
+    litellm.completion(
+        model="gpt-4o-mini", messages=MESSAGES, mock_response=openai_response(headers)
+    )
+    [event] = wait_for(journal_path, "capacity.observed", 1)
+    data = event["data"]
+    assert (data["uncached_input"], data["cached_input"], data["output"]) == (200, 1000, 300)
+    assert "provider" not in data or data["provider"] is None
+    [warning] = _quotaledger_records(caplog, logging.WARNING)
+    assert "x-ratelimit-" in warning and "without the provider's headers" in warning
+    assert callback.failures == 0
+
+
+def test_usage_that_does_not_add_up_is_an_unmetered_request_with_a_warning(
+    callback: Callback, journal_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="quotaledger")
+    odd = litellm.ModelResponse(
+        model="gpt-4o-mini",
+        usage={
+            "prompt_tokens": 10,
+            "completion_tokens": 3,
+            "total_tokens": 13,
+            "prompt_tokens_details": {"cached_tokens": 50},  # cached above prompt
+        },
+    )
+    litellm.completion(model="gpt-4o-mini", messages=MESSAGES, mock_response=odd)
+    [event] = wait_for(journal_path, "capacity.observed", 1)
+    assert (event["data"]["coverage"], event["data"]["requests"]) == ("unmetered", 1)
+    [warning] = _quotaledger_records(caplog, logging.WARNING)
+    assert "cached_tokens (50) is more than" in warning
+
+
+def test_a_429_with_a_garbage_retry_after_starts_the_goals_cooldown(
+    callback: Callback, journal_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="quotaledger")
+    error = rate_limit_error({"retry-after": "whenever you like"})
+    with pytest.raises(litellm.RateLimitError):
+        litellm.completion(model="gpt-4o-mini", messages=MESSAGES, mock_response=error)
+    [event] = wait_for(journal_path, "capacity.rejected", 1)
+    assert (event["data"]["retry_after_s"], event["data"]["cooldown_s"]) == (None, 15)
+    [warning] = _quotaledger_records(caplog, logging.WARNING)
+    assert "retry-after" in warning
+
+
+def test_a_locked_journal_loses_the_call_loudly(
+    journal_path: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another handle holds the journal's lock past the callback's timeout: the
+    observation cannot be written; it is logged at ERROR with its counts and counted."""
+    caplog.set_level(logging.WARNING, logger="quotaledger")
+    with Ledger.open(journal_path) as setup:
+        setup.configure(goal="g", quota_tpm=100_000)
+    ledger = Ledger.open(journal_path, lock_timeout_s=0.05)
+    callback = Callback(ledger, goal="g", run="r1")
+    litellm.callbacks = [callback]
+    try:
+        with Ledger.open(journal_path) as holder, holder.journal.transaction():
+            before = Path(journal_path).read_bytes()
+            litellm.completion(
+                model="gpt-4o-mini", messages=MESSAGES, mock_response=openai_response({})
+            )
+            deadline = time.monotonic() + WAIT_S
+            while callback.failures == 0 and time.monotonic() < deadline:
+                time.sleep(0.02)
+        assert callback.failures == 1
+        assert Path(journal_path).read_bytes() == before
+        [error] = _quotaledger_records(caplog, logging.ERROR)
+        assert "observation was not recorded" in error and "lock" in error
+        assert "'uncached_input': 200" in error and "'output': 300" in error
+    finally:
+        litellm.logging_callback_manager.remove_callback_from_all_lists(callback)
+        litellm.callbacks = []
+        ledger.close()
+
+
+def test_strict_raises_instead(journal_path: str) -> None:
+    with Ledger.open(journal_path) as setup:
+        setup.configure(goal="g", quota_tpm=100_000)
+    with Ledger.open(journal_path, lock_timeout_s=0.05) as ledger:
+        callback = Callback(ledger, goal="g", strict=True)
+        with (
+            Ledger.open(journal_path) as holder,
+            holder.journal.transaction(),
+            pytest.raises(quotaledger.Error) as caught,
+        ):
+            callback.log_success_event({"model": "m"}, openai_response({}), None, None)
+        assert caught.value.code == "lock_timeout"
+        assert callback.failures == 0

@@ -232,15 +232,13 @@ def test_host_status_of_a_missing_lane_refuses(journal_path: str) -> None:
 # -- 6. one reader of standard input ------------------------------------------------------
 
 
-@pytest.mark.parametrize("command", ["observe", "reject"])
-def test_two_options_reading_stdin_is_exit_2(journal_path: str, command: str) -> None:
+def test_two_options_reading_stdin_is_exit_2(journal_path: str) -> None:
     _configured(journal_path)
     before = Path(journal_path).read_bytes()
-    usage = ("--usage", "-") if command == "observe" else ("--detail", "x")
-    args = (command, "--journal", journal_path, "--goal", "g", *usage, "--provider-headers", "-")
-    if command == "reject":  # reject has one FILE|- option; the second is --usage's test
-        pytest.skip("reject reads stdin through one option only")
-    done = _with_stdin('{"prompt_tokens": 5, "completion_tokens": 3}', *args)
+    args = ("observe", "--journal", journal_path, "--goal", "g", "--usage", "-")
+    done = _with_stdin(
+        '{"prompt_tokens": 5, "completion_tokens": 3}', *args, "--provider-headers", "-"
+    )
     _one_line_error(done, "usage")
     _unchanged(journal_path, before)
 
