@@ -705,6 +705,11 @@ class Model:
         self.events.append(event)
         return event
 
+    def check_configured(self, goal: str) -> None:
+        """SPEC §8: the capacity writers refuse a goal no configure named."""
+        if not any(e.goal == goal and e.kind == "capacity.configured" for e in self.events):
+            raise Invalid("unknown_goal")
+
     def check_time(self, goal: str, at_us: int) -> None:
         last = self.last_at(goal)
         if last is not None and at_us < last:
@@ -740,6 +745,10 @@ class Model:
             if below:
                 return {"code": 1, "reasons": ["config_below_occupancy"], "config": config}
         data = {**config, "explicit": explicit}
+        if (cases, tokens) == (state.cases, state.tokens) and set(explicit) == set(state.explicit):
+            # A configure that changes nothing appends nothing (SPEC §8).
+            return {"code": 0, "config": config, "explicit": explicit, "changes": changes,
+                    "event": None}  # fmt: skip
         event = self._append(goal, "capacity.configured", at_us, data)
         return {
             "code": 0,
@@ -755,6 +764,7 @@ class Model:
         return self._append(goal, "capacity.observed", at_us, data)
 
     def observe(self, goal: str, at_us: int, sample: dict[str, Any]) -> dict[str, Any]:
+        self.check_configured(goal)
         self.check_time(goal, at_us)
         data = {
             "run": sample.get("run"),
@@ -782,6 +792,7 @@ class Model:
     ) -> dict[str, Any]:
         # A dry run is refused a backwards time like the admit it previews (a poll
         # answers what the real command would answer; §2.2 does not single it out).
+        self.check_configured(goal)
         self.check_time(goal, at_us)
         state = self.fold(goal, at_us)
         verdict, reasons, binding = decide(state, request)
@@ -811,6 +822,7 @@ class Model:
     def reject(
         self, goal: str, at_us: int, run: str | None, retry_after_s: int | None
     ) -> dict[str, Any]:
+        self.check_configured(goal)
         self.check_time(goal, at_us)
         state = self.fold(goal, at_us)
         outcome = cooldown_after(state, at_us, retry_after_s)
@@ -833,6 +845,7 @@ class Model:
         }
 
     def release(self, goal: str, at_us: int, run: str) -> dict[str, Any]:
+        self.check_configured(goal)
         self.check_time(goal, at_us)
         state = self.fold(goal, at_us)
         held = state.runs.get(run)

@@ -295,6 +295,9 @@ class Scenario:
         assert numbers_equal(body["config"], expected["config"]), (body["config"], expected)
         assert body["explicit"] == expected["explicit"], (flags, body, expected)
         assert numbers_equal(body["changes"], expected["changes"]), (flags, body, expected)
+        if expected["event"] is None:  # nothing changes: nothing appended (SPEC §8)
+            assert body["appended"] is False and self.read() == before
+            return None
         self.check_event(body, expected["event"])
         return None
 
@@ -552,10 +555,7 @@ def test_cli_agrees_with_the_independent_model(data: st.DataObject) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scenario = Scenario(os.path.join(tmp, "j.jsonl"), data)
         # Create the journal with a heartbeat on a bystander goal (it shows in inspect).
-        sample = {"uncached_input": 0, "cached_input": 0, "output": 0}
-        start = ["--goal", "g0", "--at", fmt(BASE_US), *ZERO_USAGE]
-        assert scenario.cli("observe", *start).code == 0
-        scenario.model.observe("g0", BASE_US, sample)
+        _bystander(scenario)
         for goal in ("g1", "g2"):
             scenario.configure(goal, until_valid=True)
         for _ in range(data.draw(st.integers(5, 30), label="steps")):
@@ -671,10 +671,12 @@ SCRIPTS: dict[str, list[tuple[Any, ...]]] = {
         ("inspect", 89, {}),
         ("inspect", 89.000001, {}),
     ],
-    "not_configured_and_case_only_forecast": [
+    # A goal no configure named is unknown_goal to every writer (SPEC §8).
+    "unknown_goal_then_case_only_forecast": [
         ("admit", 0, {"run": "r1", "forecast_tpm": 5}),
         ("reject", 0, {}),
-        ("inspect", 0, {}),
+        ("release", 0, {"run": "r1"}),
+        ("observe", 0, {"uncached_input": 1}),
         ("configure", 1, {"max_active_cases": 1}),
         ("admit", 1, {"run": "r1", "arm": "control", "forecast_tpm": 5}),
         ("admit", 1, {"run": "r2", "arm": "control"}),
@@ -686,13 +688,22 @@ SCRIPTS: dict[str, list[tuple[Any, ...]]] = {
 }
 
 
+def _bystander(scenario: Scenario) -> None:
+    """Goal g0, configured (a case gate) and observed once: it shows in inspect."""
+    at = ["--at", fmt(BASE_US)]
+    assert scenario.cli("configure", "--goal", "g0", *at, "--max-active-cases", "1").code == 0
+    scenario.model.configure("g0", BASE_US, {"max_active_cases": 1})
+    assert scenario.cli("observe", "--goal", "g0", *at, *ZERO_USAGE).code == 0
+    sample = {"uncached_input": 0, "cached_input": 0, "output": 0}
+    scenario.model.observe("g0", BASE_US, sample)
+
+
 @pytest.mark.parametrize("name", sorted(SCRIPTS))
 def test_scripted_scenarios_agree_with_the_model(name: str, tmp_path: Any) -> None:
     """Hand-written boundary scripts (every §3.3 reason, 60 s / 1 µs edges, leases ending
     exactly at t, cooldown horizons) through the same comparisons as the generated ones."""
     scenario = Scenario(str(tmp_path / "j.jsonl"), None)
-    scenario.cli("observe", "--goal", "g0", "--at", fmt(BASE_US), *ZERO_USAGE)
-    scenario.model.observe("g0", BASE_US, {"uncached_input": 0, "cached_input": 0, "output": 0})
+    _bystander(scenario)
     for op, seconds, options in SCRIPTS[name]:
         getattr(scenario, op)("g", at=seconds, **options)
     scenario.check_journal()

@@ -196,6 +196,7 @@ def test_release_json_and_release_of_inactive_run(goal, journal_path):
 
 
 def test_reject_payload_keys(goal, journal_path):
+    goal.ok("configure", 0, quota_tpm=1000)
     goal.ok("reject", 0, run="r1", retry_after_s=20, detail="HTTP 429 Too Many Requests")
     with open(journal_path, "rb") as handle:
         data = json.loads(handle.read().splitlines()[-1])["data"]

@@ -28,6 +28,10 @@ def last_event(journal_path: str) -> dict:
 
 
 def test_not_configured_is_the_only_reason(goal, journal_path):
+    # A goal configured and then left with no gate (a never-configured goal is
+    # unknown_goal, SPEC §8).
+    goal.ok("configure", 0, max_active_cases=2)
+    goal.ok("configure", 0, remove_gate="cases")
     body = goal.refused("admit", 0, run="r1", arm="treatment")
     assert body["reasons"] == [R.NOT_CONFIGURED]
     assert body["appended"] is True and body["event"]["kind"] == "capacity.refused"

@@ -229,12 +229,13 @@ def test_provider_reports_are_recorded_in_dimension_order(tmp_path: Any) -> None
         "tpm": {"limit": 1000, "remaining": 900, "reset_at": at(6)},
     }
     with Ledger.open(str(path)) as ledger:
+        ledger.configure(goal="g", quota_tpm=1000, at=at(0))
         ledger.observe(goal="g", uncached_input=1, output=1, provider=report, at=at(1))
         ledger.reject(goal="g", provider={"otpm": report["rpm"]}, at=at(2))
         with pytest.raises(InvalidInput) as bad:
             ledger.observe(goal="g", provider={"rpm": {"limit": 1}}, at=at(3))
         assert bad.value.code == "invalid_provider_report"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
-    assert list(lines[1]["data"]["provider"]) == ["tpm", "rpm"]
-    assert lines[2]["data"]["provider"] == {"otpm": report["rpm"]}
-    assert len(lines) == 3  # the bad report appended nothing
+    assert list(lines[2]["data"]["provider"]) == ["tpm", "rpm"]
+    assert lines[3]["data"]["provider"] == {"otpm": report["rpm"]}
+    assert len(lines) == 4  # the bad report appended nothing

@@ -88,6 +88,7 @@ def test_each_text_of_a_list_is_measured() -> None:
 def test_the_api_writes_text_at_the_limit_and_the_journal_verifies(tmp_path: Path) -> None:
     text = AT_LIMIT["three-byte"]
     with Ledger.open(tmp_path / "j.jsonl") as ledger:
+        ledger.configure(goal="g", quota_tpm=1000)
         ledger.observe(goal="g", uncached_input=1, cached_input=0, output=1, source=text)
         with pytest.raises(InvalidInput) as refused:
             ledger.observe(goal="g", uncached_input=1, cached_input=0, output=1, source=text + "a")

@@ -29,6 +29,7 @@ CHEAP_ARGS: dict[tuple[str, ...], list[str]] = {
 VALID_ARGS: dict[tuple[str, ...], list[str]] = {
     ("repair",): ["--yes"],
     ("host", "replan"): ["--open"],
+    ("host", "exit"): ["--exit-code", "0"],  # exactly one of --exit-code and --signal
     # a choice and an event hash, checked by the request type before the journal opens
     ("host", "return"): ["--outcome", "completed"],
     ("host", "continue"): ["--bind", "ab" * 32],

@@ -54,6 +54,8 @@ def source(tmp_path: Path) -> Path:
     """A small journal to import from (its own directory)."""
     (tmp_path / "src").mkdir()
     journal = tmp_path / "src" / "j.jsonl"
+    configure = ["configure", "--goal", "g", "--quota-tpm", "1000", "--journal", str(journal)]
+    assert run_cli(*configure).code == 0
     for _ in range(3):
         assert run_cli(*OBSERVE, "--output", "1", "--journal", str(journal)).code == 0
     return journal

@@ -182,6 +182,8 @@ def test_mid_log_corruption_is_refused_and_the_file_untouched(
     repaired = path.read_bytes()
     assert rl(path, "repair", "--truncate-after", str(seq - 1), "--yes")[0] == 0
     assert path.read_bytes() == repaired  # a second repair changes nothing
+    if seq <= 1:  # the configure itself was quarantined: the goal is unknown again
+        assert rl(path, "configure", "--goal", "g", "--max-active-cases", "3")[0] == 0
     assert rl(path, *OBSERVE)[0] == 0
     assert rl(path, "verify")[0] == 0
     read_journal(path.read_bytes())
@@ -294,6 +296,8 @@ while True:
 def test_kill_9_during_appends_loses_no_acknowledged_event(tmp_path: Path) -> None:
     path = tmp_path / "j.jsonl"
     assert rl(path, "configure", "--goal", "g", "--max-active-cases", "3")[0] == 0
+    for goal in ("g0", "g1"):  # the writers' goals (a writer refuses an unknown goal)
+        assert rl(path, "configure", "--goal", goal, "--max-active-cases", "3")[0] == 0
     procs = []
     for n in range(2):
         procs.append(

@@ -93,7 +93,8 @@ def test_readers_of_a_missing_journal_exit_3_and_create_nothing(tmp_path: Path) 
     assert result.code == 3 and result.json["error"]["code"] == "journal_not_found"
     assert not path.exists()
     refused = run_cli("checkpoint", "--journal", path, "--json")
-    assert refused.code == 2 and refused.json["error"]["code"] == "empty_journal"
+    # One code per condition (SPEC §8): checkpoint needs a journal, as readers do.
+    assert refused.code == 3 and refused.json["error"]["code"] == "journal_not_found"
     assert not path.exists()  # a refused writer leaves nothing behind either
 
 

@@ -23,6 +23,8 @@ STOP_WAIT_S = 120.0
 
 OBSERVE = ["observe", "--goal", "g", "--uncached-input", "1", "--cached-input", "0"]
 OBSERVE += ["--output", "0"]
+CONFIGURE = ["configure", "--goal", "g", "--max-active-cases", "1"]
+"""A first command that appends (a capacity writer would refuse the unknown goal)."""
 
 
 def test_refused_and_invalid_first_commands_leave_no_file(tmp_path: Path) -> None:
@@ -35,8 +37,8 @@ def test_refused_and_invalid_first_commands_leave_no_file(tmp_path: Path) -> Non
     )  # fmt: skip
     assert refused.code == 1
     assert not os.path.lexists(path)
-    assert run_cli(*OBSERVE, "--journal", path, "--json").code == 0
-    assert Path(path).read_bytes().count(b"\n") == 2  # genesis and the observation
+    assert run_cli(*CONFIGURE, "--journal", path, "--json").code == 0
+    assert Path(path).read_bytes().count(b"\n") == 2  # genesis and the configuration
 
 
 @pytest.mark.slow
@@ -45,7 +47,8 @@ def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Pat
         path = str(tmp_path / f"j{round_}.jsonl")
         refusing = ["host", "phase", "--goal", "h", "--lane", "l", "--deadline", "+0s"]
         refusing += ["--session", "s", "--profile", "p"]
-        commands = [OBSERVE, refusing] * 5
+        appending = [["configure", "--goal", f"g{i}", "--max-active-cases", "1"] for i in range(5)]
+        commands = [c for pair in zip(appending, [refusing] * 5, strict=True) for c in pair]
         procs = [
             subprocess.Popen(
                 [sys.executable, "-m", "quotaledger", *args, "--journal", path, "--json"],
@@ -62,7 +65,7 @@ def test_racing_refused_and_appending_first_commands_lose_no_event(tmp_path: Pat
         assert codes == [0, 1] * 5, answers
         lines = Path(path).read_bytes().splitlines()
         kinds = [json.loads(line)["kind"] for line in lines]
-        assert kinds == ["journal.created"] + ["capacity.observed"] * 5
+        assert kinds == ["journal.created"] + ["capacity.configured"] * 5
         assert run_cli("verify", "--journal", path, "--json").code == 0
 
 
@@ -116,7 +119,7 @@ def test_a_first_command_whose_empty_file_is_removed_between_its_opens_still_app
         # The writer starts first and stops after its first open of the path: it found
         # nothing yet (a missing file is created by the first transaction); it stops
         # again after its second, once the refused command has created the file.
-        writer = _under_strace(writer_log, path, "openat", "1..2", OBSERVE)
+        writer = _under_strace(writer_log, path, "openat", "1..2", CONFIGURE)
         writer_pid = _wait_until_stopped(writer_log, writer)
     # The refused command creates the file and stops holding the lock, right before it
     # removes the empty file (its third flock: lock, unlock, then the lock to remove).
@@ -124,7 +127,7 @@ def test_a_first_command_whose_empty_file_is_removed_between_its_opens_still_app
     refused_pid = _wait_until_stopped(refused_log, refused)
     assert path.exists() and path.stat().st_size == 0
     if writer is None:
-        writer = _under_strace(writer_log, path, "openat", "1", OBSERVE)
+        writer = _under_strace(writer_log, path, "openat", "1", CONFIGURE)
         writer_pid = _wait_until_stopped(writer_log, writer)
     else:
         os.kill(writer_pid, signal.SIGCONT)  # on to its next open, which creates or opens
@@ -146,7 +149,7 @@ def test_a_first_command_whose_empty_file_is_removed_between_its_opens_still_app
                 proc.wait()
     assert writer.returncode == 0, (writer_out, writer_err)
     kinds = [json.loads(line)["kind"] for line in path.read_bytes().splitlines()]
-    assert kinds == ["journal.created", "capacity.observed"]
+    assert kinds == ["journal.created", "capacity.configured"]
 
 
 def _under_strace(

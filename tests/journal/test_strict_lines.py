@@ -112,6 +112,7 @@ WALKED = [path for path in COMMANDS if path != ("bench",)]  # bench writes scrat
 GIVEN: dict[tuple[str, ...], dict[str, str]] = {
     ("repair",): {"yes": "", "truncate_after": "0"},
     ("host", "replan"): {"open_": ""},
+    ("host", "exit"): {"exit_code": "0"},  # exactly one of --exit-code and --signal
     # a choice and an event hash, checked by the request type before the journal opens
     ("host", "return"): {"outcome": "completed"},
     ("host", "continue"): {"bind": "ab" * 32},
@@ -182,8 +183,9 @@ def test_what_a_crash_during_creation_leaves_is_an_empty_journal(kind: str, tmp_
     read = run_cli("verify", "--journal", str(journal), "--json")
     assert read.code == 0 and read.json["records"] == 0, read.stdout
     assert read.json["torn_tail"]["offset"] == 0, read.stdout
-    observed = ["--goal", "g", "--uncached-input", "1", "--cached-input", "0", "--output", "1"]
-    written = run_cli("observe", "--journal", str(journal), "--json", *observed)
+    written = run_cli(
+        "configure", "--journal", str(journal), "--json", "--goal", "g", "--quota-tpm", "1000"
+    )
     assert written.code == 0 and written.json["appended"] is True, written.stdout
     torn = sorted(tmp_path.glob("j.jsonl.torn.0.*"))
     assert len(torn) == 1 and torn[0].read_bytes() == content

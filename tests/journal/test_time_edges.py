@@ -49,6 +49,11 @@ def test_the_edges_of_the_range_round_trip() -> None:
     assert parse_at(format_us(AT_US_MAX)) == AT_US_MAX
 
 
+def _configure(path: str) -> None:
+    """The goal OBSERVE writes to (capacity writers refuse an unknown goal, SPEC §8)."""
+    assert run_cli("configure", "--goal", "g", "--quota-tpm", "1000", "--journal", path).code == 0
+
+
 def _append_raw(path: str, at: str, kind: str, data: dict) -> None:
     with open(path, "rb") as handle:
         last = json.loads(handle.read().splitlines()[-1])
@@ -59,6 +64,7 @@ def _append_raw(path: str, at: str, kind: str, data: dict) -> None:
 
 
 def test_a_record_with_an_impossible_time_is_corruption_at_its_seq(journal_path: str) -> None:
+    _configure(journal_path)
     assert run_cli(*OBSERVE, "--journal", journal_path, "--json").code == 0
     with open(journal_path, "rb") as handle:
         observed = json.loads(handle.read().splitlines()[-1])["data"]
@@ -67,10 +73,11 @@ def test_a_record_with_an_impossible_time_is_corruption_at_its_seq(journal_path:
         result = run_cli(*command, "--journal", journal_path, "--json")
         assert result.code == 3, (command, result.stdout)
         assert result.json["error"]["code"] == "journal_corrupt"
-        assert result.json["error"]["seq"] == 2
+        assert result.json["error"]["seq"] == 3
 
 
 def test_a_payload_time_that_cannot_be_folded_is_corruption(journal_path: str) -> None:
+    _configure(journal_path)
     assert run_cli(*OBSERVE, "--journal", journal_path, "--json").code == 0
     with open(journal_path, "rb") as handle:
         at = json.loads(handle.read().splitlines()[-1])["at"]
@@ -89,5 +96,5 @@ def test_a_payload_time_that_cannot_be_folded_is_corruption(journal_path: str) -
     for command in (["verify"], ["inspect"], OBSERVE):
         result = run_cli(*command, "--journal", journal_path, "--json")
         assert result.code == 3, (command, result.stdout)
-        assert result.json["error"]["seq"] == 2
+        assert result.json["error"]["seq"] == 3
         assert "cooldown_until" in result.json["error"]["reason"]

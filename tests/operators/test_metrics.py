@@ -37,6 +37,8 @@ def _scenario(path: str) -> None:
         ledger.admit(goal="g", run="c", arm="baseline", forecast_tpm=1000, at=at(4))  # reserved
         ledger.admit(goal="g", run="d", arm="treatment", forecast_tpm=9500, at=at(5))
         ledger.reject(goal="g", retry_after_s=30, at=at(6))
+        # Goal h: a case gate only (no token target), and usage.
+        ledger.configure(goal="h", max_active_cases=1, at=at(6.5))
         ledger.observe(goal="h", uncached_input=5, at=at(7))
 
 
@@ -69,8 +71,8 @@ def test_metrics_of_a_known_scenario(journal_path: str) -> None:
     assert v("quotaledger_refusals_total", goal="g", reason="reserved_test_capacity") == 1
     assert v("quotaledger_refusals_total", goal="g", reason="forecast_exceeds_target") == 1
     assert v("quotaledger_refusals_total", goal="g", reason="token_headroom_exhausted") == 1
-    assert v("quotaledger_journal_head_seq") == 8
-    # Goal h has usage but no config: no target sample for it.
+    assert v("quotaledger_journal_head_seq") == 9
+    # Goal h has usage but no token gate: no target sample for it.
     assert v("quotaledger_usage_tpm", goal="h", counter="uncached_input") == 5
     assert not [s for s in m["quotaledger_target_tpm"]["samples"] if s[0]["goal"] == "h"]
 
