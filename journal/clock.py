@@ -21,7 +21,9 @@ from quotaledger.journal.limits import CLOCK_SKEW_S_DEFAULT, CLOCK_SKEW_S_MAX
 
 US_PER_S = 1_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_NUMBER = r"\d+(?:\.\d+)?"
+# ASCII digits only (`\d` also matches ١٢), bounded: Fraction() of 5,000 digits is a
+# ValueError, and no duration needs more than 15 digits of seconds.
+_NUMBER = r"[0-9]{1,15}(?:\.[0-9]{1,9})?"
 _TERM = re.compile(rf"({_NUMBER})(us|ms|s|m|h|d)")
 _DURATION = re.compile(rf"{_NUMBER}|(?:{_TERM.pattern})+")
 """SPEC §2.2: a number of seconds, or one or more number-and-unit terms (`1h30m`)."""

@@ -34,10 +34,12 @@ def _collector_paused() -> Iterator[None]:
 with _collector_paused():
     import typer
     from click import exceptions as click_errors
+    import typer.main
 
     from quotaledger import __version__
     from quotaledger.cli.common import closed_stdout, env_json
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
+    from quotaledger.cli.strict_numbers import harden
     from quotaledger.journal.errors import StorageFailure
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
@@ -130,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         module = COMMAND_MODULES.get(args[0]) if args else None
         with _collector_paused():
             app = build_app() if module is None else build_app((module,), invoked=args)
-        code = app(args=args, prog_name="quotaledger", standalone_mode=False)
+        code = harden(typer.main.get_command(app)).main(
+            args=args, prog_name="quotaledger", standalone_mode=False
+        )
     except typer.Exit as done:
         code = done.exit_code
     except click_errors.NoArgsIsHelpError as error:  # bare `quotaledger` or `quotaledger host`

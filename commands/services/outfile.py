@@ -14,11 +14,28 @@ OUT_FILE_MODE = 0o644
 """Readable by the collector or browser that reads it (no secret in it)."""
 
 
+NAME_BYTES_MAX = 255
+"""The longest file name Linux filesystems take (NAME_MAX)."""
+
+
 def check_out_path(option: str, path: str) -> None:
     """Refuse (exit 2) a path no file can be written to: empty, in a missing
     directory, or a directory itself."""
     if not path:
         raise InvalidInput(f"{option} is empty: give the file to write", code=codes.INVALID_OPTION)
+    name = os.path.basename(path)
+    try:
+        too_long = len(os.fsencode(name)) > NAME_BYTES_MAX
+    except UnicodeEncodeError:  # a lone surrogate no filesystem name can hold
+        too_long = True
+    if too_long or "\0" in path:
+        # Refused before any work, as a missing directory is (ENAMETOOLONG at the write
+        # would read as an I/O failure, exit 4).
+        shown = name if len(name) <= 40 else name[:20] + f"... ({len(name)} characters)"
+        raise InvalidInput(
+            f"{option}: {shown!r} cannot name a file (at most {NAME_BYTES_MAX} bytes)",
+            code=codes.INVALID_OPTION,
+        )
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
         raise InvalidInput(

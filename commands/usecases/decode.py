@@ -103,6 +103,8 @@ def decode(
         request = msgspec.convert(values, request_type, strict=strict)
     except msgspec.ValidationError as error:
         raise _worded(request_type, plan, values, str(error), names) from None
+    except UnicodeEncodeError:  # a lone surrogate (undecodable argv bytes) in a string
+        raise _not_text(plan, values, names) from None
     return _checked(request, plan, names)
 
 
@@ -187,6 +189,29 @@ def _rule_in(hint: Any) -> Rule | None:
         if rule is not None:
             return rule
     return None
+
+
+def _not_text(plan: "_Plan", values: Mapping[str, Any], names: Names) -> InvalidInput:
+    """The field whose string UTF-8 cannot hold, with its rule's code (its one code)."""
+    for field, value in values.items():
+        items = value if isinstance(value, list | tuple) else [value]
+        for item in items:
+            if isinstance(item, str) and not _encodes(item):
+                rule = plan.rules.get(field)
+                return InvalidInput(
+                    f"{names(field)} is not valid UTF-8 text",
+                    code=codes.INVALID_TEXT if rule is None else rule.code,
+                    parameter=names(field),
+                )
+    return InvalidInput("a value is not valid UTF-8 text", code=codes.INVALID_TEXT)
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _AT_FIELD = re.compile(r"at `\$\.([A-Za-z_][A-Za-z0-9_]*)")
