@@ -301,8 +301,7 @@ def command(
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
             try:
-                check_common_input(ctx, at, {name: kwargs[name] for name in identifiers})
-                check_one_stdin_reader(kwargs)
+                check_common_input(ctx, at, {name: kwargs[name] for name in identifiers}, kwargs)
                 result = func(ctx, **kwargs)
                 code = emit(result, as_json=as_json)
             except Error as error:
@@ -332,7 +331,10 @@ def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q
     return decode(request_type, {**values, **read}, CLI)
 
 
-def check_common_input(ctx: Ctx, at: str | None, identifiers: dict[str, str | None]) -> None:
+
+def check_common_input(
+    ctx: Ctx, at: str | None, identifiers: dict[str, str | None], options: dict[str, Any]
+) -> None:
     """Input errors first (exit 2), before the command opens anything: a bad target,
     lock timeout, time or identifier is the user's to fix whatever state the journal
     is in."""
@@ -348,6 +350,7 @@ def check_common_input(ctx: Ctx, at: str | None, identifiers: dict[str, str | No
         if value is not None:
             option = IDENTIFIER_OPTIONS[name]
             check_identifier(option, value, option=option)
+    check_one_stdin_reader(options)
 
 
 class CommandTable:

@@ -65,6 +65,7 @@ def test_at_takes_an_aware_datetime_or_an_rfc3339_string(tmp_path: Path) -> None
     now = dt.datetime.now(dt.UTC).replace(microsecond=123456)
     zone = dt.timezone(dt.timedelta(hours=2))
     with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        ledger.configure(goal=G, quota_tpm=1000, at=now - dt.timedelta(seconds=3))
         first = ledger.observe(goal=G, **COUNTS, at=now - dt.timedelta(seconds=2))
         second = ledger.observe(
             goal=G, **COUNTS, at=(now - dt.timedelta(seconds=1)).astimezone(zone)
@@ -77,6 +78,7 @@ def test_at_takes_an_aware_datetime_or_an_rfc3339_string(tmp_path: Path) -> None
 
 def test_a_closed_ledger_refuses_every_call(tmp_path: Path) -> None:
     ledger = Ledger.open(str(tmp_path / "j.jsonl"))
+    ledger.configure(goal=G, quota_tpm=1000)
     ledger.observe(goal=G, **COUNTS)
     ledger.close()
     ledger.close()  # closing twice is harmless

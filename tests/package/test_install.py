@@ -95,6 +95,11 @@ def test_a_users_own_commands_and_journal_packages_shadow_nothing(
             f"raise ImportError('the user package {name} was imported')\n"
         )
     journal = tmp_path / "j.jsonl"
+    configured = _run(
+        env / "bin" / "quotaledger", "configure", "--journal", journal, "--goal", "g",
+        "--quota-tpm", "1000", cwd=tmp_path,
+    )  # fmt: skip
+    assert configured.returncode == 0
     observed = _run(
         env / "bin" / "quotaledger", "observe", "--journal", journal, "--goal", "g",
         "--uncached-input", "1", "--cached-input", "0", "--output", "1", cwd=tmp_path,

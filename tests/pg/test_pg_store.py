@@ -442,7 +442,8 @@ def test_an_import_into_postgresql_leaves_a_checkpoint(pg_journal: str, tmp_path
 
     source = tmp_path / "source.jsonl"
     with Ledger.open(str(source)) as ledger:
-        for i in range(7):
+        ledger.configure(goal="g", quota_tpm=1000)
+        for i in range(6):
             ledger.observe(goal="g", uncached_input=i, cached_input=0, output=0)
     with Ledger.open(pg_journal, checkpoint_every=5) as ledger:
         loaded = ledger.import_(file=str(source))

@@ -208,6 +208,7 @@ def test_a_file_journal_that_cannot_grow_under_the_limit_is_refused_before_cmd(t
     """The known risk: the journal file obeys the same limit. If even the smallest
     observation cannot fit, the probe says so (exit 4) and never starts CMD."""
     journal = tmp_path / "j.jsonl"
+    run_cli("configure", "--journal", str(journal), "--goal", "g", "--quota-tpm", "1000")
     for _ in range(6):
         run_cli("observe", "--journal", str(journal), "--goal", "g", "--uncached-input", "1",
                 "--cached-input", "0", "--output", "0")  # fmt: skip
@@ -230,6 +231,7 @@ def test_a_file_journal_that_cannot_grow_under_the_limit_is_refused_before_cmd(t
 @pytest.mark.parametrize("kind", ["file", "dangling_symlink"])
 def test_an_existing_sidecar_path_is_refused_before_the_command_starts(journal_path, tmp_path,
                                                                        kind):  # fmt: skip
+    run_cli("configure", "--journal", journal_path, "--goal", "g", "--quota-tpm", "1000")
     run_cli("observe", "--journal", journal_path, "--goal", "g", "--uncached-input", "1",
             "--cached-input", "0", "--output", "0")  # fmt: skip
     side = tmp_path / "samples.json"
