@@ -58,6 +58,8 @@ DEFERRED: dict[str, str] = {
     "ssl": "an https:// server's URL",
     "quotaledger.adapters.usage": "observe --usage",
     "quotaledger.adapters.headers": "--provider-headers",
+    "quotaledger.journal.jsoninput": "a JSON --usage or --provider-headers body",
+    "quotaledger.cli.parse_errors": "a command line the option parser refuses",
     "json": "observe --usage; an answer that UTF-8 cannot hold (cli.output)",
     "quotaledger.report.html": "report",
     # audit, whatif and report load it with their service

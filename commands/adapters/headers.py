@@ -25,6 +25,7 @@ identifier is ignored (the observation is recorded, only not deduplicated).
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterable, Mapping

@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 
 from quotaledger.adapters import is_request_id
 from quotaledger.adapters.usage import litellm_usage_of, plain
-from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.identifier import check_identifier
 
 if TYPE_CHECKING:
     from quotaledger.api import Ledger

@@ -331,7 +331,6 @@ def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q
     return decode(request_type, {**values, **read}, CLI)
 
 
-
 def check_common_input(
     ctx: Ctx, at: str | None, identifiers: dict[str, str | None], options: dict[str, Any]
 ) -> None:

@@ -33,14 +33,15 @@ def _collector_paused() -> Iterator[None]:
 
 with _collector_paused():
     import typer
-    from click import exceptions as click_errors
     import typer.main
+    from click import exceptions as click_errors
 
     from quotaledger import __version__
     from quotaledger.cli.common import closed_stdout, env_json
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
     from quotaledger.cli.strict_numbers import harden
     from quotaledger.journal.errors import StorageFailure
+    from quotaledger.journal.filestore import storage_code
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 
@@ -153,8 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # help or a usage message piped into `head`
         code = closed_stdout()
     except OSError as error:
-        from quotaledger.journal.filestore import storage_code
-
         failure = StorageFailure(f"I/O failure: {error}", code=storage_code(error))
         code = emit_error(failure, as_json=as_json)
     return _exit(EXIT_OK if code is None else int(code), argv)

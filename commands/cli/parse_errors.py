@@ -15,6 +15,9 @@ import click
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.usecases.configfields import ConfigFieldsRequest
+from quotaledger.usecases.decode import field_rule
+from quotaledger.usecases.registry import USE_CASES
 
 COMMON_OPTION_CODES = {"json_": codes.INVALID_OPTION, "journal": codes.INVALID_OPTION}
 """The options every command has, which no request declares."""
@@ -39,10 +42,6 @@ def option_code(command_path: str, name: str | None, parsed: str | None) -> str:
     """The one code of option `name` of the command `command_path` names: its request
     field's (the config fields': `invalid_config`), else the code its own parser gave
     (`parsed`: a duration's `invalid_duration`), else `invalid_option`."""
-    from quotaledger.usecases.configfields import ConfigFieldsRequest
-    from quotaledger.usecases.decode import field_rule
-    from quotaledger.usecases.registry import USE_CASES
-
     if name is None:
         return parsed or codes.INVALID_OPTION
     if name in COMMON_OPTION_CODES:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us

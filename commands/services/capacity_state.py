@@ -30,7 +30,7 @@ from quotaledger.usecases.capacity_state import (
     TokensView,
     Totals,
 )
-from quotaledger.usecases.decode import event_of, event_or_unset
+from quotaledger.usecases.decode import event_or_unset
 
 
 class CapacityStateService(ServiceBase):
@@ -90,7 +90,6 @@ class CapacityStateService(ServiceBase):
             changes=changes,
             event=event_or_unset(pending),
         )
-
 
     # -- inspect -----------------------------------------------------------------------
 

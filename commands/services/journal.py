@@ -14,6 +14,7 @@ import msgspec
 from quotaledger.journal import InvalidInput, Journal, JournalCorrupt, Record, StorageFailure, codes
 from quotaledger.journal.chain import Head
 from quotaledger.journal.clock import canonical_at
+from quotaledger.journal.filestore import FileStore, open_for_read
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.base import ServiceBase
@@ -100,8 +101,6 @@ class JournalService(ServiceBase):
         """A command that works on an existing journal (checkpoint, repair) given a
         path where none is: `journal_not_found`, as readers say (SPEC §8), before its
         lock would create an empty file there."""
-        from quotaledger.journal.filestore import FileStore, open_for_read
-
         store = self.journal.store
         if isinstance(store, FileStore) and store.local_fd() is None:
             os.close(open_for_read(store.path))  # raises journal_not_found
