@@ -119,7 +119,10 @@ class Committer:
                     return
                 count = min(len(self._waiting), self._max_batch)
                 batch = [self._waiting.popleft() for _ in range(count)]
-            self._serve(batch)
+            try:
+                self._serve(batch)
+            except Exception as exc:  # a fault of ours: whoever is still waiting hears it
+                self._fail(batch, internal_error(exc))
             if self.failure is not None:
                 self._refuse_waiting()
                 return

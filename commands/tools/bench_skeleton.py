@@ -30,6 +30,9 @@ class BareGroup:
     broken = None
     """The journal's group reports a broken transaction here; bare lines never break."""
 
+    def refresh_checkpoint(self) -> None:
+        """Bare lines keep no checkpoint."""
+
 
 class BareStore:
     poisoned = False

@@ -3,6 +3,7 @@ HTTP client (the standard library's, which nobody here wrote) to talk to it."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -60,6 +61,7 @@ class Server:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             cwd=REPO,
+            start_new_session=True,  # strace's tracee goes with it (killpg)
         )
         self.token: str | None = None
 
@@ -131,9 +133,10 @@ def serving(journal: str | Path, *args: str, prefix: tuple[str, ...] = ()) -> It
     try:
         yield server.wait_ready()
     finally:
-        if server.proc.poll() is None:
-            server.proc.kill()
-            server.proc.wait(timeout=30)
+        # The whole group: killing strace alone would leave the server it traces running.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(timeout=30)
 
 
 def strace(*injections: str, output: str = "/dev/null") -> tuple[str, ...]:
