@@ -4,7 +4,9 @@
   each group of writers durable with one write and one fdatasync (or one COMMIT);
 - `routes`: which use case a request names and its decoded request (HTTP in, typed out);
 - `app`: the ASGI application (auth, limits, status codes, /metrics, /report, ...);
+- `readers`: passes over the journal (audit, what-if, log, report) on their own handles;
 - `protocol`: the HTTP server library's protocol with the limits SPEC sets;
+- `listening`: the socket, the library's configuration and signals (also `metrics --listen`);
 - `openapi`: the OpenAPI document, generated from the request and answer types;
 - `telemetry`: the server's own Prometheus families;
 - `run`: the process (listen, signals, exit status).
