@@ -4,6 +4,7 @@ refusal is a JSON error with exit code 2, and nothing refused writes anything.""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import socket
 from collections.abc import Iterator
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.server.serving import Server, admit, configure_and_observe, promtool_check, serving
-from tests.support import run_cli
+from tests.support import hours_ahead_t0, run_cli
 
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
@@ -58,11 +59,21 @@ def test_a_refusal_is_200_with_exit_code_1(server: Server) -> None:
 
 
 def test_a_cooldown_refusal_carries_retry_after(server: Server) -> None:
-    rejected = server.post("reject", goal="g", retry_after_s=30)
+    # Explicit times, so the cooldown's end is 20 s after the refusal exactly.
+    configured = server.post("configure", goal="c", quota_tpm=100_000, at=hours_ahead_t0(-1))
+    assert configured.status == 200, configured.body
+    t0 = configured.json["event"]["at"]
+    rejected = server.post("reject", goal="c", retry_after_s=30, at=_plus_s(t0, 1))
     assert rejected.status == 200, rejected.body
-    refused = admit(server, "r1")
-    assert refused.exit_code == 1
-    assert 1 <= int(refused.headers["retry-after"]) <= 30
+    refused = server.post("admit", goal="c", run="r1", at=_plus_s(t0, 11))
+    assert (refused.status, refused.exit_code) == (200, 1), refused.body
+    assert refused.headers["retry-after"] == "20"
+    assert "retry-after" not in admit(server, "r2").headers  # admitted: nothing to wait for
+
+
+def _plus_s(at: str, seconds: int) -> str:
+    moment = dt.datetime.fromisoformat(at.replace("Z", "+00:00")) + dt.timedelta(seconds=seconds)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def test_a_reader_takes_its_parameters_from_the_query(server: Server) -> None:
