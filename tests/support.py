@@ -82,3 +82,21 @@ def line_count(path: str) -> int:
 
 def pg_url() -> str:
     return os.environ.get("QUOTALEDGER_TEST_PG_URL", PG_URL_DEFAULT)
+
+
+def promtool_check(text: str) -> None:
+    """`promtool check metrics` accepts the exposition; skipped without promtool,
+    except under CI=true (.ci/run installs the Debian package prometheus)."""
+    import shutil
+
+    import pytest
+
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("promtool is missing: .ci/run installs the Debian package prometheus")
+        pytest.skip("promtool not installed (apt-get install prometheus)")
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr

@@ -7,12 +7,9 @@ import typer
 from quotaledger.cli.common import CommandTable, Ctx
 from quotaledger.cli.output import Output
 from quotaledger.journal import InvalidInput, codes
+from quotaledger.server import LISTEN_DEFAULT, MAX_BATCH_DEFAULT  # the package alone: no HTTP
 
 commands = CommandTable()
-
-MAX_BATCH_DEFAULT = 1024
-"""Also the server's own default (quotaledger.server.run), which this module does not
-import: `quotaledger --help` must not load the HTTP server."""
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +28,7 @@ def serve(
             "--listen",
             help="HOST:PORT or unix:PATH. Any address but loopback needs --token-file.",
         ),
-    ] = "127.0.0.1:8765",
+    ] = LISTEN_DEFAULT,
     token_file: Annotated[
         str | None,
         typer.Option("--token-file", help="A file holding the bearer token every request needs."),

@@ -17,7 +17,7 @@ from typing import Any
 from quotaledger.api import Ledger
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.server import listening, openapi
+from quotaledger.server import LISTEN_DEFAULT, MAX_BATCH_DEFAULT, listening, openapi
 from quotaledger.server.app import Api, Tokens
 from quotaledger.server.committer import Committer
 from quotaledger.server.readers import Commits, Readers
@@ -27,8 +27,6 @@ DRAIN_S = 10.0
 """SIGTERM: what is waiting is committed and answered within this many seconds."""
 KEEP_ALIVE_S = 75.0
 """An idle keep-alive connection is closed after this long (runners keep theirs)."""
-MAX_BATCH_DEFAULT = 1024
-LISTEN_DEFAULT = "127.0.0.1:8765"
 
 
 class Listen:

@@ -4,9 +4,7 @@ journal folded afresh on every scrape, until interrupted; what it serves passes
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -16,21 +14,9 @@ import urllib.request
 import pytest
 
 from quotaledger import Ledger
-from tests.support import REPO, run_cli
+from tests.support import REPO, promtool_check, run_cli
 
 T0 = "2026-11-29T14:00:00Z"
-
-
-def _promtool_check(text: str) -> None:
-    promtool = shutil.which("promtool")
-    if promtool is None:
-        if os.environ.get("CI") == "true":
-            pytest.fail("promtool is missing: .ci/run installs the Debian package prometheus")
-        pytest.skip("promtool not installed (apt-get install prometheus)")
-    checked = subprocess.run(
-        [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
-    )
-    assert checked.returncode == 0, checked.stdout + checked.stderr
 
 
 def _history(journal: str) -> None:
@@ -45,7 +31,7 @@ def test_metrics_text_passes_promtool(journal_path: str) -> None:
     _history(journal_path)
     printed = run_cli("metrics", "--journal", journal_path)
     assert printed.code == 0
-    _promtool_check(printed.stdout)
+    promtool_check(printed.stdout)
 
 
 def _get(url: str) -> tuple[int, str, str]:
@@ -84,7 +70,7 @@ def test_listen_serves_every_scrape_afresh_until_interrupted(journal_path: str) 
         assert status == 200 and content_type.startswith("text/plain; version=0.0.4")
         assert 'quotaledger_admissions_total{goal="g"} 1' in body
         assert 'quotaledger_refusal_events_total{goal="g"} 1' in body
-        _promtool_check(body)
+        promtool_check(body)
         # A writer process appends; the next scrape folds it.
         released = run_cli("release", "--journal", journal_path, "--goal", "g", "--run", "r1")
         assert released.code == 0, released.stderr

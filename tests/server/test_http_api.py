@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.serving import Server, admit, configure_and_observe, promtool_check, serving
-from tests.support import hours_ahead_t0, run_cli
+from tests.server.serving import Server, admit, configure_and_observe, serving
+from tests.support import hours_ahead_t0, promtool_check, run_cli
 
 JSON = {"Content-Type": "application/json"}
 FORM = {"Content-Type": "application/x-www-form-urlencoded"}
