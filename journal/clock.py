@@ -245,7 +245,9 @@ def max_clock_skew_us() -> int:
     return round(skew_s * US_PER_S)
 
 
-def check_not_in_future(at: str, now_us: int, last_at: str | None = None) -> None:
+def check_not_in_future(
+    at: str, now_us: int, last_at: str | None = None, clock: str = "this machine's clock"
+) -> None:
     """Refuse an explicit time on a writer beyond the clock-skew bound (`time_in_future`).
 
     A time not after the goal's last event is never refused here: it is what an
@@ -256,8 +258,8 @@ def check_not_in_future(at: str, now_us: int, last_at: str | None = None) -> Non
         return
     raise TimeInFuture(
         lambda name: (
-            f"{name} {at} is more than {skew_us / US_PER_S:g} s ahead of this machine's "
-            f"clock ({format_us(now_us)}); writers record no future events (set "
+            f"{name} {at} is more than {skew_us / US_PER_S:g} s ahead of {clock} "
+            f"({format_us(now_us)}); writers record no future events (set "
             f"{CLOCK_SKEW_ENV} for a skewed clock)"
         ),
         about="at",
@@ -267,7 +269,13 @@ def check_not_in_future(at: str, now_us: int, last_at: str | None = None) -> Non
     )
 
 
-def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: str | None) -> str:
+def event_time(
+    goal: str | None,
+    last_at: str | None,
+    now_us: int,
+    explicit_at: str | None,
+    clock: str = "this machine's clock",
+) -> str:
     """A goal's event time by SPEC §2.2: implicit time is max(now, the goal's last event)
     and never refused; an explicit time more than the clock-skew bound ahead of now is
     `time_in_future`, one earlier than the goal's last event `time_regression`."""
@@ -279,7 +287,7 @@ def event_time(goal: str | None, last_at: str | None, now_us: int, explicit_at: 
         now = format_us(now_us)
         return now if last_at is None or now >= last_at else last_at
     at = canonical_at(explicit_at)
-    check_not_in_future(at, now_us)
+    check_not_in_future(at, now_us, clock=clock)
     if last_at is not None and at < last_at:
         last = "the last journal-level event" if goal is None else f"goal {goal!r}'s last event"
         raise TimeRegression(

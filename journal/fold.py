@@ -358,6 +358,10 @@ class Fold(Generic[S]):
                 return server_us
         return wall_us()
 
+    def clock_name(self) -> str:
+        """Whose clock `now_us` reads, as an error message names it."""
+        return "the database server's clock" if self.server_clock else "this machine's clock"
+
     def commit(self, pending: list[PendingRecord]) -> None:
         """Fold `pending`, then make it durable; until both succeed the state is invalid.
 

@@ -98,6 +98,9 @@ class Group(Generic[S]):
         group took the lock, so every transaction of the group shares that time."""
         return self._fold.now_us()
 
+    def clock_name(self) -> str:
+        return self._fold.clock_name()
+
     def check_poisoned(self) -> None:
         self._fold.check_poisoned()
 

@@ -74,6 +74,8 @@ class Host(Protocol[S_co]):
 
     def now_us(self) -> int: ...
 
+    def clock_name(self) -> str: ...
+
     def check_poisoned(self) -> None: ...
 
     def decoder_for(self, kind: str) -> PayloadDecoder: ...
@@ -180,7 +182,9 @@ class Transaction(Generic[S]):
         """The event time for `goal`: implicit never goes back; explicit must not."""
         if goal is not None and not is_identifier(goal):
             raise not_an_identifier("goal", goal, about=True)
-        at = event_time(goal, self.last_at(goal), self.wall_us, explicit_at)
+        at = event_time(
+            goal, self.last_at(goal), self.wall_us, explicit_at, self._host.clock_name()
+        )
         self._checked = (goal, at)  # so append need not check this time again
         return at
 
@@ -204,7 +208,7 @@ class Transaction(Generic[S]):
                 at=at,
                 last_at=last,
             )
-        check_not_in_future(at, self.wall_us, last)
+        check_not_in_future(at, self.wall_us, last, self._host.clock_name())
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits.

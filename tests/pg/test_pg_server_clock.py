@@ -82,4 +82,7 @@ def test_explicit_time_is_bounded_by_the_servers_clock(
     result = run_cli("admit", "--goal", "g", "--run", "r1", "--arm", "baseline",
                      "--at", format_us(wall_us()), "--journal", pg_journal, "--json")  # fmt: skip
     assert result.code == 2, result.stdout + result.stderr
-    assert json.loads(result.stdout)["error"]["code"] == "time_in_future"
+    error = json.loads(result.stdout)["error"]
+    assert error["code"] == "time_in_future"
+    # The bound is the database server's clock, and the message says so.
+    assert "ahead of the database server's clock" in error["message"], error
