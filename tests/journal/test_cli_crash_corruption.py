@@ -211,11 +211,12 @@ def test_non_regular_journals_are_refused_without_blocking(
         OBSERVE,
         ("repair", "--truncate-after", "1", "--yes"),
     ):
-        start = time.monotonic()
-        code, out = rl(path, *args, timeout=20)
+        # Opening a FIFO naively blocks until a writer appears, which never happens
+        # here: returning at all is the proof. The bound only ends a hung test, and is
+        # generous because a loaded 2-core machine may take seconds per process.
+        code, out = rl(path, *args, timeout=180)
         assert code == 3, (args, out)
         assert out["ok"] is False and out["error"]["code"] == "not_regular_file", out
-        assert time.monotonic() - start < 15
     assert real.read_bytes() == base
     assert not (tmp_path / "nowhere.jsonl").exists()
 
