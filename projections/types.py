@@ -75,9 +75,10 @@ CanonicalAt = Annotated[str, msgspec.Meta(pattern=CANONICAL_AT_PATTERN), _RealTi
 
 
 class TextTooLong(InvalidInput, ValueError):
-    """A free-text field longer than 4 KiB in UTF-8 (reported as InvalidIdentifier is)."""
+    """A free-text field longer than 4 KiB in UTF-8 (reported as InvalidIdentifier is):
+    `invalid_text`, free text's one code (SPEC §8), the message naming the limit."""
 
-    code = codes.TEXT_TOO_LONG
+    code = codes.INVALID_TEXT
 
 
 class InvalidPayloadTime(InvalidInput, ValueError):

@@ -12,16 +12,13 @@ from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_D
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import PROJECTOR, LedgerState
-from quotaledger.projections.limits import (
-    FREE_TEXT_BYTES_MAX,
-    TOKEN_COUNT_MAX,
-)
 
 if TYPE_CHECKING:
     from quotaledger.projections import capacity as cap
 
 KNOWN_GOALS_SHOWN = 10
-"""An unknown_goal message names at most this many known goals when none is close."""
+"""An unknown_goal (unknown_lane, unknown_agent) message names at most this many known
+ones when none is close."""
 
 S = TypeVar("S", bound="ServiceBase")
 
@@ -167,6 +164,20 @@ def unknown_goal(goal: str, known: list[str], what: str = "no event names") -> I
     )
 
 
+def unknown_name(what: str, name: str, goal: str, known: list[str], *, code: str) -> InvalidInput:
+    """A reader asked about a `what` (lane, agent) the goal does not have refuses with
+    `code` (SPEC §8: exit 2, never an empty answer, which would read as one merely
+    idle), naming the closest of those it has."""
+    closest = difflib.get_close_matches(name, known, n=3, cutoff=0.6)
+    if closest:
+        hint = "did you mean " + " or ".join(repr(one) for one in closest) + "?"
+    else:
+        shown = ", ".join(known[:KNOWN_GOALS_SHOWN]) or "none yet"
+        more = ", ..." if len(known) > KNOWN_GOALS_SHOWN else ""
+        hint = f"{what}s: {shown}{more}"
+    return InvalidInput(f"goal {goal!r} has no {what} {name!r}; {hint}", code=code, **{what: name})
+
+
 def conclude(
     txn: Transaction[LedgerState], goal: str, at: str, decision: Decision[Any]
 ) -> PendingRecord | None:
@@ -182,27 +193,3 @@ def conclude(
 
 def check_identifier(option: str, value: str) -> str:
     return engine_check_identifier(option, value, option=option)
-
-
-def check_tokens(option: str, value: int) -> int:
-    if not 0 <= value <= TOKEN_COUNT_MAX:
-        raise InvalidInput(
-            f"{option} must be an integer from 0 to 10^12, got {value}",
-            code=codes.INVALID_TOKEN_COUNT,
-            option=option,
-        )
-    return value
-
-
-def check_text(option: str, value: str) -> str:
-    try:
-        encoded = value.encode()
-    except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
-        raise InvalidInput(
-            f"{option} is not valid UTF-8 text", code=codes.INVALID_TEXT, option=option
-        ) from None
-    if len(encoded) > FREE_TEXT_BYTES_MAX:
-        raise InvalidInput(
-            f"{option} is longer than 4 KiB", code=codes.TEXT_TOO_LONG, option=option
-        )
-    return value

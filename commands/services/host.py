@@ -48,7 +48,7 @@ from quotaledger.projections.hosts import (
 )
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.projections.limits import HANDOFF_BYTES_MAX
-from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.base import ServiceBase, conclude, unknown_name
 from quotaledger.usecases.decode import event_or_unset
 from quotaledger.usecases.fields import sha256_hex
 from quotaledger.usecases.host import (
@@ -499,8 +499,10 @@ class HostService(ServiceBase):
 
     def host_heartbeat(self, request: HostHeartbeatRequest) -> HostHeartbeatAnswer:
         """The lane's current phase and, until a completed return confirms it, the handoff."""
+        self.require_goal(request.goal)
         ledger, _at_us = self._reader_state(request.goal, request.at)
         state = self._goal_hosts(ledger, request.goal)
+        _require_lane(state, request.goal, request.lane)
         phase = hosts.current_phase(state.lanes.get(request.lane))
         if phase is None:
             return HostHeartbeatAnswer(
@@ -524,15 +526,8 @@ class HostService(ServiceBase):
         ledger, at_us = self._reader_state(goal, request.at)
         state = self._goal_hosts(ledger, goal)
         readiness = capacity_readiness(ledger, goal, at_us)
-        if request.lane is not None and request.lane not in state.lanes:
-            # A reader asked about a lane that does not exist refuses (SPEC §8): an
-            # empty lane would read as one that is merely idle.
-            known = ", ".join(sorted(state.lanes)[:10]) or "none yet"
-            raise InvalidInput(
-                f"goal {goal!r} has no lane {request.lane!r} (lanes: {known})",
-                code=codes.UNKNOWN_LANE,
-                lane=request.lane,
-            )
+        if request.lane is not None:
+            _require_lane(state, goal, request.lane)
         names = [request.lane] if request.lane is not None else sorted(state.lanes)
         return HostStatusAnswer(
             ok=True,
@@ -548,6 +543,11 @@ class HostService(ServiceBase):
 
 
 # -- helpers --------------------------------------------------------------------------
+
+
+def _require_lane(state: GoalHosts, goal: str, lane: str) -> None:
+    if lane not in state.lanes:
+        raise unknown_name("lane", lane, goal, sorted(state.lanes), code=codes.UNKNOWN_LANE)
 
 
 def _handoff_sha(check: HandoffCheck | None) -> str | None:

@@ -154,14 +154,10 @@ class JournalService(ServiceBase):
         wait: Callable[[], None],
     ) -> Iterator[LogAnswer]:
         head = Head()
-
-        def appended() -> Iterator[Record]:
-            for record, payload, _line in self.journal.records_after(head):
-                if keep.matches(record, payload):
-                    yield record
+        kept = _Kept(keep, follow)
 
         def answers() -> Iterator[LogAnswer]:
-            matching = appended()
+            matching = kept.records(self.journal.records_after(head))
             if last is not None:  # only the last N of what is there now
                 # The journal cannot hold more than sys.maxsize records, and deque's
                 # maxlen must fit one: `--last 10**20` means all of them.
@@ -176,6 +172,7 @@ class JournalService(ServiceBase):
                     return
                 count += 1
                 yield answer
+            kept.require_run()  # after the first pass, before anything was yielded
             if not follow or (limit is not None and count >= limit):
                 return
             wait()
@@ -356,6 +353,47 @@ class LogFilter(msgspec.Struct, frozen=True):
             and (self.until_at is None or record.at <= self.until_at)
             and (self.run is None or names_run(payload, self.run))
         )
+
+    def in_scope(self, record: Record, payload: Any) -> bool:
+        """Whether the record is of the goal and names the run, whatever its kind and
+        time: a run no record names does not exist (`unknown_run`)."""
+        return (self.goal is None or record.goal == self.goal) and (
+            self.run is None or names_run(payload, self.run)
+        )
+
+
+class _Kept:
+    """The records `log` keeps, and whether a pass met its run (`--run`)."""
+
+    def __init__(self, keep: LogFilter, follow: bool) -> None:
+        self.keep = keep
+        # A run no record names is refused, unless followed: its first event may be
+        # about to come (a runner not started yet), and following it is waiting for it.
+        self.run_seen = keep.run is None or follow
+
+    def records(self, read: Iterator[tuple[Record, Any, bytes]]) -> Iterator[Record]:
+        for record, payload, _line in read:
+            if self.keep.matches(record, payload):
+                self.run_seen = True
+                yield record
+            elif not self.run_seen:
+                self.run_seen = self.keep.in_scope(record, payload)
+
+    def require_run(self) -> None:
+        if not self.run_seen:
+            raise unknown_run(self.keep.run, self.keep.goal)
+
+
+def unknown_run(run: str | None, goal: str | None) -> InvalidInput:
+    """`log` or `audit` of a run no event names (SPEC §8: exit 2, never an empty answer)."""
+    where = "the journal" if goal is None else f"goal {goal!r}"
+    return InvalidInput(
+        f"no event of {where} names run {run!r}; quotaledger log"
+        + ("" if goal is None else f" --goal {goal}")
+        + " lists the events",
+        code=codes.UNKNOWN_RUN,
+        run=run,
+    )
 
 
 def names_run(payload: Any, run: str) -> bool:

@@ -20,6 +20,7 @@ from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
+from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
@@ -146,18 +147,19 @@ class OperatorService(ServiceBase):
         """The record `seq` or `hash` names, or the goal's last capacity decision of run."""
         seq, hash, goal, run = request.seq, request.hash, request.goal, request.run
         found: tuple[Record, Any] | None = None
+        run_seen = False
         for record, payload, _line in self.journal.records(
             after_seq=-1 if seq is None else seq - 1
         ):
             if seq is not None or (hash is not None and record.hash == hash):
                 return record, payload
-            if (
-                hash is None
-                and record.goal == goal
-                and record.kind in cap.DECISION_KINDS
-                and payload.request.run == run
-            ):
+            if hash is not None or run is None or record.goal != goal:
+                continue
+            if record.kind in cap.DECISION_KINDS and payload.request.run == run:
                 found = (record, payload)
+            run_seen = run_seen or names_run(payload, run)
+        if found is None and hash is None and not run_seen:
+            raise unknown_run(run, goal)
         if found is None:
             raise _no_decision(request, self.journal.head.seq)
         return found

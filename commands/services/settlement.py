@@ -14,6 +14,7 @@ from typing import Any, TypedDict
 
 from msgspec import UNSET, UnsetType
 
+from quotaledger.journal import codes
 from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.journal.target import follow_up_journal
 from quotaledger.projections import settlement
@@ -29,7 +30,7 @@ from quotaledger.projections.settlement import (
     Turn,
     TurnDecision,
 )
-from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.base import ServiceBase, conclude, unknown_name
 from quotaledger.usecases.decode import Answer, builtins, event_or_unset
 from quotaledger.usecases.settlement import (
     AgentStatus,
@@ -180,7 +181,10 @@ class SettlementService(ServiceBase):
             recorded = [recorded_turn(goal, name, turn, follow) for turn in turns.turns.values()]
             agents[name] = agent_status(resume_answer(state, goal, name, follow), recorded)
         if agent is not None and agent not in agents:
-            agents[agent] = AgentStatus(phase=settlement.IDLE, turns=[])
+            # An agent with no turn in the goal refuses (SPEC §8): an idle row would read
+            # as an agent between turns. `turn resume` answers such an agent `idle`.
+            known = sorted(book.agents) if book is not None else []
+            raise unknown_name("agent", agent, goal, known, code=codes.UNKNOWN_AGENT)
         return TurnStatusAnswer(
             ok=True,
             goal=goal,

@@ -66,9 +66,12 @@ def check_text(name: str, value: str, *, not_utf8: str = "is not valid UTF-8 tex
     except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
         raise InvalidInput(f"{name} {not_utf8}", code=codes.INVALID_TEXT, option=name) from None
     if len(encoded) > FREE_TEXT_BYTES_MAX:
+        # One code per condition (SPEC §8): a text too long is a bad text; the message
+        # says which limit it broke.
         raise InvalidInput(
-            f"{name} is longer than {byte_size(FREE_TEXT_BYTES_MAX)}",
-            code=codes.TEXT_TOO_LONG,
+            f"{name} is longer than {byte_size(FREE_TEXT_BYTES_MAX)} "
+            f"({len(encoded)} bytes in UTF-8)",
+            code=codes.INVALID_TEXT,
             option=name,
         )
     return value

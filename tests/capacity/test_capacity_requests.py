@@ -33,9 +33,9 @@ def test_config_fields_are_the_config_rule_fields() -> None:
         ("admit", {"run": "r", "forecast_tpm": -1}, "--forecast-tpm", "invalid_token_count"),
         ("observe", {**COUNTS, "coverage": "metered"}, "--coverage", "invalid_choice"),
         ("observe", {**COUNTS, "usage_format": "x"}, "--usage-format", "invalid_choice"),
-        ("observe", {**COUNTS, "source": "x" * 5000}, "--source", "text_too_long"),
+        ("observe", {**COUNTS, "source": "x" * 5000}, "--source", "invalid_text"),
         ("reject", {"retry_after_s": 2e9}, "--retry-after-s", "invalid_duration"),
-        ("reject", {"detail": "x" * 5000}, "--detail", "text_too_long"),
+        ("reject", {"detail": "x" * 5000}, "--detail", "invalid_text"),
     ],
 )
 def test_a_bad_value_is_refused_by_the_request_in_the_callers_words(

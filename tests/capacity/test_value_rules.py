@@ -1,9 +1,9 @@
-"""SPEC §8's value rules hold the same on both paths: the services' checks and the
+"""SPEC §8's value rules hold the same on both paths: the requests' checks and the
 payload types, both built from journal/limits.py.
 
-Free text is at most 4 KiB: bytes, in UTF-8, on the services' path (`check_text`) and
-on the payloads' (decoding, which every append and every read does). Multi-byte text
-right at the limit is where counting characters would differ from counting bytes.
+Free text is at most 4 KiB: bytes, in UTF-8, on the requests' path (usecases.fields'
+`check_text`) and on the payloads' (decoding, which every append and every read does).
+Multi-byte text right at the limit is where counting characters would differ from counting bytes.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity, hosts, probes, settlement
 from quotaledger.projections.limits import FREE_TEXT_BYTES_MAX, TOKEN_COUNT_MAX
 from quotaledger.projections.types import FreeText, Payload, TextTooLong, _checked_fields
-from quotaledger.services.base import check_text, check_tokens
+from quotaledger.usecases.fields import check_text, check_tokens
 from tests.capacity.capacity_helpers import observed_data
 
 AT_LIMIT = {
@@ -65,13 +65,13 @@ def test_text_at_the_limit_passes_both_paths(text: str) -> None:
 def test_text_over_the_limit_fails_both_paths(text: str) -> None:
     with pytest.raises(InvalidInput) as refused:
         check_text("--source", text)
-    assert refused.value.code == "text_too_long"
+    assert refused.value.code == "invalid_text"
     # msgspec's character count refuses what is too long in characters as well.
     with pytest.raises(msgspec.ValidationError, match=r"longer than 4 KiB|length <= 4096"):
         DECODE_OBSERVED(observed(text))
     with pytest.raises(TextTooLong) as built:
         msgspec.structs.replace(DECODE_OBSERVED(observed("s")), source=text)
-    assert built.value.code == "text_too_long"
+    assert built.value.code == "invalid_text"
 
 
 class _Texts(Payload, frozen=True):
@@ -92,7 +92,7 @@ def test_the_api_writes_text_at_the_limit_and_the_journal_verifies(tmp_path: Pat
         ledger.observe(goal="g", uncached_input=1, cached_input=0, output=1, source=text)
         with pytest.raises(InvalidInput) as refused:
             ledger.observe(goal="g", uncached_input=1, cached_input=0, output=1, source=text + "a")
-        assert refused.value.code == "text_too_long"
+        assert refused.value.code == "invalid_text"
         assert ledger.verify()["ok"] is True
         (record,) = [e for e in ledger.log(goal="g") if e["kind"] == "capacity.observed"]
         assert record["data"]["source"] == text

@@ -220,7 +220,7 @@ CASES: dict[str, tuple[list[str], str | None]] = {
             "--cursor",
             LONG_TEXT,
         ],
-        "text_too_long",
+        "invalid_text",
     ),
     # binds and handoffs
     "bind not hex": (
@@ -238,7 +238,7 @@ CASES: dict[str, tuple[list[str], str | None]] = {
     "continue without cursor": ([*CONTINUE, "--bind", BIND, "--deadline", "+1h"], "usage"),
     "continue cursor over 4 KiB": (
         [*CONTINUE, "--bind", BIND, "--deadline", "+1h", "--cursor", LONG_TEXT],
-        "text_too_long",
+        "invalid_text",
     ),
     "handoff without digest": (
         [*CONTINUE, "--bind", BIND, "--deadline", "+1h", "--cursor", "c1", "--handoff", HANDOFF],

@@ -165,7 +165,7 @@ def test_audit_by_hash_and_by_goal_and_run(journal_path: str) -> None:
         (["--seq", "999"], "seq_out_of_range"),  # past the head (SPEC §8)
         (["--hash", "ab" * 32], "decision_not_found"),
         (["--hash", "xyz"], "invalid_option"),
-        (["--goal", "g", "--run", "nobody"], "decision_not_found"),
+        (["--goal", "g", "--run", "nobody"], "unknown_run"),  # no event names it
         (["--goal", "g"], "invalid_option"),
         (["--seq", "3", "--goal", "g", "--run", "r1"], "invalid_option"),
         ([], "invalid_option"),

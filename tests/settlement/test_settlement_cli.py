@@ -235,9 +235,10 @@ def test_readers_as_of_time_show_each_phase(cli, journal_path, owed) -> None:
     status = cli("turn", "status", "--goal", G, "--agent", A, "--at", at(1)).json
     assert status["agents"][A]["phase"] == "spend_owed"
     assert status["agents"][A]["turns"][0]["effect"] == owed
-    assert cli("turn", "status", "--goal", G, "--agent", "nobody").json["agents"] == {
-        "nobody": {"phase": "idle", "turns": []}
-    }
+    # An agent with no turn: turn resume answers idle, turn status refuses (SPEC §8).
+    assert cli("turn", "resume", "--goal", G, "--agent", "nobody").json["phase"] == "idle"
+    unknown = cli("turn", "status", "--goal", G, "--agent", "nobody")
+    assert (unknown.code, unknown.json["error"]["code"]) == (2, "unknown_agent")
 
 
 @pytest.mark.parametrize(
