@@ -9,23 +9,19 @@ chosen by the error body's code and the `Quotaledger-Exit-Code` header. Writers 
 `POST /v1/NAME` with the keyword arguments as a JSON body, readers `GET /v1/NAME?...`.
 The token comes from `QUOTALEDGER_TOKEN` only (an argument would show in `ps`).
 
-HTTP is h11's (the parsing, the keep-alive state machine) over a plain socket: the
-client imports no HTTP library larger than that (README, design), and one connection
-is reused for every call of a ledger.
+HTTP is `quotaledger.client.http`'s (a socket, httptools' parser), which the lean CLI
+client shares; one connection is reused for every call of a ledger.
 """
 
 from __future__ import annotations
 
-import os
-import socket
 import threading
 import typing
 from typing import Any
-from urllib.parse import quote
 
-import h11
 import msgspec
 
+from quotaledger.client.http import Connection, query_string
 from quotaledger.journal import codes
 from quotaledger.journal.errors import (
     Error,
@@ -43,12 +39,6 @@ from quotaledger.journal.errors import (
 )
 from quotaledger.journal.target import is_remote_target
 from quotaledger.usecases.registry import SERVED, USE_CASES
-
-TOKEN_ENV = "QUOTALEDGER_TOKEN"
-EXIT_HEADER = b"quotaledger-exit-code"
-READ_TIMEOUT_S = 120.0
-"""How long a call waits for its answer: a commit waits for the lock (30 s by
-default) and its batch, so well beyond either."""
 
 _BY_CODE: dict[str, type[Error]] = {
     codes.TIME_REGRESSION: TimeRegression,
@@ -69,156 +59,6 @@ def not_served(name: str) -> InvalidInput:
         code=codes.REMOTE_NOT_SERVED,
         command=name,
     )
-
-
-class Connection:
-    """One keep-alive HTTP/1.1 connection to a server, reopened when the server closed it."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self._socket: socket.socket | None = None
-        self._http: h11.Connection | None = None
-        self._token = os.environ.get(TOKEN_ENV, "").strip()
-        if target.startswith("unix:"):
-            self.host, self.port, self.unix_path = "localhost", 0, target[len("unix:") :]
-            self.tls = False
-        else:
-            self.tls = target.startswith("https://")
-            netloc = target.split("://", 1)[1].split("/", 1)[0]
-            host, _, port = netloc.rpartition(":") if "]" not in netloc[-1:] else (netloc, "", "")
-            if not host or not port.isdigit():
-                host, port = netloc, "443" if self.tls else "80"
-            self.host, self.port, self.unix_path = host.strip("[]"), int(port), ""
-
-    def _open(self) -> socket.socket:
-        try:
-            if self.unix_path:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.settimeout(READ_TIMEOUT_S)
-                sock.connect(self.unix_path)
-            else:
-                sock = socket.create_connection((self.host, self.port), timeout=READ_TIMEOUT_S)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if self.tls:
-                import ssl  # only for https: OpenSSL's context is not free to build
-
-                sock = ssl.create_default_context().wrap_socket(sock, server_hostname=self.host)
-        except OSError as exc:
-            raise self.unreachable(exc) from None
-        return sock
-
-    def unreachable(self, exc: BaseException) -> StorageFailure:
-        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return StorageFailure(
-            f"server {self.target} is unreachable: {detail}",
-            code=codes.SERVER_UNREACHABLE,
-            server=self.target,
-        )
-
-    def request(self, method: str, path: str, body: bytes | None) -> tuple[int, int | None, bytes]:
-        """(status, Quotaledger-Exit-Code or None, body) of one request.
-
-        A reused connection the server has closed meanwhile (idle keep-alive) fails
-        before any answer byte: that request was never read, and is sent once more on
-        a new connection.
-        """
-        reused = self._socket is not None
-        try:
-            return self._exchange(method, path, body)
-        except _ClosedBeforeAnswer as exc:
-            self.close()
-            if not reused:
-                raise self.unreachable(exc.cause) from None
-        try:
-            return self._exchange(method, path, body)
-        except _ClosedBeforeAnswer as exc:
-            self.close()
-            raise self.unreachable(exc.cause) from None
-
-    def _exchange(
-        self, method: str, path: str, body: bytes | None
-    ) -> tuple[int, int | None, bytes]:
-        if self._socket is None:
-            self._socket, self._http = self._open(), h11.Connection(h11.CLIENT)
-        sock, http = self._socket, self._http
-        assert http is not None
-        headers = [("host", self.host), ("accept", "application/json")]
-        if self._token:
-            headers.append(("authorization", "Bearer " + self._token))
-        if body is not None:
-            headers += [("content-type", "application/json"), ("content-length", str(len(body)))]
-        out = http.send(h11.Request(method=method, target=path, headers=headers))
-        if body is not None:
-            out = (out or b"") + (http.send(h11.Data(data=body)) or b"")
-        out = (out or b"") + (http.send(h11.EndOfMessage()) or b"")
-        try:
-            sock.sendall(out)
-        except OSError as exc:
-            raise _ClosedBeforeAnswer(exc) from None
-        status, exit_code, chunks = self._answer(sock, http)
-        if http.our_state is h11.DONE and http.their_state is h11.DONE:
-            http.start_next_cycle()
-        else:
-            self.close()
-        return status, exit_code, b"".join(chunks)
-
-    def _answer(
-        self, sock: socket.socket, http: h11.Connection
-    ) -> tuple[int, int | None, list[bytes]]:
-        status, exit_code, chunks = 0, None, []
-        while True:
-            event = self._next_event(sock, http, answered=bool(status))
-            if isinstance(event, h11.Response):
-                status = event.status_code
-                for name, value in event.headers:
-                    if name == EXIT_HEADER and value.isdigit():
-                        exit_code = int(value)
-            elif isinstance(event, h11.Data):
-                chunks.append(bytes(event.data))
-            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
-                return status, exit_code, chunks
-
-    def _next_event(self, sock: socket.socket, http: h11.Connection, *, answered: bool) -> Any:
-        """h11's next event, reading what it needs; a failure before the answer began
-        is `_ClosedBeforeAnswer` (a resend may help), after it the server's fault."""
-        while True:
-            try:
-                event = http.next_event()
-                if event is not h11.NEED_DATA:
-                    return event
-                data = sock.recv(65536)
-            except (OSError, h11.RemoteProtocolError) as exc:
-                if not answered:
-                    raise _ClosedBeforeAnswer(exc) from None
-                self.close()
-                raise self.unreachable(exc) from None
-            if not data and not answered:
-                raise _ClosedBeforeAnswer(ConnectionResetError("connection closed"))
-            http.receive_data(data)
-
-    def close(self) -> None:
-        if self._socket is not None:
-            self._socket.close()
-        self._socket = self._http = None
-
-
-class _ClosedBeforeAnswer(Exception):
-    def __init__(self, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.cause = cause
-
-
-def query_string(params: dict[str, Any]) -> str:
-    """SPEC §11's query values: integers in decimal, booleans `true`/`false`, a list
-    as the key repeated, times (given as RFC 3339 text) as they are; None is left out."""
-    pairs = []
-    for key, value in params.items():
-        for item in value if isinstance(value, list | tuple) else [value]:
-            if item is None:
-                continue
-            text = ("true" if item else "false") if isinstance(item, bool) else str(item)
-            pairs.append(f"{quote(key, safe='')}={quote(text, safe='')}")
-    return "?" + "&".join(pairs) if pairs else ""
 
 
 def error_of(

@@ -55,6 +55,7 @@ DEFERRED: dict[str, str] = {
     # The application.
     "quotaledger.api": "the Python API, and the commands with no service of their own",
     "quotaledger.remote": "a journal given as a server's URL (SPEC §11)",
+    "quotaledger.client.call": "a CLI call with a server's URL (client.lean)",
     "ssl": "an https:// server's URL",
     "quotaledger.adapters.usage": "observe --usage",
     "quotaledger.adapters.headers": "--provider-headers",
@@ -73,11 +74,18 @@ DEFERRED: dict[str, str] = {
     "quotaledger.tools.bench_serve_clients": "bench --serve's client processes",
     "uvloop": "serve, where it is installed",
     "quotaledger.server": "serve, and metrics --listen (services.metrics_http)",
+    "quotaledger.cli.answers": "serve, a CLI client's first call (server.app)",
     "psycopg": "bench --compare postgresql (a postgresql:// journal loads it with pgstore)",
     "litellm": "the LiteLLM callback's first instance (adapters.litellm)",
 }
 """Every module the product imports inside a function, and when it loads: nothing
 else is imported there."""
+
+CLIENT_DEFERRED: dict[str, str] = {
+    "quotaledger.journal.clock": "a CLI client call given --at or a duration (client.call)",
+}
+"""Modules the local CLI loads at start but a CLI client of a server (client.call,
+SPEC §9's half of `import typer, msgspec`) imports only when a call needs them."""
 
 LAZY_NAMES: dict[str, str] = {
     "quotaledger.journal.errors": "`quotaledger.Error` and the other error names: every "

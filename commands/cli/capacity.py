@@ -15,7 +15,7 @@ from quotaledger.cli.common import (
     request_of,
 )
 from quotaledger.cli.config_options import ConfigOptions, config_options
-from quotaledger.cli.output import Output, table
+from quotaledger.cli.output import Output, Shown, table
 from quotaledger.cli.runner import coverage_text, dimension_lines, num
 from quotaledger.projections.capacity import DIMENSIONS
 from quotaledger.services.capacity_state import CapacityStateService
@@ -71,7 +71,7 @@ def configure(
     )
     with ctx.service(CapacityStateService, write=True) as ledger:
         answer = ledger.configure(request)
-    return Output(answer, text=configure_text(answer))
+    return configure_output(request, answer, ctx.shown())
 
 
 commands.include(runner.commands)  # observe ... release, in their SPEC §3.5 place
@@ -99,10 +99,18 @@ def inspect(
     request = request_of(InspectRequest, locals())
     with ctx.service(CapacityStateService, write=False, allow_corrupt=seq is not None) as ledger:
         answer = ledger.inspect(request)
-    return Output(answer, text=inspect_text(answer))
+    return inspect_output(request, answer, ctx.shown())
 
 
 # -- human text ------------------------------------------------------------------------
+
+
+def configure_output(request: ConfigureRequest, answer: ConfigureAnswer, shown: Shown) -> Output:
+    return Output(answer, text=configure_text(answer))
+
+
+def inspect_output(request: InspectRequest, answer: InspectAnswer, shown: Shown) -> Output:
+    return Output(answer, text=inspect_text(answer))
 
 
 def configure_text(answer: ConfigureAnswer) -> str:

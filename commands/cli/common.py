@@ -27,7 +27,8 @@ import click
 import msgspec
 import typer
 
-from quotaledger.cli.output import EXIT_OK, Output, emit, emit_error
+from quotaledger.cli.output import EXIT_OK, Output, Shown, emit, emit_error
+from quotaledger.client.inputs import check_one_stdin_reader
 from quotaledger.journal import codes
 from quotaledger.journal.clock import canonical_at, parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
@@ -74,6 +75,7 @@ def duration_option(flag: str, text: str, *, whole: bool = True, **options: Any)
             )
         return seconds if whole else float(seconds)
 
+    parse.whole = whole  # type: ignore[attr-defined]  # for the CLI client's grammar
     return typer.Option(
         flag,
         help=f"{text} {DURATION_HELP}",
@@ -90,59 +92,6 @@ def choice_option(flag: str, choices: tuple[str, ...], text: str, **options: Any
     return typer.Option(
         flag, help=text, metavar="[" + "|".join(choices) + "]", show_default=False, **options
     )
-
-
-INPUT_CHARS_MAX = 1 << 20
-"""The most a `FILE|-` input option (`--usage`, `--provider-headers`) reads: a usage
-body or a header block is a few KiB; anything larger is not one."""
-
-
-_INPUT_ALONE = {
-    "--usage": "the provider's usage object (or the response body holding it)",
-    "--provider-headers": "the response's headers",
-}
-"""What a `FILE|-` option should hold, for its over-size message."""
-
-
-def read_input(option: str, value: str | None) -> str | None:
-    """The text of a `FILE|-` option: the file, or standard input for `-` (exit 2 if it
-    cannot be read, is not UTF-8, or is over 1 MiB); None when the option is not given."""
-    if value is None:
-        return None
-    try:
-        if value == "-":
-            text = sys.stdin.read(INPUT_CHARS_MAX + 1)
-        else:
-            with open(value, encoding="utf-8") as handle:
-                text = handle.read(INPUT_CHARS_MAX + 1)
-    except (OSError, UnicodeDecodeError) as exc:
-        where = "standard input" if value == "-" else repr(value)
-        detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise InvalidInput(
-            f"{option}: cannot read {where}: {detail}", code=codes.INVALID_OPTION, option=option
-        ) from None
-    if len(text) > INPUT_CHARS_MAX:
-        raise InvalidInput(
-            f"{option}: more than 1 MiB; give {_INPUT_ALONE.get(option, 'the input')} alone",
-            code=codes.INVALID_OPTION,
-            option=option,
-        )
-    return text
-
-
-STDIN_OPTIONS = {"usage": "--usage", "provider_headers": "--provider-headers"}
-"""The `FILE|-` options, by parameter name: `-` reads standard input."""
-
-
-def check_one_stdin_reader(options: dict[str, Any]) -> None:
-    """At most one option reads standard input (SPEC §8): the first would take it all,
-    and the second would read nothing, silently."""
-    readers = [flag for name, flag in STDIN_OPTIONS.items() if options.get(name) == "-"]
-    if len(readers) > 1:
-        raise InvalidInput(
-            f"{' and '.join(readers)} both read standard input (-); give one of them a file",
-            code=codes.USAGE,
-        )
 
 
 JournalOpt = Annotated[
@@ -192,6 +141,9 @@ class Ctx(msgspec.Struct):
     journal_target: str
     as_json: bool
     lock_timeout_s: float
+
+    def shown(self, *, verbose: bool = False) -> Shown:
+        return Shown(self.journal_target, verbose=verbose)
 
     @contextmanager
     def service(
@@ -389,18 +341,6 @@ def closed_stdout() -> int:
     os.dup2(devnull, sys.stdout.fileno())
     os.close(devnull)
     return EXIT_OK
-
-
-def env_json() -> bool:
-    """QUOTALEDGER_JSON read as click reads a boolean environment variable."""
-    return os.environ.get("QUOTALEDGER_JSON", "").strip().lower() in (
-        "1",
-        "true",
-        "t",
-        "yes",
-        "y",
-        "on",
-    )
 
 
 __all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "command"]

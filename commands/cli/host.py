@@ -6,8 +6,15 @@ import typer
 from msgspec import UnsetType
 
 from quotaledger.cli import followup
-from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, choice_option, request_of
-from quotaledger.cli.output import Output, plural, table
+from quotaledger.cli.common import (
+    AtOpt,
+    CommandTable,
+    Ctx,
+    GoalOpt,
+    choice_option,
+    request_of,
+)
+from quotaledger.cli.output import Output, Shown, plural, table
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
 from quotaledger.services.host import HostService
@@ -105,7 +112,7 @@ def phase(
     request = request_of(HostPhaseRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_phase(request)
-    return Output(answer, text=phase_text(answer))
+    return phase_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -127,7 +134,7 @@ def start(
     request = request_of(HostStartRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_start(request)
-    return Output(answer, text=attempt_text(answer, "start"))
+    return start_output(request, answer, ctx.shown())
 
 
 @commands("exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
@@ -147,7 +154,7 @@ def exit_(
     request = request_of(HostExitRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_exit(request)
-    return Output(answer, text=attempt_text(answer, "exit"))
+    return exit_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -174,8 +181,7 @@ def return_(
     request = request_of(HostReturnRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_return(request)
-    journal = followup.journal_words(ctx.journal_target)
-    return Output(answer, text=attempt_text(answer, "return", goal=goal, journal=journal))
+    return return_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -205,7 +211,7 @@ def continue_(
     request = request_of(HostContinueRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_continue(request)
-    return Output(answer, text=phase_text(answer, "continued"))
+    return continue_output(request, answer, ctx.shown())
 
 
 @commands("heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1")
@@ -216,7 +222,7 @@ def heartbeat(
     request = request_of(HostHeartbeatRequest, locals())
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_heartbeat(request)
-    return Output(answer, text=heartbeat_text(answer))
+    return heartbeat_output(request, answer, ctx.shown())
 
 
 @commands("stop", example="quotaledger host stop --goal g")
@@ -230,7 +236,7 @@ def stop(
     request = decode(HostStopRequest, {"goal": goal, "clear": clear, "at": at}, CLI)
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_stop(request)
-    return Output(answer, text=stop_text(answer))
+    return stop_output(request, answer, ctx.shown())
 
 
 @commands("replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open")
@@ -251,7 +257,7 @@ def replan(
     request = decode(HostReplanRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_replan(request)
-    return Output(answer, text=replan_text(answer))
+    return replan_output(request, answer, ctx.shown())
 
 
 @commands("status", example="quotaledger host status --goal g --lane l1")
@@ -267,11 +273,50 @@ def status(
     request = decode(HostStatusRequest, values, CLI)
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_status(request)
-    journal = followup.journal_words(ctx.journal_target)
-    return Output(answer, text=status_text(answer, journal))
+    return status_output(request, answer, ctx.shown())
 
 
 # -- human text (SPEC §8: one summary line, then a table where there is a list) ---------
+
+
+def phase_output(request: HostPhaseRequest, answer: HostPhaseAnswer, shown: Shown) -> Output:
+    return Output(answer, text=phase_text(answer))
+
+
+def start_output(request: HostStartRequest, answer: AttemptAnswer, shown: Shown) -> Output:
+    return Output(answer, text=attempt_text(answer, "start"))
+
+
+def exit_output(request: HostExitRequest, answer: AttemptAnswer, shown: Shown) -> Output:
+    return Output(answer, text=attempt_text(answer, "exit"))
+
+
+def return_output(request: HostReturnRequest, answer: AttemptAnswer, shown: Shown) -> Output:
+    journal = followup.journal_words(shown.journal_target)
+    text = attempt_text(answer, "return", goal=request.goal, journal=journal)
+    return Output(answer, text=text)
+
+
+def continue_output(request: HostContinueRequest, answer: HostPhaseAnswer, shown: Shown) -> Output:
+    return Output(answer, text=phase_text(answer, "continued"))
+
+
+def heartbeat_output(
+    request: HostHeartbeatRequest, answer: HostHeartbeatAnswer, shown: Shown
+) -> Output:
+    return Output(answer, text=heartbeat_text(answer))
+
+
+def stop_output(request: HostStopRequest, answer: HostStopAnswer, shown: Shown) -> Output:
+    return Output(answer, text=stop_text(answer))
+
+
+def replan_output(request: HostReplanRequest, answer: HostReplanAnswer, shown: Shown) -> Output:
+    return Output(answer, text=replan_text(answer))
+
+
+def status_output(request: HostStatusRequest, answer: HostStatusAnswer, shown: Shown) -> Output:
+    return Output(answer, text=status_text(answer, followup.journal_words(shown.journal_target)))
 
 
 def _refused(what: str, reasons: list[str] | UnsetType) -> str:

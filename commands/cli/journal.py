@@ -11,13 +11,14 @@ import typer
 
 from quotaledger.api import Ledger
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx
-from quotaledger.cli.output import EXIT_OK, Output, plural, table
+from quotaledger.cli.output import EXIT_OK, Output, Shown, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, JournalCorrupt, codes
 from quotaledger.services.journal import JournalService
 from quotaledger.usecases.decode import CLI, decode
 from quotaledger.usecases.journal import (
     CheckpointRequest,
+    DigestAnswer,
     DigestRequest,
     ExportRequest,
     Head,
@@ -75,6 +76,10 @@ def digest(ctx: Ctx) -> Output:
     request = decode(DigestRequest, {}, CLI)
     with ctx.service(JournalService, write=False) as ledger:
         answer = ledger.digest(request)
+    return digest_output(request, answer, ctx.shown())
+
+
+def digest_output(request: DigestRequest, answer: DigestAnswer, shown: Shown) -> Output:
     return Output(answer, text=answer.digest)
 
 

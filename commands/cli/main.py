@@ -37,9 +37,11 @@ with _collector_paused():
     from click import exceptions as click_errors
 
     from quotaledger import __version__
-    from quotaledger.cli.common import closed_stdout, env_json
+    from quotaledger.cli.common import closed_stdout
     from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
     from quotaledger.cli.strict_numbers import harden
+    from quotaledger.client.inputs import env_json
+    from quotaledger.client.lean import lean_call
     from quotaledger.journal.errors import StorageFailure
     from quotaledger.journal.filestore import storage_code
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
@@ -125,10 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     # Before parsing (a usage error must still answer in JSON); the last flag wins,
     # and an explicit flag wins over QUOTALEDGER_JSON.
     flags = [a for a in args if a in ("--json", "--no-json")]
-    as_json = flags[-1] == "--json" if flags else env_json()
+    as_json = flags[-1] == "--json" if flags else bool(env_json())
     if args == ["--version"]:  # answered before any command module is built
         print_version()
         return _exit(EXIT_OK, argv)
+    lean = lean_call(args)  # a client of a server, as the console script runs it
+    if lean is not None:
+        return _exit(lean, argv)
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
         with _collector_paused():

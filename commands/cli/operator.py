@@ -11,7 +11,7 @@ from msgspec import UnsetType
 from quotaledger.cli import readable
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
-from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, plural, table
+from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, Shown, plural, table
 from quotaledger.cli.progress import progress_bar
 from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
@@ -71,7 +71,7 @@ def goals(
     request = decode(GoalsRequest, {"at": at}, CLI)
     with ctx.service(OperatorService, write=False) as ledger:
         answer: GoalsAnswer = ledger.goals(request)
-    return Output(answer, text=goals_text(answer))
+    return goals_output(request, answer, ctx.shown())
 
 
 @commands("audit", example="quotaledger audit --journal runs.jsonl --seq 41")
@@ -96,8 +96,7 @@ def audit(
     request = decode(AuditRequest, values, CLI)
     with ctx.service(OperatorService, write=False, fold=False) as ledger:
         answer: AuditAnswer = ledger.audit(request)
-    code = EXIT_OK if answer.reproduced else EXIT_REFUSED
-    return Output(answer, text=audit_text(answer), exit_code=code)
+    return audit_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -133,8 +132,7 @@ def whatif(
         progress_bar("whatif", _size_hint(ledger)) as progress,
     ):
         answer: WhatifAnswer = ledger.whatif(request, progress=progress)
-    ranged = since is not None or until is not None
-    return Output(answer, text=whatif_text(answer, verbose=verbose, ranged=ranged))
+    return whatif_output(request, answer, ctx.shown(verbose=verbose))
 
 
 @commands("report", example="quotaledger report --goal g --out report.html")
@@ -203,9 +201,7 @@ def metrics(
         _listen(ctx, listen, request)
     with ctx.service(OperatorService, write=False) as ledger:
         answer: MetricsAnswer = ledger.metrics(request)
-    if out is not None:
-        return Output(answer, text=f"wrote {out} ({answer.bytes:,} bytes)")
-    return Output(answer, text=prometheus_text(answer))
+    return metrics_output(request, answer, ctx.shown())
 
 
 def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:
@@ -233,6 +229,26 @@ def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:
 
 
 # -- text renderings -----------------------------------------------------------------------
+
+
+def goals_output(request: GoalsRequest, answer: GoalsAnswer, shown: Shown) -> Output:
+    return Output(answer, text=goals_text(answer))
+
+
+def audit_output(request: AuditRequest, answer: AuditAnswer, shown: Shown) -> Output:
+    code = EXIT_OK if answer.reproduced else EXIT_REFUSED
+    return Output(answer, text=audit_text(answer), exit_code=code)
+
+
+def whatif_output(request: WhatifRequest, answer: WhatifAnswer, shown: Shown) -> Output:
+    ranged = request.since is not None or request.until is not None
+    return Output(answer, text=whatif_text(answer, verbose=shown.verbose, ranged=ranged))
+
+
+def metrics_output(request: MetricsRequest, answer: MetricsAnswer, shown: Shown) -> Output:
+    if request.out is not None:
+        return Output(answer, text=f"wrote {request.out} ({answer.bytes:,} bytes)")
+    return Output(answer, text=prometheus_text(answer))
 
 
 NEVER = "never (had nothing else happened)"

@@ -34,19 +34,27 @@ class Output(msgspec.Struct):
     (`export --to -`)."""
 
 
+class Shown(msgspec.Struct, frozen=True):
+    """What a command's printed answer needs besides its request and answer: the
+    journal as the user named it (a printed follow-up command names it), and the
+    options that change only the text (`TEXT_OPTIONS`). `serve` prints a CLI client's
+    answer with the same functions (cli/answers.py, SPEC §11)."""
+
+    journal_target: str
+    verbose: bool = False
+
+
+TEXT_OPTIONS = ("verbose",)
+"""The options of served commands that change only the printed text: a CLI client
+sends them beside its request (`Shown`)."""
+
+
 def write_json(body: Answer | dict[str, Any], stream: TextIO | None = None) -> None:
     """One compact JSON object and a newline on `stream` (stdout), as UTF-8.
 
     msgspec, which every command has loaded, rather than the standard library's json,
-    whose import alone costs each CLI call about a millisecond. A string UTF-8 cannot
-    hold (a lone surrogate from undecodable argv bytes) takes json's \\u escapes."""
-    try:
-        line = msgspec.json.encode(body, enc_hook=str) + b"\n"
-    except UnicodeEncodeError:
-        import json
-
-        plain = msgspec.to_builtins(body) if isinstance(body, Answer) else body
-        line = (json.dumps(plain, separators=(",", ":"), default=str) + "\n").encode()
+    whose import alone costs each CLI call about a millisecond."""
+    line = json_line(body)
     stream = sys.stdout if stream is None else stream
     buffer = getattr(stream, "buffer", None)
     if buffer is None:  # a text-only stream (a test's StringIO)
@@ -55,6 +63,18 @@ def write_json(body: Answer | dict[str, Any], stream: TextIO | None = None) -> N
         stream.flush()
         buffer.write(line)
         stream.flush()
+
+
+def json_line(body: Answer | dict[str, Any]) -> bytes:
+    """One compact JSON object and a newline, as UTF-8. A string UTF-8 cannot hold (a
+    lone surrogate from undecodable argv bytes) takes json's \\u escapes."""
+    try:
+        return msgspec.json.encode(body, enc_hook=str) + b"\n"
+    except UnicodeEncodeError:
+        import json
+
+        plain = msgspec.to_builtins(body) if isinstance(body, Answer) else body
+        return (json.dumps(plain, separators=(",", ":"), default=str) + "\n").encode()
 
 
 def exit_code_of(outcome: Error | Answer | dict[str, Any]) -> int:
@@ -68,21 +88,36 @@ def exit_code_of(outcome: Error | Answer | dict[str, Any]) -> int:
 
 def emit(result: Output | Answer | dict[str, Any], *, as_json: bool) -> int:
     output = result if isinstance(result, Output) else Output(result)
-    code = output.exit_code if output.exit_code is not None else exit_code_of(output.data)
+    code = output_code(output)
     if as_json:
         stream = sys.stderr if output.on_stderr else sys.stdout
         write_json(output.data, stream)
     else:
-        text = output.text
-        if text is None:
-            data = output.data
-            text = render_text(msgspec.to_builtins(data) if isinstance(data, Answer) else data)
-        stream = sys.stdout if code in (EXIT_OK, EXIT_REFUSED) else sys.stderr
-        stream = sys.stderr if output.on_stderr else stream
-        if text:
-            stream.write(text if text.endswith("\n") else text + "\n")
+        stream = sys.stderr if text_on_stderr(output, code) else sys.stdout
+        stream.write(printed_text(output))
     sys.stdout.flush()
     return code
+
+
+def output_code(output: Output) -> int:
+    return output.exit_code if output.exit_code is not None else exit_code_of(output.data)
+
+
+def printed_text(output: Output) -> str:
+    """The text `emit` prints without --json, its last newline included ("" for none)."""
+    text = output.text
+    if text is None:
+        data = output.data
+        text = render_text(msgspec.to_builtins(data) if isinstance(data, Answer) else data)
+    if not text:
+        return ""
+    return text if text.endswith("\n") else text + "\n"
+
+
+def text_on_stderr(output: Output, code: int) -> bool:
+    """Text goes to stdout for an answer (exit 0 or 1), else (or if the output says
+    so) to stderr; a CLI client of a server prints it where `emit` would."""
+    return output.on_stderr or code not in (EXIT_OK, EXIT_REFUSED)
 
 
 def emit_error(error: Error, *, as_json: bool) -> int:

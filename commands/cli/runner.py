@@ -22,12 +22,10 @@ from quotaledger.cli.common import (
     GoalOpt,
     choice_option,
     duration_option,
-    read_input,
     request_of,
 )
-from quotaledger.cli.output import Output
-from quotaledger.journal import codes
-from quotaledger.journal.errors import InvalidInput
+from quotaledger.cli.output import Output, Shown
+from quotaledger.client.inputs import check_observe_counts, read_input
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
@@ -39,6 +37,7 @@ from quotaledger.usecases.capacity import (
     ObserveRequest,
     RejectAnswer,
     RejectRequest,
+    ReleaseAnswer,
     ReleaseRequest,
 )
 
@@ -117,9 +116,7 @@ def register(app: typer.Typer) -> None:
 def observe(
     ctx: Ctx,
     goal: GoalOpt,
-    # Required without --usage, as in SPEC §3.5: a runner states all three
-    # counters, zero included (a zero-token measured observation is a heartbeat,
-    # never a forgotten flag). Checked below, since --usage replaces them.
+    # Required without --usage (SPEC §3.5): checked below, since --usage replaces them.
     uncached_input: UncachedInputOpt = None,
     cached_input: CachedInputOpt = None,
     output: OutputOpt = None,
@@ -143,18 +140,7 @@ def observe(
     response reported.
     """
     options = dict(locals())
-    counts = {
-        "--uncached-input": uncached_input,
-        "--cached-input": cached_input,
-        "--output": output,
-    }
-    missing = [flag for flag, value in counts.items() if value is None]
-    if usage is None and missing:
-        raise InvalidInput(
-            "observe needs --uncached-input, --cached-input and --output (zero "
-            f"included) or --usage; missing {', '.join(missing)}",
-            code=codes.USAGE,
-        )
+    check_observe_counts(options)
     request = request_of(
         ObserveRequest,
         options,
@@ -163,7 +149,7 @@ def observe(
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.observe(request)
-    return Output(answer, text=observe_text(answer))
+    return observe_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -217,7 +203,7 @@ def admit(
     request = request_of(AdmitRequest, locals())
     with ctx.service(CapacityService, write=not dry_run) as ledger:
         answer = ledger.admit(request)
-    return Output(answer, text=admit_text(answer, run))
+    return admit_output(request, answer, ctx.shown())
 
 
 @commands(
@@ -253,7 +239,7 @@ def reject(
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.reject(request)
-    return Output(answer, text=reject_text(answer))
+    return reject_output(request, answer, ctx.shown())
 
 
 @commands("release", example="quotaledger release --goal g --run r1")
@@ -266,14 +252,31 @@ def release(ctx: Ctx, goal: GoalOpt, run: RunOpt, at: AtOpt = None) -> Output:
     request = request_of(ReleaseRequest, locals())
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.release(request)
+    return release_output(request, answer, ctx.shown())
+
+
+# -- human text ------------------------------------------------------------------------
+
+
+def observe_output(request: ObserveRequest, answer: ObserveAnswer, shown: Shown) -> Output:
+    return Output(answer, text=observe_text(answer))
+
+
+def admit_output(request: AdmitRequest, answer: AdmitAnswer, shown: Shown) -> Output:
+    return Output(answer, text=admit_text(answer, request.run))
+
+
+def reject_output(request: RejectRequest, answer: RejectAnswer, shown: Shown) -> Output:
+    return Output(answer, text=reject_text(answer))
+
+
+def release_output(request: ReleaseRequest, answer: ReleaseAnswer, shown: Shown) -> Output:
+    run = request.run
     if answer.released:
         text = f"released {run}"
     else:
         text = f"{run} is not active ({', '.join(answer.reasons)}); nothing appended"
     return Output(answer, text=text)
-
-
-# -- human text ------------------------------------------------------------------------
 
 
 num = readable.num

@@ -10,7 +10,7 @@ import typer
 from msgspec import UNSET, UnsetType
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
-from quotaledger.cli.output import Output, plural, table
+from quotaledger.cli.output import Output, Shown, plural, table
 from quotaledger.services.settlement import SettlementService
 from quotaledger.usecases.decode import CLI, Event, decode
 from quotaledger.usecases.settlement import (
@@ -82,7 +82,7 @@ def configure(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(BudgetConfigureRequest, values, CLI)
         answer = ledger.budget_configure(request)
-    return Output(answer, text=_budget_text(answer))
+    return budget_configure_output(request, answer, ctx.shown())
 
 
 @turn_commands("open", example="quotaledger turn open --goal g --agent a1 --turn t1 --task k1")
@@ -101,7 +101,7 @@ def open_(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnOpenRequest, values, CLI)
         answer = ledger.turn_open(request)
-    return Output(answer, text=_open_text(answer))
+    return open_output(request, answer, ctx.shown())
 
 
 @turn_commands(
@@ -122,7 +122,7 @@ def writeback(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnWritebackRequest, values, CLI)
         answer = ledger.turn_writeback(request)
-    return Output(answer, text=_writeback_text(answer))
+    return writeback_output(request, answer, ctx.shown())
 
 
 @turn_commands("resume", example="quotaledger turn resume --goal g --agent a1")
@@ -133,7 +133,7 @@ def resume(ctx: Ctx, goal: GoalOpt, agent: AgentOpt, at: ReadAtOpt = None) -> Ou
     with ctx.service(SettlementService, write=False) as ledger:
         request = decode(TurnResumeRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_resume(request)
-    return Output(answer, text=_resume_text(answer))
+    return resume_output(request, answer, ctx.shown())
 
 
 @turn_commands(
@@ -159,7 +159,7 @@ def spend(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnSpendRequest, {**values, "amount": amount, "at": at}, CLI)
         answer = ledger.turn_spend(request)
-    return Output(answer, text=_spend_text(answer))
+    return spend_output(request, answer, ctx.shown())
 
 
 @turn_commands("status", example="quotaledger turn status --goal g --agent a1")
@@ -174,6 +174,34 @@ def status(
     with ctx.service(SettlementService, write=False) as ledger:
         request = decode(TurnStatusRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_status(request)
+    return status_output(request, answer, ctx.shown())
+
+
+def budget_configure_output(
+    request: BudgetConfigureRequest, answer: BudgetConfigureAnswer, shown: Shown
+) -> Output:
+    return Output(answer, text=_budget_text(answer))
+
+
+def open_output(request: TurnOpenRequest, answer: TurnOpenAnswer, shown: Shown) -> Output:
+    return Output(answer, text=_open_text(answer))
+
+
+def writeback_output(
+    request: TurnWritebackRequest, answer: TurnWritebackAnswer, shown: Shown
+) -> Output:
+    return Output(answer, text=_writeback_text(answer))
+
+
+def resume_output(request: TurnResumeRequest, answer: TurnResumeAnswer, shown: Shown) -> Output:
+    return Output(answer, text=_resume_text(answer))
+
+
+def spend_output(request: TurnSpendRequest, answer: TurnSpendAnswer, shown: Shown) -> Output:
+    return Output(answer, text=_spend_text(answer))
+
+
+def status_output(request: TurnStatusRequest, answer: TurnStatusAnswer, shown: Shown) -> Output:
     return Output(answer, text=_status_text(answer))
 
 

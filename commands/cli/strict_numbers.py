@@ -11,16 +11,11 @@ whose error `parse_errors` gives the option's one code.
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 import click
 
-NUMBER_CHARS_MAX = 40
-"""Longer than any count, seq or duration an option takes (10^12 has 13 digits); a
-longer number is refused before it is converted."""
-_INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+from quotaledger.client.numbers import FLOAT, INTEGER, NUMBER_CHARS_MAX
 
 
 class StrictInt(click.types.IntParamType):
@@ -28,7 +23,7 @@ class StrictInt(click.types.IntParamType):
         if isinstance(value, int) and not isinstance(value, bool):
             return value
         text = str(value)
-        if len(text) > NUMBER_CHARS_MAX or _INTEGER.fullmatch(text) is None:
+        if len(text) > NUMBER_CHARS_MAX or INTEGER.fullmatch(text) is None:
             self.fail(f"{_shown(text)} is not a valid integer", param, ctx)
         return int(text)
 
@@ -38,7 +33,7 @@ class StrictFloat(click.types.FloatParamType):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return value
         text = str(value)
-        if len(text) > NUMBER_CHARS_MAX or _FLOAT.fullmatch(text) is None:
+        if len(text) > NUMBER_CHARS_MAX or FLOAT.fullmatch(text) is None:
             self.fail(f"{_shown(text)} is not a valid number", param, ctx)
         number = float(text)
         if not math.isfinite(number):  # 1e400

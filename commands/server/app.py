@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.cli.output import exit_code_of
+from quotaledger.cli.output import exit_code_of, json_line, output_code, printed_text
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
@@ -29,7 +29,7 @@ from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.readers import Readers
 from quotaledger.server.telemetry import Telemetry
 from quotaledger.services.operator import prometheus_text
-from quotaledger.usecases.decode import API, Answer
+from quotaledger.usecases.decode import Answer
 from quotaledger.usecases.operator import MetricsRequest
 from quotaledger.usecases.registry import UseCase
 
@@ -108,16 +108,24 @@ class Api:
             return
         path, method = scope["path"], scope["method"]
         command = path[4:] if path.startswith("/v1/") else path
+        cli: routes.CliCall | None = None
         try:
-            status = await self._route(scope, receive, send, path, method)
+            cli = routes.cli_call(scope["headers"])
+            status = await self._route(scope, receive, send, path, method, cli)
         except Error as error:
-            status = await _error(send, error, method)
+            status = await _error(send, error, method, cli)
         except Exception as exc:  # a fault of ours: a JSON 500 with its exit code
-            status = await _error(send, internal_error(exc), method)
+            status = await _error(send, internal_error(exc), method, cli)
         self.telemetry.request(command, status)
 
     async def _route(
-        self, scope: Scope, receive: Receive, send: Send, path: str, method: str
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        path: str,
+        method: str,
+        cli: routes.CliCall | None,
     ) -> int:
         if path == "/healthz":
             return await _send(send, 200, b'{"ok":true}\n', 0)
@@ -132,11 +140,14 @@ class Api:
                 raise routes.RouteError(
                     403, "the read-only token may not call a writer", code=codes.FORBIDDEN
                 )
-            if case.writes:
-                request = routes.request_of_body(case, await _body(scope, receive))
+            body = await _body(scope, receive) if case.writes else b""
+            if cli is not None:
+                request = routes.request_of_cli(case, body, scope["query_string"])
+            elif case.writes:
+                request = routes.request_of_body(case, body)
             else:
                 request = routes.request_of_query(case, scope["query_string"])
-            return await self._use_case(send, receive, case, request, method)
+            return await self._use_case(send, receive, case, request, method, cli)
         return await self._plain(scope, send, path, method)
 
     async def _plain(self, scope: Scope, send: Send, path: str, method: str) -> int:
@@ -161,7 +172,13 @@ class Api:
         return await _send(send, 200, page, 0, b"text/html; charset=utf-8")
 
     async def _use_case(
-        self, send: Send, receive: Receive, case: UseCase, request: Any, method: str
+        self,
+        send: Send,
+        receive: Receive,
+        case: UseCase,
+        request: Any,
+        method: str,
+        cli: routes.CliCall | None = None,
     ) -> int:
         if case.name == "log":
             return await self._log(send, receive, request)
@@ -170,7 +187,9 @@ class Api:
         else:
             outcome = await self._commit(case, request)
         if isinstance(outcome, Error):
-            return await _error(send, outcome, method)
+            return await _error(send, outcome, method, cli)
+        if cli is not None:
+            return await _printed(send, case, request, outcome, cli)
         return await _answer(send, outcome, method)
 
     async def _commit(self, case: UseCase, request: Any) -> Any:
@@ -293,7 +312,22 @@ def _retry_after_s(answer: Answer) -> int | None:
     return max(1, math.ceil(wait_us / 1e6)) if wait_us > 0 else None
 
 
-async def _error(send: Send, error: Error, method: str = "GET") -> int:
+async def _printed(
+    send: Send, case: UseCase, request: Any, answer: Answer, cli: routes.CliCall
+) -> int:
+    """A CLI client's answer: what the local command prints, with its exit code."""
+    from quotaledger.cli.answers import output_of
+
+    output = output_of(case.name, request, answer, cli.shown)
+    exit_code = output_code(output)
+    body = json_line(output.data) if cli.as_json else printed_text(output).encode()
+    content_type = JSON if cli.as_json else b"text/plain; charset=utf-8"
+    return await _send(send, STATUS_OF_EXIT[exit_code], body, exit_code, content_type)
+
+
+async def _error(
+    send: Send, error: Error, method: str = "GET", cli: routes.CliCall | None = None
+) -> int:
     exit_code = error.exit_code
     status = getattr(error, "status", None) or STATUS_OF_EXIT.get(exit_code, 500)
     extra: list[tuple[bytes, bytes]] = []
@@ -301,7 +335,8 @@ async def _error(send: Send, error: Error, method: str = "GET") -> int:
         extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
     if status == 401:
         extra.append((b"www-authenticate", b"Bearer"))
-    body = msgspec.json.encode({"ok": False, "error": error.to_json(API)}) + b"\n"
+    body = msgspec.json.encode({"ok": False, "error": error.to_json(routes.names_of(cli))})
+    body += b"\n"
     return await _send(send, status, body, exit_code, JSON, extra, head=method == "HEAD")
 
 

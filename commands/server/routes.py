@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import typing
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import parse_qsl
 
+import msgspec
+
+from quotaledger.cli.output import TEXT_OPTIONS, Shown
+from quotaledger.client import http
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.usecases.decode import API, Request, decode, decode_json
+from quotaledger.usecases.decode import API, CLI, Names, Request, decode, decode_json
 from quotaledger.usecases.fields import Identifier, Time
 from quotaledger.usecases.operator import range_us
 from quotaledger.usecases.registry import SERVED, UseCase
@@ -42,6 +46,35 @@ class ReportPageRequest(Request):
 
 def report_request(query: bytes) -> ReportPageRequest:
     return decode(ReportPageRequest, query_values(ReportPageRequest, query), API, strict=False)
+
+
+CLI_HEADER = http.CLI_HEADER.encode()
+
+
+class CliCall(NamedTuple):
+    """A call from the CLI client: answered as the local command prints it (its text
+    or its --json object, its exit code), its errors worded with the CLI's flags."""
+
+    as_json: bool
+    shown: Shown
+
+
+def cli_call(headers: list[tuple[bytes, bytes]]) -> CliCall | None:
+    """The CLI client's call a request's headers state, or None (any other client)."""
+    value = next((v for k, v in headers if k == CLI_HEADER), None)
+    if value is None:
+        return None
+    try:
+        given = dict(parse_qsl(value.decode(), keep_blank_values=True))
+    except UnicodeDecodeError:
+        raise InvalidInput("the CLI header is not UTF-8", code=codes.INVALID_BODY) from None
+    text = {name: given.get(name) == "true" for name in TEXT_OPTIONS}
+    return CliCall(given.get("as") == "json", Shown(given.get("journal", ""), **text))
+
+
+def names_of(cli: CliCall | None) -> Names:
+    """A caller's words for fields: the CLI's flags for its client, else the API's."""
+    return API if cli is None else CLI
 
 
 class RouteError(InvalidInput):
@@ -76,6 +109,22 @@ def request_of_body(case: UseCase, body: bytes) -> Request:
 def request_of_query(case: UseCase, query: bytes) -> Request:
     request_type: type[Request] = case.request_type()
     return _served(case, decode(request_type, query_values(request_type, query), API, strict=False))
+
+
+def request_of_cli(case: UseCase, body: bytes, query: bytes) -> Request:
+    """A CLI client's request: every field, typed as the CLI's parser typed it (JSON;
+    a reader's query value is JSON too), decoded as the local command decodes it."""
+    try:
+        if case.writes:
+            values = msgspec.json.decode(body or b"{}")
+        else:
+            pairs = parse_qsl(query.decode(), keep_blank_values=True)
+            values = {key: msgspec.json.decode(value) for key, value in pairs}
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        raise InvalidInput("a CLI client's request is not JSON", code=codes.INVALID_BODY) from None
+    if not isinstance(values, dict):
+        raise InvalidInput("a CLI client's request is not an object", code=codes.INVALID_BODY)
+    return _served(case, decode(case.request_type(), values, CLI))
 
 
 def _served(case: UseCase, request: Request) -> Request:

@@ -19,6 +19,7 @@ from typing import Any
 
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us, wall_us
+from quotaledger.tools import bench_serve_systems as systems
 from quotaledger.tools.bench import OBSERVED, figure, interleaved, payloads
 
 STARTUP_RUNS = 15
@@ -49,7 +50,9 @@ def process_cpu_ms(args: list[str], env: dict[str, str] | None = None) -> float:
 
 def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     """`observe` and `admit --dry-run` as whole processes against the bare import of
-    their frameworks, in interleaved rounds (medians): SPEC §9's start-up figure.
+    their frameworks, in interleaved rounds (medians): SPEC §9's start-up figure; and
+    `observe` as a client of a server (`--journal http://...`, a `quotaledger serve`
+    on a copy of the journal), SPEC §9's CLI client figure.
 
     Every process runs with its bytecode cached, as an installed package has it (pip
     compiles a wheel's modules on install). Where this checkout has none (an editable
@@ -59,22 +62,31 @@ def measure_startup(journal: str, runs: int = STARTUP_RUNS) -> dict[str, Any]:
     filled by the warm-up runs, and the figures say so.
     """
     bare = [sys.executable, "-c", "import typer, msgspec"]
-    observe = [*cli_command(), "observe", "--journal", journal, "--json", "--goal", "bench"]
-    observe += ["--uncached-input", "10", "--cached-input", "0", "--output", "5"]
+    counts = ["--json", "--goal", "bench", "--uncached-input", "10", "--cached-input", "0"]
+    counts += ["--output", "5"]
+    observe = [*cli_command(), "observe", "--journal", journal, *counts]
     admit = [*cli_command(), "admit", "--journal", journal, "--json", "--goal", "bench"]
     admit += ["--run", "startup", "--arm", "baseline", "--forecast-tpm", "1", "--dry-run"]
     cached = bytecode_cached()
-    with tempfile.TemporaryDirectory(prefix="quotaledger-bench-pycache-") as prefix:
+    served = f"{journal}.served.jsonl"
+    shutil.copyfile(journal, served)
+    port = systems.free_port()
+    with (
+        tempfile.TemporaryDirectory(prefix="quotaledger-bench-pycache-") as prefix,
+        systems.http_server(systems.serve_command(served, port), port, f"{served}.log"),
+    ):
         env = None if cached else cached_bytecode_env(prefix)
-        for args in (bare, observe, admit):  # warm the file cache (and fill the prefix)
+        client = [*cli_command(), "observe", "--journal", f"http://127.0.0.1:{port}", *counts]
+        for args in (bare, observe, admit, client):  # warm the file cache (and the prefix)
             process_cpu_ms(args, env)
-        bare_ms, observe_ms, admit_ms = interleaved(
+        bare_ms, observe_ms, admit_ms, client_ms = interleaved(
             runs, [lambda r: process_cpu_ms(bare, env), lambda r: process_cpu_ms(observe, env),
-                   lambda r: process_cpu_ms(admit, env)],
+                   lambda r: process_cpu_ms(admit, env), lambda r: process_cpu_ms(client, env)],
         )  # fmt: skip
     figures = {
         "cli_observe_cpu_ms": figure(observe_ms, "ms", bare_ms),
         "cli_admit_cpu_ms": figure(admit_ms, "ms", bare_ms),
+        "cli_client_cpu_ms": figure(client_ms, "ms", bare_ms),
     }
     if not cached:
         for found in figures.values():

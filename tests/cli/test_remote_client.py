@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -68,16 +67,6 @@ def _start(journal: Path, *extra: str) -> tuple[subprocess.Popen[bytes], str]:
             time.sleep(0.1)
     proc.kill()
     raise AssertionError("the server did not listen within 60 s")
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[str]:
-    proc, url = _start(tmp_path / "served.jsonl")
-    try:
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def _session(journal: str, *, as_json: bool) -> str:
