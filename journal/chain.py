@@ -61,6 +61,21 @@ class Head(msgspec.Struct):
         return {"seq": self.seq, "hash": self.prev_hash, "journal_id": self.journal_id}
 
 
+class _Overlay(dict):  # type: ignore[type-arg]
+    """The goal times inside a transaction being verified: its own, over the journal's.
+    Not a copy of the journal's: that costs as much as there are goals, per transaction."""
+
+    __slots__ = ("under",)
+
+    def __init__(self, under: dict[str | None, str]) -> None:
+        super().__init__()
+        self.under = under
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = dict.get(self, key, _MISSING)
+        return self.under.get(key, default) if found is _MISSING else found
+
+
 class FirstAt(NamedTuple):
     """A goal's first record in a segment of the journal: its time and position."""
 
@@ -289,7 +304,7 @@ def _scan_transaction(
     torn tail would begin at the announcement."""
     last_seq = marker.seq + announced.records
     stop_at = last_seq if stop < 0 else min(stop, last_seq)
-    inner = Head(marker.seq + 1, marker.hash, after_offset, journal_id, dict(goal_last_at))
+    inner = Head(marker.seq + 1, marker.hash, after_offset, journal_id, _Overlay(goal_last_at))
     inner.goal_last_at[None] = marker.at
     staged: list[tuple[Record, Any, bytes]] | None = None if visit is None else []
     failure = scan(

@@ -13,9 +13,10 @@ import fcntl
 import os
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from quotaledger.journal import codes, unsynced
+from quotaledger.journal.sections import Header, Section, SectionFile
 from quotaledger.journal.checkpoint import (
     Checkpoint,
     checkpoint_path,
@@ -490,13 +491,18 @@ class FileStore:
     def peek_checkpoint(self) -> tuple[int, str] | None:
         return peek_checkpoint(checkpoint_path(self.path))
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    keeps_deltas = True
+
+    def save_checkpoint(
+        self, header: Header, sections: Iterable[Section], *, delta: bool
+    ) -> SectionFile:
         """Checkpoints only ever cover durable records: what this handle folded may
         include lines another writer wrote but died before syncing, so sync the journal
         first (cheap when nothing is dirty; allowed on a read-only descriptor too)."""
         self.make_durable()
+        path = checkpoint_path(self.path)
         try:
-            write_checkpoint(checkpoint_path(self.path), checkpoint)
+            return write_checkpoint(path, header, sections, delta=delta)
         except OSError as exc:
             raise _storage_failure(f"cannot write the checkpoint of {self.path}", exc) from exc
 

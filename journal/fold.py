@@ -16,7 +16,10 @@ import msgspec
 
 from quotaledger.journal import codes
 from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, scan
-from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState, warn
+from quotaledger.journal import checkpointing
+from quotaledger.journal.checkpoint import Checkpoint, warn
+from quotaledger.journal.checkpointing import Accepted
+from quotaledger.journal.goalsources import GoalSections, Sectioned
 from quotaledger.journal.clock import wall_us
 from quotaledger.journal.errors import InvalidInput, JournalCorrupt, JournalPoisoned
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS
@@ -30,6 +33,7 @@ from quotaledger.journal.record import (
     self_verify,
 )
 from quotaledger.journal.recovery import classify, corrupt_error, move_torn_tail
+from quotaledger.journal.sections import Damaged
 from quotaledger.journal.store import (
     PendingRecord,
     Store,
@@ -101,6 +105,13 @@ class Fold(Generic[S]):
         """Whether the state is the fold of the store as last read (see catch_up)."""
         self.checkpoint_seq = -1
         """The seq of the checkpoint this handle's fold started from or last wrote."""
+        self.projector_sections: Sectioned[S] | None = checkpointing.sectioned(projector)
+        self.source: GoalSections | None = None
+        """What fills the state goal by goal, if it started from a checkpoint."""
+        self.basis: Checkpoint | None = None
+        """The checkpoint the state started from or this handle last wrote."""
+        self.dirty: set[str] = set()
+        """The goals (sections' keys) the fold changed since `basis`."""
         self.stored_seq = -1
         """The newest checkpoint's seq this handle knows stored, by any writer (the
         checkpoint cadence counts from it)."""
@@ -155,6 +166,7 @@ class Fold(Generic[S]):
             self.head = head = Head()
             self.state = self.projector.initial()
             self.checkpoint_seq = self.stored_seq = -1
+            self.source, self.basis, self.dirty = None, None, set()
             self.durable_offset = 0
             if use_checkpoint:
                 self.load_checkpoint(covers=resume)
@@ -199,9 +211,14 @@ class Fold(Generic[S]):
             self.decoders[kind] = found
         return found
 
-    def visitor(self, state: S, also: Visitor | None = None) -> Visitor:
+    def visitor(
+        self, state: S, also: Visitor | None = None, source: GoalSections | None = None
+    ) -> Visitor:
         """The fold step on `state` as scan's visitor (the projector's own `visitor`,
-        if it has one: a step that binds the state once), after `also` if given."""
+        if it has one: a step that binds the state once), after `also` if given. On
+        the handle's own state it notes each record's goal as changed since the
+        checkpoint, and a record of a goal its `source` has not loaded yet waits for
+        that goal's first use instead of being folded now."""
         make_visitor = getattr(self.projector, "visitor", None)
         if make_visitor is not None:
             fold: Visitor = make_visitor(state)
@@ -211,6 +228,8 @@ class Fold(Generic[S]):
             def fold(record: Record, payload: Any, line: bytes) -> None:
                 apply(state, record, payload)
 
+        if state is self.state:
+            fold = self._noting(fold, self.source)
         if also is None:
             return fold
 
@@ -224,6 +243,31 @@ class Fold(Generic[S]):
             fold(record, payload, line)
 
         return visit_also
+
+    def _noting(self, fold: Visitor, source: GoalSections | None) -> Visitor:
+        changed = self.dirty.add
+        if source is None:
+
+            def noting(record: Record, payload: Any, line: bytes) -> None:
+                changed(record.goal or "")
+                fold(record, payload, line)
+
+            return noting
+        loaded, pending = source.loaded, source.pending
+
+        def deferring(record: Record, payload: Any, line: bytes) -> None:
+            key = record.goal or ""
+            changed(key)
+            if key in loaded or source.complete:
+                fold(record, payload, line)
+            else:
+                waiting = pending.get(key)
+                if waiting is None:
+                    pending[key] = [(record, payload)]
+                else:
+                    waiting.append((record, payload))
+
+        return deferring
 
     def fold_into(
         self,
@@ -383,10 +427,12 @@ class Fold(Generic[S]):
         head, apply, state = self.head, self.projector.apply, self.state
         end = head.offset
         goal_last_at = head.goal_last_at
+        changed = self.dirty.add
         for record, payload, line in pending:
             if record.seq == 0:
                 head.journal_id = payload.journal_id
             apply(state, record, payload)
+            changed(record.goal or "")
             end += len(line)
             goal_last_at[record.goal] = record.at
         last = pending[-1].record
@@ -424,12 +470,13 @@ class Fold(Generic[S]):
         except Exception as exc:  # the commit is durable: a checkpoint is only a cache
             warn(f"could not refresh the checkpoint: {exc}")
 
-    # -- checkpoints (SPEC §2.5) ---------------------------------------------------
+    # -- checkpoints (SPEC §2.5; journal/checkpointing.py) --------------------------
 
     def load_checkpoint(self, covers: Callable[[Head], bool] | None = None) -> None:
         accepted = self.accept_checkpoint(say=warn, covers=covers)
         if accepted is not None:
-            self.state, self.head = accepted
+            self.state, self.head, self.source, self.basis = accepted
+            self.dirty = set()
             self.checkpoint_seq = self.head.seq
             self.stored_seq = max(self.stored_seq, self.head.seq)
 
@@ -438,35 +485,26 @@ class Fold(Generic[S]):
         *,
         say: Callable[[str], None] | None,
         covers: Callable[[Head], bool] | None = None,
-    ) -> tuple[S, Head] | None:
-        """The stored checkpoint as a state and the head to fold on from, if it may be
-        trusted (its projection version is the code's, the journal has its record at its
-        offset with its seq and hash, its state loads) and `covers` accepts its head;
+    ) -> Accepted | None:
+        """The stored checkpoint as a state (lazy: each goal loaded on first use), the
+        head to fold on from and the state's source, if it may be trusted (its
+        projection version is the code's, the journal has its record at its offset
+        with its seq and hash, its files are whole) and `covers` accepts its head;
         else None, and `say` is told why it was ignored."""
         checkpoint = self.stored_checkpoint()
         if checkpoint is None:
             return None
         problem = self.checkpoint_problem(checkpoint)
+        if problem is None:
+            try:
+                accepted = checkpointing.accept(self, checkpoint, covers)
+            except (Damaged, ValueError, msgspec.DecodeError, msgspec.ValidationError) as exc:
+                problem = f"state does not load ({exc})"
         if problem is not None:
             if say is not None:
                 say(f"ignoring checkpoint of {self.store.target}: {problem}; folding from genesis")
             return None
-        head = Head(
-            next_seq=checkpoint.seq + 1,
-            prev_hash=checkpoint.hash,
-            offset=checkpoint.offset,
-            journal_id=checkpoint.journal_id,
-            goal_last_at=checkpoint.head.goal_last_at_map(),
-        )
-        if covers is not None and not covers(head):
-            return None
-        try:
-            state = self.projector.load(bytes(checkpoint.state))
-        except Exception as exc:  # a checkpoint is an optimisation: never trust it blindly
-            if say is not None:
-                say(f"ignoring checkpoint of {self.store.target}: state does not load ({exc})")
-            return None
-        return state, head
+        return accepted
 
     def stored_checkpoint(self) -> Checkpoint | None:
         checkpoints = checkpoints_of(self.store)
@@ -492,25 +530,10 @@ class Fold(Generic[S]):
 
     def write_checkpoint(self) -> Checkpoint:
         """Store the current state as a checkpoint (covers only durable records)."""
-        self.check_poisoned()
-        checkpoints = checkpoints_of(self.store)
-        if checkpoints is None:
-            raise InvalidInput(
-                f"{self.store.target} keeps no checkpoints", code=codes.CHECKPOINT_UNSUPPORTED
-            )
-        if self.head.journal_id is None:
-            raise InvalidInput(
-                "the journal is empty; nothing to checkpoint", code=codes.EMPTY_JOURNAL
-            )
-        checkpoint = Checkpoint(
-            seq=self.head.seq,
-            hash=self.head.prev_hash,
-            offset=self.head.offset,
-            journal_id=self.head.journal_id,
-            projection_version=self.projector.version,
-            state=msgspec.Raw(self.projector.dump(self.state)),
-            head=JournalHeadState.of(self.head.goal_last_at),
-        )
-        checkpoints.save_checkpoint(checkpoint)
+        return checkpointing.write(self)
+
+    def wrote(self, checkpoint: Checkpoint) -> Checkpoint:
+        """`checkpoint` is stored: what this handle's next refresh is written against."""
+        self.basis, self.dirty = checkpoint, set()
         self.checkpoint_seq = self.stored_seq = checkpoint.seq
         return checkpoint

@@ -36,11 +36,10 @@ table, in the transaction that appends its record.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import msgspec
 import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
@@ -48,6 +47,7 @@ from psycopg.pq import TransactionStatus
 
 from quotaledger.journal import codes
 from quotaledger.journal.checkpoint import Checkpoint, warn
+from quotaledger.journal.sections import Damaged, Header, Section, SectionFile, layout
 from quotaledger.journal.errors import (
     InvalidInput,
     JournalCorrupt,
@@ -67,8 +67,6 @@ from quotaledger.journal.pgschema import (
 from quotaledger.journal.pgurl import first_line, lock_key, redact, split_url
 from quotaledger.journal.store import Inserter, PendingRecord, Tail
 
-_encode_checkpoint = msgspec.msgpack.Encoder().encode
-_decode_checkpoint = msgspec.msgpack.Decoder(Checkpoint).decode
 
 CONNECT_TIMEOUT_S = 5
 PAGE_BYTES = 4 << 20
@@ -639,8 +637,8 @@ class PgStore:
         if row is None:
             return None
         try:
-            return _decode_checkpoint(bytes(row[0]))
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            return Checkpoint(SectionFile(bytes(row[0])))
+        except Damaged as exc:
             warn(f"ignoring the checkpoint in {self.schema}.{CHECKPOINTS_TABLE}: {exc}")
             return None
 
@@ -653,7 +651,13 @@ class PgStore:
             row = None
         return None if row is None else (int(row[0]), str(row[1]))
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
+    keeps_deltas = False
+    """One row holds the checkpoint (SPEC §2.6): each refresh writes a base, copying
+    the unchanged goals' sections as stored (no decoding), the changed ones encoded."""
+
+    def save_checkpoint(
+        self, header: Header, sections: Iterable[Section], *, delta: bool
+    ) -> SectionFile:
         """Upsert the one checkpoint row (the last writer wins).
 
         Replacing a newer checkpoint with a slightly older one only costs a few more
@@ -669,19 +673,18 @@ class PgStore:
             "  projection_version = excluded.projection_version, blob = excluded.blob,"
             "  written_at = now()"
         ).format(t=self._checkpoints)
-        params = (
-            checkpoint.seq,
-            checkpoint.hash,
-            checkpoint.projection_version,
-            _encode_checkpoint(checkpoint),
-        )
+        if delta:
+            raise ValueError("the PostgreSQL store keeps no delta")
+        blob = b"".join(layout(header, sections))
+        written = SectionFile(blob)
+        params = (header.seq, header.hash, header.projection_version, blob)
         # A failure is a StorageFailure like any other (the journal's automatic refresh
         # warns and goes on: a checkpoint is only a cache).
         if self._in_transaction():  # inside a command's locked transaction: commit on unlock
             with self._db("store the checkpoint"):
                 self._conn.execute(statement, params)
             self._commit_on_unlock = True
-            return
+            return written
         # A writer's refresh after its commit released the lock: take it again, so the
         # row is written only under the journal's advisory lock (SPEC §2.5).
         self._begin_locked(self._lock_timeout_s, prefetch=False)
@@ -692,6 +695,7 @@ class PgStore:
         finally:
             self._locked = False
             self._rollback_quietly()
+        return written
 
     # -- plumbing ------------------------------------------------------------------
 

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from quotaledger.journal import codes
+from quotaledger.journal import checkpointing, codes
+from quotaledger.journal.checkpointing import latest_at
 from quotaledger.journal.chain import Head, Visitor
 from quotaledger.journal.errors import JournalCorrupt
 from quotaledger.journal.fold import Fold, Progress, VisitorRaised
@@ -30,14 +31,15 @@ def fold_as_of(
 
     def in_prefix(covered: Head) -> bool:
         """Whether every record the checkpoint covers is in the requested prefix."""
-        return (seq is not None and covered.seq <= seq) or (
-            at is not None and all(t <= at for t in covered.goal_last_at.values())
-        )
+        if seq is not None:
+            return covered.seq <= seq
+        latest = latest_at(covered.goal_last_at)
+        return at is not None and (latest is None or latest <= at)
 
     # Quietly: the handle's own fold already warned about a checkpoint it ignored.
     accepted = fold.accept_checkpoint(say=None, covers=in_prefix) if use_checkpoint else None
     if accepted is not None:
-        state, head = accepted
+        state, head = accepted.state, accepted.head
     apply = fold.projector.apply
     if at is None:
         visit = fold.visitor(state)
@@ -207,13 +209,14 @@ def check_checkpoint(fold: Fold[S], verified: Head) -> dict[str, Any] | None:
     problem = fold.checkpoint_problem(checkpoint)
     if problem is None and checkpoint.seq > verified.seq:
         problem = f"seq {checkpoint.seq} is past the verified prefix (seq {verified.seq})"
-    stored = None
+    accepted = None
     if problem is None:
         try:
-            stored = fold.projector.load(bytes(checkpoint.state))
-        except Exception as exc:  # writers ignore it too (see _load_checkpoint)
+            accepted = checkpointing.accept(fold, checkpoint, None, strict=True)
+            stored = None if accepted is None else fold.projector.dump(accepted.state)
+        except Exception as exc:  # writers ignore it too (see Fold.accept_checkpoint)
             problem = f"its state does not load ({exc})"
-    if problem is not None:
+    if problem is not None or accepted is None:
         return {**summary, "used": False, "reason": problem}
     state, head = fold_as_of(fold, seq=checkpoint.seq, use_checkpoint=False)
     projector = fold.projector
@@ -221,9 +224,9 @@ def check_checkpoint(fold: Fold[S], verified: Head) -> dict[str, Any] | None:
         what
         for what, same in (
             ("journal_id", head.journal_id == checkpoint.journal_id),
-            ("goal times", head.goal_last_at == checkpoint.head.goal_last_at_map()),
+            ("goal times", accepted.head.goal_last_at == head.goal_last_at),
             # Through dump and load, so both sides are in the form a checkpoint keeps.
-            ("state", projector.load(projector.dump(state)) == stored),
+            ("state", projector.load(projector.dump(state)) == projector.load(stored)),
         )
         if not same
     ]

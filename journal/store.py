@@ -7,10 +7,11 @@ stream (meaningful for both stores: it is where the record ends in an export), a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from quotaledger.journal.checkpoint import Checkpoint
+from quotaledger.journal.sections import Header, Section, SectionFile
 from quotaledger.journal.record import Record
 
 
@@ -124,6 +125,9 @@ class Checkpoints(Protocol):
     """A store that keeps a checkpoint beside the journal (both stores do): the state
     after record N, trusted only if the journal still holds that record."""
 
+    keeps_deltas: bool
+    """Whether a refresh may store a delta beside the base (else it writes a base)."""
+
     def load_checkpoint(self) -> Checkpoint | None: ...
 
     def peek_checkpoint(self) -> tuple[int, str] | None:
@@ -131,8 +135,11 @@ class Checkpoints(Protocol):
         (None: none stored, or unreadable)."""
         ...
 
-    def save_checkpoint(self, checkpoint: Checkpoint) -> None:
-        """Store `checkpoint`, covering only durable records."""
+    def save_checkpoint(
+        self, header: Header, sections: Iterable[Section], *, delta: bool
+    ) -> SectionFile:
+        """Store a checkpoint file of `sections` under `header`, covering only durable
+        records: a base, or a delta beside the stored base. The file as written."""
         ...
 
     def line_ending_at(self, offset: int, seq: int) -> bytes | None:

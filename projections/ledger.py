@@ -13,12 +13,13 @@ import msgspec
 
 from quotaledger.journal import Record
 from quotaledger.journal.chain import PayloadDecoder, Visitor
+from quotaledger.journal.lazymap import LazyMap, Source
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
-from quotaledger.projections.capacity import CapacityState
-from quotaledger.projections.hosts import HostsState
-from quotaledger.projections.probes import ProbesState
-from quotaledger.projections.settlement import SettlementState
+from quotaledger.projections.capacity import CapacityState, GoalCapacity
+from quotaledger.projections.hosts import GoalHosts, HostsState
+from quotaledger.projections.probes import LatestProbe, ProbesState
+from quotaledger.projections.settlement import GoalSettlement, SettlementState
 from quotaledger.projections.types import StateStruct
 
 
@@ -29,6 +30,28 @@ class LedgerState(StateStruct):
     hosts: HostsState = msgspec.field(default_factory=HostsState)
     settlement: SettlementState = msgspec.field(default_factory=SettlementState)
     probes: ProbesState = msgspec.field(default_factory=ProbesState)
+
+
+class GoalSection(msgspec.Struct, array_like=True, omit_defaults=True):
+    """One goal's part of every domain's state: a checkpoint's section (SPEC §2.5).
+    Every domain keeps its state per goal (records of no goal under "")."""
+
+    capacity: GoalCapacity | None = None
+    hosts: GoalHosts | None = None
+    settlement: GoalSettlement | None = None
+    probe: LatestProbe | None = None
+    probes: int | None = None
+
+
+def goal_maps(state: LedgerState) -> tuple[dict[str, Any], ...]:
+    """The state's dicts keyed by goal, in GoalSection's field order."""
+    return (
+        state.capacity.goals,
+        state.hosts.goals,
+        state.settlement.goals,
+        state.probes.latest,
+        state.probes.count,
+    )
 
 
 DomainApply = Callable[[Any, Record, Any], None]
@@ -84,6 +107,7 @@ class LedgerProjector:
         self._decoders: dict[str, PayloadDecoder] = {}
         self._encode = msgspec.msgpack.Encoder().encode
         self._decode: Callable[[bytes], LedgerState] | None = None
+        self._decode_section: Callable[[bytes], GoalSection] | None = None
 
     def decoder(self, kind: str) -> PayloadDecoder | None:
         decode = self._decoders.get(kind)
@@ -119,7 +143,38 @@ class LedgerProjector:
         return visit
 
     def dump(self, state: LedgerState) -> bytes:
+        for goals in goal_maps(state):
+            if isinstance(goals, LazyMap):
+                goals.whole()  # the encoder walks the dicts as they are: all goals first
         return self._encode(state)
+
+    # -- a checkpoint's sections, one per goal (journal.goalsources.Sectioned) ---------
+
+    def lazy(self, source: Source) -> LedgerState:
+        return LedgerState(
+            capacity=CapacityState(goals=LazyMap(source)),
+            hosts=HostsState(goals=LazyMap(source)),
+            settlement=SettlementState(goals=LazyMap(source)),
+            probes=ProbesState(latest=LazyMap(source), count=LazyMap(source)),
+        )
+
+    def load_section(self, state: LedgerState, key: str, blob: bytes) -> None:
+        if self._decode_section is None:
+            self._decode_section = msgspec.msgpack.Decoder(GoalSection).decode
+        section = self._decode_section(blob)
+        for goals, part in zip(goal_maps(state), section.__struct_fields__, strict=True):
+            value = getattr(section, part)
+            if value is not None:
+                dict.__setitem__(goals, key, value)
+
+    def dump_section(self, state: LedgerState, key: str) -> bytes:
+        return self._encode(GoalSection(*(goals.get(key) for goals in goal_maps(state))))
+
+    def section_keys(self, state: LedgerState) -> set[str]:
+        keys: set[str] = set()
+        for goals in goal_maps(state):
+            keys.update(goals)
+        return keys
 
     def load(self, blob: bytes) -> LedgerState:
         if self._decode is None:
