@@ -24,7 +24,6 @@ from quotaledger.journal.chain import Head
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.goalsources import (
-    NO_GOAL_KEY,
     WHOLE_KEY,
     GoalSections,
     GoalTimes,
@@ -84,6 +83,7 @@ def accept(
             raise ValueError("it holds no state")
         file, entry = found
         return Accepted(projector.load(file.section(entry)), head, None, checkpoint)
+
     def rebuild(key: str) -> list[tuple[Record, Any]]:
         if strict:
             raise Damaged(f"the section of goal {key!r} is damaged")
@@ -177,7 +177,7 @@ def fresh_sections(fold: Fold[Any], keys: Iterable[str]) -> Iterator[tuple[str, 
     goal_last_at, state, projector = fold.head.goal_last_at, fold.state, fold.projector
     per_goal = fold.projector_sections
     for key in sorted(keys):
-        last_at = None if key in (NO_GOAL_KEY, WHOLE_KEY) else goal_last_at.get(key)
+        last_at = None if key == WHOLE_KEY else goal_last_at.get(key)
         if key == WHOLE_KEY:
             blob = projector.dump(state)
         elif per_goal is not None:

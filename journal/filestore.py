@@ -16,7 +16,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from quotaledger.journal import codes, unsynced
-from quotaledger.journal.sections import Header, Section, SectionFile
 from quotaledger.journal.checkpoint import (
     Checkpoint,
     checkpoint_path,
@@ -39,6 +38,7 @@ from quotaledger.journal.limits import (
     LINE_BYTES_MAX,
     READ_CHUNK_BYTES,
 )
+from quotaledger.journal.sections import Header, Section, SectionFile
 from quotaledger.journal.store import PendingRecord, Tail
 
 _READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK

@@ -14,14 +14,13 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import msgspec
 
-from quotaledger.journal import codes
+from quotaledger.journal import checkpointing, codes
 from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, scan
-from quotaledger.journal import checkpointing
 from quotaledger.journal.checkpoint import Checkpoint, warn
 from quotaledger.journal.checkpointing import Accepted
-from quotaledger.journal.goalsources import GoalSections, Sectioned
 from quotaledger.journal.clock import wall_us
 from quotaledger.journal.errors import InvalidInput, JournalCorrupt, JournalPoisoned
+from quotaledger.journal.goalsources import GoalSections, Sectioned
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS
 from quotaledger.journal.locking import LockHold
 from quotaledger.journal.record import (

@@ -58,9 +58,7 @@ class LazyMap(dict):  # type: ignore[type-arg]
         raise KeyError(key)
 
     def __contains__(self, key: object) -> bool:
-        return dict.__contains__(self, key) or (
-            self._fetched(key) and dict.__contains__(self, key)
-        )
+        return dict.__contains__(self, key) or (self._fetched(key) and dict.__contains__(self, key))
 
     def __setitem__(self, key: Any, value: Any) -> None:
         # Loaded first: a later fetch must not put the checkpoint's older value back.

@@ -47,7 +47,6 @@ from psycopg.pq import TransactionStatus
 
 from quotaledger.journal import codes
 from quotaledger.journal.checkpoint import Checkpoint, warn
-from quotaledger.journal.sections import Damaged, Header, Section, SectionFile, layout
 from quotaledger.journal.errors import (
     InvalidInput,
     JournalCorrupt,
@@ -65,8 +64,8 @@ from quotaledger.journal.pgschema import (
     schema_statements,
 )
 from quotaledger.journal.pgurl import first_line, lock_key, redact, split_url
+from quotaledger.journal.sections import Damaged, Header, Section, SectionFile, layout
 from quotaledger.journal.store import Inserter, PendingRecord, Tail
-
 
 CONNECT_TIMEOUT_S = 5
 PAGE_BYTES = 4 << 20

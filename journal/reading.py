@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from quotaledger.journal import checkpointing, codes
-from quotaledger.journal.checkpointing import latest_at
 from quotaledger.journal.chain import Head, Visitor
+from quotaledger.journal.checkpointing import latest_at
 from quotaledger.journal.errors import JournalCorrupt
 from quotaledger.journal.fold import Fold, Progress, VisitorRaised
 from quotaledger.journal.record import Record

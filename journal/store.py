@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 from quotaledger.journal.checkpoint import Checkpoint
-from quotaledger.journal.sections import Header, Section, SectionFile
 from quotaledger.journal.record import Record
+from quotaledger.journal.sections import Header, Section, SectionFile
 
 
 class PendingRecord(NamedTuple):

@@ -8,10 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from quotaledger.journal import Journal, Record
-from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
+from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint
+from tests.checkpoint_files import rewrite
 from tests.toyprojector import TOY, Note, ToyState
 
 
@@ -121,8 +120,7 @@ def test_a_checkpoint_of_another_projection_version_is_refreshed_on_cadence(
             _note(writer, n)
         stored = read_checkpoint(checkpoint_path(path))
         assert stored is not None
-        old = msgspec.structs.replace(stored, seq=stored.seq, projection_version="toy/0")
-        write_checkpoint(checkpoint_path(path), old)
+        rewrite(path, projection_version="toy/0")
         other = Journal.open(path, TOY, checkpoint_every=4)
         try:
             for n in range(4):

@@ -10,11 +10,10 @@ import random
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from quotaledger.api import Ledger
-from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
-from quotaledger.projections.ledger import PROJECTOR
+from quotaledger.journal.checkpoint import checkpoint_path
+from quotaledger.projections.ledger import LedgerState
+from tests.checkpoint_files import forge, rewrite
 from tests.support import run_cli
 
 T = "2026-11-29T10:00:{:02d}Z"
@@ -40,22 +39,14 @@ def full_goal(journal: str) -> int:
     return int(written.json["seq"])
 
 
-def forged_state(blob: bytes) -> bytes:
+def forged_state(state: LedgerState) -> None:
     """The checkpoint's state with the goal's active run removed: a full goal made to
     look empty, seq, hash and offset untouched."""
-    state = PROJECTOR.load(blob)
     del state.capacity.goals["g"].runs["r1"]
-    return PROJECTOR.dump(state)
 
 
 def forge_file_checkpoint(journal: str) -> None:
-    path = checkpoint_path(journal)
-    checkpoint = read_checkpoint(path)
-    assert checkpoint is not None
-    forged = msgspec.structs.replace(
-        checkpoint, state=msgspec.Raw(forged_state(bytes(checkpoint.state)))
-    )
-    write_checkpoint(path, forged)
+    forge(journal, forged_state)
 
 
 def _files(journal: str) -> dict[str, bytes]:
@@ -103,9 +94,7 @@ def test_a_checkpoint_writers_ignore_is_reported_not_refused(tmp_path: Path) -> 
     journal = str(tmp_path / "j.jsonl")
     full_goal(journal)
     path = checkpoint_path(journal)
-    checkpoint = read_checkpoint(path)
-    assert checkpoint is not None
-    write_checkpoint(path, msgspec.structs.replace(checkpoint, projection_version="ledger/0"))
+    rewrite(journal, projection_version="ledger/0")
     result = cli(journal, "verify")
     assert result.code == 0, result.stdout
     assert result.json["checkpoint"]["used"] is False

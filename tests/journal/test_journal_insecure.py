@@ -9,6 +9,7 @@ A real second user, made with useradd when missing; the tests run as root."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
@@ -18,11 +19,10 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-import msgspec
 import pytest
 
 from quotaledger import Ledger
-from quotaledger.journal.checkpoint import Checkpoint
+from tests.checkpoint_files import file_bytes, stored
 from tests.support import run_cli
 
 OTHER = "quotaledger-other"
@@ -119,14 +119,15 @@ def _forged_checkpoint(journal: Path) -> bytes:
     a writer trusting it would admit into the one slot r1 holds."""
     with Ledger.open(str(journal), checkpoint_every=1) as ledger:
         ledger.configure(goal="g", max_active_cases=1, at=T0)
-    early = msgspec.msgpack.decode((Path(f"{journal}.checkpoint")).read_bytes(), type=Checkpoint)
+    early = stored(str(journal))
     with Ledger.open(str(journal), checkpoint_every=1) as ledger:
         admitted = ledger.admit(goal="g", run="r1", case="c1", arm="baseline")
         assert admitted["admitted"]
-    head = msgspec.msgpack.decode((Path(f"{journal}.checkpoint")).read_bytes(), type=Checkpoint)
+    head = stored(str(journal))
     os.unlink(f"{journal}.checkpoint")
-    forged = msgspec.structs.replace(head, state=early.state)
-    return msgspec.msgpack.encode(forged)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(f"{journal}.checkpoint.delta")
+    return file_bytes(head, early)
 
 
 @pytest.mark.parametrize("who", ["other-user-0644", "root-0666"])

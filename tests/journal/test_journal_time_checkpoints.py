@@ -11,13 +11,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
 from quotaledger.journal import Journal, TimeRegression
-from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint, write_checkpoint
+from quotaledger.journal.checkpoint import checkpoint_path, read_checkpoint
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.journal.record import REPAIRED_KIND, encode_line, encode_payload
+from tests.checkpoint_files import forge, rewrite
 from tests.journal.journal_helpers import line_offsets, repaired_payload, toy_fold, toy_journal
 from tests.support import hours_ahead_t0
 from tests.toyprojector import TOY, Note, ToyProjector, ToyState
@@ -99,11 +99,12 @@ def test_a_valid_checkpoint_is_used(tmp_path: Path, capsys: Any) -> None:
     written = journal.write_checkpoint()
     journal.close()
     assert (written.seq, written.offset) == (len(NOTES), os.path.getsize(path))
+
     # Proof that it is used (not refolded): a state only the checkpoint could supply.
-    tampered = msgspec.structs.replace(
-        written, state=msgspec.Raw(TOY.dump(ToyState(count=999, total=1, last_seq=6)))
-    )
-    write_checkpoint(checkpoint_path(path), tampered)
+    def tamper(state: ToyState) -> None:
+        state.count, state.total, state.last_seq = 999, 1, 6
+
+    forge(path, tamper, projector=TOY)
     reopened = Journal.open(path, TOY)
     try:
         assert reopened.state.count == 999
@@ -154,7 +155,7 @@ def test_a_checkpoint_of_another_projection_version_is_ignored(tmp_path: Path, c
 def test_a_damaged_checkpoint_is_ignored(damage: str, tmp_path: Path, capsys: Any) -> None:
     path = str(tmp_path / "j.jsonl")
     journal = toy_journal(path, NOTES)
-    written = journal.write_checkpoint()
+    journal.write_checkpoint()
     journal.close()
     target = Path(checkpoint_path(path))
     if damage == "garbage":
@@ -165,7 +166,7 @@ def test_a_damaged_checkpoint_is_ignored(damage: str, tmp_path: Path, capsys: An
         target.unlink()
         target.mkdir()
     else:
-        write_checkpoint(str(target), msgspec.structs.replace(written, hash="0" * 64))
+        rewrite(path, hash="0" * 64)
     capsys.readouterr()
     _assert_ignored(path, capsys, "" if damage != "wrong-hash" else "no record seq")
 

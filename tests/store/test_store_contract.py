@@ -31,11 +31,13 @@ from quotaledger.journal import (
     open_store,
     pgstore,
 )
-from quotaledger.journal.checkpoint import Checkpoint, JournalHeadState
 from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.goalsources import WHOLE_KEY
 from quotaledger.journal.limits import GENESIS_PREV
 from quotaledger.journal.record import encode_line, encode_payload, genesis_line, self_verify
+from quotaledger.journal.sections import Header, new_file_id
 from quotaledger.journal.store import PendingRecord, Store, checkpoints_of, local_file_of
+from tests.checkpoint_files import sections_of
 from tests.store.store_helpers import fresh_schema
 from tests.support import REPO, run_cli
 from tests.toyprojector import TOY, Note
@@ -332,26 +334,29 @@ def test_checkpoint_round_trip(store_target: str) -> None:
         end = append(store, records, 0)
         assert store.load_checkpoint() is None
         assert store.peek_checkpoint() is None
-        saved = Checkpoint(
-            seq=last.seq,
-            hash=last.hash,
-            offset=end,
-            journal_id=uuid.uuid4().hex,
-            projection_version="toy/1",
-            state=msgspec.Raw(msgspec.msgpack.encode({"count": 3})),
-            head=JournalHeadState.of({None: AT, "g": AT}),
-        )
-        store.save_checkpoint(saved)  # outside a lock: the store takes it
-        assert store.load_checkpoint() == saved
+        saved = Header(
+            seq=last.seq, hash=last.hash, offset=end, journal_id=uuid.uuid4().hex,
+            projection_version="toy/1", file_id=new_file_id(), base=None,
+            null_goal_last_at=AT, latest_at=AT, goals=0, buckets=0, table_at=0, size=0,
+            index_crc=0,
+        )  # fmt: skip
+        state = msgspec.msgpack.encode({"count": 3})
+        store.save_checkpoint(saved, [("*", None, state, None), ("g", AT, b"", None)], delta=False)
+        loaded = store.load_checkpoint()  # outside a lock: the store took it
+        assert loaded is not None and loaded.top == saved and loaded.delta is None
+        whole, goal = loaded.entry("*"), loaded.entry("g")
+        assert whole is not None and whole[0].section(whole[1]) == state
+        assert goal is not None and goal[1].last_at == AT and loaded.entry("h") is None
         assert store.peek_checkpoint() == (last.seq, "toy/1")  # without reading the state
         newer = msgspec.structs.replace(saved, seq=2, hash=records[2].record.hash)
         store.lock(5)  # inside a locked transaction: PostgreSQL commits it on unlock
         try:
-            store.save_checkpoint(newer)
+            store.save_checkpoint(newer, [("*", None, state, None)], delta=False)
         finally:
             store.unlock()
     with opened(store_target, write=False) as reader:
-        assert reader.load_checkpoint() == newer  # the last one saved wins
+        found = reader.load_checkpoint()
+        assert found is not None and found.top == newer  # the last one saved wins
         assert reader.peek_checkpoint() == (2, "toy/1")
 
 
@@ -451,20 +456,22 @@ def test_checkpoint_is_used_and_validated(
     # Used, not just accepted: a checkpoint claiming another state at the same record
     # is the state the fold continues from.
     forged_state = msgspec.msgpack.encode(msgspec.structs.replace(TOY.initial(), count=1000))
-    forged = msgspec.structs.replace(checkpoint, state=msgspec.Raw(forged_state))
+    goals = [s for s in sections_of(checkpoint) if s[0] != WHOLE_KEY]
+    forged = [*goals, (WHOLE_KEY, None, forged_state, None)]
+    header = msgspec.structs.replace(checkpoint.top, base=None, file_id=new_file_id())
     with Journal.open(store_target, TOY) as journal:
-        journal.store.save_checkpoint(forged)
+        journal.store.save_checkpoint(header, forged, delta=False)
     with Journal.open(store_target, TOY, write=False) as reader:
         assert reader.checkpoint_seq == 21 and reader.state.count == 1002
 
     # A checkpoint that does not match the record at its seq is ignored, loudly.
     for bad in (
-        msgspec.structs.replace(forged, hash="f" * 64),
-        msgspec.structs.replace(forged, seq=22),  # record 22 has another hash
-        msgspec.structs.replace(forged, projection_version="toy/0"),
+        msgspec.structs.replace(header, hash="f" * 64),
+        msgspec.structs.replace(header, seq=22),  # record 22 has another hash
+        msgspec.structs.replace(header, projection_version="toy/0"),
     ):
         with Journal.open(store_target, TOY) as journal:
-            journal.store.save_checkpoint(bad)
+            journal.store.save_checkpoint(bad, forged, delta=False)
         capsys.readouterr()
         with Journal.open(store_target, TOY, write=False) as reader:
             assert reader.checkpoint_seq == -1
