@@ -24,6 +24,7 @@ from quotaledger.journal.chain import Head
 from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.goalsources import (
+    NO_GOAL_KEY,
     WHOLE_KEY,
     GoalSections,
     GoalTimes,
@@ -176,6 +177,7 @@ def fresh_sections(fold: Fold[Any], keys: Iterable[str]) -> Iterator[tuple[str, 
     """The current sections of `keys` (the dirty goals), encoded from the state."""
     goal_last_at, state, projector = fold.head.goal_last_at, fold.state, fold.projector
     per_goal = fold.projector_sections
+    empty = b"" if per_goal is None else per_goal.dump_section(projector.initial(), NO_GOAL_KEY)
     for key in sorted(keys):
         last_at = None if key == WHOLE_KEY else goal_last_at.get(key)
         if key == WHOLE_KEY:
@@ -184,6 +186,8 @@ def fresh_sections(fold: Fold[Any], keys: Iterable[str]) -> Iterator[tuple[str, 
             blob = per_goal.dump_section(state, key)
         else:
             blob = b""
+        if blob == empty and last_at is None:
+            continue  # journal-level records alone, none of which left state (genesis)
         yield key, (key, last_at, blob, None)
 
 

@@ -31,6 +31,8 @@ TRAILER_BYTES = 4 + len(END)
 GOALS_PER_BUCKET = 16
 """About this many index entries share a bucket: one bucket decode per lookup."""
 _TABLE_ENTRY = struct.Struct(">Q")
+_EARLIER_FORMAT_START = 0x87
+"""Checkpoints before sections were one MessagePack map of seven fields."""
 
 
 class Header(msgspec.Struct, forbid_unknown_fields=True):
@@ -136,6 +138,8 @@ class SectionFile:
     def __init__(self, data: Any) -> None:
         size = len(data)
         if size < TRAILER_BYTES or data[size - len(END) : size] != END:
+            if size and data[0] == _EARLIER_FORMAT_START:
+                raise Damaged("it is in an earlier version's format (one MessagePack map)")
             raise Damaged("it is cut short (no end marker)")
         (head_size,) = struct.unpack_from(">I", data, size - TRAILER_BYTES)
         head_at = size - TRAILER_BYTES - head_size
