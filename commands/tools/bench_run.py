@@ -15,6 +15,7 @@ from quotaledger.tools.bench import (
     BATCH_EVENTS,
     DURABLE_BLOCK,
     DURABLE_EVENTS,
+    GOALS_MANY,
     OPERATOR_OBSERVATIONS,
     PG_EVENTS,
     READ_ROUNDS,
@@ -41,6 +42,7 @@ from quotaledger.tools.bench import (
     sqlite_fresh_commits_max,
     with_targets,
 )
+from quotaledger.tools.bench_goals import measure_goals
 from quotaledger.tools.bench_pg import measure_postgresql
 from quotaledger.tools.bench_process import (
     STARTUP_RUNS,
@@ -73,6 +75,7 @@ def run_bench(
         observations = min(events, OPERATOR_OBSERVATIONS)
         step(f"operators: inspect, audit, whatif, report on {observations:,} observations")
         figures.update(measure_operators(f"{workdir}/operators.jsonl", observations, env=env))
+        figures.update(measure_goals(workdir, min(events, GOALS_MANY), step, env))
         if writers is not None:
             step(f"several writers: {WRITERS_ROUNDS} rounds of 1 and of {writers} processes")
             figures.update(measure_writers(workdir, writers))

@@ -110,6 +110,10 @@ def test_every_target_is_judged_on_its_own_number() -> None:
     assert judged["report_s"]["target"] == "value <= 3"
     small = with_targets({"report_s": figure(2.0, "s", None)}, operator_observations=1_000)
     assert small["report_s"]["met"] is None  # stated for 100,000 observations
+    few = {"goals_admit_cpu_ms": {**figure(1.1, "ms", 1.0), "goals": 1_000}}
+    assert with_targets(few, operator_observations=100_000)["goals_admit_cpu_ms"]["met"] is None
+    many = {"goals_admit_cpu_ms": {**figure(1.6, "ms", 1.0), "goals": 100_000}}
+    assert with_targets(many, operator_observations=100_000)["goals_admit_cpu_ms"]["met"] is False
     assert {"cli_observe_cpu_ms", "postgresql_append_durable_eps", "inspect_s"} <= set(TARGETS)
     assert {"writers_total_eps", "writers_spread"} <= set(TARGETS)
 
@@ -149,3 +153,16 @@ def test_bench_refuses_fewer_than_two_writers_or_too_many(tmp_path: Path) -> Non
         done = run_cli("bench", "--writers", value, "--json", "--dir", str(tmp_path))
         assert done.code == 2 and done.json["error"]["code"] == "invalid_option", done.stdout
         assert "--writers" in done.json["error"]["message"]
+
+
+def test_the_goals_journal_has_its_goals_and_a_checkpoint(tmp_path: Path) -> None:
+    from quotaledger import Ledger
+    from quotaledger.tools.bench_goals import PROBED_GOAL, build_goals_journal
+
+    path = str(tmp_path / "goals.jsonl")
+    build_goals_journal(path, 30)
+    assert os.path.exists(f"{path}.checkpoint")
+    with Ledger.open(path, write=False) as ledger:
+        assert ledger.journal.checkpoint_seq == ledger.journal.head.seq
+        assert len(ledger.goals()["goals"]) == 30
+        assert ledger.inspect(goal=PROBED_GOAL)["goals"][PROBED_GOAL]["config"]["cases"]
