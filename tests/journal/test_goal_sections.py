@@ -66,14 +66,14 @@ def answers(journal: str, end: str) -> dict[str, Any]:
     for goal in GOALS:  # one reader per goal: each loads its goal alone
         with Ledger.open(journal, write=False) as ledger:
             for name, call in (
-                ("inspect", lambda: ledger.inspect(goal=goal, at=end)),
-                ("metrics", lambda: ledger.metrics(goal=goal, at=end)),
-                ("turns", lambda: ledger.turn_status(goal=goal, at=end)),
-                ("admit", lambda: ledger.admit(goal=goal, run="x", arm="baseline",
-                                               forecast_tpm=1, dry_run=True, at=end)),
+                ("inspect", lambda g: ledger.inspect(goal=g, at=end)),
+                ("metrics", lambda g: ledger.metrics(goal=g, at=end)),
+                ("turns", lambda g: ledger.turn_status(goal=g, at=end)),
+                ("admit", lambda g: ledger.admit(goal=g, run="x", arm="baseline",
+                                                 forecast_tpm=1, dry_run=True, at=end)),
             ):  # fmt: skip
                 try:
-                    found[f"{name} {goal}"] = call()
+                    found[f"{name} {goal}"] = call(goal)
                 except Error as exc:
                     found[f"{name} {goal}"] = exc.code
             found[f"last_at {goal}"] = ledger.journal.head.goal_last_at.get(goal)
@@ -212,10 +212,13 @@ def test_a_delta_grown_past_its_share_of_the_base_is_compacted(tmp_path: Path) -
     assert stored is not None and stored.delta is None  # a new base, no delta beside it
     assert not os.path.exists(delta_path(checkpoint_path(journal)))
     assert {e.goal for e in stored.base.entries()} == {f"g{n}" for n in range(8)}
-    with Journal.open(journal, PROJECTOR, write=False, use_checkpoint=False) as genesis:
-        with Journal.open(journal, PROJECTOR, write=False) as checkpointed:
-            assert checkpointed.checkpoint_seq == stored.seq
-            assert PROJECTOR.dump(checkpointed.state) == PROJECTOR.dump(genesis.state)
+    with (
+        Journal.open(journal, PROJECTOR, write=False, use_checkpoint=False) as genesis,
+        Journal.open(journal, PROJECTOR, write=False) as checkpointed,
+    ):
+        assert checkpointed.checkpoint_seq == stored.seq
+        same = PROJECTOR.load(PROJECTOR.dump(checkpointed.state))
+        assert same == PROJECTOR.load(PROJECTOR.dump(genesis.state))
 
 
 @pytest.mark.parametrize("where", ["delta", "base"])

@@ -50,12 +50,14 @@ def observe(journal: str, goals: range, step: int) -> None:
 
 def assert_folds_to_the_journal(journal: str) -> int:
     """The checkpoint readers use (its seq, -1 for none) gives the state from genesis."""
-    with Journal.open(journal, PROJECTOR, write=False, use_checkpoint=False) as genesis:
-        with Journal.open(journal, PROJECTOR, write=False) as checkpointed:
-            same = PROJECTOR.load(PROJECTOR.dump(checkpointed.state))
-            assert same == PROJECTOR.load(PROJECTOR.dump(genesis.state))
-            assert dict(checkpointed.head.goal_last_at) == dict(genesis.head.goal_last_at)
-            return checkpointed.checkpoint_seq
+    with (
+        Journal.open(journal, PROJECTOR, write=False, use_checkpoint=False) as genesis,
+        Journal.open(journal, PROJECTOR, write=False) as checkpointed,
+    ):
+        same = PROJECTOR.load(PROJECTOR.dump(checkpointed.state))
+        assert same == PROJECTOR.load(PROJECTOR.dump(genesis.state))
+        assert dict(checkpointed.head.goal_last_at) == dict(genesis.head.goal_last_at)
+        return checkpointed.checkpoint_seq
 
 
 def temps(directory: Path) -> list[str]:
