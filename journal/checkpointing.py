@@ -6,7 +6,8 @@ lazy goal times (journal/goalsources.py): a command about one goal decodes the i
 bucket and the section of that goal, whatever the number of others.
 
 Writing: a handle knows the checkpoint its state started from or last wrote (its
-`basis`) and the goals its fold changed since (`dirty`). A refresh writes a delta
+`basis`) and the goals its fold changed since, with the seq of each one's last change
+(`dirty`). A refresh writes a delta
 against the stored base, holding the dirty goals' sections and copying, without
 decoding, the stored delta's other sections, as long as the stored checkpoint is
 one this handle's dirty goals cover (not older than its basis). A delta grown past
@@ -135,22 +136,29 @@ def write(fold: Fold[Any]) -> Checkpoint:
     if head.journal_id is None:
         raise InvalidInput("the journal is empty; nothing to checkpoint", code=codes.EMPTY_JOURNAL)
     basis = fold.basis
-    dirty = set(fold.dirty) if basis is not None else everything(fold)
-    if fold.projector_sections is None:
-        dirty.add(WHOLE_KEY)
-    stored = checkpoints.load_checkpoint() if basis is not None else None
+    # Only a store that keeps deltas needs the stored base: a whole rewrite copies from
+    # the basis (on PostgreSQL, reading the row would move the whole state twice).
+    stored = (
+        checkpoints.load_checkpoint() if basis is not None and checkpoints.keeps_deltas else None
+    )
     if (
         stored is not None
         and basis is not None
         and basis.seq <= stored.seq <= head.seq
         and fold.checkpoint_problem(stored) is None
     ):
-        against = stored  # the dirty goals cover everything since it
+        against: Checkpoint | None = stored  # the dirty goals cover everything since it
     else:
         against = basis
+    if against is None:
+        dirty = everything(fold)
+    else:  # what changed since the checkpoint written against (another writer's, maybe)
+        dirty = {key for key, seq in fold.dirty.items() if seq > against.seq}
+    if fold.projector_sections is None:
+        dirty.add(WHOLE_KEY)
     fresh = dict(fresh_sections(fold, dirty))
     header = new_header(fold, fresh, against)
-    if against is not None and checkpoints.keeps_deltas:
+    if against is not None and against is stored:  # a delta names the base stored now
         kept = [(f, e) for f, e in _delta_entries(against) if e.goal not in fresh]
         size = sum(len(s[2]) for s in fresh.values()) + sum(e.length for _, e in kept)
         if size <= DELTA_FRACTION * against.base.header.table_at:

@@ -109,8 +109,9 @@ class Fold(Generic[S]):
         """What fills the state goal by goal, if it started from a checkpoint."""
         self.basis: Checkpoint | None = None
         """The checkpoint the state started from or this handle last wrote."""
-        self.dirty: set[str] = set()
-        """The goals (sections' keys) the fold changed since `basis`."""
+        self.dirty: dict[str, int] = {}
+        """The goals (sections' keys) the fold changed since `basis`: the seq of each
+        one's last change."""
         self.stored_seq = -1
         """The newest checkpoint's seq this handle knows stored, by any writer (the
         checkpoint cadence counts from it)."""
@@ -165,7 +166,7 @@ class Fold(Generic[S]):
             self.head = head = Head()
             self.state = self.projector.initial()
             self.checkpoint_seq = self.stored_seq = -1
-            self.source, self.basis, self.dirty = None, None, set()
+            self.source, self.basis, self.dirty = None, None, {}
             self.durable_offset = 0
             if use_checkpoint:
                 self.load_checkpoint(covers=resume)
@@ -244,11 +245,11 @@ class Fold(Generic[S]):
         return visit_also
 
     def _noting(self, fold: Visitor, source: GoalSections | None) -> Visitor:
-        changed = self.dirty.add
+        changed = self.dirty.__setitem__
         if source is None:
 
             def noting(record: Record, payload: Any, line: bytes) -> None:
-                changed(record.goal or "")
+                changed(record.goal or "", record.seq)
                 fold(record, payload, line)
 
             return noting
@@ -256,7 +257,7 @@ class Fold(Generic[S]):
 
         def deferring(record: Record, payload: Any, line: bytes) -> None:
             key = record.goal or ""
-            changed(key)
+            changed(key, record.seq)
             if key in loaded or source.complete:
                 fold(record, payload, line)
             else:
@@ -426,12 +427,12 @@ class Fold(Generic[S]):
         head, apply, state = self.head, self.projector.apply, self.state
         end = head.offset
         goal_last_at = head.goal_last_at
-        changed = self.dirty.add
+        changed = self.dirty.__setitem__
         for record, payload, line in pending:
             if record.seq == 0:
                 head.journal_id = payload.journal_id
             apply(state, record, payload)
-            changed(record.goal or "")
+            changed(record.goal or "", record.seq)
             end += len(line)
             goal_last_at[record.goal] = record.at
         last = pending[-1].record
@@ -475,7 +476,7 @@ class Fold(Generic[S]):
         accepted = self.accept_checkpoint(say=warn, covers=covers)
         if accepted is not None:
             self.state, self.head, self.source, self.basis = accepted
-            self.dirty = set()
+            self.dirty = {}
             self.checkpoint_seq = self.head.seq
             self.stored_seq = max(self.stored_seq, self.head.seq)
 
@@ -533,6 +534,6 @@ class Fold(Generic[S]):
 
     def wrote(self, checkpoint: Checkpoint) -> Checkpoint:
         """`checkpoint` is stored: what this handle's next refresh is written against."""
-        self.basis, self.dirty = checkpoint, set()
+        self.basis, self.dirty = checkpoint, {}
         self.checkpoint_seq = self.stored_seq = checkpoint.seq
         return checkpoint

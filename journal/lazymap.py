@@ -115,7 +115,7 @@ class LazyMap(dict):  # type: ignore[type-arg]
     def __ne__(self, other: object) -> bool:
         return not self == other
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
     def __repr__(self) -> str:
         return dict.__repr__(self.whole())

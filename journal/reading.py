@@ -209,11 +209,11 @@ def check_checkpoint(fold: Fold[S], verified: Head) -> dict[str, Any] | None:
     problem = fold.checkpoint_problem(checkpoint)
     if problem is None and checkpoint.seq > verified.seq:
         problem = f"seq {checkpoint.seq} is past the verified prefix (seq {verified.seq})"
-    accepted = None
+    accepted, stored = None, b""
     if problem is None:
         try:
             accepted = checkpointing.accept(fold, checkpoint, None, strict=True)
-            stored = None if accepted is None else fold.projector.dump(accepted.state)
+            stored = b"" if accepted is None else fold.projector.dump(accepted.state)
         except Exception as exc:  # writers ignore it too (see Fold.accept_checkpoint)
             problem = f"its state does not load ({exc})"
     if problem is not None or accepted is None:

@@ -239,3 +239,34 @@ def test_a_checkpoint_file_cut_short_is_ignored_with_a_warning(
     err = capsys.readouterr().err
     assert f"ignoring checkpoint {cut}: it is cut short" in err, err
     assert inspected["goals"]["g3"]["usage"]["uncached_input"] == 1
+
+
+def test_a_refresh_after_another_writer_compacted_names_the_new_base(tmp_path: Path) -> None:
+    journal = str(tmp_path / "j.jsonl")
+    many_goals(journal, 40)
+    slow = Ledger.open(journal, checkpoint_every=3)
+    try:
+        slow.observe(goal="g1", uncached_input=1, cached_input=0, output=1, at=at(100))
+        with Ledger.open(journal, checkpoint_every=10**9) as other:  # most goals change
+            for n in range(2, 30):
+                other.observe(goal=f"g{n}", uncached_input=n, cached_input=0, output=1,
+                              at=at(101))  # fmt: skip
+            other.checkpoint()  # a new base, past `slow`'s basis
+        compacted = read_checkpoint(checkpoint_path(journal))
+        assert compacted is not None and compacted.delta is None
+        for n in range(3):  # a cadence past the new base: `slow` refreshes
+            slow.observe(goal="g1", uncached_input=n, cached_input=0, output=1, at=at(102))
+        head = slow.journal.head.seq
+    finally:
+        slow.close()
+    refreshed = read_checkpoint(checkpoint_path(journal))
+    assert refreshed is not None and refreshed.seq == head
+    assert refreshed.base.header.file_id == compacted.base.header.file_id
+    assert refreshed.delta is not None and {e.goal for e in refreshed.delta.entries()} == {"g1"}
+    with (
+        Journal.open(journal, PROJECTOR, write=False, use_checkpoint=False) as genesis,
+        Journal.open(journal, PROJECTOR, write=False) as checkpointed,
+    ):
+        assert checkpointed.checkpoint_seq == head
+        same = PROJECTOR.load(PROJECTOR.dump(checkpointed.state))
+        assert same == PROJECTOR.load(PROJECTOR.dump(genesis.state))
