@@ -48,6 +48,19 @@ def rewrite(
     write_checkpoint(checkpoint_path(journal), header, found, delta=False)
 
 
+def forged_sections(
+    checkpoint: Checkpoint, change: Callable[[Any], None], projector: Any = PROJECTOR
+) -> list[Section]:
+    """The sections of `checkpoint`'s state changed by `change` (a per-goal projector)."""
+    state = projector.initial()
+    entries = list(checkpoint.entries())
+    for file, entry in entries:
+        if entry.length:
+            projector.load_section(state, entry.goal, file.section(entry))
+    change(state)
+    return [(e.goal, e.last_at, projector.dump_section(state, e.goal), None) for _, e in entries]
+
+
 def forge(journal: str, change: Callable[[Any], None], projector: Any = PROJECTOR) -> None:
     """Store the journal's checkpoint again with its state changed by `change`: seq,
     hash and offset untouched (what someone who may write the file can do)."""
@@ -61,18 +74,7 @@ def forge(journal: str, change: Callable[[Any], None], projector: Any = PROJECTO
             sections=[*_goals_only(checkpoint), (WHOLE_KEY, None, projector.dump(state), None)],
         )
         return
-    state = projector.initial()
-    entries = list(checkpoint.entries())
-    for file, entry in entries:
-        if entry.length:
-            projector.load_section(state, entry.goal, file.section(entry))
-    change(state)
-    rewrite(
-        journal,
-        sections=[
-            (e.goal, e.last_at, projector.dump_section(state, e.goal), None) for _, e in entries
-        ],
-    )
+    rewrite(journal, sections=forged_sections(checkpoint, change, projector))
 
 
 def _goals_only(checkpoint: Checkpoint) -> list[Section]:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 
-import msgspec
 import pytest
 
 from quotaledger.api import Ledger
+from quotaledger.journal.checkpoint import Checkpoint
 from quotaledger.journal.pgstore import lock_key, split_url
-from quotaledger.projections.ledger import PROJECTOR
+from quotaledger.journal.sections import SectionFile, layout
+from quotaledger.projections.ledger import LedgerState
+from tests.checkpoint_files import forged_sections
 from tests.pg.pg_helpers import connect, events_table, fresh_schema
 from tests.support import run_cli
 
@@ -99,18 +101,18 @@ def _checkpoint_blob(journal: str) -> bytes:
 def test_a_forged_checkpoint_row_is_found_by_verify_and_its_decision_by_audit(
     pg_journal: str,
 ) -> None:
-    from quotaledger.journal.checkpoint import Checkpoint
-
     _setup(pg_journal)
     assert cli(pg_journal, "checkpoint").code == 0
-    checkpoint = msgspec.msgpack.decode(_checkpoint_blob(pg_journal), type=Checkpoint)
-    state = PROJECTOR.load(bytes(checkpoint.state))
-    del state.capacity.goals["g"].runs["r1"]  # the full goal made to look empty
-    forged = msgspec.structs.replace(checkpoint, state=msgspec.Raw(PROJECTOR.dump(state)))
+    checkpoint = Checkpoint(SectionFile(_checkpoint_blob(pg_journal)))
+
+    def emptied(state: LedgerState) -> None:
+        del state.capacity.goals["g"].runs["r1"]  # the full goal made to look empty
+
+    forged = layout(checkpoint.top, forged_sections(checkpoint, emptied))
     with connect(pg_journal, autocommit=True) as conn:  # "a plain UPDATE away"
         conn.execute(
             f'UPDATE "{split_url(pg_journal)[1]}".quotaledger_checkpoints SET blob = %s',
-            (msgspec.msgpack.encode(forged),),
+            (b"".join(forged),),
         )
     over = cli(pg_journal, "admit", "--goal", "g", "--run", "r2", "--arm", "baseline",
                "--at", T.format(3))  # fmt: skip
@@ -150,11 +152,11 @@ def test_checkpoint_rows_are_written_only_under_the_journal_lock(pg_journal: str
         for n in range(5):
             ledger.observe(goal="g", uncached_input=n, cached_input=0, output=0)
         head = ledger.journal.head.seq
-    first = msgspec.msgpack.decode(_checkpoint_blob(pg_journal))
-    assert first["seq"] >= head - 1, first["seq"]
+    first = Checkpoint(SectionFile(_checkpoint_blob(pg_journal)))
+    assert first.seq >= head - 1, first.seq
     # And on demand.
     assert cli(pg_journal, "checkpoint").code == 0
-    assert msgspec.msgpack.decode(_checkpoint_blob(pg_journal))["seq"] == head
+    assert Checkpoint(SectionFile(_checkpoint_blob(pg_journal))).seq == head
     digest = hashlib.sha256(_checkpoint_blob(pg_journal)).hexdigest()
     assert cli(pg_journal, "verify").json["checkpoint"]["matches"] is True
     assert hashlib.sha256(_checkpoint_blob(pg_journal)).hexdigest() == digest
