@@ -34,7 +34,10 @@ from quotaledger.journal.sections import (
     layout,
 )
 
+CHECKPOINT_SUFFIX = ".checkpoint"
 DELTA_SUFFIX = ".delta"
+FILE_SUFFIXES = (CHECKPOINT_SUFFIX, CHECKPOINT_SUFFIX + DELTA_SUFFIX)
+"""A journal's checkpoint files, beside it: the base and the delta."""
 PEEK_BYTES = 4096
 """Enough of a checkpoint file's end for its header."""
 
@@ -77,7 +80,7 @@ class Checkpoint:
 
 
 def checkpoint_path(journal_path: str) -> str:
-    return journal_path + ".checkpoint"
+    return journal_path + CHECKPOINT_SUFFIX
 
 
 def delta_path(checkpoint: str) -> str:

@@ -7,6 +7,7 @@ import contextlib
 import os
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
+from quotaledger.journal.checkpoint import FILE_SUFFIXES
 from quotaledger.journal.filecheck import holds_journal as file_holds_journal
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
@@ -45,14 +46,12 @@ def check_out_path(option: str, path: str) -> None:
         raise InvalidInput(f"{option} {path} is a directory", code=codes.INVALID_OPTION)
 
 
-CHECKPOINT_SUFFIX = ".checkpoint"
-
-
 def holds_journal(path: str) -> bool:
     """Whether `path` is a journal file (its first line the genesis record), or a
-    journal's checkpoint: overwriting either destroys acknowledged history (SPEC §7)."""
-    if path.endswith(CHECKPOINT_SUFFIX) and os.path.isfile(path[: -len(CHECKPOINT_SUFFIX)]):
-        return True
+    journal's checkpoint file: overwriting either destroys acknowledged history (SPEC §7)."""
+    for suffix in FILE_SUFFIXES:
+        if path.endswith(suffix) and os.path.isfile(path[: -len(suffix)]):
+            return True
     return file_holds_journal(path)
 
 

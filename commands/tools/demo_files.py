@@ -18,12 +18,12 @@ import msgspec
 
 from quotaledger.journal import InvalidInput, NotAJournal, NotRegularFile, codes
 from quotaledger.journal.chain import not_a_journal
+from quotaledger.journal.checkpoint import FILE_SUFFIXES
 from quotaledger.journal.filecheck import first_line, insecure_reason, journal_id_of
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
 
 MARKER_SUFFIX = ".demo"
 PREVIOUS_SUFFIX = ".previous"
-CHECKPOINT_SUFFIX = ".checkpoint"
 
 
 class DemoMarker(msgspec.Struct, forbid_unknown_fields=True):
@@ -96,11 +96,11 @@ def fresh_path(path: str) -> str | None:
     if os.path.lexists(aside):
         _demo_journal_id(aside, marked)
     os.replace(path, aside)
-    checkpoint = path + CHECKPOINT_SUFFIX
-    if os.path.lexists(checkpoint):
-        os.replace(checkpoint, aside + CHECKPOINT_SUFFIX)
-    elif os.path.lexists(aside + CHECKPOINT_SUFFIX):  # the older previous demo's
-        os.unlink(aside + CHECKPOINT_SUFFIX)
+    for suffix in FILE_SUFFIXES:  # its checkpoint's base and delta
+        if os.path.lexists(path + suffix):
+            os.replace(path + suffix, aside + suffix)
+        elif os.path.lexists(aside + suffix):  # the older previous demo's
+            os.unlink(aside + suffix)
     return aside
 
 

@@ -23,7 +23,7 @@ def _journal(path: str) -> bytes:
 
 
 @pytest.mark.parametrize("command", [["metrics"], ["report", "--goal", "g"]])
-@pytest.mark.parametrize("target", ["same", "other", "checkpoint"])
+@pytest.mark.parametrize("target", ["same", "other", "checkpoint", "delta"])
 def test_an_output_option_never_writes_onto_a_journal(
     tmp_path: os.PathLike[str], command: list[str], target: str
 ) -> None:
@@ -33,8 +33,8 @@ def test_an_output_option_never_writes_onto_a_journal(
     if target == "other":
         out = os.path.join(tmp_path, "other.jsonl")
         _journal(out)
-    elif target == "checkpoint":
-        out = journal + ".checkpoint"
+    elif target in ("checkpoint", "delta"):
+        out = journal + (".checkpoint" if target == "checkpoint" else ".checkpoint.delta")
         with open(out, "wb") as f:  # whatever the checkpoint holds, it is not ours to replace
             f.write(b'{"checkpoint":1}\n')
     with open(out, "rb") as f:
