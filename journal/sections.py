@@ -15,8 +15,6 @@ A delta is a file of the same layout whose header names its base (`base`, the ba
 random `file_id`): its sections replace the base's, for the goals that changed since.
 """
 
-from __future__ import annotations
-
 import os
 import struct
 import zlib
