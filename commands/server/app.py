@@ -94,6 +94,8 @@ class Api:
         self._openapi = openapi
         self._openapi_body: bytes | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self._handing: list[Work] = []
+        """Requests for the committer taken in this turn of the event loop."""
 
     def deliver(self, outcomes: list[tuple[Any, Any]]) -> None:
         """From the committer's thread: hand each waiting request its outcome."""
@@ -193,10 +195,22 @@ class Api:
         return await _answer(send, outcome, method)
 
     async def _commit(self, case: UseCase, request: Any) -> Any:
+        """The request's outcome once the committer has served it (and it is durable).
+        The requests of one turn of the event loop go to the committer together, in
+        the order they came (`_hand_over`, run once at the end of the turn)."""
         assert self.loop is not None
         ticket = self.loop.create_future()
-        self.committer.submit(Work(case, request, ticket))
+        self._handing.append(Work(case, request, ticket))
+        if len(self._handing) == 1:
+            self.loop.call_soon(self._hand_over)
         return await ticket
+
+    def _hand_over(self) -> None:
+        works, self._handing = self._handing, []
+        try:
+            self.committer.submit(works)
+        except Error as refused:  # shutting down: each request answers so
+            _resolve([(work.ticket, refused) for work in works])
 
     async def _metrics(self, send: Send) -> int:
         outcome = await self._commit(routes.SERVED_METRICS, MetricsRequest())

@@ -89,16 +89,19 @@ class Committer:
     def start(self) -> None:
         self._thread.start()
 
-    def submit(self, work: Work) -> None:
-        """Queue `work`; its outcome is delivered once it is durable. A committer that
-        stopped refuses it (`shutting_down`, exit 4: a retry elsewhere may help)."""
+    def submit(self, works: list[Work]) -> None:
+        """Queue `works`, in order (the requests the event loop took in one turn: one
+        hand-off for them all); each one's outcome is delivered once it is durable. A
+        committer that stopped refuses them (`shutting_down`, exit 4: a retry
+        elsewhere may help)."""
         with self._ready:
             if not self.accepting:
                 raise StorageFailure(
                     "the server is shutting down; nothing was done", code=codes.SHUTTING_DOWN
                 )
-            self._waiting.append(work)
-            if len(self._waiting) == 1:
+            idle = not self._waiting
+            self._waiting.extend(works)
+            if idle:
                 self._ready.notify()
 
     def stop(self, timeout_s: float) -> None:

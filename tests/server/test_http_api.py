@@ -143,7 +143,8 @@ def test_health_readiness_openapi_metrics_and_report(server: Server) -> None:
     metrics = server.call("GET", "/metrics")
     assert metrics.status == 200
     text = metrics.body.decode()
-    assert "quotaledger_http_requests_total{" in text
+    assert 'quotaledger_http_requests_total{command="observe",status="200"} 1.0' in text
+    assert 'quotaledger_http_requests_total{command="/readyz",status="200"} 1.0' in text
     assert "quotaledger_commit_batch_size_bucket" in text
     assert "quotaledger_commit_seconds_bucket" in text
     assert "quotaledger_requests_waiting" in text
