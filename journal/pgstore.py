@@ -76,6 +76,9 @@ COPY_MIN_RECORDS = 8
 """Batches at least this large go through COPY; smaller ones through INSERT."""
 COPY_BUFFER_BYTES = 8 << 20
 ANALYZE_AFTER_RECORDS = 10_000
+_CANNOT_WRITE_SQLSTATES = frozenset({"42501", "25006"})
+"""insufficient_privilege (a role without INSERT) and read_only_sql_transaction (a
+role or database with default_transaction_read_only): the journal cannot be written."""
 
 
 def _copy_text(value: bytes) -> bytes:
@@ -209,7 +212,7 @@ class PgStore:
 
     def _create_schema(self) -> None:
         """Schema, tables and triggers, idempotently; concurrent first users serialise."""
-        with self._db("create or upgrade the journal tables"):
+        with self._db("create or upgrade the journal tables", writes=True):
             self._conn.execute("BEGIN")
             try:
                 # IF NOT EXISTS alone races (two creators can both pass the check and one
@@ -338,7 +341,7 @@ class PgStore:
         if self._commit_on_unlock:
             self._commit_on_unlock = False
             try:
-                with self._db("commit the checkpoint"):
+                with self._db("commit the checkpoint", writes=True):
                     self._commit()
             except StorageFailure as exc:
                 warn(f"could not store the checkpoint: {exc.message}")
@@ -433,7 +436,7 @@ class PgStore:
         if not records:
             return
         try:
-            with self._db("append"):
+            with self._db("append", writes=True):
                 if len(records) < COPY_MIN_RECORDS:
                     self._insert(records)
                 else:
@@ -551,7 +554,7 @@ class PgStore:
         if not self._locked:
             raise StorageFailure("quarantine outside a locked transaction", code=codes.NOT_LOCKED)
         columns = sql.SQL("seq, hash, prev, kind, goal, at, line, inserted_by")
-        with self._db("quarantine"):
+        with self._db("quarantine", writes=True):
             self._conn.execute(
                 sql.SQL(
                     "INSERT INTO {q} ({c}) SELECT {c} FROM {e} WHERE seq >= %s ORDER BY seq"
@@ -680,7 +683,7 @@ class PgStore:
         # A failure is a StorageFailure like any other (the journal's automatic refresh
         # warns and goes on: a checkpoint is only a cache).
         if self._in_transaction():  # inside a command's locked transaction: commit on unlock
-            with self._db("store the checkpoint"):
+            with self._db("store the checkpoint", writes=True):
                 self._conn.execute(statement, params)
             self._commit_on_unlock = True
             return written
@@ -688,7 +691,7 @@ class PgStore:
         # row is written only under the journal's advisory lock (SPEC §2.5).
         self._begin_locked(self._lock_timeout_s, prefetch=False)
         try:
-            with self._db("store the checkpoint"):
+            with self._db("store the checkpoint", writes=True):
                 self._conn.execute(statement, params)
                 self._commit()
         finally:
@@ -699,13 +702,23 @@ class PgStore:
     # -- plumbing ------------------------------------------------------------------
 
     @contextmanager
-    def _db(self, what: str) -> Iterator[None]:
-        """Translate database errors into the engine's: StorageFailure (exit 4)."""
+    def _db(self, what: str, *, writes: bool = False) -> Iterator[None]:
+        """Translate database errors into the engine's: StorageFailure (exit 4).
+        `writes`: the step writes, so a role that may not is `journal_read_only`."""
         try:
             yield
         except psycopg.Error as exc:
             if self._conn.closed or self._conn.broken:
                 self.poisoned = True
+            sqlstate = getattr(exc, "sqlstate", None)
+            if writes and sqlstate in _CANNOT_WRITE_SQLSTATES:
+                # A journal that can be read but not written: one code with the file
+                # store's read-only filesystem (SPEC §8); readers and replays still answer.
+                raise StorageFailure(
+                    f"cannot write {self.target}: {first_line(exc)}; nothing was changed",
+                    code=codes.JOURNAL_READ_ONLY,
+                    sqlstate=sqlstate,
+                ) from exc
             raise StorageFailure(
                 f"PostgreSQL {what} failed on {self.target}: {first_line(exc)}"
                 + ("; nothing was acknowledged" if what == "append" else ""),

@@ -124,11 +124,16 @@ def _verified_prefix(fold: Fold[Any], truncate_after_seq: int) -> Head:
                 code=codes.REPAIR_INSIDE_TRANSACTION,
                 transaction=[first, last],
             )
-    if head.seq < truncate_after_seq:
-        where = failure.reason if failure is not None else "the journal ends there"
+    if head.seq < truncate_after_seq and failure is None:
+        # One code per condition (SPEC §8): a seq past the head of a sound journal.
+        raise InvalidInput(
+            f"--truncate-after {truncate_after_seq} is not in the journal (head is {head.seq})",
+            code=codes.SEQ_OUT_OF_RANGE,
+        )
+    if head.seq < truncate_after_seq and failure is not None:
         raise InvalidInput(
             f"record {truncate_after_seq} is not in the verified prefix, which ends at "
-            f"seq {head.seq} ({where})",
+            f"seq {head.seq} ({failure.reason})",
             code=codes.REPAIR_BEYOND_VERIFIED_PREFIX,
             verified_seq=head.seq,
         )

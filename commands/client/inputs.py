@@ -37,6 +37,9 @@ _INPUT_ALONE = {
     "--provider-headers": "the response's headers",
 }
 """What a `FILE|-` option should hold, for its over-size message."""
+_INPUT_CODE = {"--usage": codes.INVALID_USAGE, "--provider-headers": codes.INVALID_PROVIDER_HEADERS}
+"""A `FILE|-` option's one code (SPEC §8), whatever is wrong: the file cannot be read,
+is not UTF-8 or is over 1 MiB as much as its content is not a report."""
 
 
 def read_input(option: str, value: str | None) -> str | None:
@@ -54,15 +57,19 @@ def read_input(option: str, value: str | None) -> str | None:
         where = "standard input" if value == "-" else repr(value)
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
         raise InvalidInput(
-            f"{option}: cannot read {where}: {detail}", code=codes.INVALID_OPTION, option=option
+            f"{option}: cannot read {where}: {detail}", code=_input_code(option), option=option
         ) from None
     if len(text) > INPUT_CHARS_MAX:
         raise InvalidInput(
             f"{option}: more than 1 MiB; give {_INPUT_ALONE.get(option, 'the input')} alone",
-            code=codes.INVALID_OPTION,
+            code=_input_code(option),
             option=option,
         )
     return text
+
+
+def _input_code(option: str) -> str:
+    return _INPUT_CODE.get(option, codes.INVALID_OPTION)
 
 
 STDIN_OPTIONS = {"usage": "--usage", "provider_headers": "--provider-headers"}

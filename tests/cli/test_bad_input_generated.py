@@ -32,7 +32,14 @@ ONE_LINE = re.compile(r"quotaledger: error: [^\n]+ \[([a-z_0-9]+)\]\n")
 DOCUMENTED = set(
     re.findall(r"^\| `([a-z_0-9]+)` \| 2 \|", (REPO / "docs/errors.md").read_text(), re.M)
 )
-CONDITIONS = {"seq_out_of_range", "unknown_goal", "unknown_lane", "time_regression"}
+CONDITIONS = {
+    "seq_out_of_range",
+    "unknown_goal",
+    "unknown_lane",
+    "unknown_run",
+    "unknown_agent",
+    "time_regression",
+}
 """Codes of the journal's state rather than of the value (a seq past the head)."""
 
 SKIPPED = {("bench",), ("demo",), ("probe", "run")}
