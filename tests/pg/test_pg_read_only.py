@@ -15,6 +15,7 @@ import pytest
 from quotaledger import Ledger, StorageFailure
 from quotaledger.journal.pgstore import split_url
 from tests.pg.pg_helpers import connect, events_table, fresh_schema
+from tests.server.serving import serving
 from tests.support import run_cli
 
 pytestmark = pytest.mark.pg
@@ -108,4 +109,18 @@ def test_readers_and_a_replay_still_answer(reader_url: str) -> None:
     replay = run_cli(*ADMIT_R1, "--journal", reader_url, "--json")
     assert replay.code == 0, replay
     assert replay.json["idempotent"] is True and replay.json["appended"] is False
+    assert _rows(reader_url) == before
+
+
+def test_the_server_answers_readers_and_refuses_writers(reader_url: str) -> None:
+    before = _rows(reader_url)
+    with serving(reader_url) as server:
+        refused = server.post("observe", goal="g", uncached_input=1)
+        assert (refused.status, refused.exit_code) == (503, 4), refused.body
+        assert refused.json["error"]["code"] == "journal_read_only"
+        assert server.get("inspect", "goal=g").status == 200  # the server goes on
+        replay = server.post(
+            "admit", goal="g", run="r1", arm="baseline", forecast_tpm=100, at=T.format(2)
+        )
+        assert replay.status == 200 and replay.json["idempotent"] is True, replay.body
     assert _rows(reader_url) == before
