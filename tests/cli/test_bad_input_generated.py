@@ -9,6 +9,9 @@ the journal's bytes (and its directory) unchanged; and every such value of one o
 gets that option's one code (SPEC §8). A value that may be valid for some options of
 its kind (a negative number, unicode text) may also be answered (exit 0 or 1); if it
 is refused, the same holds. No value, however strange, gives a traceback.
+
+The `FILE|-` options are also fed bad contents on standard input (binary, deep JSON,
+digits, over 1 MiB, a number as a word): whatever is wrong, the option's one code.
 """
 
 from __future__ import annotations
@@ -204,3 +207,47 @@ def test_the_generated_cases_cover_the_commands() -> None:
     commands = {" ".join(path) for path, _ in OPTIONS}
     assert {"observe", "admit", "reject", "release", "configure", "host exit", "log"} <= commands
     assert len(OPTIONS) > 100
+
+
+STDIN_READERS = {
+    "observe --usage": (["observe", "--goal", "x", "--usage", "-"], "invalid_usage"),
+    "observe --provider-headers": (
+        ["observe", "--goal", "x", "--uncached-input", "1", "--cached-input", "0", "--output",
+         "0", "--provider-headers", "-"],
+        "invalid_provider_headers",
+    ),
+    "reject --provider-headers": (
+        ["reject", "--goal", "x", "--provider-headers", "-"], "invalid_provider_headers"
+    ),
+}  # fmt: skip
+BAD_CONTENTS = {
+    "binary": BINARY,
+    "deep JSON": DEEP_JSON,
+    "digits": DIGITS,
+    "a JSON list": "[1]",
+    "null": "null",
+    "over 1 MiB": "x" * (1 << 20) + "x",
+    # A usage count and a recognised header as words (each ignores the other's key).
+    "a number as a word": '{"prompt_tokens": "one", "completion_tokens": 1, '
+    '"x-ratelimit-limit-tokens": "one"}',
+}
+"""What a FILE|- option may be given on standard input that none of them accepts."""
+
+
+@pytest.mark.parametrize("content", BAD_CONTENTS.values(), ids=BAD_CONTENTS.keys())
+@pytest.mark.parametrize("reader", STDIN_READERS, ids=STDIN_READERS.keys())
+def test_a_file_option_gives_its_one_code_for_any_bad_content(
+    journal: Path, reader: str, content: str
+) -> None:
+    args, code = STDIN_READERS[reader]
+    before = journal.read_bytes()
+    old = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(content.encode("utf-8", "surrogateescape")))
+    try:
+        done = run_cli(*args, "--journal", str(journal))
+    finally:
+        sys.stdin = old
+    match = ONE_LINE.fullmatch(done.stderr)
+    assert done.code == 2 and match is not None, (reader, done.code, done.stderr[:300])
+    assert match.group(1) == code, (reader, done.stderr[:300])
+    assert journal.read_bytes() == before
