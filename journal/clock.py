@@ -24,11 +24,15 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # ASCII digits only (`\d` also matches ١٢), bounded: Fraction() of 5,000 digits is a
 # ValueError, and no duration needs more than 15 digits of seconds.
 _NUMBER = r"[0-9]{1,15}(?:\.[0-9]{1,9})?"
-_TERM = re.compile(rf"({_NUMBER})(us|ms|s|m|h|d)")
+# `ns` and `µs` too: what Go's time.Duration prints (a provider's reset header).
+_TERM = re.compile(rf"({_NUMBER})(ns|us|µs|μs|ms|s|m|h|d)")
 _DURATION = re.compile(rf"{_NUMBER}|(?:{_TERM.pattern})+")
 """SPEC §2.2: a number of seconds, or one or more number-and-unit terms (`1h30m`)."""
-_UNIT_US = {
+_UNIT_US: dict[str, Fraction | int] = {
+    "ns": Fraction(1, 1000),
     "us": 1,
+    "µs": 1,  # MICRO SIGN
+    "μs": 1,  # GREEK SMALL LETTER MU
     "ms": 1_000,
     "s": US_PER_S,
     "m": 60 * US_PER_S,
@@ -185,15 +189,25 @@ def is_canonical_at(text: str) -> bool:
     return _CANONICAL.fullmatch(text) is not None and names_a_real_second(text)
 
 
-def _duration_us(text: str) -> Fraction:
+DURATION_FORMS = "seconds, or e.g. 90s, 1.5h, 1h30m, 2d"
+
+
+def not_a_duration(name: str, text: str) -> InvalidInput:
+    """The one error of a malformed duration, naming the parameter (`about`: a caller
+    words it with its own name for it, the CLI with its flag)."""
+    return InvalidInput(
+        lambda named: f"{named} {text!r} is not a duration ({DURATION_FORMS})",
+        code=codes.INVALID_DURATION,
+        about=name,
+    )
+
+
+def _duration_us(text: str, name: str) -> Fraction:
     """A duration in microseconds, exactly (SPEC §2.2): ``90`` (seconds), ``90s``,
     ``1.5h``, ``1h30m``, ``6m0s``, ``2d``, ``250ms``. Every bad one: the same error."""
     stripped = text.strip()
     if _DURATION.fullmatch(stripped) is None:
-        raise InvalidInput(
-            f"not a duration: {text!r} (seconds, or e.g. 90s, 1.5h, 1h30m, 2d)",
-            code=codes.INVALID_DURATION,
-        )
+        raise not_a_duration(name, text)
     if _TERM.match(stripped) is None:  # a bare number of seconds
         return Fraction(stripped) * US_PER_S
     return sum(
@@ -202,25 +216,33 @@ def _duration_us(text: str) -> Fraction:
     )
 
 
-def parse_duration_us(text: str) -> int:
-    """A duration as users write it, in whole microseconds (see `_duration_us`)."""
-    return int(_duration_us(text))
+def parse_duration_us(text: str, name: str, *, round_up: bool = False) -> int:
+    """A duration as users write it, in whole microseconds (see `_duration_us`),
+    rounded down, or up (`round_up`: a wait never shorter than asked for); `name` is
+    the parameter's, for the error."""
+    exact = _duration_us(text, name)
+    return math.ceil(exact) if round_up else math.floor(exact)
 
 
-def parse_duration_s(text: str) -> float:
+def has_unit(text: str) -> bool:
+    """Whether a duration is written with units (`90s`), not as bare seconds (`90`)."""
+    return _TERM.match(text.strip()) is not None
+
+
+def parse_duration_s(text: str, name: str) -> float:
     """A duration option's value in seconds (SPEC §8): the grammar of `_duration_us`.
 
     The one parser every ``--*-s`` option (and its environment variable) goes
     through; the caller decides whether a fraction of a second is meaningful.
     """
-    seconds = _duration_us(text) / US_PER_S
+    seconds = _duration_us(text, name) / US_PER_S
     return int(seconds) if seconds.denominator == 1 else float(seconds)
 
 
-def parse_deadline_us(text: str, now_us: int) -> int:
+def parse_deadline_us(text: str, now_us: int, name: str = "deadline") -> int:
     """An absolute RFC 3339 deadline, or one relative to the event time (``+30m``)."""
     if text.strip().startswith("+"):
-        return now_us + parse_duration_us(text.strip()[1:])
+        return now_us + parse_duration_us(text.strip()[1:], name)
     return parse_at(text)
 
 
@@ -232,17 +254,14 @@ def max_clock_skew_us() -> int:
     text = os.environ.get(CLOCK_SKEW_ENV, "").strip()
     if not text:
         return CLOCK_SKEW_S_DEFAULT * US_PER_S
-    try:
-        skew_s = float(text)
-    except ValueError:
-        skew_s = math.nan
-    if not 0 <= skew_s <= CLOCK_SKEW_S_MAX:  # also refuses nan and inf
+    skew_us = parse_duration_us(text, CLOCK_SKEW_ENV)
+    if not 0 <= skew_us <= CLOCK_SKEW_S_MAX * US_PER_S:
         raise InvalidInput(
-            f"{CLOCK_SKEW_ENV}={text!r} is not a number of seconds from 0 to {CLOCK_SKEW_S_MAX}",
-            code=codes.INVALID_OPTION,
+            f"{CLOCK_SKEW_ENV} {text!r} must be from 0 to {CLOCK_SKEW_S_MAX} seconds",
+            code=codes.INVALID_DURATION,
             option=CLOCK_SKEW_ENV,
         )
-    return round(skew_s * US_PER_S)
+    return skew_us
 
 
 def check_not_in_future(

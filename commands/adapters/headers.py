@@ -33,12 +33,18 @@ from dataclasses import dataclass, field
 from datetime import UTC
 from decimal import Decimal
 from email.utils import parsedate_to_datetime
-from fractions import Fraction
 from typing import Any
 
 from quotaledger.adapters import is_request_id
 from quotaledger.journal import codes
-from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.journal.clock import (
+    US_PER_S,
+    format_us,
+    has_unit,
+    not_a_duration,
+    parse_at,
+    parse_duration_us,
+)
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.limits import RETRY_AFTER_S_MAX, TOKEN_COUNT_MAX, power_of_ten
 
@@ -69,21 +75,6 @@ RECOGNISED = frozenset({*DIMENSION_HEADERS, RETRY_AFTER, RETRY_AFTER_MS, *REQUES
 
 _COUNT = re.compile(r"[0-9]+")
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
-# Go's time.Duration.String(), which OpenAI's resets are: one or more number+unit parts.
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]*)?|\.[0-9]+)(h|ms|m|s|us|µs|μs|ns)")
-_DURATION = re.compile(f"(?:{_DURATION_PART.pattern})+")
-_NS_PER_UNIT = {
-    "h": 3600 * 10**9,
-    "m": 60 * 10**9,
-    "s": 10**9,
-    "ms": 10**6,
-    "us": 10**3,
-    "µs": 10**3,
-    "μs": 10**3,
-    "ns": 1,
-}
-
-
 HEADER_VALUE_CHARS_MAX = 256
 """A recognised header's value is a count, a duration or a date: a few dozen characters."""
 
@@ -314,12 +305,16 @@ def _count(header: str, value: str) -> int:
 
 def _reset(header: str, value: str) -> Reset:
     if header in OPENAI_HEADERS:
-        if _DURATION.fullmatch(value) is None:
-            raise _malformed(header, value, "a duration such as 20ms, 1s or 6m0s")
-        ns = sum(
-            Fraction(number) * _NS_PER_UNIT[unit] for number, unit in _DURATION_PART.findall(value)
-        )
-        return Reset(header, after_us=math.ceil(ns / 1000), value=value)
+        # Go's time.Duration.String() (`6m0s`, `1.5s`, `20ms`, `0s`): the one duration
+        # grammar (SPEC §2.2), with its unit always: a bare number could be a count or
+        # an epoch as well as seconds. Rounded up: never a reset earlier than sent.
+        try:
+            if not has_unit(value):
+                raise not_a_duration(header, value)
+            after_us = parse_duration_us(value, header, round_up=True)
+        except InvalidInput:
+            raise _malformed(header, value, "a duration such as 20ms, 1s or 6m0s") from None
+        return Reset(header, after_us=after_us, value=value)
     try:
         return Reset(header, at_us=parse_at(value), value=value)
     except InvalidInput:

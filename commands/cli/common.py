@@ -44,11 +44,13 @@ Q = TypeVar("Q", bound=Request)
 
 class OptionError(click.BadParameter):
     """A bad option value with its public error code (main() reports `code`): click
-    adds the option's name to the message."""
+    adds the option's name to the message, unless the value's `error` names it."""
 
-    def __init__(self, message: str, *, code: str) -> None:
+    def __init__(self, message: str, *, code: str, error: Error | None = None) -> None:
         super().__init__(message)
         self.code = code
+        self.error = error
+        """The error that names the option itself (as its `about`), worded by the CLI."""
 
 
 DURATION_HELP = "Seconds, or a duration: 90s, 1.5h, 1h30m, 2d."
@@ -58,22 +60,26 @@ def duration_option(flag: str, text: str, *, whole: bool = True, **options: Any)
     """A `--*-s` option (SPEC §8): plain seconds or a duration (`90s`, `30m`, `2h`,
     `1d`), parsed by `journal.clock.parse_duration_s`, the one duration parser.
 
-    `whole=True` (the default) refuses a fraction of a second and gives an int;
-    `whole=False` gives a float. `options` go to typer.Option (`envvar`, ...).
+    `whole=True` (the default) refuses a fraction of a second; `whole=False` takes
+    one (whole seconds still come as an int). `options` go to typer.Option (`envvar`, ...).
     """
+
+    field = flag.removeprefix("--").replace("-", "_")  # the request's, the API's name
 
     def parse(value: str | float) -> float:
         if isinstance(value, int | float):  # a default given as a number
             return value
         try:
-            seconds = parse_duration_s(value)
+            seconds = parse_duration_s(value, field)
+            if whole and not isinstance(seconds, int):
+                raise InvalidInput(
+                    lambda name: f"{name} must be a whole number of seconds, got {value!r}",
+                    code=codes.INVALID_DURATION,
+                    about=field,
+                )
         except InvalidInput as error:
-            raise OptionError(error.message, code=error.code) from None
-        if whole and not isinstance(seconds, int):
-            raise OptionError(
-                f"{value!r} is not a whole number of seconds", code=codes.INVALID_DURATION
-            )
-        return seconds if whole else float(seconds)
+            raise OptionError(error.message, code=error.code, error=error) from None
+        return seconds
 
     parse.whole = whole  # type: ignore[attr-defined]  # for the CLI client's grammar
     return typer.Option(

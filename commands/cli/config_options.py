@@ -14,7 +14,7 @@ requests' (`usecases.configfields.ConfigFieldsRequest`).
 import functools
 import inspect
 from collections.abc import Callable
-from typing import Annotated, Any, get_type_hints
+from typing import Annotated, Any, get_args, get_type_hints
 
 import typer
 
@@ -79,11 +79,15 @@ def _option(name: str, kind: Any, show_defaults: bool) -> inspect.Parameter:
     text, default_text = _HELP[name]
     help_text = f"{text} {default_text}." if show_defaults and default_text else f"{text}."
     flag = "--" + name.replace("_", "-")
+    kind_of_value = _TYPES[name]
     if name.endswith("_s"):  # seconds: a duration such as 90s or 5m also does (SPEC §8)
-        option = duration_option(flag, help_text)
+        whole = float not in get_args(kind_of_value)  # the request type: a fraction?
+        option = duration_option(flag, help_text, whole=whole)
+        kind_of_value = int | None if whole else float | None  # typer takes no int | float
     else:
         option = typer.Option(flag, help=help_text, show_default=False)
-    return inspect.Parameter(name, kind, default=None, annotation=Annotated[_TYPES[name], option])
+    annotation = Annotated[kind_of_value, option]  # type: ignore[valid-type]
+    return inspect.Parameter(name, kind, default=None, annotation=annotation)
 
 
 def config_options(*, show_defaults: bool) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

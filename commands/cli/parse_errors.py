@@ -14,9 +14,9 @@ from __future__ import annotations
 import click
 
 from quotaledger.journal import codes
-from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.usecases.configfields import ConfigFieldsRequest
-from quotaledger.usecases.decode import field_rule
+from quotaledger.usecases.decode import CLI, Names, field_rule
 from quotaledger.usecases.registry import USE_CASES
 
 COMMON_OPTION_CODES = {"json_": codes.INVALID_OPTION, "journal": codes.INVALID_OPTION}
@@ -33,9 +33,26 @@ def parser_error(error: click.UsageError) -> InvalidInput:
         code = option_code(command, name, getattr(error, "code", None))
         option = param.opts[0] if isinstance(param, click.Option) else None
         context = {} if option is None else {"option": option}
+        named = getattr(error, "error", None)  # an error that names the option itself
+        if isinstance(named, Error) and param is not None:
+            message = named.worded(_name_of(error.ctx, param))
         return InvalidInput(message, code=code, **context)
     # Nothing parsed: a missing or unknown option, a missing value, an extra argument.
     return InvalidInput(message, code=codes.USAGE)
+
+
+def _name_of(ctx: click.Context | None, param: click.Parameter) -> Names:
+    """The user's word for `param`: the environment variable that gave its value,
+    else its flag."""
+    from_env = (
+        ctx is not None
+        and param.name is not None
+        and (ctx.get_parameter_source(param.name) is click.core.ParameterSource.ENVIRONMENT)
+    )
+    if from_env and isinstance(param, click.Option) and isinstance(param.envvar, str):
+        envvar = param.envvar
+        return lambda field: envvar
+    return CLI
 
 
 def option_code(command_path: str, name: str | None, parsed: str | None) -> str:

@@ -158,16 +158,22 @@ def _bound_hash(bind: str) -> str:
 
 
 def _max_phase_us(text: str) -> int:
-    value = parse_duration_us(text)
+    value = parse_duration_us(text, "max_phase")
     if value <= 0:
-        raise InvalidInput("--max-phase must be positive", code=codes.INVALID_DURATION)
+        raise InvalidInput(
+            lambda name: f"{name} must be positive", code=codes.INVALID_DURATION, about="max_phase"
+        )
     return value
 
 
 def _deadline_us(text: str, at: str) -> int:
-    value = parse_deadline_us(text, parse_at(at))
+    value = parse_deadline_us(text, parse_at(at), "deadline")
     if not 0 <= value <= _DEADLINE_US_MAX:
-        raise InvalidInput(f"--deadline {text!r} is out of range", code=codes.INVALID_TIME)
+        raise InvalidInput(
+            lambda name: f"{name} {text!r} is out of range",
+            code=codes.INVALID_TIME,
+            about="deadline",
+        )
     return value
 
 

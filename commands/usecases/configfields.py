@@ -27,7 +27,7 @@ class ConfigFieldsRequest(Request):
     evaluator_reserve_tpm: int | None = None
     cold_start_reserve_tpm: int | None = None
     cached_input_weight: float | None = None
-    max_observation_age_s: int | None = None
+    max_observation_age_s: int | float | None = None  # a fraction of a second too
     cooldown_base_s: int | None = None
     cooldown_max_s: int | None = None
     quota_itpm: int | None = None

@@ -74,6 +74,8 @@ FLAG_OF_FIELD = {
 
 
 def CLI(field: str) -> str:
+    if field.isupper():  # an environment variable's name: every caller's word for it
+        return field
     flag = FLAG_OF_FIELD.get(field)
     return flag if flag is not None else "--" + field.replace("_", "-")
 

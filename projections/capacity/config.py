@@ -19,7 +19,7 @@ by the very same function (`reconfigure`).
 """
 
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
 
@@ -135,7 +135,11 @@ class TokenConfig(Payload, frozen=True, omit_defaults=True):
     evaluator_reserve_tpm: Annotated[int, _range_of("evaluator_reserve_tpm")]
     cold_start_reserve_tpm: Annotated[int, _range_of("cold_start_reserve_tpm")]
     cached_input_weight: Annotated[float, _range_of("cached_input_weight")]
-    max_observation_age_s: Annotated[int, _range_of("max_observation_age_s")]
+    # Seconds with a fraction allowed (`0.5`): the age is measured in microseconds.
+    max_observation_age_s: (
+        Annotated[int, _range_of("max_observation_age_s")]
+        | Annotated[float, _range_of("max_observation_age_s")]
+    )
     cooldown_base_s: Annotated[int, _range_of("cooldown_base_s")]
     cooldown_max_s: Annotated[int, _range_of("cooldown_max_s")]
     limits: dict[LimitDimension, DimensionLimit] = msgspec.field(default_factory=dict)
@@ -286,6 +290,12 @@ GATES: dict[str, tuple[str, ...]] = {
     "tokens": TOKEN_FIELDS + LIMIT_FIELDS,
 }
 FLOAT_FIELDS = frozenset({"cached_input_weight"})
+FRACTIONAL_FIELDS = frozenset(
+    name
+    for name, hint in get_type_hints(TokenConfig).items()
+    if {int, float} <= {get_origin(arm) or arm for arm in get_args(hint)}
+)
+"""Numbers kept whole when whole and fractional when not (`max_observation_age_s`)."""
 
 DERIVED: dict[str, tuple[str, ...]] = {
     "target_active_cases": ("max_active_cases",),
@@ -375,9 +385,10 @@ def given_fields(fields: Mapping[str, Any]) -> Flat:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise _invalid(f"{name} must be a number, got {value!r}")
         if isinstance(value, float) and name not in FLOAT_FIELDS:
-            if not value.is_integer():
+            if value.is_integer():
+                given[name] = int(value)
+            elif name not in FRACTIONAL_FIELDS:
                 raise _invalid(f"{name} must be an integer, got {value}")
-            given[name] = int(value)
         if name in FLOAT_FIELDS:
             given[name] = float(value)
     return given

@@ -169,7 +169,7 @@ def active_counts(runs: list[ActiveRun]) -> ActiveCases:
 
 def max_observation_age_us(goal: GoalCapacity) -> int:
     age_s = goal.tokens.max_observation_age_s if goal.tokens else DEFAULT_MAX_OBSERVATION_AGE_S
-    return age_s * US_PER_S
+    return round(age_s * US_PER_S)
 
 
 def forecast_of(request: AdmitRequest, dimension: str) -> int | None:

@@ -70,6 +70,10 @@ def test_openai_raw_lines_map_requests_to_rpm_and_tokens_to_tpm() -> None:
         ("17.28s", "2026-11-29T14:00:17.280000Z"),
         ("250us", "2026-11-29T14:00:00.000250Z"),
         ("1500ns", "2026-11-29T14:00:00.000002Z"),  # rounded up: never earlier than sent
+        ("500µs", "2026-11-29T14:00:00.000500Z"),  # Go's Duration.String() writes µs
+        # The one duration grammar (SPEC §2.2) reads them: its `d` and compounds too.
+        ("1d", "2026-11-30T14:00:00.000000Z"),
+        ("1h30m", "2026-11-29T15:30:00.000000Z"),
     ],
 )
 def test_openai_reset_durations_are_measured_from_the_event_time(

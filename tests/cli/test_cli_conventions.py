@@ -32,13 +32,13 @@ AT = "2026-11-29T14:00:00Z"
     ],
 )
 def test_durations_as_users_write_them(text: str, seconds: float) -> None:
-    assert parse_duration_s(text) == seconds
+    assert parse_duration_s(text, "lease_s") == seconds
 
 
 @pytest.mark.parametrize("text", ["", " ", "-5", "+5", "5x", "1h30", "nan", "inf", "s", "1e3"])
 def test_a_malformed_duration_is_refused(text: str) -> None:
     with pytest.raises(InvalidInput) as caught:
-        parse_duration_s(text)
+        parse_duration_s(text, "lease_s")
     assert caught.value.code == "invalid_duration"
 
 

@@ -11,6 +11,7 @@ import pytest
 from quotaledger import Ledger
 from quotaledger.journal.clock import US_PER_S, parse_at, parse_duration_s, parse_duration_us
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.usecases.decode import CLI
 from tests.support import run_cli
 
 AT = "2026-11-29T14:00:00Z"
@@ -31,8 +32,8 @@ AT = "2026-11-29T14:00:00Z"
     ],
 )
 def test_compound_durations(text: str, seconds: float) -> None:
-    assert parse_duration_s(text) == seconds
-    assert parse_duration_us(text) == round(seconds * US_PER_S)
+    assert parse_duration_s(text, "lease_s") == seconds
+    assert parse_duration_us(text, "lease_s") == round(seconds * US_PER_S)
 
 
 BAD = ["", "1h30", "h", "1.h", ".5h", "1hh", "-1h", "+1h", "1h 30m", "1e3s", "nan", "1x"]
@@ -43,10 +44,14 @@ def test_every_bad_duration_gets_the_same_error(text: str) -> None:
     messages = set()
     for parse in (parse_duration_s, parse_duration_us):
         with pytest.raises(InvalidInput) as caught:
-            parse(text)
+            parse(text, "lease_s")
         assert caught.value.code == "invalid_duration"
         messages.add(caught.value.message)
-    assert messages == {f"not a duration: {text!r} (seconds, or e.g. 90s, 1.5h, 1h30m, 2d)"}
+        messages.add(caught.value.worded(CLI))
+    assert messages == {
+        f"{name} {text!r} is not a duration (seconds, or e.g. 90s, 1.5h, 1h30m, 2d)"
+        for name in ("lease_s", "--lease-s")
+    }
 
 
 def test_the_cli_takes_compounds_in_every_duration_option(journal_path: str) -> None:
@@ -68,4 +73,4 @@ def test_the_cli_takes_compounds_in_every_duration_option(journal_path: str) -> 
     bad = run_cli("host", "phase", *common, "--goal", "g", "--lane", "l2",
                   "--deadline", "+1h30", "--at", AT)  # fmt: skip
     assert bad.code == 2 and bad.json["error"]["code"] == "invalid_duration"
-    assert "not a duration: '1h30'" in bad.json["error"]["message"]
+    assert bad.json["error"]["message"].startswith("--deadline '1h30' is not a duration")
