@@ -339,6 +339,7 @@ class OperatorService(ServiceBase):
             head_seq=head_seq,
             head_hash=head_hash,
             generated_at=format_us(wall_us()),
+            journal_target=getattr(journal.store, "url", journal.store.target),
         )
 
     # -- metrics -----------------------------------------------------------------------

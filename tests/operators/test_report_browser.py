@@ -19,12 +19,15 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from quotaledger.api import Ledger
+from quotaledger.cli.followup import audit_line, journal_words
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from tests.operators.headless import Browser, find_chromium
 from tests.operators.operators_helpers import at
@@ -61,7 +64,13 @@ PAGE_JS = """JSON.stringify([...document.querySelectorAll('svg.chart')].map(svg 
 }))"""
 
 ROWS_JS = """JSON.stringify({
-  refusals: [...document.querySelectorAll('table.refusals tbody tr')].map(r => r.innerText),
+  refusals: [...document.querySelectorAll('table.refusals tr.refusal')].map(r => r.innerText),
+  audits: [...document.querySelectorAll('table.refusals tr.refusal')].map(r => [
+    ...r.nextElementSibling.querySelectorAll('code.audit')].filter(c => c.offsetWidth > 0
+      && c.getBoundingClientRect().right <= document.documentElement.clientWidth)
+    .map(c => c.innerText)),
+  admissions: [...document.querySelectorAll('table.admissions > tbody > tr')].map(
+    r => r.innerText),
   configs: document.querySelector('table.configs').innerText,
 })"""
 
@@ -267,3 +276,29 @@ def test_four_dimension_report_reads_as_the_fold_in_chromium(
     assert "capacity_cooldown_active" in cooldown and "TPM (tokens per minute)\t" in cooldown
     assert "OTPM (tokens per minute) binding" in otpm
     assert "{" not in tables["configs"] and "ITPM\t80,000\t72,000" in tables["configs"]
+
+    # Every refusal carries its audit as a complete command, which runs as pasted
+    # (into /bin/sh, from another directory) and audits that very refusal.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    seqs = [int(row.split("\t", 1)[0]) for row in tables["refusals"]]
+    for seq, audits in zip(seqs, tables["audits"], strict=True):
+        assert audits == [audit_line(seq, journal_words(journal_path))], audits
+        pasted = _paste(audits[0], elsewhere)
+        assert pasted.returncode == 0, pasted.stderr
+        assert pasted.stdout.startswith(f"audit of seq {seq} capacity.refused"), pasted.stdout
+
+    # The admissions table gives every configured dimension's figures, not TPM alone:
+    # run a's forecasts were 30,000 TPM, 20,000 ITPM, 5,000 OTPM, 10 RPM.
+    first = tables["admissions"][0]
+    for dimension, forecast in (("TPM", "30,000"), ("ITPM", "20,000"), ("OTPM", "5,000"),
+                                ("RPM", "10")):  # fmt: skip
+        assert re.search(rf"\b{dimension}\t{forecast}\t", first), (dimension, first)
+
+
+def _paste(line: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "QUOTALEDGER_JSON": "0"}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    return subprocess.run(
+        ["/bin/sh", "-c", line], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
