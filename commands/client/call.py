@@ -152,7 +152,7 @@ def _duration(text: str, *, whole: bool) -> int | float | None:
     from quotaledger.journal.clock import parse_duration_s
 
     try:
-        seconds = parse_duration_s(text)
+        seconds = parse_duration_s(text, "duration")  # its error: the full CLI words it
     except Error:
         return None
     if whole:
