@@ -5,6 +5,7 @@ scratch schema for the raw psycopg loop."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -64,20 +65,38 @@ def skeleton_command(path: str, port: int) -> list[str]:
 @contextmanager
 def http_server(command: list[str], port: int, log_path: str) -> Iterator[Process]:
     """Run `command` (a server on `port`) until the block ends; ready once /healthz
-    answers 200 (the journal is open and folded by then)."""
+    answers 200 (the journal is open and folded by then).
+
+    The command runs in a process group of its own and the whole group is stopped:
+    under a wrapper (strace, for the slow disk) the server is the wrapper's child, and
+    a wrapper stopped alone detaches and leaves the server running."""
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(command, stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
+        )
     try:
         _wait_healthy(proc, port, log_path)
         yield Process(port, proc.pid)
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
+        _stop_group(proc)
+
+
+def _stop_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to `proc`'s group, then SIGKILL to what is left of it after STOP_S."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_S
+    while time.monotonic() < deadline:
         try:
-            proc.wait(STOP_S)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            break  # every process of the group has exited
+        proc.poll()  # reap the leader, else it stays a zombie member of the group
+        time.sleep(0.05)
+    else:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log_path: str) -> None:

@@ -66,6 +66,20 @@ def test_a_tiny_bench_serve_measures_every_system_at_each_n(tmp_path: Path) -> N
     assert figures["observe_2_vs_sqlite"]["met"] is None
     assert figures["observe_2_busiest_to_least"]["target"] == "value <= 1.25"
     assert not list(tmp_path.iterdir())  # the scratch directory is gone
+    # No server outlives the bench, the one under strace for the slow disk included.
+    left = [cmd for cmd in _command_lines() if str(tmp_path) in cmd]
+    assert not left, left
+
+
+def _command_lines() -> list[str]:
+    lines = []
+    for proc in Path("/proc").iterdir():
+        try:
+            raw = (proc / "cmdline").read_bytes() if proc.name.isdigit() else b""
+        except OSError:  # exited meanwhile
+            continue
+        lines.append(raw.replace(b"\0", b" ").decode(errors="replace"))
+    return lines
 
 
 def figures_of(report: dict[str, Any]) -> dict[str, Any]:
