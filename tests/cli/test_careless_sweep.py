@@ -98,7 +98,7 @@ CALLS: dict[str, tuple[str, str, dict[str, str], int, str]] = {
                                             "invalid_duration"),
     "bad clock skew in the environment": ("inspect --goal g", "",
                                           {"QUOTALEDGER_MAX_CLOCK_SKEW_S": "-5"}, 2,
-                                          "invalid_option"),
+                                          "invalid_duration"),
     "configure nothing": ("configure --goal g", "", {}, 2, "invalid_config"),
     "demo onto a journal": ("demo --journal $D/j.jsonl", "", {}, 2, "not_a_demo_journal"),
 }  # fmt: skip
