@@ -9,6 +9,7 @@ and the client loads none of the types or renderers it needs.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from quotaledger.cli.output import Output, Shown
@@ -43,7 +44,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
 }
 """Each served use case's output function, by module of `quotaledger.cli` (imported
 on first use: the server loads a command's module when a CLI client first calls it).
-`log` is not here: its answer is a stream the client prints line by line."""
+`log` is not here: its answer is a stream (`log_printed`)."""
 
 
 def output_of(name: str, request: Any, answer: Any, shown: Shown) -> Output:
@@ -52,3 +53,11 @@ def output_of(name: str, request: Any, answer: Any, shown: Shown) -> Output:
     found = getattr(importlib.import_module(f"quotaledger.cli.{module}"), function)
     output: Output = found(request, answer, shown)
     return output
+
+
+def log_printed(events: Iterable[Any], *, as_json: bool, follow: bool) -> Iterator[bytes]:
+    """What `log` prints for these events, piece by piece as they come, as UTF-8 (its
+    module imported on first use, as every output function's)."""
+    journal = importlib.import_module("quotaledger.cli.journal")
+    for piece in journal.log_printed(events, as_json=as_json, follow=follow):
+        yield piece.encode()

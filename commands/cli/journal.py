@@ -3,7 +3,7 @@
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Annotated, Any
 
 import msgspec
@@ -152,13 +152,14 @@ def log(
     filters = {"goal": goal, "run": run, "kind": kind, "since": since, "until": until}
     request = decode(LogRequest, {**filters, "limit": limit, "last": last, "follow": follow}, CLI)
     with ctx.service(JournalService, write=False, allow_corrupt=True) as ledger:
-        events = ledger.log(request)
         try:
-            if follow:
-                _follow(events, as_json=ctx.as_json)
-            return _listing(events, as_json=ctx.as_json)
+            for piece in log_printed(ledger.log(request), as_json=ctx.as_json, follow=follow):
+                sys.stdout.write(piece)
+                if follow:
+                    sys.stdout.flush()
         except KeyboardInterrupt:  # the way out of --follow: not an error
-            raise typer.Exit(EXIT_OK) from None
+            pass
+    raise typer.Exit(EXIT_OK)
 
 
 @commands("export", example="quotaledger export --journal postgresql://... --to copy.jsonl")
@@ -282,37 +283,36 @@ def _line(event: LogAnswer) -> str:
     return json.dumps(msgspec.to_builtins(event), separators=(",", ":")) + "\n"
 
 
-def _listing(events: Iterator[LogAnswer], *, as_json: bool) -> Output:
-    """The events there are now: JSON Lines, or a count and a table."""
+FOLLOW_WIDTHS = [6, 27, 16, 26]
+"""--follow's columns (SEQ, AT, GOAL, KIND): fixed, as rows are printed as they come."""
+
+
+def log_printed(events: Iterable[LogAnswer], *, as_json: bool, follow: bool) -> Iterator[str]:
+    """What `log` prints, piece by piece as the events come: JSON Lines; with
+    --follow, a header and then each event's row (fixed widths); else a count and a
+    table (whose widths need every row), or `no events`. On a corrupt journal, the
+    verified prefix's table, then the error. `serve` prints a CLI client's log with
+    it too (cli/answers.py)."""
     if as_json:
         for event in events:
-            sys.stdout.write(_line(event))
-        raise typer.Exit(EXIT_OK)
+            yield _line(event)
+        return
+    if follow:
+        yield _fixed(LOG_HEADER, FOLLOW_WIDTHS)
+        for event in events:
+            yield _fixed(_row(event), FOLLOW_WIDTHS)
+        return
     rows: list[list[str]] = []
     try:
         for event in events:
             rows.append(_row(event))
     except JournalCorrupt:
-        sys.stdout.write(table(rows, _header(rows)) + "\n")  # the verified prefix, then exit 3
+        yield table(rows, _header(rows)) + "\n"
         raise
     if not rows:
-        return Output({"ok": True}, text="no events")
-    text = plural(len(rows), "event") + "\n" + table(rows, _header(rows))
-    return Output({"ok": True}, text=text)
-
-
-def _follow(events: Iterator[LogAnswer], *, as_json: bool) -> None:
-    """Each event as it comes, flushed (a table row has fixed column widths)."""
-    widths = [6, 27, 16, 26]
-    if not as_json:
-        sys.stdout.write(_fixed(LOG_HEADER, widths))
-        sys.stdout.flush()
-    for event in events:
-        if as_json:
-            sys.stdout.write(_line(event))
-        else:
-            sys.stdout.write(_fixed(_row(event), widths))
-        sys.stdout.flush()
+        yield "no events\n"
+    else:
+        yield plural(len(rows), "event") + "\n" + table(rows, _header(rows)) + "\n"
 
 
 def _fixed(cells: list[str], widths: list[int]) -> str:

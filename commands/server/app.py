@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import math
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -26,7 +26,7 @@ from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LINE_BYTES_MAX
 from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Work, internal_error
-from quotaledger.server.readers import Readers
+from quotaledger.server.readers import Printed, Readers
 from quotaledger.server.telemetry import Telemetry
 from quotaledger.services.operator import prometheus_text
 from quotaledger.usecases.decode import Answer
@@ -183,7 +183,7 @@ class Api:
         cli: routes.CliCall | None = None,
     ) -> int:
         if case.name == "log":
-            return await self._log(send, receive, request)
+            return await self._log(send, receive, request, cli)
         if case.name in routes.HEAVY_READERS:
             outcome = await self.readers.answer(case.name, request)
         else:
@@ -219,8 +219,15 @@ class Api:
         body = prometheus_text(outcome).encode() + self.telemetry.exposition()
         return await _send(send, 200, body, 0, b"text/plain; version=0.0.4; charset=utf-8")
 
-    async def _log(self, send: Send, receive: Receive, request: Any) -> int:
-        stream = self.readers.log(request)
+    async def _log(
+        self, send: Send, receive: Receive, request: Any, cli: routes.CliCall | None
+    ) -> int:
+        if cli is None:
+            stream = self.readers.log(request)
+            content_type = b"application/jsonl"
+        else:  # what the local command prints, piece by piece (cli/answers.py)
+            stream = self.readers.log(request, _cli_log(cli.as_json))
+            content_type = b"application/jsonl" if cli.as_json else b"text/plain; charset=utf-8"
         try:
             first = await asyncio.wait_for(stream.next(), FIRST_LINES_WAIT_S)
         except TimeoutError:
@@ -234,7 +241,7 @@ class Api:
                 "type": "http.response.start",
                 "status": 200,
                 "headers": [
-                    (b"content-type", b"application/jsonl"),
+                    (b"content-type", content_type),
                     (b"quotaledger-exit-code", b"0"),
                 ],
             }
@@ -251,6 +258,15 @@ class Api:
             stream.close()
             watcher.cancel()
         return 200
+
+
+def _cli_log(as_json: bool) -> Printed:
+    from quotaledger.cli.answers import log_printed
+
+    def printed(events: Iterable[Any], request: Any) -> Iterator[bytes]:
+        return log_printed(events, as_json=as_json, follow=request.follow)
+
+    return printed
 
 
 async def _disconnected(receive: Receive, then: Callable[[], None]) -> None:

@@ -9,7 +9,7 @@ import asyncio
 import os
 import signal
 import socket
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -20,13 +20,29 @@ from quotaledger.journal.errors import StorageFailure
 from quotaledger.server.protocol import LimitedHttpToolsProtocol
 
 T = TypeVar("T")
+
+
+def _nothing() -> None:
+    return None
+
+
 BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many runners at once)."""
 
 
 class Server(uvicorn.Server):
     """uvicorn's server; SIGTERM and SIGINT are this process's (`stop_on_signals`), so
-    a stop is exit 0 with no traceback and no re-raised signal."""
+    a stop is exit 0 with no traceback and no re-raised signal. `on_shutdown` runs
+    first when it shuts down, whatever stops it: what never ends by itself (a log
+    follower's stream) ends there, instead of being cancelled after the drain time."""
+
+    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] = _nothing) -> None:
+        super().__init__(config)
+        self.on_shutdown = on_shutdown
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.on_shutdown()
+        await super().shutdown(sockets)
 
     @contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import msgspec
@@ -43,11 +43,24 @@ class Commits:
             self._changed.wait(timeout_s)
 
 
+Printed = Callable[[Iterable[Any], Any], Iterator[bytes]]
+"""The log's events (and its request) as the bytes to send, piece by piece."""
+
+
+def json_lines(answers: Iterable[Any], request: Any) -> Iterator[bytes]:
+    """The log's answer to any client but the CLI: one JSON object per line."""
+    encode = msgspec.json.encode
+    for answer in answers:
+        yield encode(answer) + b"\n"
+
+
 class Readers:
     def __init__(self, target: str, commits: Commits, lock_timeout_s: float) -> None:
         self.target = target
         self.commits = commits
         self.lock_timeout_s = lock_timeout_s
+        self.followers: set[LogStream] = set()
+        """The streams of `log --follow` being sent, which never end by themselves."""
 
     async def answer(self, name: str, request: Any) -> Any:
         return await asyncio.to_thread(self._answer, name, request)
@@ -72,12 +85,26 @@ class Readers:
             page, _ = service.report_page(request.goal, request.since, request.until)
         return page
 
-    def log(self, request: Any) -> LogStream:
-        stream = LogStream(asyncio.get_running_loop())
-        stream.start(lambda stop: self._log(request, stream, stop))
+    def log(self, request: Any, printed: Printed = json_lines) -> LogStream:
+        """The log's answer as a stream of chunks: JSON Lines, or what `printed` makes
+        of the events (a CLI client's: what the local command prints)."""
+        stream = LogStream(asyncio.get_running_loop(), self.followers.discard)
+        if request.follow:
+            self.followers.add(stream)
+        stream.start(lambda stop: self._log(request, printed, stream, stop))
         return stream
 
-    def _log(self, request: Any, stream: LogStream, stop: threading.Event) -> None:
+    def stop_following(self) -> None:
+        """The server stops: each follower's stream ends now. A follower waits for no
+        commit, so there is nothing of it to drain (a log without --follow, an
+        answer like any other, is sent to its end)."""
+        for stream in list(self.followers):
+            stream.close()
+        self.commits.notify()
+
+    def _log(
+        self, request: Any, printed: Printed, stream: LogStream, stop: threading.Event
+    ) -> None:
         def wait() -> None:
             if stop.is_set():
                 raise _Stopped
@@ -85,13 +112,11 @@ class Readers:
             if stop.is_set():
                 raise _Stopped
 
-        encode = msgspec.json.encode
         with JournalService.open(self.target, write=False) as service:
             answers = service.log(request, wait)
             chunk = bytearray()
-            for answer in answers:
-                chunk += encode(answer)
-                chunk += b"\n"
+            for piece in printed(answers, request):
+                chunk += piece
                 if len(chunk) >= CHUNK_BYTES or request.follow:
                     stream.put(bytes(chunk))
                     chunk.clear()
@@ -107,8 +132,11 @@ class LogStream:
     """Chunks of JSON Lines handed from a reader thread to the event loop: bytes, then
     None at the end, or the Error that ended it."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, closed: Callable[[LogStream], None]
+    ) -> None:
         self._loop = loop
+        self._closed = closed
         self._queue: asyncio.Queue[bytes | Error | None] = asyncio.Queue()
         self._room = threading.Semaphore(CHUNKS_AHEAD)
         self._stop = threading.Event()
@@ -142,5 +170,8 @@ class LogStream:
         return item
 
     def close(self) -> None:
+        if self._stop.is_set():
+            return
         self._stop.set()
         self._room.release()
+        self._closed(self)

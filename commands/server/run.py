@@ -143,7 +143,8 @@ async def _serve(
     sock = listening.bind(where.host, where.port, where.unix_path)
     tls = {"ssl_certfile": tls_cert, "ssl_keyfile": tls_key} if tls_cert else {}
     server = listening.Server(
-        listening.config(api, keep_alive_s=KEEP_ALIVE_S, drain_s=DRAIN_S, **tls)
+        listening.config(api, keep_alive_s=KEEP_ALIVE_S, drain_s=DRAIN_S, **tls),
+        on_shutdown=readers.stop_following,
     )
 
     def on_commit(size: int, seconds: float) -> None:
