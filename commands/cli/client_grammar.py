@@ -19,6 +19,7 @@ import typer.main
 
 from quotaledger.cli.answers import OUTPUTS
 from quotaledger.cli.common import IDENTIFIER_OPTIONS
+from quotaledger.cli.host import REPLAN_ACTIONS
 from quotaledger.cli.main import build_app
 from quotaledger.cli.output import TEXT_OPTIONS
 from quotaledger.cli.strict_numbers import StrictFloat, StrictInt
@@ -28,11 +29,18 @@ from quotaledger.usecases.registry import SERVED
 
 COMMON = {"journal": "journal", "json_": "json", "lock_timeout_s": "lock_timeout_s"}
 """Every command's own options (cli/common.py), read by the client itself."""
+CHOICES = {"host_replan": ("action", REPLAN_ACTIONS)}
+"""Flags that make a request field's value, by use case: (field, {parameter: value});
+exactly one of them is given."""
+STREAMED = frozenset({"log"})
+"""Served commands the server prints as a stream (cli/answers.py's log_printed), not
+through an output function (OUTPUTS)."""
 
 
 def kind_of(param: click.Parameter) -> str:
     """How the client reads an option's value: flag, int, float, str, input (a `FILE|-`
-    option), duration_s (whole seconds) or duration (seconds, fractions allowed)."""
+    option), duration_s (whole seconds) or duration (seconds, fractions allowed); a
+    flag of CHOICES is a choice (`option_of`)."""
     if isinstance(param, click.Option) and param.is_flag:
         return "flag"
     if param.name in STDIN_OPTIONS:
@@ -66,12 +74,15 @@ def default_of(param: click.Parameter, command: click.Command) -> Any:
     return list(converted) if param.multiple else converted
 
 
-def option_of(param: click.Parameter, command: click.Command, fields: set[str]) -> Any:
+def option_of(param: click.Parameter, command: click.Command, fields: set[str], case: str) -> Any:
     """(parameter, kind, multiple, required, default, request field or "", its role):
     the role is "common", "text" (TEXT_OPTIONS), "request", "checked" (`--at` of a
     command that records no time: only checked) or "" (the client leaves a call that
-    gives it to the full CLI)."""
+    gives it to the full CLI). A choice's default is the value it makes."""
     name = param.name or ""
+    choice_field, choices = CHOICES.get(case, ("", {}))
+    if name in choices:
+        return (name, "choice", False, False, choices[name], choice_field, "request")
     field = field_of(param, fields)
     if name in COMMON:
         role = "common"
@@ -91,18 +102,17 @@ def commands_table() -> dict[str, Any]:
     table: dict[str, Any] = {}
     for name, case in SERVED.items():
         words = case.command
-        if words is None or name not in OUTPUTS:  # `log` streams: the full CLI prints it
+        if words is None or (name not in OUTPUTS and name not in STREAMED):
             continue
         command: Any = root
         for word in words.split():
             command = command.commands[word]
         request_type = case.request_type()
         fields = set(request_type.__struct_fields__)
-        options = [option_of(p, command, fields) for p in command.params]
+        options = [option_of(p, command, fields, name) for p in command.params]
         filled = {option[5] for option in options}
         required = {f.name for f in msgspec.structs.fields(request_type) if f.required}
-        if required - filled:  # `host replan`: --open/--settle make its action
-            continue
+        assert required <= filled, f"{words}: no option fills {required - filled}"
         flags = {}
         for index, param in enumerate(command.params):
             if isinstance(param, click.Option):
@@ -121,7 +131,8 @@ def generated() -> str:
         "",
         "Each served command's words: (use case, writes, {flag: (option, value of a flag)},",
         "options as (parameter, kind, multiple, required, default, request field, role)),",
-        "and the options whose values are identifiers (cli/common.py), by parameter.",
+        "a choice's default being the value it makes (exactly one of a field's choices is",
+        "given), and the options whose values are identifiers (cli/common.py), by parameter.",
         '"""',
         "",
         "from typing import Any",

@@ -17,8 +17,6 @@ exit-code map).
 
 import functools
 import inspect
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TypeVar
@@ -27,8 +25,9 @@ import click
 import msgspec
 import typer
 
-from quotaledger.cli.output import EXIT_OK, Output, Shown, emit, emit_error
+from quotaledger.cli.output import Output, Shown, emit, emit_error
 from quotaledger.client.inputs import check_one_stdin_reader
+from quotaledger.client.printing import closed_stdout
 from quotaledger.journal import codes
 from quotaledger.journal.clock import canonical_at, parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
@@ -340,13 +339,4 @@ class CommandTable:
                 command(app, name, **options)(func)
 
 
-def closed_stdout() -> int:
-    """Exit code when stdout was closed under us (0: a pipeline's reader stopped
-    reading); later writes, and the interpreter's final flush, go to /dev/null."""
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, sys.stdout.fileno())
-    os.close(devnull)
-    return EXIT_OK
-
-
-__all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "command"]
+__all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "closed_stdout", "command"]

@@ -239,6 +239,11 @@ def stop(
     return stop_output(request, answer, ctx.shown())
 
 
+REPLAN_ACTIONS = {"open_": "open", "settle": "settle"}
+"""`host replan`'s flags that make its action, by parameter: exactly one is given.
+A CLI client of a server reads them so too (cli/client_grammar.py)."""
+
+
 @commands("replan", example="quotaledger host replan --goal g --lane l1 --replan r1 --open")
 def replan(
     ctx: Ctx,
@@ -250,9 +255,11 @@ def replan(
     at: AtOpt = None,
 ) -> Output:
     """Open or settle a replan; an unsettled replan holds its lane."""
-    if open_ == settle:
+    given = {"open_": open_, "settle": settle}
+    actions = [action for flag, action in REPLAN_ACTIONS.items() if given[flag]]
+    if len(actions) != 1:
         raise InvalidInput("give exactly one of --open or --settle", code=codes.INVALID_OPTION)
-    action = "open" if open_ else "settle"
+    action = actions[0]
     values = {"goal": goal, "lane": lane, "replan": replan, "action": action, "at": at}
     request = decode(HostReplanRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from quotaledger.client.grammar import COMMANDS, IDENTIFIERS
-from quotaledger.client.http import CLI_HEADER, Connection, query_string
+from quotaledger.client.http import ANSWERED, CLI_HEADER, Connection, query_string
 from quotaledger.client.inputs import (
     STDIN_OPTIONS,
     check_observe_counts,
@@ -28,13 +28,14 @@ from quotaledger.client.inputs import (
     read_input,
 )
 from quotaledger.client.numbers import finite, integer
+from quotaledger.client.printing import Printer, closed_stdout, write_bytes
 from quotaledger.journal import codes
 from quotaledger.journal.errors import Error
 from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.target import check_target
 
 LOCK_TIMEOUT_ENV = "QUOTALEDGER_LOCK_TIMEOUT_S"
-EXIT_OK, EXIT_REFUSED = 0, 1
+EXIT_OK, EXIT_ABORTED = 0, 4
 
 
 class Unread(Exception):
@@ -66,8 +67,19 @@ class Call:
         self.request: dict[str, Any] = {}
         self.identifiers: dict[str, str] = {}
         self.shown: dict[str, Any] = {}
+        chosen: dict[str, list[tuple[str, str]]] = {}
+        """Each field a choice makes: the values and flags given for it."""
         for index, option in enumerate(options):
-            self._read(option, given, flag_of[index])
+            param, kind, _multiple, _required, value, field, _role = option
+            if kind == "choice":
+                made = [(value, flag_of[index])] if param in given else []
+                chosen[field] = chosen.get(field, []) + made
+            else:
+                self._read(option, given, flag_of[index])
+        for field, made in chosen.items():
+            if len(made) != 1:
+                raise Unread(field)  # none or both of --open/--settle: the full CLI says so
+            self.request[field], self.flags[field] = made[0]
 
     def _read(self, option: Any, given: dict[str, Any], flag: str) -> None:
         param, kind, multiple, required, default, field, role = option
@@ -111,13 +123,15 @@ def _given(args: list[str], flags: dict[str, Any], options: list[Any]) -> dict[s
     given: dict[str, Any] = {}
     rest = iter(args)
     for arg in rest:
-        flag, eq, value = arg.partition("=")
-        found = flags.get(flag) if arg.startswith("--") else None
+        # A short option only as a word of its own (`-f`): click reads `-fx` and `-f=x`
+        # in ways of its own.
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else (arg, "", "")
+        found = flags.get(flag)
         if found is None:
-            raise Unread(arg)  # an argument, a short option, `--help`, a typo
+            raise Unread(arg)  # an argument, `--help`, a typo
         index, on = found
         param, kind, multiple = options[index][:3]
-        if kind == "flag":
+        if kind in ("flag", "choice"):
             if eq:
                 raise Unread(arg)
             given[param] = on
@@ -175,6 +189,8 @@ def call(args: list[str], target: str) -> int | None:
         return _answered(command, target, body)
     except Error as error:
         return _print_error(error.to_json(), error.exit_code, as_json=command.as_json)
+    except BrokenPipeError:  # the reader of stdout went away (`| head`): how a pipe ends
+        return closed_stdout()
 
 
 def _check(command: Call, target: str) -> None:
@@ -204,27 +220,37 @@ def _request_body(command: Call) -> dict[str, Any]:
 def _answered(command: Call, target: str, request: dict[str, Any]) -> int:
     connection = Connection(target)
     headers = ((CLI_HEADER, command.header(target)),)
+    printed = Printer(as_json=command.as_json)  # the answer, as it comes (a log streams)
     # Every field, null included, typed as the CLI's parser typed it: the server decodes
     # it as the local command does (strictly, with the CLI's names for the fields).
-    if command.writes:
-        body = json.dumps(request, ensure_ascii=False).encode()
-        answer = connection.request("POST", f"/v1/{command.name}", body, headers)
-    else:
-        typed = {key: json.dumps(value, ensure_ascii=False) for key, value in request.items()}
-        answer = connection.request(
-            "GET", f"/v1/{command.name}{query_string(typed)}", None, headers
-        )
-    connection.close()
-    status, exit_code, body = answer
-    if exit_code in (EXIT_OK, EXIT_REFUSED):
-        if command.as_json:
-            _write_bytes(sys.stdout, body)
+    try:
+        if command.writes:
+            body = json.dumps(request, ensure_ascii=False).encode()
+            answer = connection.request("POST", f"/v1/{command.name}", body, headers, printed)
         else:
-            sys.stdout.write(body.decode())
+            typed = {key: json.dumps(value, ensure_ascii=False) for key, value in request.items()}
+            path = f"/v1/{command.name}{query_string(typed)}"
+            answer = connection.request("GET", path, None, headers, printed)
+    except KeyboardInterrupt:
+        return _interrupted(command)
+    finally:
+        connection.close()
+    status, exit_code, body = answer
+    if exit_code in ANSWERED:
         sys.stdout.flush()
         return exit_code
     error, exit_code = _error_of(status, exit_code, body)
     return _print_error(command.worded(error), exit_code, as_json=command.as_json)
+
+
+def _interrupted(command: Call) -> int:
+    """Ctrl-C: the way out of `log --follow`, exit 0 as the local command; any other
+    command acknowledged nothing: exit 4, in the full CLI's words (cli/main.py)."""
+    if command.name == "log":
+        sys.stdout.flush()
+        return EXIT_OK
+    sys.stderr.write("quotaledger: aborted\n")
+    return EXIT_ABORTED
 
 
 def _error_of(status: int, exit_code: int | None, body: bytes) -> tuple[dict[str, Any], int]:
@@ -245,17 +271,7 @@ def _print_error(error: dict[str, Any], exit_code: int, *, as_json: bool) -> int
     """An error as the CLI prints it (cli/output.py's emit_error)."""
     if as_json:
         line = json.dumps({"ok": False, "error": error}, ensure_ascii=False, separators=(",", ":"))
-        _write_bytes(sys.stdout, (line + "\n").encode())
+        write_bytes(sys.stdout, (line + "\n").encode())
     else:
         sys.stderr.write(f"quotaledger: error: {error.get('message', '')} [{error.get('code')}]\n")
     return exit_code
-
-
-def _write_bytes(stream: Any, data: bytes) -> None:
-    buffer = getattr(stream, "buffer", None)
-    if buffer is None:  # a text-only stream (a test's StringIO)
-        stream.write(data.decode())
-    else:
-        stream.flush()
-        buffer.write(data)
-    stream.flush()

@@ -3,7 +3,8 @@
 
 Each served command's words: (use case, writes, {flag: (option, value of a flag)},
 options as (parameter, kind, multiple, required, default, request field, role)),
-and the options whose values are identifiers (cli/common.py), by parameter.
+a choice's default being the value it makes (exactly one of a field's choices is
+given), and the options whose values are identifiers (cli/common.py), by parameter.
 """
 
 from typing import Any
@@ -231,6 +232,21 @@ COMMANDS: dict[str, Any] = {
             ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
         ],
     ),
+    'host replan': (
+        'host_replan', True,
+        {'--goal': (0, True), '--lane': (1, True), '--replan': (2, True), '--open': (3, True), '--settle': (4, True), '--at': (5, True), '--journal': (6, True), '--json': (7, True), '--no-json': (7, False), '--lock-timeout-s': (8, True)},
+        [
+            ('goal', 'str', False, True, None, 'goal', 'request'),
+            ('lane', 'str', False, True, None, 'lane', 'request'),
+            ('replan', 'str', False, True, None, 'replan', 'request'),
+            ('open_', 'choice', False, False, 'open', 'action', 'request'),
+            ('settle', 'choice', False, False, 'settle', 'action', 'request'),
+            ('at', 'str', False, False, None, 'at', 'request'),
+            ('journal', 'str', False, False, None, '', 'common'),
+            ('json_', 'flag', False, False, None, '', 'common'),
+            ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
+        ],
+    ),
     'host heartbeat': (
         'host_heartbeat', False,
         {'--goal': (0, True), '--lane': (1, True), '--session': (2, True), '--at': (3, True), '--journal': (4, True), '--json': (5, True), '--no-json': (5, False), '--lock-timeout-s': (6, True)},
@@ -417,6 +433,24 @@ COMMANDS: dict[str, Any] = {
         'digest', False,
         {'--journal': (0, True), '--json': (1, True), '--no-json': (1, False), '--lock-timeout-s': (2, True), '--at': (3, True)},
         [
+            ('journal', 'str', False, False, None, '', 'common'),
+            ('json_', 'flag', False, False, None, '', 'common'),
+            ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
+            ('at', 'str', False, False, None, '', 'checked'),
+        ],
+    ),
+    'log': (
+        'log', False,
+        {'--goal': (0, True), '--run': (1, True), '--kind': (2, True), '--since': (3, True), '--until': (4, True), '--limit': (5, True), '--last': (6, True), '--follow': (7, True), '-f': (7, True), '--journal': (8, True), '--json': (9, True), '--no-json': (9, False), '--lock-timeout-s': (10, True), '--at': (11, True)},
+        [
+            ('goal', 'str', False, False, None, 'goal', 'request'),
+            ('run', 'str', False, False, None, 'run', 'request'),
+            ('kind', 'str', False, False, None, 'kind', 'request'),
+            ('since', 'str', False, False, None, 'since', 'request'),
+            ('until', 'str', False, False, None, 'until', 'request'),
+            ('limit', 'int', False, False, None, 'limit', 'request'),
+            ('last', 'int', False, False, None, 'last', 'request'),
+            ('follow', 'flag', False, False, False, 'follow', 'request'),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),
             ('lock_timeout_s', 'duration', False, False, None, '', 'common'),

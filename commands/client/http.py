@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import NoReturn
 
 import httptools
@@ -32,6 +32,10 @@ _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01
 
 Answer = tuple[int, int | None, bytes]
 """(status, Quotaledger-Exit-Code or None, body) of one request."""
+Out = Callable[[bytes], None]
+"""Where an answer's body goes as it comes (a stream: `log --follow`'s never ends)."""
+ANSWERED = (0, 1)
+"""The exit codes of an answer (a refusal included); any other is an error's."""
 
 
 def quote(text: str) -> str:
@@ -128,8 +132,10 @@ class Connection:
         path: str,
         body: bytes | None,
         headers: tuple[tuple[str, str], ...] = (),
+        out: Out | None = None,
     ) -> Answer:
-        """One request's answer.
+        """One request's answer. With `out`, an answer's body (exit 0 or 1: not an
+        error's) goes there piece by piece as it comes, and the body returned is empty.
 
         A reused connection the server has closed meanwhile (idle keep-alive) fails
         before any answer byte: that request was never read, and is sent once more on
@@ -138,13 +144,13 @@ class Connection:
         head = self._head(method, path, body, headers)
         reused = self._socket is not None
         try:
-            return self._exchange(head, body)
+            return self._exchange(head, body, out)
         except _ClosedBeforeAnswer as exc:
             self.close()
             if not reused:
                 raise self.unreachable(exc.cause) from None
         try:
-            return self._exchange(head, body)
+            return self._exchange(head, body, out)
         except _ClosedBeforeAnswer as exc:
             self.close()
             raise self.unreachable(exc.cause) from None
@@ -160,7 +166,7 @@ class Connection:
         lines += [f"{name}: {value}" for name, value in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
-    def _exchange(self, head: bytes, body: bytes | None) -> Answer:
+    def _exchange(self, head: bytes, body: bytes | None, out: Out | None) -> Answer:
         if self._socket is None:
             self._socket = self._open()
         sock = self._socket
@@ -183,6 +189,11 @@ class Connection:
                 parser.feed_data(data)
             except httptools.HttpParserError as exc:
                 self._failed(exc, answered=parsed.headers_done)
+            # Out of the parser's callbacks: a failure to write (a closed stdout) is
+            # the writer's, not the server's.
+            if out is not None and parsed.chunks and parsed.exit_code in ANSWERED:
+                out(b"".join(parsed.chunks))
+                parsed.chunks.clear()
         if not (parsed.complete and parser.should_keep_alive()):
             self.close()
         return parser.get_status_code(), parsed.exit_code, b"".join(parsed.chunks)

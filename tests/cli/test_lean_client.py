@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -29,11 +30,6 @@ from tests.support import run_cli
 
 GRAMMAR = Path(quotaledger.client.call.__file__).with_name("grammar.py")
 REGENERATE = "python -m quotaledger.cli.client_grammar > commands/client/grammar.py"
-FULL_CLI_ONLY = {
-    "host replan": "--open/--settle fill the request's action: no field of their own",
-    "log": "JSON Lines printed as they come (--follow), not one answer",
-}
-"""Served commands whose every call the full CLI runs, and why."""
 NOT_LOADED = ("typer", "click", "msgspec", "h11", "quotaledger.projections", "quotaledger.cli")
 ENGINE = ("journal", "store", "filestore", "fold", "chain", "record", "pgstore", "checkpoint")
 
@@ -46,8 +42,7 @@ def test_every_served_command_is_in_the_grammar_or_left_to_the_full_cli() -> Non
     from quotaledger.usecases.registry import SERVED
 
     served = {case.command for case in SERVED.values() if case.command}
-    assert set(COMMANDS) == served - set(FULL_CLI_ONLY)
-    assert set(FULL_CLI_ONLY) <= served
+    assert set(COMMANDS) == served
 
 
 def _loaded(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
@@ -82,6 +77,10 @@ def test_a_client_call_loads_neither_typer_nor_the_engine_nor_the_projections(
         ["inspect", "--goal", "g"],
         ["release", "--goal", "g", "--run", "r1", "--json"],
         ["inspect", "--goal", "nobody"],  # an error, printed by the client
+        ["host", "replan", "--goal", "h", "--lane", "l1", "--replan", "rp1", "--open"],
+        ["host", "replan", "--goal", "h", "--lane", "l1", "--replan", "rp1", "--settle"],
+        ["log", "--goal", "g"],
+        ["log", "--kind", "capacity", "--last", "2", "--json"],
     ]
     for args in calls:
         done, loaded = _loaded([*args, "--journal", server], tmp_path)
@@ -99,7 +98,7 @@ def _dotted(names: tuple[str, ...]) -> tuple[str, ...]:
 def _transcript(url: str, *, as_json: bool, lean: bool, monkeypatch: pytest.MonkeyPatch) -> str:
     """The served part of the golden session through `url`, by the lean client or by
     the full CLI (its remote path). The lean client runs every line but those of
-    FULL_CLI_ONLY's commands and those click refuses (an unknown option: exit 2)."""
+    those click refuses (an unknown option: exit 2)."""
     real_call = quotaledger.client.call.call
     leaned: list[bool] = []
 
@@ -120,7 +119,7 @@ def _transcript(url: str, *, as_json: bool, lean: bool, monkeypatch: pytest.Monk
         result = run_cli(*args, *(["--json"] if as_json else []))
         words = " ".join(args[:2]) if args[0] in ("host", "turn", "budget") else args[0]
         if lean:
-            assert leaned[-1] or words in FULL_CLI_ONLY or result.code == 2, line
+            assert leaned[-1] or result.code == 2, (words, line)
         out.append(f"$ {line.format(**values)}  [exit {result.code}]")
         out += result.stdout.rstrip("\n").splitlines()
         out += [f"! {err}" for err in result.stderr.rstrip("\n").splitlines()]
@@ -159,7 +158,7 @@ def test_the_session_prints_what_the_full_cli_prints_through_a_server(
 def _malformed(words: str) -> Iterator[tuple[str, list[str]]]:
     """For each option of a served command: a value the option refuses (a number that
     is none, an identifier that is none, a time that is none), and the command without
-    a required option."""
+    a required option (with one of each field's choices: `host replan --open`)."""
     _name, _writes, flags, options = COMMANDS[words]
     flag_of = {index: flag for flag, (index, on) in flags.items() if on}
     required = {
@@ -167,7 +166,12 @@ def _malformed(words: str) -> Iterator[tuple[str, list[str]]]:
         for i, (_p, kind, _m, needed, *_rest) in enumerate(options)
         if needed
     }
+    chosen: dict[str, str] = {}  # a field a choice makes: its first choice's flag
+    for index, (_p, kind, _m, _n, _d, field, _r) in enumerate(options):
+        if kind == "choice":
+            chosen.setdefault(field, flag_of[index])
     base = [*words.split(), *(w for flag, v in required.items() for w in (flag, v))]
+    base += chosen.values()
     for index, (param, kind, _multiple, needed, _default, field, role) in enumerate(options):
         flag = flag_of[index]
         if role not in ("request", "text"):
@@ -268,3 +272,99 @@ def test_the_environment_names_the_server_and_json_as_for_the_full_cli(
             ]
         shown.append([(r.code, r.stdout.replace(url, "<url>"), r.stderr) for r in results])
     assert placeholders(repr(shown[0])) == placeholders(repr(shown[1]))
+
+
+def _follower(args: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """`quotaledger log --follow ARGS` as a process of its own, its imports listed."""
+    return subprocess.Popen(
+        [sys.executable, "-X", "importtime", "-m", "quotaledger", "log", "--follow", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def _lines(proc: subprocess.Popen[str], count: int) -> list[str]:
+    """The follower's next `count` lines: read as they come (the test's barrier)."""
+    assert proc.stdout is not None
+    return [proc.stdout.readline() for _ in range(count)]
+
+
+def _ended(proc: subprocess.Popen[str]) -> tuple[int, str, set[str]]:
+    """Exit code, what was left on stdout, and the modules the follower loaded."""
+    rest, err = proc.communicate(timeout=60)
+    names = {line.rsplit("|", 1)[-1].strip() for line in err.splitlines() if "|" in line}
+    return proc.returncode, rest, names
+
+
+def _lean(names: set[str]) -> None:
+    assert "quotaledger.client.call" in names
+    heavy = {n for n in names if n in NOT_LOADED or n.startswith(_dotted(NOT_LOADED))}
+    engine = {n for n in names if n.removeprefix("quotaledger.journal.") in ENGINE}
+    assert heavy | engine == set()
+
+
+@pytest.mark.parametrize("as_json", [True, False], ids=["json", "text"])
+def test_log_follow_prints_as_the_local_follower_and_ends_on_sigint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, as_json: bool
+) -> None:
+    """A lean `log --follow` through the server prints, line for line, what the local
+    command following the very same journal file prints, the events appended while it
+    follows included, and exits 0 on Ctrl-C (SIGINT) as the local one does."""
+    monkeypatch.delenv("QUOTALEDGER_JOURNAL", raising=False)
+    monkeypatch.delenv("QUOTALEDGER_JSON", raising=False)
+    journal = tmp_path / "served.jsonl"
+    proc, url = _start(journal)
+    try:
+        assert (
+            run_cli("configure", "--goal", "g", "--quota-tpm", "1000", "--journal", url).code == 0
+        )
+        shown = ["--json"] if as_json else []
+        header = 0 if as_json else 1
+        followers = [
+            _follower([*shown, "--journal", target], tmp_path) for target in (url, str(journal))
+        ]
+        first = [_lines(f, header + 2) for f in followers]  # journal.created, configured
+        observed = ["observe", "--goal", "g", "--uncached-input", "7", "--cached-input", "0"]
+        assert run_cli(*observed, "--output", "1", "--journal", url).code == 0
+        then = [_lines(f, 1) for f in followers]
+        for follower in followers:
+            follower.send_signal(signal.SIGINT)
+        ended = [_ended(f) for f in followers]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert first[0] == first[1]
+    assert then[0] == then[1]
+    assert "capacity.observed" in then[0][0]
+    assert [(code, rest) for code, rest, _names in ended] == [(0, ""), (0, "")]
+    _lean(ended[0][2])
+
+
+def test_log_follow_ends_cleanly_when_the_server_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A follower through a server that stops (SIGTERM) has printed what came and exits
+    0: the server ends its followers' streams as it shuts down (a follower waits for
+    nothing to commit), rather than cancelling them once its drain time is out."""
+    monkeypatch.delenv("QUOTALEDGER_JOURNAL", raising=False)
+    monkeypatch.delenv("QUOTALEDGER_JSON", raising=False)
+    proc, url = _start(tmp_path / "served.jsonl")
+    try:
+        assert (
+            run_cli("configure", "--goal", "g", "--quota-tpm", "1000", "--journal", url).code == 0
+        )
+        follower = _follower(["--json", "--journal", url], tmp_path)
+        created, _configured = _lines(follower, 2)
+        proc.terminate()
+        code, rest, names = _ended(follower)
+        _out, server_err = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    assert '"kind":"journal.created"' in created
+    assert (code, rest) == (0, "")
+    assert proc.returncode == 0
+    assert b"graceful shutdown exceeded" not in server_err  # uvicorn's word for a cancel
+    _lean(names)
