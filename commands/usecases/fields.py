@@ -226,11 +226,13 @@ Identifier = Annotated[
         max_length=IDENTIFIER_CHARS_MAX,
         description=f"1-{IDENTIFIER_CHARS_MAX} characters of A-Za-z0-9._:@/-",
     ),
-    Rule(check_identifier, code=codes.INVALID_IDENTIFIER),
+    Rule(check_identifier, always=True, code=codes.INVALID_IDENTIFIER),
 ]
 """An identifier (goal, run, case, lane, attempt, session, profile, agent, turn, task,
 replan). The schema's `$` stands for the check's `\\Z` (which refuses a trailing
-newline): JSON Schema's dialect has no `\\Z`; `check_identifier` is what decides."""
+newline): JSON Schema's dialect has no `\\Z`. So the pattern alone would let "g\\n"
+through (`re`'s `$` matches before a final newline), and `check_identifier`, the
+journal's rule, runs on every decoded identifier (`always`): it is what decides."""
 TokenCount = Annotated[
     int,
     msgspec.Meta(
