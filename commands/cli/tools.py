@@ -251,6 +251,11 @@ def bench_serve_text(result: dict[str, Any]) -> str:
     )
 
 
+def _p50(ms: float | None) -> str:
+    """A baseline's p50 latency, where it has one (the raw loops of durable figures)."""
+    return "" if ms is None else f" (p50 {ms:,.3f} ms)"
+
+
 def bench_text(result: dict[str, Any]) -> str:
     """One row per figure: value, baseline, ratio, SPEC §9's target and whether it was met."""
 
@@ -262,7 +267,7 @@ def bench_text(result: dict[str, Any]) -> str:
         [
             name,
             f"{number(f['value'], 1)} {f['unit']}" + (" (stopped)" if f.get("timed_out") else ""),
-            number(f["baseline"], 1),
+            number(f["baseline"], 1) + _p50(f.get("baseline_p50_ms")),
             number(f["ratio"], 2),
             f.get("target") or "-",
             met[f.get("met")],

@@ -70,5 +70,5 @@ def measure_postgresql(url: str, events: int) -> tuple[float, float]:
             (stack.enter_context(raw_pg_appender(url, raw, data)), events),
             (stack.enter_context(observe_appender(schema_url(url, ours))), events),
         ]
-        raw_eps, ours_eps = measure_durable(appenders)
-    return ours_eps, raw_eps
+        raw_rate, ours_rate = measure_durable(appenders)
+    return ours_rate.eps, raw_rate.eps

@@ -7,6 +7,7 @@ real processes and read their CPU (start-up) or wall time (operators) from the O
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -18,6 +19,7 @@ import time
 from typing import Any
 
 from quotaledger.api import Ledger
+from quotaledger.journal.checkpoint import FILE_SUFFIXES
 from quotaledger.journal.clock import format_us, wall_us
 from quotaledger.tools import bench_serve_systems as systems
 from quotaledger.tools.bench import OBSERVED, figure, interleaved, payloads
@@ -29,7 +31,13 @@ OPERATOR_DECISION_EVERY = 200
 OPERATOR_TIMEOUT_FACTOR = 20
 """An operator's command that takes this many times its target is stopped (and
 reported at that time, not met): a quadratic command must not hang the bench."""
-OPERATOR_TARGETS_S = {"inspect": 1.2, "audit": 1.5, "whatif": 2.0, "report": 3.0}
+OPERATOR_TARGETS_S = {
+    "inspect_checkpoint": 0.3,
+    "inspect": 1.2,
+    "audit": 1.5,
+    "whatif": 2.0,
+    "report": 3.0,
+}
 
 
 def cli_command() -> list[str]:
@@ -115,12 +123,13 @@ def bytecode_cached() -> bool:
 
 def build_operators_journal(path: str, observations: int) -> int:
     """`observations` observations one every 10 ms on goal "ops", an admission request
-    every 200 of them (some refused), admitted runs released 5 s later; no checkpoint.
-    The seq of the last decision (for `audit`)."""
+    every 200 of them (some refused), admitted runs released 5 s later, with the
+    checkpoint its writers keep (refreshed every CHECKPOINT_EVERY_EVENTS records, as
+    `Ledger.open` does by default). The seq of the last decision (for `audit`)."""
     start_us = wall_us() - observations * OPERATOR_SPACING_US - 120_000_000
     batch = list(payloads(OPERATOR_DECISION_EVERY))
     last_decision = 0
-    with Ledger.open(path, checkpoint_every=10**12) as ledger:
+    with Ledger.open(path) as ledger:
         ledger.configure(
             goal="ops",
             max_active_cases=8,
@@ -151,10 +160,14 @@ def build_operators_journal(path: str, observations: int) -> int:
             last_decision = answer["event"]["seq"]
             if answer["admitted"]:
                 held.append((now_us + 5_000_000, run))
-    checkpoint = f"{path}.checkpoint"
-    if os.path.exists(checkpoint):
-        os.remove(checkpoint)
     return last_decision
+
+
+def remove_checkpoint(path: str) -> None:
+    """The journal at `path` without its checkpoint files (its records untouched)."""
+    for suffix in FILE_SUFFIXES:
+        with contextlib.suppress(FileNotFoundError):
+            os.remove(path + suffix)
 
 
 def run_timed(
@@ -172,14 +185,17 @@ def run_timed(
 def measure_operators(
     path: str, observations: int, rounds: int = 3, env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """inspect, audit, whatif and report as whole processes on a journal without a
-    checkpoint (each run starts without one: readers write none), medians of `rounds`
-    after one warm-up run each (which compiles, where bytecode is not cached)."""
+    """`inspect` with the writers' checkpoint, then inspect, audit, whatif and report
+    as whole processes on the same journal without one (each run starts as the last
+    ended: readers write no checkpoint); medians of `rounds` after one warm-up run
+    each (which compiles, where bytecode is not cached)."""
     decision = build_operators_journal(path, observations)
     cli = [*cli_command()]
     common = ["--journal", path, "--json"]
+    inspect = [*cli, "inspect", *common, "--goal", "ops"]
     commands = {
-        "inspect": [*cli, "inspect", *common, "--goal", "ops"],
+        "inspect_checkpoint": inspect,
+        "inspect": inspect,
         "audit": [*cli, "audit", *common, "--seq", str(decision)],
         "whatif": [*cli, "whatif", *common, "--goal", "ops", "--quota-tpm", "200000000",
                    "--target-tpm", "190000000"],
@@ -187,6 +203,8 @@ def measure_operators(
     }  # fmt: skip
     figures: dict[str, Any] = {}
     for name, args in commands.items():
+        if name == "inspect":
+            remove_checkpoint(path)  # from here on: the whole journal folded from genesis
         timeout_s = OPERATOR_TARGETS_S[name] * OPERATOR_TIMEOUT_FACTOR
         run_timed(args, timeout_s, env)
         times: list[float] = []

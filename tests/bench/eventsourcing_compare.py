@@ -83,7 +83,7 @@ def main(events: int) -> None:
     in_use_warm = sqlite_wal_cycle_pages() + SQLITE_WRAP_MARGIN_COMMITS
     try:
         with ExitStack() as files:
-            raw, ours, in_use, new = measure_durable(
+            rates = measure_durable(
                 [
                     (files.enter_context(appender), count)
                     for appender, count in (
@@ -102,6 +102,7 @@ def main(events: int) -> None:
             )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    raw, ours, in_use, new = (rate.eps for rate in rates)
     print(f"raw write+fdatasync      {raw:8,.0f} events/s")
     print(f"quotaledger                {ours:8,.0f} events/s  ({ours / raw:.2f} of raw)")
     print(f"eventsourcing, in use    {in_use:8,.0f} events/s  (quotaledger {ours / in_use:.2f}x)")

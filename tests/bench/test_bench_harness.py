@@ -6,10 +6,12 @@ test_performance_targets.py and run on request."""
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable
 from itertools import pairwise
 from pathlib import Path
 
+from quotaledger.cli.tools import bench_text
 from quotaledger.tools.bench import (
     TARGETS,
     admit_release_appender,
@@ -22,7 +24,8 @@ from quotaledger.tools.bench import (
     sqlite_wal_cycle_pages,
     with_targets,
 )
-from quotaledger.tools.bench_process import build_operators_journal
+from quotaledger.tools.bench_process import build_operators_journal, remove_checkpoint
+from quotaledger.tools.bench_run import durable_figures
 from tests.support import run_cli
 
 
@@ -62,7 +65,7 @@ def test_each_appender_makes_its_own_events_in_turns_spread_over_the_run() -> No
     def recorder(name: str) -> Callable[[int], None]:
         return lambda i: calls.append((name, i))
 
-    eps = measure_durable([(recorder("a"), 100), (recorder("b"), 100), (recorder("c"), 30)])
+    rates = measure_durable([(recorder("a"), 100), (recorder("b"), 100), (recorder("c"), 30)])
     for name, count in (("a", 100), ("b", 100), ("c", 30)):
         assert [i for who, i in calls if who == name] == list(range(count))
     # Five blocks of 20, the order rotating (a b c, b c a, c a b, ...). c has two
@@ -71,7 +74,7 @@ def test_each_appender_makes_its_own_events_in_turns_spread_over_the_run() -> No
     assert [who for who, _ in blocks[1][::20]] == ["b", "a"]
     assert blocks[2][0] == ("c", 20) and len(blocks[2]) == 50
     assert not [c for c in blocks[3] + blocks[4] if c[0] == "c"]
-    assert len(calls) == 230 and len(eps) == 3 and all(value > 0 for value in eps)
+    assert len(calls) == 230 and len(rates) == 3 and all(rate.eps > 0 for rate in rates)
 
 
 def test_the_durable_figures_run_on_a_full_window(tmp_path: Path) -> None:
@@ -115,6 +118,7 @@ def test_every_target_is_judged_on_its_own_number() -> None:
     many = {"goals_admit_cpu_ms": {**figure(1.6, "ms", 1.0), "goals": 100_000}}
     assert with_targets(many, operator_observations=100_000)["goals_admit_cpu_ms"]["met"] is False
     assert {"cli_observe_cpu_ms", "postgresql_append_durable_eps", "inspect_s"} <= set(TARGETS)
+    assert TARGETS["inspect_checkpoint_s"] == ("value", "<=", 0.3)
     assert {"writers_total_eps", "writers_spread"} <= set(TARGETS)
 
 
@@ -133,13 +137,49 @@ def test_each_writer_process_counts_the_events_it_made_durable(tmp_path: Path) -
     assert found["eps"] > 0 and found["p99_ms"] > 0
 
 
-def test_the_operators_journal_has_decisions_to_audit_and_no_checkpoint(tmp_path: Path) -> None:
+def test_the_operators_journal_has_decisions_to_audit(tmp_path: Path) -> None:
     path = str(tmp_path / "ops.jsonl")
     decision = build_operators_journal(path, 1_000)
-    assert not os.path.exists(f"{path}.checkpoint")
     audited = run_cli("audit", "--journal", path, "--json", "--seq", str(decision))
     assert audited.code == 0, audited.stdout
     assert audited.json["reproduced"] is True
+
+
+def test_the_operators_journal_has_its_writers_checkpoint_until_removed(tmp_path: Path) -> None:
+    # inspect_checkpoint_s claims the checkpoint writers keep (one cadence at most
+    # behind), inspect_s and the others none at all.
+    from quotaledger import Ledger
+    from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS
+
+    path = str(tmp_path / "ops.jsonl")
+    build_operators_journal(path, CHECKPOINT_EVERY_EVENTS + 2_000)
+    with Ledger.open(path, write=False) as ledger:
+        head, stored = ledger.journal.head.seq, ledger.journal.checkpoint_seq
+    assert head - CHECKPOINT_EVERY_EVENTS < stored <= head
+    remove_checkpoint(path)
+    assert sorted(os.listdir(tmp_path)) == ["ops.jsonl"]
+    with Ledger.open(path, write=False) as ledger:
+        assert ledger.journal.checkpoint_seq == -1
+
+
+def test_each_durable_rate_has_the_median_time_of_one_event() -> None:
+    pause_s = [0.001, 0.001, 0.004]  # sleep never returns early: a lower bound only
+
+    def sleeper(i: int) -> None:
+        time.sleep(pause_s[i % 3])
+
+    (rate,) = measure_durable([(sleeper, 30)])
+    assert rate.p50_ms >= 1.0
+    assert rate.eps <= 1 / 0.002  # 30 events of at least 60 ms in all
+
+
+def test_the_durable_figures_print_the_raw_loops_p50(tmp_path: Path) -> None:
+    figures = durable_figures(str(tmp_path), 1_000, False, lambda text: None)
+    for name in ("append_durable_eps", "admit_release_durable_eps"):
+        assert figures[name]["baseline_p50_ms"] > 0
+    text = bench_text({"figures": with_targets(figures, operator_observations=1_000)})
+    rows = [line for line in text.splitlines() if "durable_eps" in line]
+    assert len(rows) == 2 and all("(p50 " in row for row in rows), text
 
 
 def test_bench_refuses_a_postgresql_comparison_without_a_url(tmp_path: Path) -> None:
