@@ -158,6 +158,11 @@ def scan(  # noqa: C901, PLR0912, PLR0915
     # per record cost as much as the chain check); `finally` writes it back however
     # the loop ends, so callers see the head after the last verified record.
     next_seq, prev_hash, offset = head.next_seq, head.prev_hash, head.offset
+    # The goal of the record before and the time this scan gave it: most records name
+    # the goal the one before did, whose last time is then known without a lookup (in
+    # a transaction, `goal_last_at` is an _Overlay, whose `get` is a Python call).
+    prev_goal: Any = _MISSING
+    prev_goal_at: str | None = None
     try:
         while pos < end:
             if stop >= 0 and next_seq > stop:
@@ -195,7 +200,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
             kind = record.kind
             at = record.at
             goal = record.goal
-            last = goal_last_at.get(goal)
+            last = prev_goal_at if goal == prev_goal else goal_last_at.get(goal)
             if (
                 record.seq == next_seq
                 and record.prev == prev_hash
@@ -260,6 +265,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
                     if found is None or isinstance(found, Failure):
                         return found  # `head` stays before the announcement
                     goal_last_at.update(found.goal_last_at)
+                    prev_goal = _MISSING  # the transaction's records moved goals' times
                     pos += found.offset - offset
                     next_seq, prev_hash, offset = found.next_seq, found.prev_hash, found.offset
                     continue
@@ -275,6 +281,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
             if next_seq == 0:
                 head.journal_id = payload.journal_id
             goal_last_at[goal] = at
+            prev_goal, prev_goal_at = goal, at
             next_seq += 1
             prev_hash = record.hash
             offset += nl + 1 - pos

@@ -131,6 +131,8 @@ class Fold(Generic[S]):
         self.durable_offset = 0
         """The bytes before this offset are known durable: this handle's own commit, or
         its fdatasync before an answer, covered them."""
+        self._bound_step: tuple[S, Visitor] | None = None
+        """The fold step bound to the state it folds into (see _own_step)."""
 
     # -- folding -------------------------------------------------------------------
 
@@ -424,14 +426,14 @@ class Fold(Generic[S]):
     def fold_pending(self, pending: list[PendingRecord]) -> int:
         """Fold records about to be written and advance the head past them; returns
         where they will end. The caller marks the state invalid until they are durable."""
-        head, apply, state = self.head, self.projector.apply, self.state
+        head, visit = self.head, self._own_step()
         end = head.offset
         goal_last_at = head.goal_last_at
         changed = self.dirty.__setitem__
         for record, payload, line in pending:
             if record.seq == 0:
                 head.journal_id = payload.journal_id
-            apply(state, record, payload)
+            visit(record, payload, line)
             changed(record.goal or "", record.seq)
             end += len(line)
             goal_last_at[record.goal] = record.at
@@ -440,6 +442,25 @@ class Fold(Generic[S]):
         head.prev_hash = last.hash
         head.offset = end
         return end
+
+    def _own_step(self) -> Visitor:
+        """The fold step on the handle's own state (the projector's visitor, which
+        binds the state and each kind's step once): made once per state, not per
+        commit, as a lone writer commits one event at a time."""
+        state = self.state
+        bound = self._bound_step
+        if bound is None or bound[0] is not state:
+            make_visitor = getattr(self.projector, "visitor", None)
+            if make_visitor is not None:
+                step: Visitor = make_visitor(state)
+            else:
+                apply = self.projector.apply
+
+                def step(record: Record, payload: Any, line: bytes) -> None:
+                    apply(state, record, payload)
+
+            bound = self._bound_step = (state, step)
+        return bound[1]
 
     def committed(self) -> None:
         """After a commit, the lock released: refresh the checkpoint once the records
