@@ -12,7 +12,7 @@ with the caller's name for the field (`CLI`: its flag, `API`: its keyword).
 import datetime as dt
 import re
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Container, Mapping
 from typing import Any, TypeVar
 
 import msgspec
@@ -139,9 +139,9 @@ def _too_deep() -> InvalidInput:
 
 
 def _checked(request: R, plan: "_Plan", names: Names) -> R:
-    for field, check in plan.always:
+    for field, check, known in plan.always:
         value = getattr(request, field)
-        if value is not None:
+        if value is not None and value not in known:
             check(names(field), value)
     request.check(names)
     return request
@@ -155,13 +155,13 @@ class _Plan:
     def __init__(self, request_type: type[Request]) -> None:
         hints = typing.get_type_hints(request_type, include_extras=True)
         self.rules: dict[str, Rule] = {}
-        self.always: list[tuple[str, Callable[[str, Any], object]]] = []
+        self.always: list[tuple[str, Callable[[str, Any], object], Container[Any]]] = []
         for field in request_type.__struct_fields__:
             rule = _rule_in(hints[field])
             if rule is not None:
                 self.rules[field] = rule
                 if rule.always:
-                    self.always.append((field, rule.check))
+                    self.always.append((field, rule.check, rule.known))
         self.times = frozenset(TIME_FIELDS & set(request_type.__struct_fields__))
 
 

@@ -5,14 +5,19 @@ JSON Schema shows; the `Rule` beside it words the error with its code."""
 
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Annotated, Any
 
 import msgspec
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.journal.identifier import IDENTIFIER_PATTERN, is_identifier, not_an_identifier
+from quotaledger.journal.identifier import (
+    IDENTIFIER_PATTERN,
+    IDENTIFIERS_KNOWN,
+    is_identifier,
+    not_an_identifier,
+)
 from quotaledger.projections import limits
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
@@ -30,16 +35,24 @@ class Rule:
     `always`: the check also runs on every decoded value, for what a msgspec
     constraint cannot say (text measured in UTF-8 bytes, a choice's own wording).
     `code`: the error code of a bad value (SPEC §8: every bad value of one option gets
-    that option's one code), which the CLI also gives a value its parser refuses."""
+    that option's one code), which the CLI also gives a value its parser refuses.
+    `known`: values the check is known to pass once the msgspec constraint has (the
+    check's own memo), which `decode` does not check again."""
 
-    __slots__ = ("always", "check", "code")
+    __slots__ = ("always", "check", "code", "known")
 
     def __init__(
-        self, check: Callable[[str, Any], object], *, code: str, always: bool = False
+        self,
+        check: Callable[[str, Any], object],
+        *,
+        code: str,
+        always: bool = False,
+        known: Container[Any] = (),
     ) -> None:
         self.check = check
         self.always = always
         self.code = code
+        self.known = known
 
 
 def check_identifier(name: str, value: str) -> str:
@@ -226,7 +239,8 @@ Identifier = Annotated[
         max_length=IDENTIFIER_CHARS_MAX,
         description=f"1-{IDENTIFIER_CHARS_MAX} characters of A-Za-z0-9._:@/-",
     ),
-    Rule(check_identifier, always=True, code=codes.INVALID_IDENTIFIER),
+    # IDENTIFIERS_KNOWN: made of identifier characters; the constraint bounds the length.
+    Rule(check_identifier, always=True, code=codes.INVALID_IDENTIFIER, known=IDENTIFIERS_KNOWN),
 ]
 """An identifier (goal, run, case, lane, attempt, session, profile, agent, turn, task,
 replan). The schema's `$` stands for the check's `\\Z` (which refuses a trailing
