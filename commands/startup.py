@@ -82,10 +82,17 @@ DEFERRED: dict[str, str] = {
 else is imported there."""
 
 CLIENT_DEFERRED: dict[str, str] = {
-    "quotaledger.journal.clock": "a CLI client call given --at or a duration (client.call)",
+    "quotaledger.journal.clock": "a CLI client call given --at or a duration (client.call, "
+    "client.command_line)",
 }
 """Modules the local CLI loads at start but a CLI client of a server (client.call,
 SPEC §9's half of `import typer, msgspec`) imports only when a call needs them."""
+
+LEAN_PATH: dict[str, str] = {
+    "quotaledger.client.local": "a per-event command on a local journal (client.lean)",
+}
+"""Modules the console script imports inside a function to run a per-event command
+without typer (client.lean): such a command loads them, every other command does not."""
 
 LAZY_NAMES: dict[str, str] = {
     "quotaledger.journal.errors": "`quotaledger.Error` and the other error names: every "

@@ -16,10 +16,10 @@ from quotaledger.cli.output import Output, Shown
 
 OUTPUTS: dict[str, tuple[str, str]] = {
     "configure": ("capacity", "configure_output"),
-    "observe": ("runner", "observe_output"),
-    "admit": ("runner", "admit_output"),
-    "reject": ("runner", "reject_output"),
-    "release": ("runner", "release_output"),
+    "observe": ("per_event", "observe_output"),
+    "admit": ("per_event", "admit_output"),
+    "reject": ("per_event", "reject_output"),
+    "release": ("per_event", "release_output"),
     "inspect": ("capacity", "inspect_output"),
     "host_phase": ("host", "phase_output"),
     "host_start": ("host", "start_output"),

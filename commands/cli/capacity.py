@@ -16,7 +16,7 @@ from quotaledger.cli.common import (
 )
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import Output, Shown, table
-from quotaledger.cli.runner import coverage_text, dimension_lines, num
+from quotaledger.cli.per_event import coverage_text, dimension_lines, num
 from quotaledger.projections.capacity import DIMENSIONS
 from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.usecases.capacity_state import (

@@ -17,28 +17,28 @@ exit-code map).
 
 import functools
 import inspect
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Annotated, Any, TypeVar
 
 import click
-import msgspec
 import typer
 
-from quotaledger.cli.output import Output, Shown, emit, emit_error
-from quotaledger.client.inputs import check_one_stdin_reader
+from quotaledger.cli.context import (
+    IDENTIFIER_OPTIONS,
+    Ctx,
+    check_common_input,
+    request_of,
+    run_command,
+)
+from quotaledger.cli.output import Output
 from quotaledger.client.printing import closed_stdout
 from quotaledger.journal import codes
-from quotaledger.journal.clock import canonical_at, parse_duration_s
+from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.errors import Error, InvalidInput
-from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.journal.locking import check_lock_timeout_s
-from quotaledger.journal.target import DEFAULT_JOURNAL, check_target, is_remote_target
-from quotaledger.usecases.decode import CLI, Request, decode
+from quotaledger.journal.target import DEFAULT_JOURNAL
 
 _F = TypeVar("_F", bound=Callable[..., Any])
-Q = TypeVar("Q", bound=Request)
 
 
 class OptionError(click.BadParameter):
@@ -140,62 +140,6 @@ CheckedAtOpt = Annotated[
 ]
 
 
-class Ctx(msgspec.Struct):
-    """Where and how a command runs."""
-
-    journal_target: str
-    as_json: bool
-    lock_timeout_s: float
-
-    def shown(self, *, verbose: bool = False) -> Shown:
-        return Shown(self.journal_target, verbose=verbose)
-
-    @contextmanager
-    def service(
-        self,
-        api: type[Any] | None = None,
-        *,
-        write: bool,
-        allow_corrupt: bool = False,
-        fold: bool = True,
-    ) -> Iterator[Any]:
-        """The in-process API opened on this journal: `api` (the command's own service,
-        e.g. `CapacityService`: a runner's call imports no other), else `quotaledger.Ledger`.
-        `fold` false: a reader that folds in its command's pass (ServiceBase.open_unfolded).
-        On a server's URL (SPEC §11): a client of it with the same methods (`remote`)."""
-        if is_remote_target(self.journal_target):
-            from quotaledger.remote import RemoteService
-
-            remote = RemoteService(self.journal_target)
-            try:
-                yield remote
-            finally:
-                remote.close()
-            return
-        if api is None:
-            from quotaledger.api import Ledger
-
-            api = Ledger
-        if fold:
-            ledger = api.open(
-                self.journal_target,
-                write=write,
-                lock_timeout_s=self.lock_timeout_s,
-                allow_corrupt=allow_corrupt,
-            )
-        else:
-            assert not write
-            ledger = api.open_unfolded(
-                self.journal_target,
-                lock_timeout_s=self.lock_timeout_s,
-                allow_corrupt=allow_corrupt,
-            )
-        try:
-            yield ledger
-        finally:
-            ledger.close()
-
-
 _COMMON = [
     inspect.Parameter(
         "journal", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=JournalOpt
@@ -205,14 +149,6 @@ _COMMON = [
         "lock_timeout_s", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=LockTimeoutOpt
     ),
 ]
-IDENTIFIER_OPTIONS = {
-    **{name: f"--{name}" for name in ("goal", "run", "case", "lane", "attempt", "session")},
-    **{name: f"--{name}" for name in ("profile", "agent", "turn", "task", "replan")},
-    "turn_id": "--turn",
-    "request_id": "--request-id",
-}
-"""Parameters whose values are identifiers (SPEC §8), by name, with their option: the
-command wrapper checks them before a command runs."""
 _CHECKED_AT = inspect.Parameter(
     "at", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=CheckedAtOpt
 )
@@ -257,17 +193,8 @@ def command(
                 as_json=as_json,
                 lock_timeout_s=LOCK_TIMEOUT_S_DEFAULT if timeout is None else timeout,
             )
-            try:
-                check_common_input(ctx, at, {name: kwargs[name] for name in identifiers}, kwargs)
-                result = func(ctx, **kwargs)
-                code = emit(result, as_json=as_json)
-            except Error as error:
-                raise typer.Exit(emit_error(error, as_json=as_json)) from None
-            except BrokenPipeError:
-                # The reader of stdout went away (`quotaledger demo | head -1`): that is
-                # how such a pipeline ends, not a failure of the command.
-                raise typer.Exit(closed_stdout()) from None
-            raise typer.Exit(code)
+            given = {name: kwargs[name] for name in identifiers}
+            raise typer.Exit(run_command(lambda: func(ctx, **kwargs), ctx, at, given, kwargs))
 
         del wrapper.__wrapped__  # typer must see the new signature, not the original
         wrapper.__signature__ = inspect.Signature(own + added)  # type: ignore[attr-defined]
@@ -278,35 +205,6 @@ def command(
         return func
 
     return register
-
-
-def request_of(request_type: type[Q], options: dict[str, Any], **read: Any) -> Q:
-    """A command's request from its options (its `locals()`: the parameters are named
-    as the request's fields), `ctx` aside, with what the CLI read itself in place of
-    a `FILE|-` option (`read`)."""
-    values = {name: value for name, value in options.items() if name != "ctx"}
-    return decode(request_type, {**values, **read}, CLI)
-
-
-def check_common_input(
-    ctx: Ctx, at: str | None, identifiers: dict[str, str | None], options: dict[str, Any]
-) -> None:
-    """Input errors first (exit 2), before the command opens anything: a bad target,
-    lock timeout, time or identifier is the user's to fix whatever state the journal
-    is in."""
-    # `--journal ""` is never the default by accident; a missing directory or another
-    # scheme (mysql://, file://) never becomes a relative path.
-    check_target(ctx.journal_target, option="--journal")
-    # The engine's bound (nan and inf refused: SPEC §2.3), checked before anything
-    # opens, as every option is.
-    check_lock_timeout_s(ctx.lock_timeout_s)
-    if at is not None:
-        canonical_at(at)
-    for name, value in identifiers.items():
-        if value is not None:
-            option = IDENTIFIER_OPTIONS[name]
-            check_identifier(option, value, option=option)
-    check_one_stdin_reader(options)
 
 
 class CommandTable:
@@ -339,4 +237,14 @@ class CommandTable:
                 command(app, name, **options)(func)
 
 
-__all__ = ["AtOpt", "Ctx", "GoalOpt", "Output", "closed_stdout", "command"]
+__all__ = [
+    "IDENTIFIER_OPTIONS",
+    "AtOpt",
+    "Ctx",
+    "GoalOpt",
+    "Output",
+    "check_common_input",
+    "closed_stdout",
+    "command",
+    "request_of",
+]

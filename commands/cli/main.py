@@ -1,49 +1,24 @@
 """The `quotaledger` command line: a thin layer over `quotaledger.Ledger`."""
 
-import gc
 import importlib
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Annotated
+
+from quotaledger.client.lean import collector_paused, lean_call
 
 if TYPE_CHECKING:
     import click
 
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Start-up without the cycle collector.
-
-    A runner calls the CLI once per event, so start-up is on its hot path. Importing
-    typer, click, msgspec and this package and building the command allocate tens of
-    thousands of objects that live until exit, and the collector walks them again and
-    again while they are made: about a tenth of a call's CPU, and none of it garbage.
-    It is paused while they are made and resumed before the command runs (or the
-    importer goes on), so long commands collect as usual.
-    """
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
-with _collector_paused():
+with collector_paused():
     import typer
     import typer.main
     from click import exceptions as click_errors
 
     from quotaledger import __version__
-    from quotaledger.cli.common import closed_stdout
-    from quotaledger.cli.output import EXIT_OK, emit_error, exit_code_of
+    from quotaledger.cli.context import aborted, guarded
+    from quotaledger.cli.output import EXIT_OK, emit_error
     from quotaledger.cli.strict_numbers import harden
     from quotaledger.client.inputs import env_json
-    from quotaledger.client.lean import lean_call
-    from quotaledger.journal.errors import StorageFailure
-    from quotaledger.journal.filestore import storage_code
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 
@@ -131,12 +106,17 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--version"]:  # answered before any command module is built
         print_version()
         return _exit(EXIT_OK, argv)
-    lean = lean_call(args)  # a client of a server, as the console script runs it
+    lean = lean_call(args)  # a server's client, or a per-event command: as the script runs it
     if lean is not None:
         return _exit(lean, argv)
+    return _exit(guarded(lambda: _run(args, as_json=as_json), as_json=as_json), argv)
+
+
+def _run(args: list[str], *, as_json: bool) -> int:
+    """The command `args` names, run by click: its exit code."""
     try:
         module = COMMAND_MODULES.get(args[0]) if args else None
-        with _collector_paused():
+        with collector_paused():
             app = build_app() if module is None else build_app((module,), invoked=args)
         code = harden(typer.main.get_command(app)).main(
             args=args, prog_name="quotaledger", standalone_mode=False
@@ -152,16 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         error = _hint_option_after_command(error, args) or error
         # One line with the option's code, as every error (SPEC §8).
         code = emit_error(parser_error(error), as_json=as_json)
-    except (typer.Abort, KeyboardInterrupt):
-        aborted = StorageFailure("aborted")  # exit 4: an interrupted command acknowledged nothing
-        sys.stderr.write(f"quotaledger: {aborted.message}\n")
-        code = exit_code_of(aborted)
-    except BrokenPipeError:  # help or a usage message piped into `head`
-        code = closed_stdout()
-    except OSError as error:
-        failure = StorageFailure(f"I/O failure: {error}", code=storage_code(error))
-        code = emit_error(failure, as_json=as_json)
-    return _exit(EXIT_OK if code is None else int(code), argv)
+    except typer.Abort:
+        code = aborted()
+    return EXIT_OK if code is None else int(code)
 
 
 def _hint_option_after_command(

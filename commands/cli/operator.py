@@ -12,8 +12,8 @@ from quotaledger.cli import readable
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, Shown, plural, table
+from quotaledger.cli.per_event import coverage_text
 from quotaledger.cli.progress import progress_bar
-from quotaledger.cli.runner import coverage_text
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.reasons import CASE_GATE_REASONS
 from quotaledger.services.operator import OperatorService, prometheus_text

@@ -14,7 +14,7 @@ from typing import Any
 from quotaledger.api import Ledger
 from quotaledger.cli import readable
 from quotaledger.cli.capacity import config_summary
-from quotaledger.cli.runner import admit_text, figures_text
+from quotaledger.cli.per_event import admit_text, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
 from quotaledger.projections.capacity import Figures
 from quotaledger.usecases.capacity import AdmitAnswer

@@ -1,0 +1,78 @@
+"""A runner's per-event command on a local journal, without typer or click (SPEC §9).
+
+`quotaledger observe|admit|reject|release ...` is what a runner calls once per event,
+and SPEC §9 holds its whole process to 1.3x `python -c "import typer, msgspec"`;
+typer, click and building the command from its signature are most of what is left
+once the engine is loaded. So the command line is read with the table generated from
+the typer app (client/grammar.py, as a client of a server reads it), and the command
+runs through the very functions the typer command runs (cli/per_event.py, and
+cli/context.py's checks and printing), so the two cannot differ in what they check,
+do or print. A command line the table cannot read exactly as click would (`--help`,
+an unknown option, a malformed number or duration) runs the full CLI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from quotaledger.cli import per_event
+from quotaledger.cli.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
+from quotaledger.cli.output import Output
+from quotaledger.client.command_line import LOCK_TIMEOUT_ENV, Call, Unread
+from quotaledger.journal.clock import parse_duration_s
+from quotaledger.journal.errors import Error
+from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.journal.target import DEFAULT_JOURNAL
+
+JOURNAL_ENV = "QUOTALEDGER_JOURNAL"
+RUNS: dict[str, Callable[[Ctx, dict[str, Any]], Output]] = {
+    "observe": per_event.observe,
+    "admit": per_event.admit,
+    "reject": per_event.reject,
+    "release": per_event.release,
+}
+"""What each per-event command does with its options (startup.PER_EVENT_COMMANDS)."""
+
+
+def call(args: list[str]) -> int | None:
+    """The exit code of `args`, a per-event command, or None: the full CLI runs it."""
+    try:
+        command = Call(args)
+        run = RUNS[command.name]
+        ctx = Ctx(
+            journal_target=_journal(command),
+            as_json=command.as_json,
+            lock_timeout_s=_lock_timeout_s(command),
+        )
+    except (Unread, KeyError):
+        return None
+    options = command.values
+    identifiers = {name: value for name, value in options.items() if name in IDENTIFIER_OPTIONS}
+    return guarded(
+        lambda: run_command(lambda: run(ctx, options), ctx, options["at"], identifiers, options),
+        as_json=ctx.as_json,
+    )
+
+
+def _journal(command: Call) -> str:
+    """--journal, else QUOTALEDGER_JOURNAL, else the default, as click reads them (an
+    empty variable is none)."""
+    if command.target is not None:
+        return command.target
+    return os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL
+
+
+def _lock_timeout_s(command: Call) -> float:
+    """--lock-timeout-s, else QUOTALEDGER_LOCK_TIMEOUT_S, else the default; a value
+    the duration parser refuses is worded by the full CLI (click's usage error)."""
+    text = command.lock_timeout
+    if text is None:
+        text = os.environ.get(LOCK_TIMEOUT_ENV) or None
+    if text is None:
+        return LOCK_TIMEOUT_S_DEFAULT
+    try:
+        return parse_duration_s(text, "lock_timeout_s")
+    except Error:
+        raise Unread(text) from None
