@@ -15,8 +15,10 @@ client shares; one connection is reused for every call of a ledger.
 
 from __future__ import annotations
 
+import re
 import threading
 import typing
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
@@ -31,6 +33,7 @@ from quotaledger.journal.errors import (
     JournalReplaced,
     LedgerClosed,
     LockTimeout,
+    Names,
     NotAJournal,
     NotRegularFile,
     StorageFailure,
@@ -80,14 +83,36 @@ def error_of(
     if error_type is None or error_type.exit_code != exit_code:
         error_type = _BY_EXIT.get(exit_code, Error)
     message = str(error.get("message", ""))
+    named = context.pop("parameters", None)
     about = next((name for name in params if message.startswith(name + " ")), None)
-    if about is None:
+    if isinstance(named, list) and all(isinstance(name, str) for name in named):
+        raised = error_type(_rewordable(message, named), code=code, about=tuple(named), **context)
+    elif about is None:
         raised = error_type(message, code=code, **context)
     else:
         rest = message[len(about) :]
         raised = error_type(lambda name: name + rest, code=code, about=about, **context)
     raised.exit_code = exit_code
     return raised
+
+
+def _rewordable(message: str, parameters: list[str]) -> Callable[[Names], str]:
+    """A message naming `parameters` in order (the API's names), as a function of a
+    caller's names for them."""
+    pieces: list[str] = []
+    rest = message
+    for name in parameters:
+        found = re.search(rf"(?<![\w-]){re.escape(name)}(?!\w)", rest)
+        if found is None:
+            break
+        pieces += [rest[: found.start()], name]
+        rest = rest[found.end() :]
+    pieces.append(rest)
+
+    def worded(names: Names) -> str:
+        return "".join(names(piece) if i % 2 else piece for i, piece in enumerate(pieces))
+
+    return worded
 
 
 class Client:

@@ -174,6 +174,15 @@ def canonical_at(text: str) -> str:
     return text if _CANONICAL.fullmatch(text) else format_us(at_us)
 
 
+def check_moment(name: str, text: str) -> str:
+    """`text` as canonical RFC 3339 (`canonical_at`), or its error naming `name`: the
+    caller's word for the parameter (the CLI's `--at`, the API's `at`)."""
+    try:
+        return canonical_at(text)
+    except InvalidInput as error:
+        raise InvalidInput(f"{name}: {error.message}", code=error.code) from None
+
+
 def names_a_real_second(text: str) -> bool:
     """Whether a canonical-looking `at` (its shape checked elsewhere, e.g. by a
     schema's pattern) names a real second in the supported range: no 2026-02-30."""

@@ -21,7 +21,8 @@ and exit code in one place (`quotaledger.cli.output.exit_code_of`).
 A message about one of the engine's parameters (`at`, `lock_timeout_s`) names it as
 the engine does; a caller with its own names for them (the CLI's flags) words it
 with `worded(names)`: such an error is built from a function of the parameter's name,
-and `about` says which parameter it is.
+and `about` says which parameter it is (or, for a message naming several, from a
+function of the caller's `Names`, `about` listing them).
 """
 
 from __future__ import annotations
@@ -33,41 +34,55 @@ from quotaledger.journal import codes
 
 Names = Callable[[str], str]
 """A caller's word for one of the engine's parameters (the CLI: its flag)."""
-_NAME = "\0"
-"""Where the parameter's name goes in a message: no path, URL or time holds a NUL."""
+_MARK = "\0"
+"""Brackets a parameter's name in a message: no path, URL or time holds a NUL."""
+
+
+def _marked(field: str) -> str:
+    return _MARK + field + _MARK
 
 
 class Error(Exception):
     code = codes.ERROR
     exit_code = 2
     about: str | None = None
-    """The parameter the message names, if it names one (see `worded`)."""
+    """The parameter the message names, if it names one (see `worded`); the first,
+    when it names several."""
 
     def __init__(
         self,
-        message: str | Names,
+        message: str | Names | Callable[[Names], str],
         *,
         code: str | None = None,
-        about: str | None = None,
+        about: str | tuple[str, ...] | None = None,
         **context: Any,
     ) -> None:
-        # Kept as pieces around the parameter's name: plain strings, so an error still
-        # pickles (a process pool hands it back to its caller).
+        # Kept as pieces, text and parameters' names in turn: plain strings, so an
+        # error still pickles (a process pool hands it back to its caller).
         if isinstance(message, str):
             self._pieces: tuple[str, ...] = (message,)
-        else:
-            assert about is not None, "a message built from a name says which parameter"
-            self._pieces = tuple(message(_NAME).split(_NAME))
+        elif isinstance(about, str):  # a function of the one parameter's name
+            self._pieces = tuple(message(_marked(about)).split(_MARK))  # type: ignore[arg-type]
             self.about = about
-        self.message = (about or "").join(self._pieces)
+        else:  # a function of the caller's `Names`, for a message naming several
+            assert about, "a message built from names says which parameters"
+            self._pieces = tuple(message(_marked).split(_MARK))  # type: ignore[arg-type]
+            self.about = about[0]
+        self.message = self.worded(str)
         super().__init__(self.message)
         if code is not None:
             self.code = code
         self.context = context
 
     def worded(self, names: Names) -> str:
-        """The message with `names`' word for the parameter it is about."""
-        return self.message if self.about is None else names(self.about).join(self._pieces)
+        """The message with `names`' word for each parameter it names."""
+        pieces = self._pieces  # text, a name, text, ...: every odd piece a name
+        return "".join(names(piece) if i % 2 else piece for i, piece in enumerate(pieces))
+
+    @property
+    def parameters(self) -> tuple[str, ...]:
+        """The parameters the message names, in order (the engine's names)."""
+        return self._pieces[1::2]
 
     def to_json(self, names: Names | None = None) -> dict[str, Any]:
         message = self.message if names is None else self.worded(names)

@@ -127,8 +127,9 @@ def _verified_prefix(fold: Fold[Any], truncate_after_seq: int) -> Head:
     if head.seq < truncate_after_seq and failure is None:
         # One code per condition (SPEC §8): a seq past the head of a sound journal.
         raise InvalidInput(
-            f"--truncate-after {truncate_after_seq} is not in the journal (head is {head.seq})",
+            lambda name: f"{name} {truncate_after_seq} is not in the journal (head is {head.seq})",
             code=codes.SEQ_OUT_OF_RANGE,
+            about="truncate_after",
         )
     if head.seq < truncate_after_seq and failure is not None:
         raise InvalidInput(

@@ -222,7 +222,14 @@ def _pairs(source: HeaderSource) -> list[tuple[str, Any]]:
         return _text_pairs(source)
     if isinstance(source, Mapping):
         return [(str(name), value) for name, value in source.items()]
-    return [(str(name), value) for name, value in source]
+    pairs = list(source)
+    if not all(isinstance(pair, list | tuple) and len(pair) == 2 for pair in pairs):
+        raise InvalidInput(
+            "provider headers given as a sequence must be (name, value) pairs",
+            code=codes.INVALID_PROVIDER_HEADERS,
+            option="--provider-headers",
+        )
+    return [(str(name), value) for name, value in pairs]
 
 
 def _text_pairs(text: str) -> list[tuple[str, Any]]:

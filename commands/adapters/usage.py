@@ -21,7 +21,7 @@ the observation's field names, so it goes straight into `ledger.observe(goal=...
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, NotRequired, TypedDict
 
 from quotaledger.adapters import USAGE_FORMATS, is_request_id
@@ -57,11 +57,13 @@ _SHAPE_NAMES = {
 }
 
 
-def _invalid(message: str, field: str | None = None) -> InvalidInput:
+def _invalid(message: str | Callable[[str], str], field: str | None = None) -> InvalidInput:
+    """`message`: text, or a function of the caller's word for `usage` (the CLI's flag)."""
     context: dict[str, Any] = {"option": "--usage"}
     if field is not None:
         context["field"] = field
-    return InvalidInput(message, code=codes.INVALID_USAGE, **context)
+    about = None if isinstance(message, str) else "usage"
+    return InvalidInput(message, code=codes.INVALID_USAGE, about=about, **context)
 
 
 def parse_usage(text: str, usage_format: str = "auto") -> Usage:
@@ -73,15 +75,17 @@ def parse_usage(text: str, usage_format: str = "auto") -> Usage:
     try:
         body = parse_bounded(text)
     except JsonInputError as exc:
-        raise _invalid(f"--usage is not valid JSON: {exc}") from None
+        reason = str(exc)
+        raise _invalid(lambda name: f"{name} is not valid JSON: {reason}") from None
     return usage_of(body, usage_format)
 
 
 def check_format(usage_format: str) -> str:
     if usage_format not in USAGE_FORMATS:
         raise InvalidInput(
-            f"--usage-format must be one of {', '.join(USAGE_FORMATS)}, got {usage_format!r}",
+            lambda name: f"{name} must be one of {', '.join(USAGE_FORMATS)}, got {usage_format!r}",
             code=codes.INVALID_CHOICE,
+            about="usage_format",
             option="--usage-format",
         )
     return usage_format
@@ -100,8 +104,10 @@ def usage_of(body: Any, usage_format: str = "auto") -> Usage:
             raise _invalid("the response body has no usage (usage is null)", "usage")
     if not isinstance(body, Mapping):
         raise _invalid(
-            "--usage must be a usage object or a response body holding one, got "
-            + type(body).__name__,
+            lambda name: (
+                f"{name} must be a usage object or a response body holding one, "
+                f"got {type(body).__name__}"
+            ),
             prefix.rstrip(".") or None,
         )
     shape = _shape(body, usage_format, prefix)

@@ -19,7 +19,7 @@ import msgspec
 from quotaledger.cli.output import Output, Shown, emit, emit_error, exit_code_of
 from quotaledger.client.inputs import check_one_stdin_reader
 from quotaledger.client.printing import closed_stdout
-from quotaledger.journal.clock import canonical_at
+from quotaledger.journal.clock import check_moment
 from quotaledger.journal.errors import Error, StorageFailure
 from quotaledger.journal.filestore import storage_code
 from quotaledger.journal.identifier import check_identifier
@@ -117,7 +117,7 @@ def check_common_input(
     # opens, as every option is.
     check_lock_timeout_s(ctx.lock_timeout_s)
     if at is not None:
-        canonical_at(at)
+        check_moment("--at", at)
     for name, value in identifiers.items():
         if value is not None:
             option = IDENTIFIER_OPTIONS[name]

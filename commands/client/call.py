@@ -76,9 +76,9 @@ def _check(command: Call, target: str) -> None:
     check_common_input), in its order."""
     check_target(target, option="--journal")
     if command.at is not None:
-        from quotaledger.journal.clock import canonical_at
+        from quotaledger.journal.clock import check_moment
 
-        canonical_at(command.at)
+        check_moment("--at", command.at)
     for option, value in command.identifiers.items():
         check_identifier(option, value, option=option)
     check_one_stdin_reader(command.request)

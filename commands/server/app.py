@@ -365,7 +365,7 @@ async def _error(
         extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
     if status == 401:
         extra.append((b"www-authenticate", b"Bearer"))
-    body = msgspec.json.encode({"ok": False, "error": error.to_json(routes.names_of(cli))})
+    body = msgspec.json.encode({"ok": False, "error": routes.error_json(error, cli)})
     body += b"\n"
     return await _send(send, status, body, exit_code, JSON, extra, head=method == "HEAD")
 

@@ -18,7 +18,7 @@ import msgspec
 from quotaledger.cli.output import TEXT_OPTIONS, Shown
 from quotaledger.client import http
 from quotaledger.journal import codes
-from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.usecases.decode import API, CLI, Names, Request, decode, decode_json
 from quotaledger.usecases.fields import Identifier, Time
 from quotaledger.usecases.operator import range_us
@@ -75,6 +75,16 @@ def cli_call(headers: list[tuple[bytes, bytes]]) -> CliCall | None:
 def names_of(cli: CliCall | None) -> Names:
     """A caller's words for fields: the CLI's flags for its client, else the API's."""
     return API if cli is None else CLI
+
+
+def error_json(error: Error, cli: CliCall | None) -> dict[str, Any]:
+    """An error's object in the caller's words; for an API client, a message naming
+    several parameters lists them (`parameters`), so that a client with other names
+    for them (the CLI over `RemoteLedger`) can word it its own way (`remote.error_of`)."""
+    found = error.to_json(names_of(cli))
+    if cli is None and len(set(error.parameters)) > 1:
+        found["parameters"] = list(error.parameters)
+    return found
 
 
 class RouteError(InvalidInput):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from quotaledger.journal import InvalidInput, Journal, Transaction, codes
 from quotaledger.journal.clock import canonical_at, event_time, wall_us
-from quotaledger.journal.identifier import check_identifier as engine_check_identifier
+from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections.decision import Decision
@@ -105,7 +105,7 @@ class ServiceBase:
     def require_goal(self, goal: str) -> str:
         """`goal`, if an event names it; else `unknown_goal` (exit 2) naming the closest
         known goals (SPEC §7): for readers, where a typo would read as an empty goal."""
-        check_identifier("--goal", goal)
+        check_identifier("goal", goal, about=True)
         if goal in self.journal.head.goal_last_at:
             return goal
         if self.journal.corruption is None:  # a long-lived handle: others may have added it
@@ -131,17 +131,18 @@ class ServiceBase:
         answers; anything else reports the corruption (SPEC §2.4).
         """
         if at is not None and seq is not None:
-            raise InvalidInput("give --at or --seq, not both", code=codes.INVALID_OPTION)
+            raise InvalidInput(
+                lambda names: f"give {names('at')} or {names('seq')}, not both",
+                code=codes.INVALID_OPTION,
+                about=("at", "seq"),
+            )
         corruption = self.journal.corruption
         if corruption is not None and (seq is None or seq >= corruption.seq):
             # A handle opened on a corrupt journal shows only its verified prefix.
             raise self.journal.corrupt_error(corruption)
         if seq is not None:
             if seq < 0 or seq > self.journal.head.seq:
-                raise InvalidInput(
-                    f"--seq {seq} is not in the journal (head is {self.journal.head.seq})",
-                    code=codes.SEQ_OUT_OF_RANGE,
-                )
+                raise seq_out_of_range(seq, self.journal.head.seq)
             return self.journal.fold_as_of(seq=seq)[0]
         if at is not None:
             return self.journal.fold_as_of(at=canonical_at(at))[0]
@@ -191,5 +192,10 @@ def conclude(
     return txn.append(decision.kind, goal, decision.payload, at)
 
 
-def check_identifier(option: str, value: str) -> str:
-    return engine_check_identifier(option, value, option=option)
+def seq_out_of_range(seq: int, head_seq: int) -> InvalidInput:
+    """A `seq` past the journal's head (or negative): one code, one wording (SPEC §8)."""
+    return InvalidInput(
+        lambda name: f"{name} {seq} is not in the journal (head is {head_seq})",
+        code=codes.SEQ_OUT_OF_RANGE,
+        about="seq",
+    )

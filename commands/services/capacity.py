@@ -223,16 +223,6 @@ def provider_report(provider: Any) -> cap.ProviderReport | None:
     return None if provider is None else provider_report_of("provider", provider)
 
 
-COUNT_OPTIONS = {
-    "uncached_input": "--uncached-input",
-    "cached_input": "--cached-input",
-    "cache_write_input": "--cache-write-input",
-    "output": "--output",
-    "requests": "--requests",
-}
-"""The count arguments of `observe`, which `--usage` replaces."""
-
-
 def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict[str, Any]:
     """An observation's counters: from a provider's usage body, or from the count
     arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
@@ -245,11 +235,14 @@ def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict
     # runner's every call) never pay for them.
     from quotaledger.adapters.usage import parse_usage, plain, usage_of
 
-    given = [COUNT_OPTIONS[name] for name, value in counts.items() if value is not None]
+    given = tuple(name for name, value in counts.items() if value is not None)
     if given:
         raise InvalidInput(
-            f"--usage gives the counts: leave out {', '.join(given)}",
+            lambda names: (
+                f"{names('usage')} gives the counts: leave out " + ", ".join(map(names, given))
+            ),
             code=codes.USAGE,
+            about=("usage", *given),
             option="--usage",
         )
     mapped = (
@@ -271,15 +264,22 @@ def provider_headers_of(
 
     if provider is not None:
         raise InvalidInput(
-            "give provider_headers or a resolved provider report, not both",
+            lambda names: (
+                f"give {names('provider_headers')} or a resolved provider report "
+                f"({names('provider')}), not both"
+            ),
             code=codes.INVALID_OPTION,
+            about=("provider_headers", "provider"),
             option="--provider-headers",
         )
     if not isinstance(source, str | Mapping | list | tuple):
         raise InvalidInput(
-            "--provider-headers must be header text or a mapping of names to values, got "
-            + type(source).__name__,
+            lambda name: (
+                f"{name} must be header text or a mapping of names to values, "
+                f"got {type(source).__name__}"
+            ),
             code=codes.INVALID_PROVIDER_HEADERS,
+            about="provider_headers",
             option="--provider-headers",
         )
     headers = parse_provider_headers(source)

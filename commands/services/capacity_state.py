@@ -45,9 +45,19 @@ class CapacityStateService(ServiceBase):
         given = cap.given_fields(request.config_fields())
         if not given and not remove_limit and not remove_gate:
             raise InvalidInput(
-                "nothing to configure: give the case gate (--max-active-cases ...), the token "
-                "gate (--quota-tpm, --quota-itpm ...), --remove-limit or --remove-gate",
+                lambda names: (
+                    "nothing to configure: give the case gate "
+                    f"({names('max_active_cases')} ...), the token gate ({names('quota_tpm')}, "
+                    f"{names('quota_itpm')} ...), {names('remove_limit')} or {names('remove_gate')}"
+                ),
                 code=codes.INVALID_CONFIG,
+                about=(
+                    "max_active_cases",
+                    "quota_tpm",
+                    "quota_itpm",
+                    "remove_limit",
+                    "remove_gate",
+                ),
             )
         # The rule needs the goal's config: an invalid result raises inside the
         # transaction, which then appends nothing.

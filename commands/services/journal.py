@@ -201,7 +201,7 @@ class JournalService(ServiceBase):
                 FILE_MODE,
             )
         except FileExistsError:
-            refuse_journal("--to", to_path)  # the sharper code when it holds a journal
+            refuse_journal("to", to_path)  # the sharper code when it holds a journal
             raise InvalidInput(
                 f"{to_path} already exists; export never overwrites",
                 code=codes.EXPORT_TARGET_EXISTS,

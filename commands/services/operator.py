@@ -18,7 +18,7 @@ from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
-from quotaledger.services.base import ServiceBase
+from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
@@ -68,10 +68,7 @@ def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
 def _no_decision(request: AuditRequest, head_seq: int) -> InvalidInput:
     if request.seq is not None and request.seq > head_seq:
         # One code per condition (SPEC §8): a seq past the head, as inspect --seq says.
-        return InvalidInput(
-            f"--seq {request.seq} is not in the journal (head is {head_seq})",
-            code=codes.SEQ_OUT_OF_RANGE,
-        )
+        return seq_out_of_range(request.seq, head_seq)
     what = (
         f"seq {request.seq}"
         if request.seq is not None
@@ -85,8 +82,12 @@ def _no_decision(request: AuditRequest, head_seq: int) -> InvalidInput:
 def _check_selector(request: AuditRequest) -> None:
     if not request.one_selector():
         raise InvalidInput(
-            "give exactly one of --seq N, --hash H, or --goal G --run R",
+            lambda names: (
+                f"give exactly one of {names('seq')} N, {names('hash')} H, or "
+                f"{names('goal')} G {names('run')} R"
+            ),
             code=codes.INVALID_OPTION,
+            about=("seq", "hash", "goal", "run"),
         )
 
 
@@ -276,7 +277,7 @@ class OperatorService(ServiceBase):
     def report(self, request: ReportRequest, progress: Progress | None = None) -> ReportAnswer:
         """Write the goal's self-contained offline HTML report to `out`."""
         data, timeline = self.report_page(request.goal, request.since, request.until, progress)
-        write_atomically("--out", request.out, data)
+        write_atomically("out", request.out, data)
         refusals = sum(1 for d in timeline.decisions if not d.admitted)
         return ReportAnswer(
             ok=True,
@@ -370,7 +371,7 @@ class OperatorService(ServiceBase):
         answer = MetricsAnswer(ok=True, at=format_us_or_none(at_us), goals=names, metrics=families)
         if out is not None:
             data = prometheus_text(answer).encode()
-            write_atomically("--out", out, data)
+            write_atomically("out", out, data)
             answer.out = out
             answer.bytes = len(data)
         return answer

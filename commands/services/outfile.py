@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from collections.abc import Callable
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
 from quotaledger.journal.checkpoint import FILE_SUFFIXES
@@ -19,11 +20,24 @@ NAME_BYTES_MAX = 255
 """The longest file name Linux filesystems take (NAME_MAX)."""
 
 
-def check_out_path(option: str, path: str) -> None:
+def _refusal(name: str, about: bool, message: Callable[[str], str], code: str) -> InvalidInput:
+    """The error naming the option `name`: the caller's word for it, or (`about`) the
+    request's field, which each caller words its own way (the CLI: its flag)."""
+    if about:
+        return InvalidInput(message, code=code, about=name)
+    return InvalidInput(message(name), code=code)
+
+
+def check_out_path(option: str, path: str, *, about: bool = False) -> None:
     """Refuse (exit 2) a path no file can be written to: empty, in a missing
     directory, or a directory itself."""
     if not path:
-        raise InvalidInput(f"{option} is empty: give the file to write", code=codes.INVALID_OPTION)
+        raise _refusal(
+            option,
+            about,
+            lambda name: f"{name} is empty: give the file to write",
+            codes.INVALID_OPTION,
+        )
     name = os.path.basename(path)
     try:
         too_long = len(os.fsencode(name)) > NAME_BYTES_MAX
@@ -33,17 +47,24 @@ def check_out_path(option: str, path: str) -> None:
         # Refused before any work, as a missing directory is (ENAMETOOLONG at the write
         # would read as an I/O failure, exit 4).
         shown = name if len(name) <= 40 else name[:20] + f"... ({len(name)} characters)"
-        raise InvalidInput(
-            f"{option}: {shown!r} cannot name a file (at most {NAME_BYTES_MAX} bytes)",
-            code=codes.INVALID_OPTION,
+        raise _refusal(
+            option,
+            about,
+            lambda name: f"{name}: {shown!r} cannot name a file (at most {NAME_BYTES_MAX} bytes)",
+            codes.INVALID_OPTION,
         )
     directory = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(directory):
-        raise InvalidInput(
-            f"{option} {path}: directory {directory} does not exist", code=codes.INVALID_OPTION
+        raise _refusal(
+            option,
+            about,
+            lambda name: f"{name} {path}: directory {directory} does not exist",
+            codes.INVALID_OPTION,
         )
     if os.path.isdir(path):
-        raise InvalidInput(f"{option} {path} is a directory", code=codes.INVALID_OPTION)
+        raise _refusal(
+            option, about, lambda name: f"{name} {path} is a directory", codes.INVALID_OPTION
+        )
 
 
 def holds_journal(path: str) -> bool:
@@ -55,29 +76,36 @@ def holds_journal(path: str) -> bool:
     return file_holds_journal(path)
 
 
-def refuse_journal(option: str, path: str) -> None:
-    """Refuse (exit 2 `out_is_journal`) an output onto a file that holds a journal."""
+def refuse_journal(field: str, path: str) -> None:
+    """Refuse (exit 2 `out_is_journal`) an output onto a file that holds a journal;
+    `field` is the request's (`out`, `to`)."""
     if holds_journal(path):
         raise InvalidInput(
-            f"{option} {path} holds a journal (or its checkpoint); "
-            "an output never replaces one: name another file",
+            lambda name: (
+                f"{name} {path} holds a journal (or its checkpoint); "
+                "an output never replaces one: name another file"
+            ),
             code=codes.OUT_IS_JOURNAL,
+            about=field,
         )
 
 
-def write_atomically(option: str, path: str, data: bytes) -> None:
+def write_atomically(field: str, path: str, data: bytes) -> None:
     """Replace `path` with `data` so that a reader sees the old file or the new one,
     never part of one: a temporary file beside it (a name no collector globs), fsync,
-    rename over `path`, fsync the directory."""
-    check_out_path(option, path)
+    rename over `path`, fsync the directory. `field` is the request's (`out`)."""
+    check_out_path(field, path, about=True)
     # export never replaces any file (export_target_exists); these outputs replace
     # their own earlier output, so they must tell it from a journal.
-    refuse_journal(option, path)
+    refuse_journal(field, path)
     directory = os.path.dirname(os.path.abspath(path))
     try:
         fd, tmp = create_temp_beside(path, mode=OUT_FILE_MODE, hidden=True)
     except OSError as exc:
-        raise StorageFailure(f"{option}: cannot write in {directory}: {exc.strerror}") from exc
+        reason = exc.strerror
+        raise StorageFailure(
+            lambda name: f"{name}: cannot write in {directory}: {reason}", about=field
+        ) from exc
     try:
         try:
             write_all(fd, data)
@@ -88,7 +116,10 @@ def write_atomically(option: str, path: str, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         _unlink_quietly(tmp)
-        raise StorageFailure(f"{option}: writing {path} failed: {exc.strerror}") from exc
+        reason = exc.strerror
+        raise StorageFailure(
+            lambda name: f"{name}: writing {path} failed: {reason}", about=field
+        ) from exc
     except BaseException:
         _unlink_quietly(tmp)
         raise

@@ -187,9 +187,11 @@ def _hash_candidate(path: str) -> str:
     try:
         return probe_io.hash_file(path)
     except OSError as exc:
+        reason = exc.strerror or str(exc)
         raise InvalidInput(
-            f"--candidate {path!r} cannot be read: {exc.strerror or exc}",
+            lambda name: f"{name} {path!r} cannot be read: {reason}",
             code=codes.CANDIDATE_UNREADABLE,
+            about="candidates",
             path=path,
         ) from exc
 
@@ -222,9 +224,12 @@ def _create_sidecar(path: str) -> probe_io.SidecarFile:
         return probe_io.SidecarFile.create(path)
     except probe_io.SidecarExists as exc:
         raise InvalidInput(
-            f"--sidecar {path!r} already exists (a symlink counts); "
-            "the probe never overwrites a file: choose a new path",
+            lambda name: (
+                f"{name} {path!r} already exists (a symlink counts); "
+                "the probe never overwrites a file: choose a new path"
+            ),
             code=codes.SIDECAR_EXISTS,
+            about="sidecar",
             path=path,
         ) from exc
 

@@ -16,7 +16,7 @@ from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import limits
-from quotaledger.usecases.decode import Answer, Event, Request
+from quotaledger.usecases.decode import Answer, Event, Request, plain_complaint
 from quotaledger.usecases.fields import FreeText, Identifier, Rule, Time, TokenCount, choice
 
 Number = int | float
@@ -80,11 +80,15 @@ RetryAfterSeconds = Annotated[
 def provider_report_of(name: str, value: Any) -> cap.ProviderReport | None:
     """A provider report given as data, checked, its dimensions in the documented order
     (None when it reports none)."""
+    unknown = [key for key in value if key not in cap.DIMENSIONS] if isinstance(value, dict) else []
     try:
+        if unknown:
+            raise ValueError(f"{unknown[0]!r} is not a dimension ({', '.join(cap.DIMENSIONS)})")
         report = msgspec.convert(value, cap.ProviderReport)
     except (msgspec.ValidationError, TypeError, ValueError) as exc:
         raise InvalidInput(
-            f"{name}: not a report of {{dimension: {{limit, remaining, reset_at}}}} ({exc})",
+            f"{name}: not a report of {{dimension: {{limit, remaining, reset_at}}}} "
+            f"({plain_complaint(str(exc))})",
             code=codes.INVALID_PROVIDER_REPORT,
             option=name,
         ) from None

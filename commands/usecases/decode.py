@@ -244,7 +244,8 @@ def _worded(
     field = match.group(1)
     value = values.get(field)
     rule = plan.rules.get(field)
-    if rule is not None:
+    wrong_kind = ", got `" in message  # not a value its rule could read at all
+    if rule is not None and not wrong_kind:
         items = value if isinstance(value, list | tuple) else [value]
         for item in items:
             rule.check(names(field), item)  # raises when the rule is what was broken
@@ -256,11 +257,27 @@ def _worded(
     shown = repr(value)
     if len(shown) > 60:
         shown = shown[:57] + "..."
+    given = shown if value is None else f"{type(value).__name__} {shown}"
     return InvalidInput(
-        f"{names(field)} must be {' or '.join(kinds)}, not {type(value).__name__} {shown}",
+        f"{names(field)} must be {' or '.join(kinds)}, not {given}",
         code=codes.INVALID_ARGUMENT,
         parameter=names(field),
     )
+
+
+def plain_complaint(message: str) -> str:
+    """msgspec's complaint about a value inside a field, in words (no `$`, no type
+    names): `Expected `int`, got `str` - at `$[...].limit`` as `expected an integer,
+    got a string at [...].limit`."""
+    text, _, where = message.partition(" - at ")
+    text = re.sub(
+        r"`([^`]*)`",
+        lambda kinds: " or ".join(_KIND_WORDS.get(k, k) for k in kinds.group(1).split(" | ")),
+        text,
+    )
+    text = text[:1].lower() + text[1:]
+    where = where.replace("`", "").replace("$", "").lstrip(".")
+    return f"{text} at {where}" if where else text
 
 
 _KIND_WORDS = {
@@ -270,6 +287,7 @@ _KIND_WORDS = {
     "bool": "true or false",
     "array": "a sequence of strings",
     "object": "an object",
+    "null": "null",
 }
 
 

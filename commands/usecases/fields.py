@@ -11,6 +11,7 @@ from typing import Annotated, Any
 import msgspec
 
 from quotaledger.journal import codes
+from quotaledger.journal.clock import check_moment, parse_deadline_us
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.identifier import (
     IDENTIFIER_PATTERN,
@@ -274,9 +275,27 @@ WindowHours = Annotated[
     msgspec.Meta(gt=0, le=limits.WINDOW_HOURS_MAX, description="A budget window in hours, > 0"),
     Rule(check_window_hours, code=codes.INVALID_WINDOW_HOURS),
 ]
-Time = Annotated[str, msgspec.Meta(description="RFC 3339 with a time zone")]
+
+
+def check_deadline(name: str, value: str) -> str:
+    """A deadline's shape (it is resolved against the event's time where it is used),
+    its error naming `name`."""
+    try:
+        parse_deadline_us(value, 0, name)
+    except InvalidInput as error:
+        if error.about is not None:  # a duration's error names it: as this caller does
+            raise InvalidInput(error.worded(lambda field: name), code=error.code) from None
+        raise InvalidInput(f"{name}: {error.message}", code=error.code) from None
+    return value
+
+
+Time = Annotated[
+    str,
+    msgspec.Meta(description="RFC 3339 with a time zone"),
+    Rule(check_moment, always=True, code=codes.INVALID_TIME),
+]
 """A moment as RFC 3339 text; the API also takes an aware datetime, which `decode`
-turns into this text. Its value is checked where it is used (`journal.clock`)."""
+turns into this text."""
 
 
 def choice(choices: tuple[str, ...], description: str) -> Any:
@@ -316,6 +335,7 @@ EventHash = Annotated[
 Deadline = Annotated[
     str,
     msgspec.Meta(description="RFC 3339 with a time zone, or +DURATION after the event's time"),
+    Rule(check_deadline, always=True, code=codes.INVALID_TIME),
 ]
 """A deadline as text; the API also takes an aware datetime (`decode`). It is resolved
 against the event's time where it is used (`journal.clock.parse_deadline_us`)."""

@@ -7,7 +7,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.journal.clock import canonical_at, parse_at
+from quotaledger.journal.clock import check_moment, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.services.outfile import check_out_path
 from quotaledger.usecases.configfields import ConfigFieldsRequest
@@ -61,12 +61,7 @@ def range_us(since: str | None, until: str | None, names: Names) -> tuple[int | 
 
 
 def _moment_us(name: str, text: str | None) -> int | None:
-    if text is None:
-        return None
-    try:
-        return parse_at(canonical_at(text))
-    except InvalidInput as exc:
-        raise InvalidInput(f"{name}: {exc.message}", code=exc.code) from None
+    return None if text is None else parse_at(check_moment(name, text))
 
 
 # -- goals -------------------------------------------------------------------------------

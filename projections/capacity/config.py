@@ -18,7 +18,7 @@ dimension is not configured), so one rule serves every field, `explicit` and
 by the very same function (`reconfigure`).
 """
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
 import msgspec
@@ -370,9 +370,20 @@ def effective_explicit(config: Config) -> set[str]:
     return found
 
 
-def _invalid(message: str, problems: list[str] | None = None) -> InvalidInput:
-    problems = problems if problems is not None else [message]
-    return InvalidInput(message, code=codes.INVALID_CONFIG, problems=problems)
+def _invalid(
+    message: str | Callable[[str], str],
+    problems: list[str] | None = None,
+    *,
+    about: str | None = None,
+) -> InvalidInput:
+    """`message`: text, or a function of the caller's word for the field `about`."""
+    error = InvalidInput(message, code=codes.INVALID_CONFIG, about=about)
+    error.context["problems"] = problems if problems is not None else [error.message]
+    return error
+
+
+def _not_one_of(field: str, choices: str, value: str) -> InvalidInput:
+    return _invalid(lambda name: f"{name} takes {choices}, got {value!r}", about=field)
 
 
 def given_fields(fields: Mapping[str, Any]) -> Flat:
@@ -406,11 +417,11 @@ def reconfigure(
     removed: set[str] = set()
     for gate in remove_gates:
         if gate not in GATES:
-            raise _invalid(f"--remove-gate takes cases or tokens, got {gate!r}")
+            raise _not_one_of("remove_gate", "cases or tokens", gate)
         removed.update(GATES[gate])
     for dimension in remove_limits:
         if dimension not in DIMENSIONS:
-            raise _invalid(f"--remove-limit takes {', '.join(DIMENSIONS)}, got {dimension!r}")
+            raise _not_one_of("remove_limit", ", ".join(DIMENSIONS), dimension)
         removed.update(dimension_fields(dimension))
     clash = [name for name in given if name in removed]
     if clash:

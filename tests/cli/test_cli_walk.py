@@ -32,7 +32,8 @@ VALID_ARGS: dict[tuple[str, ...], list[str]] = {
     ("host", "exit"): ["--exit-code", "0"],  # exactly one of --exit-code and --signal
     # a choice and an event hash, checked by the request type before the journal opens
     ("host", "return"): ["--outcome", "completed"],
-    ("host", "continue"): ["--bind", "ab" * 32],
+    ("host", "continue"): ["--bind", "ab" * 32, "--deadline", "+1h"],
+    ("host", "phase"): ["--deadline", "+1h"],  # a time, checked by the request type too
     # the three counters are required unless --usage gives them (checked by the command)
     ("observe",): ["--uncached-input", "0", "--cached-input", "0", "--output", "0"],
 }
