@@ -329,17 +329,21 @@ def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str
         "coverage": ex.coverage,
         "observation_stale": _given(ex.observation_stale),
     }
-    lines = [
-        _binding_text(ex, reasons),
-        f"usage {_n(ex.usage_tpm)} TPM (uncached {_n(usage.uncached_input)}, "
-        f"cached {_n(usage.cached_input)}, output {_n(usage.output)}); "
-        f"reserved {_n(ex.reserved_tpm)}; load {_n(ex.load_tpm)}; "
-        f"target {_n(ex.target_tpm)}; forecast {_n(_given(ex.forecast_tpm))}",
-        f"{coverage_text(coverage)}; cooldown until {ex.cooldown_until or '-'}; active cases "
-        f"{cases.total} (target {_n(_given(ex.target_active_cases))}, "
-        f"max {_n(_given(ex.max_active_cases))})",
-        f"earliest admissible at: {ex.earliest_admissible_at or NEVER}",
-    ]
+    dimensions = _given(ex.dimensions)
+    tokens = bool(dimensions) or ex.target_tpm is not None  # the token gate is configured
+    lines = [_binding_text(ex, reasons)]
+    if tokens:
+        parts = {"uncached": usage.uncached_input, "cached": usage.cached_input,
+                 "output": usage.output}  # fmt: skip
+        lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts)})")
+        lines += readable.decision_dimension_lines(ex)
+    state = [f"{coverage_text(coverage)}"] if tokens else []
+    state.append(f"cooldown until {ex.cooldown_until or '-'}")
+    state.append(
+        f"active cases {cases.total} (target {_n(_given(ex.target_active_cases))}, "
+        f"max {_n(_given(ex.max_active_cases))})"
+    )
+    lines += ["; ".join(state), f"earliest admissible at: {ex.earliest_admissible_at or NEVER}"]
     if ex.top_contributors:
         lines += ["", "window composition (top runs by usage):"]
         rows = [

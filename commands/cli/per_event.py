@@ -197,17 +197,7 @@ def figures_text(figures: cap.Figures) -> str:
             f"{figures.max_active_cases}"
         )
     if figures.dimensions:
-        lines += [
-            readable.dimension_line(
-                name,
-                d,
-                binding=name == figures.binding_dimension,
-                forecast=d.forecast,
-                cold_start=figures.cold_start_reserve_tpm if name == "tpm" else 0,
-                evaluator_reserve=figures.evaluator_reserve_tpm if name == "tpm" else 0,
-            )
-            for name, d in figures.dimensions.items()
-        ]
+        lines += readable.decision_dimension_lines(figures)
     elif figures.target_tpm is not None:  # figures recorded before dimensions existed
         lines.append(
             f"tpm: load {num(figures.load_tpm)} (usage {num(figures.usage_tpm)}, "

@@ -91,6 +91,41 @@ def dimension_line(
     return text + f"; headroom {num(headroom)} {unit}"
 
 
+class DecisionFigures(Protocol):
+    """A decision's dimensions with what the tpm line adds: a refusal's figures and
+    its audit's explanation both have them."""
+
+    @property
+    def dimensions(self) -> Any: ...
+    @property
+    def binding_dimension(self) -> Any: ...
+    @property
+    def cold_start_reserve_tpm(self) -> Any: ...
+    @property
+    def evaluator_reserve_tpm(self) -> Any: ...
+
+
+def decision_dimension_lines(figures: DecisionFigures) -> list[str]:
+    """A decision's line per configured dimension, in its unit, with the request's
+    forecast; the binding one marked (what `admit` prints of a refusal, and `audit`)."""
+    return [
+        dimension_line(
+            name,
+            d,
+            binding=name == figures.binding_dimension,
+            forecast=d.forecast,
+            cold_start=figures.cold_start_reserve_tpm if name == "tpm" else 0,
+            evaluator_reserve=figures.evaluator_reserve_tpm if name == "tpm" else 0,
+        )
+        for name, d in (figures.dimensions or {}).items()
+    ]
+
+
+def parts_text(parts: dict[str, Any]) -> str:
+    """`uncached 10, output 5`: the parts that are not zero (`-` when none is)."""
+    return ", ".join(f"{name} {num(value)}" for name, value in parts.items() if value) or "-"
+
+
 def duration_text(seconds: float | int | None) -> str:
     """A duration rounded for people: `0.25s`, `43.6s`, `2m05s`, `1h30m`, `2d03h`."""
     if seconds is None:

@@ -169,3 +169,39 @@ def test_an_oversized_usage_file_speaks_of_usage(journal_path: str, tmp_path: Pa
     result = run_cli("observe", "--goal", "g", "--usage", str(path), "--journal", journal_path)
     assert result.code == 2 and "--usage: more than 1 MiB" in result.stderr
     assert "header" not in result.stderr
+
+
+def test_an_audit_gives_each_dimensions_figures_in_its_unit(journal_path: str) -> None:
+    """A refusal bound by itpm: its audit printed tpm's figures alone ("usage 0 TPM
+    (...); reserved 0; load 0; target 90,000"); it gives each configured dimension's
+    line as `admit` and `inspect` do, the binding one marked, zero parts unnamed."""
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, quota_itpm=1000, quota_rpm=10, at=at(0))
+        ledger.observe(goal="g", uncached_input=10, cached_input=0, output=0, requests=1,
+                       at=at(1))  # fmt: skip
+        refused = ledger.admit(goal="g", run="r", forecast_tpm=500, forecast_itpm=2000,
+                               forecast_rpm=1, at=at(2))  # fmt: skip
+    assert refused["reasons"] == ["itpm_forecast_exceeds_target", "itpm_headroom_exhausted"]
+    text = _cli(journal_path, "audit", "--seq", str(refused["event"]["seq"]))
+    assert "binding constraint: itpm_forecast_exceeds_target   shortfall 1,110 ITPM" in text
+    lines = text.splitlines()
+    assert "tpm: load 10 (usage 10) + forecast 500 vs target 90000; headroom 89990 TPM" in lines
+    assert (
+        "itpm (binding): load 10 (usage 10) + forecast 2000 vs target 900; headroom 890 ITPM"
+        in lines
+    )
+    assert "rpm: load 1 (usage 1) + forecast 1 vs target 9; headroom 8 RPM" in lines
+    assert "usage 10 TPM (uncached 10)" in lines
+    assert "reserved 0" not in text and "cached 0" not in text
+
+
+def test_an_audit_of_a_cases_only_refusal_prints_no_token_figures(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", max_active_cases=1, at=at(0))
+        ledger.admit(goal="g", run="r1", arm="baseline", at=at(1))
+        refused = ledger.admit(goal="g", run="r2", arm="baseline", at=at(2))
+    assert refused["ok"] is False
+    text = _cli(journal_path, "audit", "--seq", str(refused["event"]["seq"]))
+    assert f"binding constraint: {refused['reasons'][0]}" in text
+    assert "active cases 1 (target 1, max 1)" in text
+    assert "TPM" not in text and "target -;" not in text and "observe before" not in text
