@@ -335,8 +335,8 @@ def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str
     if tokens:
         parts = {"uncached": usage.uncached_input, "cached": usage.cached_input,
                  "output": usage.output}  # fmt: skip
-        lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts)})")
-        lines += readable.decision_dimension_lines(ex)
+        lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts, _n)})")
+        lines += readable.decision_dimension_lines(ex, _n)
     state = [f"{coverage_text(coverage)}"] if tokens else []
     state.append(f"cooldown until {ex.cooldown_until or '-'}")
     state.append(

@@ -42,10 +42,10 @@ def num(value: Any) -> str:
     return str(value)
 
 
-def load_text(d: DimensionFigures) -> str:
+def load_text(d: DimensionFigures, fmt: Callable[[Any], str] = num) -> str:
     """`load 75000 (max of usage 9000, provider used 75000)`: the parts that are not zero."""
     parts = [
-        f"{label} {num(value)}"
+        f"{label} {fmt(value)}"
         for label, value in (
             ("usage", d.usage),
             ("reserved", d.reserved),
@@ -54,41 +54,46 @@ def load_text(d: DimensionFigures) -> str:
         if value
     ]
     if not parts:
-        return f"load {num(d.load)}"
+        return f"load {fmt(d.load)}"
     if len(parts) == 1:
-        return f"load {num(d.load)} ({parts[0]})"
-    return f"load {num(d.load)} (max of {', '.join(parts)})"
+        return f"load {fmt(d.load)} ({parts[0]})"
+    return f"load {fmt(d.load)} (max of {', '.join(parts)})"
 
 
-def dimension_line(
-    name: str,
+def dimension_line(name: str, d: DimensionFigures, *, binding: bool = False, **figures: Any) -> str:
+    """One configured dimension: its name, then `dimension_figures`."""
+    text = dimension_figures(d, UNITS.get(name, name.upper()), **figures)
+    return f"{name}{' (binding)' if binding else ''}: {text}"
+
+
+def dimension_figures(
     d: DimensionFigures,
+    unit: str,
     *,
-    binding: bool = False,
     forecast: Any = None,
     cold_start: Any = 0,
     evaluator_reserve: Any = 0,
+    fmt: Callable[[Any], str] = num,
 ) -> str:
-    """One configured dimension: its load and parts, what the request adds, its target
-    and headroom, in the dimension's unit."""
-    unit = UNITS.get(name, name.upper())
-    text = f"{name}{' (binding)' if binding else ''}: {load_text(d)}"
+    """A dimension's load and parts, what the request adds, its target and headroom, in
+    its `unit`: `load 10 (usage 10) + forecast 2000 vs target 900; headroom 890 ITPM`."""
+    text = load_text(d, fmt)
     if forecast is not None:
-        text += f" + forecast {num(forecast)}"
+        text += f" + forecast {fmt(forecast)}"
     if cold_start:
-        text += f" + cold start {num(cold_start)}"
-    text += f" vs target {num(d.target)}"
+        text += f" + cold start {fmt(cold_start)}"
+    text += f" vs target {fmt(d.target)}"
     if evaluator_reserve:
-        text += f" (evaluator reserve {num(evaluator_reserve)})"
+        text += f" (evaluator reserve {fmt(evaluator_reserve)})"
     headroom = d.headroom
     if hasattr(headroom, "solver"):  # inspect: per class
         if headroom.solver == headroom.evaluator:
-            return text + f"; headroom {num(headroom.solver)} {unit}"
+            return text + f"; headroom {fmt(headroom.solver)} {unit}"
         return (
-            text + f"; headroom solver {num(headroom.solver)} / evaluator "
-            f"{num(headroom.evaluator)} {unit}"
+            text + f"; headroom solver {fmt(headroom.solver)} / evaluator "
+            f"{fmt(headroom.evaluator)} {unit}"
         )
-    return text + f"; headroom {num(headroom)} {unit}"
+    return text + f"; headroom {fmt(headroom)} {unit}"
 
 
 class DecisionFigures(Protocol):
@@ -105,7 +110,9 @@ class DecisionFigures(Protocol):
     def evaluator_reserve_tpm(self) -> Any: ...
 
 
-def decision_dimension_lines(figures: DecisionFigures) -> list[str]:
+def decision_dimension_lines(
+    figures: DecisionFigures, fmt: Callable[[Any], str] = num
+) -> list[str]:
     """A decision's line per configured dimension, in its unit, with the request's
     forecast; the binding one marked (what `admit` prints of a refusal, and `audit`)."""
     return [
@@ -116,14 +123,15 @@ def decision_dimension_lines(figures: DecisionFigures) -> list[str]:
             forecast=d.forecast,
             cold_start=figures.cold_start_reserve_tpm if name == "tpm" else 0,
             evaluator_reserve=figures.evaluator_reserve_tpm if name == "tpm" else 0,
+            fmt=fmt,
         )
         for name, d in (figures.dimensions or {}).items()
     ]
 
 
-def parts_text(parts: dict[str, Any]) -> str:
+def parts_text(parts: dict[str, Any], fmt: Callable[[Any], str] = num) -> str:
     """`uncached 10, output 5`: the parts that are not zero (`-` when none is)."""
-    return ", ".join(f"{name} {num(value)}" for name, value in parts.items() if value) or "-"
+    return ", ".join(f"{name} {fmt(value)}" for name, value in parts.items() if value) or "-"
 
 
 def duration_text(seconds: float | int | None) -> str:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
+from quotaledger.cli import readable
 from quotaledger.cli.followup import audit_line, command_line, journal_words
 from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
@@ -178,13 +179,7 @@ def refusals_table(
         "arm · class",
         "reasons",
         "dimension",
-        "forecast",
-        "usage",
-        "reserved",
-        "provider used",
-        "load",
-        "target",
-        "headroom",
+        "figures",
         "active",
         "coverage",
         "cooldown until",
@@ -214,21 +209,25 @@ def refusals_table(
 
 
 def _refusal_figures(f: Any) -> list[str]:
-    """The cells of the dimension a refusal is about: the one that bound it, else TPM
-    (or the first configured), in that dimension's unit."""
+    """The cells of the dimension a refusal is about (the one that bound it, else TPM or
+    the first configured): its name and unit, and its figures as `admit` prints them,
+    in one cell that wraps (a column per figure made the table wider than the page)."""
     name = f.binding_dimension or (
         "tpm" if "tpm" in f.dimensions else next(iter(f.dimensions), None)
     )
     if name is None:  # figures recorded before dimensions existed: the TPM ones
-        values: tuple[Any, ...] = (f.forecast_tpm, f.usage_tpm, f.reserved_tpm, None)
-        values += (f.load_tpm, f.target_tpm, f.headroom_tpm)
         label = "TPM"
+        figures = (
+            f"load {_num(f.load_tpm)} (usage {_num(f.usage_tpm)}, reserved "
+            f"{_num(f.reserved_tpm)}) + forecast {_num(f.forecast_tpm)} vs target "
+            f"{_num(f.target_tpm)}; headroom {_num(f.headroom_tpm)} TPM"
+        )
     else:
         g = f.dimensions[name]
-        values = (g.forecast, g.usage, g.reserved, g.provider_used, g.load, g.target, g.headroom)
         unit = charts.DIMENSIONS[name].unit
         label = f"{name.upper()} ({unit})" + (" binding" if name == f.binding_dimension else "")
-    return [_td(label)] + [_td(_num(v), num=True) for v in values]
+        figures = readable.dimension_figures(g, name.upper(), forecast=g.forecast, fmt=_num)
+    return [_td(label), _td(figures, wrap=True)]
 
 
 def admissions_table(admissions: list[au.RecordedDecision], day: str | None = None) -> str:

@@ -185,9 +185,9 @@ def test_an_audit_gives_each_dimensions_figures_in_its_unit(journal_path: str) -
     text = _cli(journal_path, "audit", "--seq", str(refused["event"]["seq"]))
     assert "binding constraint: itpm_forecast_exceeds_target   shortfall 1,110 ITPM" in text
     lines = text.splitlines()
-    assert "tpm: load 10 (usage 10) + forecast 500 vs target 90000; headroom 89990 TPM" in lines
+    assert "tpm: load 10 (usage 10) + forecast 500 vs target 90,000; headroom 89,990 TPM" in lines
     assert (
-        "itpm (binding): load 10 (usage 10) + forecast 2000 vs target 900; headroom 890 ITPM"
+        "itpm (binding): load 10 (usage 10) + forecast 2,000 vs target 900; headroom 890 ITPM"
         in lines
     )
     assert "rpm: load 1 (usage 1) + forecast 1 vs target 9; headroom 8 RPM" in lines
