@@ -44,21 +44,7 @@ class CapacityStateService(ServiceBase):
         remove_limit, remove_gate = tuple(request.remove_limit), tuple(request.remove_gate)
         given = cap.given_fields(request.config_fields())
         if not given and not remove_limit and not remove_gate:
-            raise InvalidInput(
-                lambda names: (
-                    "nothing to configure: give the case gate "
-                    f"({names('max_active_cases')} ...), the token gate ({names('quota_tpm')}, "
-                    f"{names('quota_itpm')} ...), {names('remove_limit')} or {names('remove_gate')}"
-                ),
-                code=codes.INVALID_CONFIG,
-                about=(
-                    "max_active_cases",
-                    "quota_tpm",
-                    "quota_itpm",
-                    "remove_limit",
-                    "remove_gate",
-                ),
-            )
+            raise _nothing_to_configure()
         # The rule needs the goal's config: an invalid result raises inside the
         # transaction, which then appends nothing.
         with self.journal.transaction() as txn:
@@ -233,3 +219,17 @@ def unchanged(current: cap.Config, new: cap.Config) -> bool:
     """Whether a configure changes nothing: the same gates, the same explicit fields."""
     same = (new.cases, new.tokens) == (current.cases, current.tokens)
     return same and set(new.explicit) == set(current.explicit)
+
+
+def _nothing_to_configure() -> InvalidInput:
+    """A configure that names no field, worded with the caller's names for the fields
+    it suggests (the CLI: their flags)."""
+    return InvalidInput(
+        lambda names: (
+            f"nothing to configure: give the case gate ({names('max_active_cases')} ...), "
+            f"the token gate ({names('quota_tpm')}, {names('quota_itpm')} ...), "
+            f"{names('remove_limit')} or {names('remove_gate')}"
+        ),
+        code=codes.INVALID_CONFIG,
+        about=("max_active_cases", "quota_tpm", "quota_itpm", "remove_limit", "remove_gate"),
+    )

@@ -115,7 +115,8 @@ GIVEN: dict[tuple[str, ...], dict[str, str]] = {
     ("host", "exit"): {"exit_code": "0"},  # exactly one of --exit-code and --signal
     # a choice and an event hash, checked by the request type before the journal opens
     ("host", "return"): {"outcome": "completed"},
-    ("host", "continue"): {"bind": "ab" * 32},
+    ("host", "continue"): {"bind": "ab" * 32, "deadline": "+1h"},
+    ("host", "phase"): {"deadline": "+1h"},  # a time, checked by the request type too
     # observe takes its counts or --usage (neither is a required option to click)
     ("observe",): {"uncached_input": "1", "cached_input": "0", "output": "0"},
 }
