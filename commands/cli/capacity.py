@@ -1,11 +1,11 @@
 """Capacity commands (SPEC §3.5): configure and inspect here; observe, admit, reject and
 release, which a runner calls per event, in cli/runner.py (listed here in SPEC order)."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli import runner
+from quotaledger.cli import readable, runner
 from quotaledger.cli.common import (
     AtOpt,
     CommandTable,
@@ -123,12 +123,19 @@ def configure_text(answer: ConfigureAnswer) -> str:
     # What a reconfiguration changed (a first configure's values are all new: the
     # summary says them).
     changed = ", ".join(
-        f"{k} {num(old)} -> {num(new)}"
+        f"{k} {_setting(k, old)} -> {_setting(k, new)}"
         for k, (old, new) in answer.changes.items()
         if old is not None
     )
     text = f"configured {answer.goal}: {config_summary(answer.config)}"
     return text + (f"\n  changed: {changed}" if changed else "")
+
+
+def _setting(field: str, value: Any) -> str:
+    """A config value as people read it: a field in seconds (`_s`) as a duration."""
+    if field.endswith("_s") and isinstance(value, int | float):
+        return readable.duration_text(value)
+    return num(value)
 
 
 def config_summary(config: ConfigView) -> str:

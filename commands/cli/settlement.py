@@ -304,10 +304,17 @@ def _status_text(answer: TurnStatusAnswer) -> str:
     ]
     if not rows:
         return head
-    return head + "\n" + table(rows, ["AGENT", "TURNS", "LATEST", "PHASE", "AMOUNT", "NEXT"])
+    text = head + "\n" + table(rows, ["AGENT", "TURNS", "LATEST", "PHASE", "AMOUNT", "NEXT"])
+    for name, view in agents.items():
+        if isinstance(view, AgentStatusOwed):  # the step, as `turn resume` prints it
+            text += (
+                f"\nspend owed by agent {name} for turn {view.turn} ({view.amount:,} units); "
+                f"run once:\n{view.command}"
+            )
+    return text
 
 
 def _next(view: AgentStatus | AgentStatusOwed) -> str:
     if isinstance(view, AgentStatusOwed):
-        return "-"
+        return "spend"
     return view.next_step or view.effective_action or "-"

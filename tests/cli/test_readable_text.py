@@ -205,3 +205,13 @@ def test_an_audit_of_a_cases_only_refusal_prints_no_token_figures(journal_path: 
     assert f"binding constraint: {refused['reasons'][0]}" in text
     assert "active cases 1 (target 1, max 1)" in text
     assert "TPM" not in text and "target -;" not in text and "observe before" not in text
+
+
+def test_a_configured_duration_is_printed_for_people(journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
+    text = _cli(journal_path, "configure", "--goal", "g", "--cooldown-base-s", "1h30m",
+                "--max-observation-age-s", "90", "--at", at(1))  # fmt: skip
+    changed = text.split("changed: ", 1)[1]
+    assert "cooldown_base_s 15s -> 1h30m" in changed
+    assert "max_observation_age_s 1m00s -> 1m30s" in changed

@@ -92,6 +92,21 @@ def test_turn_resume_prints_a_spend_that_runs(dirs: tuple[Path, Path]) -> None:
     assert "settled" in again and not _printed(again)
 
 
+def test_turn_status_prints_each_owed_spend_that_runs(dirs: tuple[Path, Path]) -> None:
+    """`turn status` showed an agent owing a spend with NEXT "-": it names the step and
+    prints the owed `turn spend` beneath its table, as `turn resume` does."""
+    _, elsewhere = dirs
+    for args in (open_args("g", "agent-1", "t1", "k1"), writeback_args("g", "agent-1", "t1", 40)):
+        _cli(*args)
+    status = _cli("turn", "status", "--goal", "g")
+    row = next(line for line in status.splitlines() if line.startswith("agent-1 "))
+    assert row.split()[-1] == "spend", row
+    (spend,) = _printed(status)
+    pasted = _paste(spend, elsewhere)
+    assert pasted.returncode == 0, pasted.stdout + pasted.stderr
+    assert not _printed(_cli("turn", "status", "--goal", "g"))
+
+
 def test_the_demo_prints_inspect_and_audit_that_run(dirs: tuple[Path, Path]) -> None:
     _, elsewhere = dirs
     printed = _printed(_cli("demo"))
