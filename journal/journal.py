@@ -27,7 +27,7 @@ from quotaledger.journal.filestore import FileStore
 from quotaledger.journal.fold import Fold, Progress, Projector
 from quotaledger.journal.group import Group
 from quotaledger.journal.limits import CHECKPOINT_EVERY_EVENTS, GENESIS_PREV, LOCK_TIMEOUT_S_DEFAULT
-from quotaledger.journal.locking import check_lock_timeout_s
+from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.record import Record
 from quotaledger.journal.recovery import corrupt_error
 from quotaledger.journal.store import Inserter, PendingRecord, Store, attribution_of

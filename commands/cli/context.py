@@ -23,7 +23,7 @@ from quotaledger.journal.clock import check_moment
 from quotaledger.journal.errors import Error, StorageFailure
 from quotaledger.journal.filestore import storage_code
 from quotaledger.journal.identifier import check_identifier
-from quotaledger.journal.locking import check_lock_timeout_s
+from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target, is_remote_target
 from quotaledger.usecases.decode import CLI, Answer, Request, decode
 

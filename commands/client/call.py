@@ -14,11 +14,10 @@ duration, a missing option, an option that fills no field) is left to the full C
 from __future__ import annotations
 
 import json
-import os
 import sys
 from typing import Any
 
-from quotaledger.client.command_line import LOCK_TIMEOUT_ENV, Call, Unread
+from quotaledger.client.command_line import Call, Unread, lock_timeout_s
 from quotaledger.client.http import ANSWERED, CLI_HEADER, Connection, query_string
 from quotaledger.client.inputs import (
     STDIN_OPTIONS,
@@ -30,6 +29,7 @@ from quotaledger.client.printing import Printer, closed_stdout, write_bytes
 from quotaledger.journal import codes
 from quotaledger.journal.errors import Error
 from quotaledger.journal.identifier import check_identifier
+from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target
 
 EXIT_OK, EXIT_ABORTED = 0, 4
@@ -44,10 +44,12 @@ def call(args: list[str], target: str) -> int | None:
         return None
     if command.target is not None and command.target != target:
         return None  # `--journal` was another option's value
-    if command.lock_timeout is not None or LOCK_TIMEOUT_ENV in os.environ:
-        return None  # checked by the engine's bound: the full CLI
     try:
-        _check(command, target)
+        timeout_s = lock_timeout_s(command)  # only checked: the server waits for its lock
+    except Unread:
+        return None
+    try:
+        _check(command, target, timeout_s)
         body = _request_body(command)
         return _answered(command, target, body)
     except Error as error:
@@ -71,10 +73,11 @@ def _worded(command: Call, error: dict[str, Any]) -> dict[str, Any]:
     return {**error, "message": command.flags[about] + message[len(about) :]}
 
 
-def _check(command: Call, target: str) -> None:
-    """What the local CLI checks before a command runs (cli/common.py's
+def _check(command: Call, target: str, timeout_s: float) -> None:
+    """What the local CLI checks before a command runs (cli/context.py's
     check_common_input), in its order."""
     check_target(target, option="--journal")
+    check_lock_timeout_s(timeout_s)
     if command.at is not None:
         from quotaledger.journal.clock import check_moment
 

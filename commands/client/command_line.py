@@ -6,12 +6,14 @@ client of a server (client/call.py) and a per-event command on a local journal
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from quotaledger.client.grammar import COMMANDS, IDENTIFIERS
 from quotaledger.client.inputs import env_json
 from quotaledger.client.numbers import finite, integer
 from quotaledger.journal.errors import Error
+from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 
 LOCK_TIMEOUT_ENV = "QUOTALEDGER_LOCK_TIMEOUT_S"
 
@@ -140,3 +142,19 @@ def _duration(text: str, *, whole: bool) -> int | float | None:
     if whole:
         return seconds if isinstance(seconds, int) else None
     return float(seconds)
+
+
+def lock_timeout_s(command: Call) -> float:
+    """--lock-timeout-s, else QUOTALEDGER_LOCK_TIMEOUT_S, else the default; a value
+    the duration parser refuses is worded by the full CLI (click's usage error)."""
+    text = command.lock_timeout
+    if text is None:
+        text = os.environ.get(LOCK_TIMEOUT_ENV) or None
+    if text is None:
+        return LOCK_TIMEOUT_S_DEFAULT
+    from quotaledger.journal.clock import parse_duration_s
+
+    try:
+        return parse_duration_s(text, "lock_timeout_s")
+    except Error:
+        raise Unread(text) from None

@@ -20,10 +20,7 @@ from typing import Any
 from quotaledger.cli import per_event
 from quotaledger.cli.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
 from quotaledger.cli.output import Output
-from quotaledger.client.command_line import LOCK_TIMEOUT_ENV, Call, Unread
-from quotaledger.journal.clock import parse_duration_s
-from quotaledger.journal.errors import Error
-from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.client.command_line import Call, Unread, lock_timeout_s
 from quotaledger.journal.target import DEFAULT_JOURNAL
 
 JOURNAL_ENV = "QUOTALEDGER_JOURNAL"
@@ -44,7 +41,7 @@ def call(args: list[str]) -> int | None:
         ctx = Ctx(
             journal_target=_journal(command),
             as_json=command.as_json,
-            lock_timeout_s=_lock_timeout_s(command),
+            lock_timeout_s=lock_timeout_s(command),
         )
     except (Unread, KeyError):
         return None
@@ -62,17 +59,3 @@ def _journal(command: Call) -> str:
     if command.target is not None:
         return command.target
     return os.environ.get(JOURNAL_ENV) or DEFAULT_JOURNAL
-
-
-def _lock_timeout_s(command: Call) -> float:
-    """--lock-timeout-s, else QUOTALEDGER_LOCK_TIMEOUT_S, else the default; a value
-    the duration parser refuses is worded by the full CLI (click's usage error)."""
-    text = command.lock_timeout
-    if text is None:
-        text = os.environ.get(LOCK_TIMEOUT_ENV) or None
-    if text is None:
-        return LOCK_TIMEOUT_S_DEFAULT
-    try:
-        return parse_duration_s(text, "lock_timeout_s")
-    except Error:
-        raise Unread(text) from None

@@ -7,6 +7,7 @@ values generated for every option of the generated grammar), against real server
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import signal
@@ -45,13 +46,16 @@ def test_every_served_command_is_in_the_grammar_or_left_to_the_full_cli() -> Non
     assert set(COMMANDS) == served
 
 
-def _loaded(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+def _loaded(
+    args: list[str], cwd: Path, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "quotaledger", *args],
         capture_output=True,
         text=True,
         check=False,
         cwd=cwd,
+        env={**os.environ, **(env or {})},
     )
     names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     return done, names
@@ -368,3 +372,33 @@ def test_log_follow_ends_cleanly_when_the_server_stops(
     assert proc.returncode == 0
     assert b"graceful shutdown exceeded" not in server_err  # uvicorn's word for a cancel
     _lean(names)
+
+
+@pytest.mark.parametrize("value", ["5", "2m", "0.5", "-1", "nan", "x", ""])
+def test_a_lock_timeout_is_checked_as_by_the_full_cli(
+    servers: tuple[str, str], value: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """--lock-timeout-s and QUOTALEDGER_LOCK_TIMEOUT_S (a runner's environment may set
+    it for every call): refused or accepted as the full CLI does, and a call given a
+    good one stays lean (the server waits for its own lock: the value is only checked)."""
+    monkeypatch.chdir(tmp_path)
+    shown = []
+    for url in servers:
+        with monkeypatch.context() as patch:
+            if url == servers[1]:
+                patch.setattr(quotaledger.cli.main, "lean_call", lambda args: None)
+            configure = ["configure", "--goal", "g", "--quota-tpm", "1000", "--journal", url]
+            results = [
+                run_cli(*configure, "--lock-timeout-s", value, "--at", "2026-11-29T14:00:00Z"),
+                run_cli(
+                    "inspect", "--goal", "g", "--journal", url, "--at", "2026-11-29T14:00:01Z",
+                    env={"QUOTALEDGER_LOCK_TIMEOUT_S": value},
+                ),
+            ]  # fmt: skip
+        shown.append([(r.code, r.stdout.replace(url, "<url>"), r.stderr) for r in results])
+    assert placeholders(repr(shown[0])) == placeholders(repr(shown[1]))
+    if value in ("5", "2m"):
+        args = ["inspect", "--goal", "g", "--lock-timeout-s", value, "--journal", servers[0]]
+        done, loaded = _loaded(args, tmp_path, env={"QUOTALEDGER_LOCK_TIMEOUT_S": value})
+        assert done.returncode == 0, done.stderr[-2000:]
+        _lean(loaded)
