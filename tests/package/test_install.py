@@ -10,6 +10,7 @@ and mypy sees the API's types through `py.typed`.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -37,10 +38,18 @@ def _run(
     return done
 
 
+SCRATCH = ("*.egg-info", "__pycache__", ".*", "build", "node_modules", "*.jsonl*")
+"""What the source copy leaves out: caches, virtual environments, earlier builds."""
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # Built from a copy: setuptools builds in the source tree's build/, and under
+    # xdist two workers each build this module's wheel, which collide there.
+    source = tmp_path_factory.mktemp("source") / "quotaledger"
+    shutil.copytree(REPO, source, ignore=shutil.ignore_patterns(*SCRATCH))
     out = tmp_path_factory.mktemp("wheel")
-    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, REPO)
+    _run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", out, source)
     (built,) = out.glob("quotaledger-*.whl")
     return built
 
