@@ -33,6 +33,8 @@ from quotaledger.journal.sha256 import empty_sha256_for
 PayloadDecoder = Callable[[bytes], Any]
 Visitor = Callable[[Record, Any, bytes], None]
 """Called with each verified record, its decoded payload and its line (no newline)."""
+Noting = Callable[[str, int], None]
+"""Told each folded record's goal key ("" for none) and seq (see Fold.dirty)."""
 
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
 

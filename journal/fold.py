@@ -55,9 +55,10 @@ Progress = Callable[[int], None]
 class Projector(Protocol[S]):
     """What the journal needs to know about the domain.
 
-    A projector may also offer `visitor(state)`: `apply` on that state as a Visitor,
-    which the fold then calls for each record instead of wrapping `apply` (a step
-    that binds the state once per fold instead of per record)."""
+    A projector may also offer `visitor(state, noting=None)`: `apply` on that state as
+    a Visitor, which the fold then calls for each record instead of wrapping `apply`
+    (a step that binds the state once per fold instead of per record), telling
+    `noting` each record's goal key and seq before it folds it."""
 
     version: str
 
@@ -222,16 +223,20 @@ class Fold(Generic[S]):
         checkpoint, and a record of a goal its `source` has not loaded yet waits for
         that goal's first use instead of being folded now."""
         make_visitor = getattr(self.projector, "visitor", None)
-        if make_visitor is not None:
-            fold: Visitor = make_visitor(state)
+        own, source = state is self.state, self.source
+        if make_visitor is not None and own and source is None:
+            fold: Visitor = make_visitor(state, self.dirty.__setitem__)
         else:
-            apply = self.projector.apply
+            if make_visitor is not None:
+                fold = make_visitor(state)
+            else:
+                apply = self.projector.apply
 
-            def fold(record: Record, payload: Any, line: bytes) -> None:
-                apply(state, record, payload)
+                def fold(record: Record, payload: Any, line: bytes) -> None:
+                    apply(state, record, payload)
 
-        if state is self.state:
-            fold = self._noting(fold, self.source)
+            if own:
+                fold = self._noting(fold, source)
         if also is None:
             return fold
 
