@@ -89,7 +89,9 @@ def accept(
     def rebuild(key: str) -> list[tuple[Record, Any]]:
         if strict:
             raise Damaged(f"the section of goal {key!r} is damaged")
-        return goal_from_genesis(fold, key, head.seq)
+        # Up to the checkpoint's record, not `head`'s: the fold advances that head past
+        # the records after the checkpoint, which wait in `pending` and follow these.
+        return goal_from_genesis(fold, key, checkpoint.seq)
 
     source = GoalSections(checkpoint, per_goal, projector.apply, rebuild)
     source.state = per_goal.lazy(source)

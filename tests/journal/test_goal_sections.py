@@ -18,7 +18,7 @@ from typing import Any
 
 import msgspec
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from quotaledger.api import Ledger
@@ -121,6 +121,16 @@ ops = st.lists(
     max_examples=12,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@example(  # a corrupt section refolded after the tail was folded: once, not twice
+    history=[
+        ("g0", "configure", 0),
+        ("g0", "configure", 0),
+        ("g0", "configure", 1),
+        ("g0", "observe", 0),
+    ],
+    writers=[False] * 45,
+    how="corrupt-section",
 )
 @given(history=ops, writers=st.lists(st.booleans(), min_size=45, max_size=45),
        how=st.sampled_from(DAMAGES))  # fmt: skip
