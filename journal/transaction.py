@@ -54,6 +54,7 @@ _Raw = msgspec.Raw
 _new_pending = tuple.__new__
 """Builds a PendingRecord without the NamedTuple's Python-level __new__ (every append)."""
 _NOTHING_CHECKED: tuple[str | None, object] = (None, object())  # no string is this time
+_NO_DECODER: tuple[object, PayloadDecoder] = (object(), bytes)  # no kind is this object
 
 
 class Host(Protocol[S_co]):
@@ -102,6 +103,7 @@ class Transaction(Generic[S]):
 
     __slots__ = (
         "_checked",
+        "_decoder",
         "_goal_last_at",
         "_host",
         "_more",
@@ -124,6 +126,9 @@ class Transaction(Generic[S]):
         self._goal_last_at: dict[str | None, str] = {}
         self._checked: tuple[str | None, object] = _NOTHING_CHECKED
         """A goal and a time known canonical and not before the goal's last event."""
+        self._decoder: tuple[object, PayloadDecoder] = _NO_DECODER
+        """The last kind appended (the very string) and its decoder: a batch's kinds
+        repeat."""
         self.wall_us = 0
 
     def __enter__(self) -> Transaction[S]:
@@ -217,22 +222,14 @@ class Transaction(Generic[S]):
         staged, a journal.batch record will lead them and every seq and hash shifts:
         `committed` holds the records as written after the commit."""
         checked_goal, checked_at = self._checked
-        if at is not checked_at or goal != checked_goal:
+        same_time = at is checked_at and goal == checked_goal
+        if not same_time:
             self._check_event(goal, at)  # not what time_for gave, nor a batch's shared one
         host = self._host
-        decode = host.decoder_for(kind)
-        staged = self._pending
-        genesis = None
-        if staged:
-            previous = staged[-1].record
-            seq, prev = previous.seq + 1, previous.hash
-        elif host.head.next_seq == 0:
-            # A new journal: staged together with the first event (see genesis_record),
-            # and only once that event is accepted.
-            genesis = genesis_record(format_us(self.wall_us))
-            seq, prev = 1, genesis.record.hash
-        else:
-            seq, prev = host.head.next_seq, host.head.prev_hash
+        decoder_kind, decode = self._decoder
+        if kind is not decoder_kind:
+            decode = host.decoder_for(kind)
+            self._decoder = (kind, decode)
         data = payload if isinstance(payload, bytes) else encode_payload(payload)
         # Check the payload against its schema right before it is written: a payload
         # that did not decode would make the journal corrupt for every later reader.
@@ -246,8 +243,10 @@ class Transaction(Generic[S]):
             raise InvalidInput(
                 "journal.batch records are the journal's own", code=codes.RESERVED_KIND
             )
-        if staged and staged[-1].record.seq != 0:
-            return self._stage_more(kind, goal, data, at, decoded)
+        staged = self._pending
+        if staged and staged[-1].record.seq != 0:  # a first event is staged: this follows
+            return self._stage_more(kind, goal, data, at, decoded, same_time)
+        seq, prev, genesis = self._first_position()
         line, digest = encode_line(seq, at, kind, goal, data, prev)
         size = len(line)
         if size > LINE_BYTES_MAX:
@@ -269,12 +268,24 @@ class Transaction(Generic[S]):
         self._checked = (goal, at)  # the goal's last time now: the next event may share it
         return pending
 
+    def _first_position(self) -> tuple[int, str, PendingRecord | None]:
+        """The seq and prev of the transaction's first event, and the genesis record
+        staged before it on a new journal (only once that event is accepted)."""
+        staged, head = self._pending, self._host.head
+        if staged:  # a genesis record alone (seq 0): the first event follows it
+            previous = staged[-1].record
+            return previous.seq + 1, previous.hash, None
+        if head.next_seq == 0:
+            genesis = genesis_record(format_us(self.wall_us))
+            return 1, genesis.record.hash, genesis
+        return head.next_seq, head.prev_hash, None
+
     def to_write(self) -> list[PendingRecord]:
         """The records this transaction's one write would hold, were it to commit now."""
         return self._final() if self._more else self._pending
 
     def _stage_more(
-        self, kind: str, goal: str | None, data: bytes, at: str, decoded: Any
+        self, kind: str, goal: str | None, data: bytes, at: str, decoded: Any, same_time: bool
     ) -> PendingRecord:
         """Stage an event after the first: the transaction is one of several records,
         so a journal.batch record will lead them, and every seq and hash shifts; they
@@ -296,7 +307,8 @@ class Transaction(Generic[S]):
         more.append((kind, goal, data, at, decoded))
         self._pending_bytes = pending_bytes
         self._goal_last_at[goal] = at
-        self._checked = (goal, at)
+        if not same_time:  # else `_checked` holds this goal and time already
+            self._checked = (goal, at)
         seq = self._pending[-1].record.seq + len(more) + 1  # the announcement takes the first
         record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), "", "")
         return _new_pending(PendingRecord, (record, decoded, b""))
