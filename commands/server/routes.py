@@ -79,10 +79,10 @@ def names_of(cli: CliCall | None) -> Names:
 
 def error_json(error: Error, cli: CliCall | None) -> dict[str, Any]:
     """An error's object in the caller's words; for an API client, a message naming
-    several parameters lists them (`parameters`), so that a client with other names
-    for them (the CLI over `RemoteLedger`) can word it its own way (`remote.error_of`)."""
+    parameters lists them (`parameters`), so that a client with other names for them
+    (the CLI over `RemoteLedger`) can word it its own way (`remote.error_of`)."""
     found = error.to_json(names_of(cli))
-    if cli is None and len(set(error.parameters)) > 1:
+    if cli is None and error.parameters:
         found["parameters"] = list(error.parameters)
     return found
 

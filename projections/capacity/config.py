@@ -18,6 +18,7 @@ dimension is not configured), so one rule serves every field, `explicit` and
 by the very same function (`reconfigure`).
 """
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Annotated, Any, Literal, get_args, get_origin, get_type_hints
 
@@ -370,13 +371,32 @@ def effective_explicit(config: Config) -> set[str]:
     return found
 
 
+_FIELD_NAME = re.compile(
+    r"(?<![\w-])(" + "|".join(sorted(FIELDS, key=len, reverse=True)) + r"|remove_gate)(?!\w)"
+)
+"""A config field named in a message (as the engine names it: `target_tpm`)."""
+
+
 def _invalid(
     message: str | Callable[[str], str],
     problems: list[str] | None = None,
     *,
     about: str | None = None,
 ) -> InvalidInput:
-    """`message`: text, or a function of the caller's word for the field `about`."""
+    """`message`: text naming config fields as the engine does (each caller words them
+    its own way: the CLI by their flags), or a function of the caller's word for the
+    field `about`. `problems` (the JSON's) keep the engine's names."""
+    if isinstance(message, str) and about is None:
+        named = tuple(found.group() for found in _FIELD_NAME.finditer(message))
+        if named:
+            text = message
+            error = InvalidInput(
+                lambda names: _FIELD_NAME.sub(lambda found: names(found.group()), text),
+                code=codes.INVALID_CONFIG,
+                about=named,
+            )
+            error.context["problems"] = problems if problems is not None else [text]
+            return error
     error = InvalidInput(message, code=codes.INVALID_CONFIG, about=about)
     error.context["problems"] = problems if problems is not None else [error.message]
     return error
@@ -465,7 +485,7 @@ def _clear_unconfigured_cases(flat: Flat, given: Flat) -> None:
     if flat["max_active_cases"] is None:
         named = [n for n in CASE_FIELDS if n in given]
         if named:
-            raise _invalid("the case gate needs --max-active-cases (it is not configured)")
+            raise _invalid("the case gate needs max_active_cases (it is not configured)")
         flat.update(dict.fromkeys(CASE_FIELDS))
 
 
@@ -476,8 +496,7 @@ def _clear_unconfigured_dimension(flat: Flat, given: Flat, dimension: str) -> No
         named = [n for n in rest if n in given]
         if named:
             raise _invalid(
-                f"{', '.join(named)} needs --{quota.replace('_', '-')} "
-                f"(dimension {dimension} is not configured)"
+                f"{', '.join(named)} needs {quota} (dimension {dimension} is not configured)"
             )
         flat.update(dict.fromkeys(rest))
 
@@ -487,13 +506,12 @@ def _clear_token_gate(flat: Flat, given: Flat, *, keep_token_gate: bool) -> None
     named = [n for n in GENERAL_TOKEN_FIELDS if n in given]
     if named:
         raise _invalid(
-            "the token gate needs --quota-tpm or a quota of another dimension "
-            "(--quota-itpm, --quota-otpm, --quota-rpm)"
+            "the token gate needs quota_tpm or a quota of another dimension "
+            "(quota_itpm, quota_otpm, quota_rpm)"
         )
     if keep_token_gate:  # its last dimension removed: say how to remove the gate
         raise _invalid(
-            "the token gate needs at least one dimension: use --remove-gate tokens to "
-            "remove the gate"
+            "the token gate needs at least one dimension: use remove_gate=tokens to remove the gate"
         )
     flat.update(dict.fromkeys(GENERAL_TOKEN_FIELDS))
 

@@ -288,7 +288,7 @@ def test_invalid_config_message_names_the_rule(journal_path):
         "--target-active-cases", "6",
     )  # fmt: skip
     assert result.code == 2
-    assert "target_active_cases (6) must be <= max_active_cases (4)" in result.stderr
+    assert "--target-active-cases (6) must be <= --max-active-cases (4)" in result.stderr
     assert "Traceback" not in result.stderr
 
 

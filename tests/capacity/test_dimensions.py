@@ -243,7 +243,7 @@ def test_remove_limit_and_remove_gate(ledger: Any) -> None:
     answer = ledger.configure(goal="g", remove_limit=["rpm"], at=at(1))
     assert answer["config"]["tokens"]["limits"] == {}
     assert answer["changes"]["quota_rpm"] == [10, None]
-    with pytest.raises(InvalidInput, match="remove-gate tokens"):
+    with pytest.raises(InvalidInput, match="remove_gate=tokens"):
         ledger.configure(goal="g", remove_limit=["tpm"], at=at(2))
     answer = ledger.configure(goal="g", remove_gate=["tokens"], at=at(2))
     assert answer["config"]["tokens"] is None and answer["config"]["cases"] is not None

@@ -29,6 +29,7 @@ from quotaledger import Error, InvalidInput, Ledger
 from quotaledger.usecases.decode import field_rule
 from quotaledger.usecases.registry import USE_CASES
 from tests.server.serving import serving
+from tests.support import run_cli
 
 G = "g"
 EFFECT = "0" * 32
@@ -230,3 +231,31 @@ def test_the_server_names_the_body_key(tmp_path: Path) -> None:
             if answer.status != 400 or not _names(key, message) or LEAKS.search(message):
                 problems.append(f"inspect ?{query}: {answer.status} {answer.body!r}")
     assert not problems, "\n".join(problems)
+
+
+CONFIG_ERRORS = [
+    # (configure's keywords, the message's part in the API's words)
+    ({"quota_tpm": 100_000, "target_tpm": 200_000}, "target_tpm (200000) must be <= quota_tpm"),
+    ({"target_itpm": 5}, "target_itpm needs quota_itpm"),
+    ({"target_active_cases": 2}, "the case gate needs max_active_cases"),
+    ({"cached_input_weight": 0.5}, "the token gate needs quota_tpm or a quota of another"),
+]
+
+
+@pytest.mark.parametrize(("given", "words"), CONFIG_ERRORS)
+def test_a_config_error_names_fields_as_the_caller_does(
+    tmp_path: Path, given: dict[str, Any], words: str
+) -> None:
+    """A refused config named fields by the engine's names to the CLI (`target_tpm
+    (200000) must be <= quota_tpm`) and by flags to the API (`needs --max-active-cases`)."""
+    journal = str(tmp_path / "j.jsonl")
+    with Ledger.open(journal) as ledger, pytest.raises(InvalidInput) as raised:
+        ledger.configure(goal=G, **given)
+    assert raised.value.code == "invalid_config"
+    assert words in raised.value.message and "--" not in raised.value.message
+    args = [f"--{k.replace('_', '-')}={v}" for k, v in given.items()]
+    done = run_cli("configure", "--goal", G, *args, "--journal", journal)
+    assert done.code == 2
+    flagged = re.sub(r"[a-z]+(?:_[a-z]+)+", lambda m: "--" + m.group().replace("_", "-"), words)
+    assert flagged in done.stderr, done.stderr
+    assert not re.search(r"\b[a-z]+_[a-z_]+\b", done.stderr.split("[")[0]), done.stderr
