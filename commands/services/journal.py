@@ -267,7 +267,7 @@ class JournalService(ServiceBase):
             if not request.allow_unreproduced:
                 # A well-chained history no version of the rules could have produced is
                 # refused before anything is loaded (SPEC §7).
-                _decisions_reproduced(source, allow="--allow-unreproduced")
+                _decisions_reproduced(source, allow="allow_unreproduced")
             last = self.journal.import_records(source, progress=progress)
         finally:
             source.close()
@@ -282,7 +282,8 @@ class JournalService(ServiceBase):
 
 def _decisions_reproduced(journal: Journal[Any], allow: str | None = None) -> DecisionsChecked:
     """Every recorded decision of `journal` re-taken on a fold of its own from genesis
-    (SPEC §7); `decision_not_reproduced` (exit 3) naming those that were not."""
+    (SPEC §7); `decision_not_reproduced` (exit 3) naming those that were not, and the
+    request's field that would `allow` them (each caller words it its own way)."""
     from quotaledger.projections.audit import check_decisions
 
     check = check_decisions(journal.records())
@@ -292,11 +293,14 @@ def _decisions_reproduced(journal: Journal[Any], allow: str | None = None) -> De
     ]
     if found:
         seqs = ", ".join(str(n.seq) for n in found[:10]) + (", ..." if len(found) > 10 else "")
-        raise JournalCorrupt(
+        text = (
             f"{len(found)} of {check.checked} recorded decisions of {journal.store.target} are "
             f"not reproduced by the rules on the state before them (seq {seqs}): the history "
             "was edited or forged, or the rules changed; `quotaledger audit --seq N` explains one"
-            + ("" if allow is None else f"; {allow} imports it anyway"),
+        )
+        raise JournalCorrupt(
+            text if allow is None else lambda name: f"{text}; {name} imports it anyway",
+            about=allow,
             code=codes.DECISION_NOT_REPRODUCED,
             checked=check.checked,
             not_reproduced=msgspec.to_builtins(found),

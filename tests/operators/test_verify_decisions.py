@@ -17,6 +17,7 @@ import msgspec
 import pytest
 
 from quotaledger.api import Ledger
+from quotaledger.journal.errors import Error
 from quotaledger.journal.record import encode_line
 from tests.pg.pg_helpers import fresh_schema
 from tests.support import CliResult, run_cli
@@ -130,3 +131,16 @@ def test_import_into_postgresql_refuses_it_too(pg_journal: str, tmp_path: Path) 
     assert allowed.code == 0, allowed.stdout + allowed.stderr
     found = cli(pg_journal, "verify", "--decisions")
     assert found.code == 3 and found.json["error"]["code"] == "decision_not_reproduced"
+
+
+def test_the_refused_import_names_its_option_as_the_caller_does(tmp_path: Path) -> None:
+    """Issue 29: the Python API's refusal said `--allow-unreproduced` (the CLI's flag)."""
+    source = tmp_path / "forged.jsonl"
+    five_in_one_slot(source)
+    with Ledger.open(str(tmp_path / "target.jsonl")) as ledger, pytest.raises(Error) as raised:
+        ledger.import_(file=str(source))
+    assert raised.value.code == "decision_not_reproduced"
+    assert "; allow_unreproduced imports it anyway" in raised.value.message
+    assert "--allow" not in raised.value.message
+    refused = cli(str(tmp_path / "other.jsonl"), "import", str(source))
+    assert "; --allow-unreproduced imports it anyway" in refused.json["error"]["message"]
