@@ -16,7 +16,7 @@ from quotaledger.cli.common import (
 )
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import Output, Shown, table
-from quotaledger.cli.per_event import coverage_text, dimension_lines, num
+from quotaledger.cli.per_event import cooldown_text, coverage_text, dimension_lines, num
 from quotaledger.projections.capacity import DIMENSIONS
 from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.usecases.capacity_state import (
@@ -199,11 +199,12 @@ def inspect_text(answer: InspectAnswer) -> str:
                 above = (
                     ", config above provider limit" if report.config_above_provider_limit else ""
                 )
+                until = "" if report.reset_at is None else f" until {report.reset_at}"
                 lines.append(
-                    f"  provider {dimension}: {report.remaining} of {report.limit} left "
-                    f"until {report.reset_at or '-'}{above}"
+                    f"  provider {dimension}: {report.remaining} of {report.limit} left"
+                    f"{until}{above}"
                 )
-        lines.append(f"  {coverage_text(goal)}, cooldown until {goal.cooldown_until or '-'}")
+        lines.append(f"  {coverage_text(goal)}, {cooldown_text(goal.cooldown_until)}")
         if goal.active_runs:
             rows = [
                 [

@@ -12,7 +12,7 @@ from quotaledger.cli import readable
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, Shown, plural, table
-from quotaledger.cli.per_event import coverage_text
+from quotaledger.cli.per_event import cooldown_text, coverage_text
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.reasons import CASE_GATE_REASONS
@@ -338,7 +338,7 @@ def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str
         lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts, _n)})")
         lines += readable.decision_dimension_lines(ex, _n)
     state = [f"{coverage_text(coverage)}"] if tokens else []
-    state.append(f"cooldown until {ex.cooldown_until or '-'}")
+    state.append(cooldown_text(ex.cooldown_until))
     state.append(
         f"active cases {cases.total} (target {_n(_given(ex.target_active_cases))}, "
         f"max {_n(_given(ex.max_active_cases))})"

@@ -146,6 +146,11 @@ def provider_summary(provider: cap.ProviderReport) -> str:
     )
 
 
+def cooldown_text(until: str | None) -> str:
+    """A provider cooldown as people read it: when it ends, or that there is none."""
+    return "no cooldown" if until is None else f"cooldown until {until}"
+
+
 def coverage_text(
     figures: "cap.Figures | GoalView | Mapping[str, Any]", *, with_last: bool = False
 ) -> str:
@@ -206,8 +211,7 @@ def figures_text(figures: cap.Figures) -> str:
         )
     if figures.target_tpm is not None or figures.dimensions:
         lines.append(
-            coverage_text(figures, with_last=True)
-            + f", cooldown until {figures.cooldown_until or '-'}"
+            coverage_text(figures, with_last=True) + ", " + cooldown_text(figures.cooldown_until)
         )
     return "\n  ".join(lines) if lines else "no gate configured"
 
