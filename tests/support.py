@@ -100,3 +100,20 @@ def promtool_check(text: str) -> None:
         [promtool, "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
     )
     assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+def run_importtime(
+    args: list[str], cwd: Path | None = None, env: dict[str, str] | None = None
+) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run `python -X importtime -m quotaledger ARGS`: the process, and the names of
+    the modules it imported (from importtime's report on stderr)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "quotaledger", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+    )
+    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
+    return done, names

@@ -7,7 +7,6 @@ values generated for every option of the generated grammar), against real server
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import signal
@@ -27,7 +26,7 @@ from quotaledger.client.grammar import COMMANDS
 from tests.cli.test_json_answers import SESSION
 from tests.cli.test_remote_client import _files, _start
 from tests.cli.transcript import placeholders
-from tests.support import run_cli
+from tests.support import run_cli, run_importtime
 
 GRAMMAR = Path(quotaledger.client.call.__file__).with_name("grammar.py")
 REGENERATE = "python -m quotaledger.cli.client_grammar > commands/client/grammar.py"
@@ -44,21 +43,6 @@ def test_every_served_command_is_in_the_grammar_or_left_to_the_full_cli() -> Non
 
     served = {case.command for case in SERVED.values() if case.command}
     assert set(COMMANDS) == served
-
-
-def _loaded(
-    args: list[str], cwd: Path, env: dict[str, str] | None = None
-) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "quotaledger", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-        env={**os.environ, **(env or {})},
-    )
-    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    return done, names
 
 
 def test_a_client_call_loads_neither_typer_nor_the_engine_nor_the_projections(
@@ -87,7 +71,7 @@ def test_a_client_call_loads_neither_typer_nor_the_engine_nor_the_projections(
         ["log", "--kind", "capacity", "--last", "2", "--json"],
     ]
     for args in calls:
-        done, loaded = _loaded([*args, "--journal", server], tmp_path)
+        done, loaded = run_importtime([*args, "--journal", server], tmp_path)
         assert done.returncode == (2 if "nobody" in args else 0), done.stderr[-2000:]
         assert "quotaledger.client.call" in loaded  # the check sees the lean path
         heavy = {n for n in loaded if n in NOT_LOADED or n.startswith(_dotted(NOT_LOADED))}
@@ -399,6 +383,6 @@ def test_a_lock_timeout_is_checked_as_by_the_full_cli(
     assert placeholders(repr(shown[0])) == placeholders(repr(shown[1]))
     if value in ("5", "2m"):
         args = ["inspect", "--goal", "g", "--lock-timeout-s", value, "--journal", servers[0]]
-        done, loaded = _loaded(args, tmp_path, env={"QUOTALEDGER_LOCK_TIMEOUT_S": value})
+        done, loaded = run_importtime(args, tmp_path, env={"QUOTALEDGER_LOCK_TIMEOUT_S": value})
         assert done.returncode == 0, done.stderr[-2000:]
         _lean(loaded)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import shlex
 import shutil
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +24,7 @@ from quotaledger.startup import PER_EVENT_COMMANDS
 from tests.cli.test_json_answers import SESSION
 from tests.cli.test_lean_client import NOT_LOADED, _dotted, _malformed
 from tests.cli.test_remote_client import _files
-from tests.support import run_cli
+from tests.support import run_cli, run_importtime
 
 AT = ["--at", "2026-11-29T14:00:09Z"]
 """A time for every write: both journals stay identical."""
@@ -180,18 +178,6 @@ def test_generated_inputs_fail_and_answer_as_through_the_full_cli(
     assert any(used)
 
 
-def _loaded(args: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "quotaledger", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=cwd,
-    )
-    names = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    return done, names
-
-
 def test_a_per_event_call_loads_neither_typer_nor_click(tmp_path: Path) -> None:
     """What the bench measures (SPEC §9): `observe` and `admit --dry-run` as whole
     processes, and `reject` and `release`, load no typer and no click."""
@@ -208,7 +194,7 @@ def test_a_per_event_call_loads_neither_typer_nor_click(tmp_path: Path) -> None:
         ["release", "--goal", "g", "--run", "r1", "--at", "yesterday"],  # an error
     ]
     for args in calls:
-        done, loaded = _loaded([*args, "--journal", journal], tmp_path)
+        done, loaded = run_importtime([*args, "--journal", journal], tmp_path)
         assert done.returncode == (2 if "yesterday" in args else 0), done.stderr[-2000:]
         assert "quotaledger.client.local" in loaded  # the check sees the lean path
         heavy = {n for n in loaded if n in TYPER or n.startswith(_dotted(TYPER))}

@@ -8,8 +8,6 @@ CPU on that path (docs/performance.md, SPEC §9's start-up figure).
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -24,6 +22,7 @@ from quotaledger.startup import (
     PER_EVENT_COMMANDS,
 )
 from tests.package.source import MODULES, REPO, imported_in_functions
+from tests.support import run_importtime
 
 
 def _declared(module: str, tables: tuple[dict[str, str], ...] = (DEFERRED,)) -> str | None:
@@ -96,15 +95,8 @@ def test_a_per_event_command_loads_nothing_deferred(tmp_path: Path, command: str
         "reject": ["--run", "r", "--retry-after-s", "1"],
         "release": ["--run", "r"],
     }[command]
-    cli = [sys.executable, "-X", "importtime", "-m", "quotaledger"]
-    done = subprocess.run(
-        [*cli, command, "--journal", journal, "--json", "--goal", "g", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done, loaded = run_importtime([command, "--journal", journal, "--json", "--goal", "g", *args])
     assert done.returncode in (0, 1), done.stderr[-2000:]
-    loaded = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
     assert "quotaledger.services.capacity" in loaded  # the check sees what it imported
     deferred = {module for module in loaded if _declared(module) is not None}
     assert deferred == set()
