@@ -16,6 +16,7 @@ from fractions import Fraction
 from functools import lru_cache
 
 from quotaledger.journal import codes
+from quotaledger.journal.environment import MAX_CLOCK_SKEW_S_ENV
 from quotaledger.journal.errors import InvalidInput, TimeInFuture, TimeRegression
 from quotaledger.journal.limits import CLOCK_SKEW_S_DEFAULT, CLOCK_SKEW_S_MAX
 
@@ -255,15 +256,12 @@ def parse_deadline_us(text: str, now_us: int, name: str = "deadline") -> int:
     return parse_at(text)
 
 
-CLOCK_SKEW_ENV = "QUOTALEDGER_MAX_CLOCK_SKEW_S"
-
-
 _ENVIRON: dict[bytes, bytes] = os.environ._data  # type: ignore[attr-defined]
 """The dict behind os.environ (and os.environb), which every change to os.environ
 updates. Every writer's transaction reads the bound: `os.environ.get` costs a
 microsecond there (a KeyError raised and caught when the variable is unset), a lookup
 in this dict 20 ns."""
-_CLOCK_SKEW_KEY = os.fsencode(CLOCK_SKEW_ENV)
+_CLOCK_SKEW_KEY = os.fsencode(MAX_CLOCK_SKEW_S_ENV)
 _clock_skew_parsed: tuple[bytes, int] | None = None
 """The variable's last value found valid, and its bound: parsed once, not per read."""
 
@@ -281,12 +279,12 @@ def max_clock_skew_us() -> int:
     text = os.fsdecode(raw).strip()
     if not text:
         return CLOCK_SKEW_S_DEFAULT * US_PER_S
-    skew_us = parse_duration_us(text, CLOCK_SKEW_ENV)
+    skew_us = parse_duration_us(text, MAX_CLOCK_SKEW_S_ENV)
     if not 0 <= skew_us <= CLOCK_SKEW_S_MAX * US_PER_S:
         raise InvalidInput(
-            f"{CLOCK_SKEW_ENV} {text!r} must be from 0 to {CLOCK_SKEW_S_MAX} seconds",
+            f"{MAX_CLOCK_SKEW_S_ENV} {text!r} must be from 0 to {CLOCK_SKEW_S_MAX} seconds",
             code=codes.INVALID_DURATION,
-            option=CLOCK_SKEW_ENV,
+            option=MAX_CLOCK_SKEW_S_ENV,
         )
     _clock_skew_parsed = (raw, skew_us)
     return skew_us
@@ -307,7 +305,7 @@ def check_not_in_future(
         lambda name: (
             f"{name} {at} is more than {skew_us / US_PER_S:g} s ahead of {clock} "
             f"({format_us(now_us)}); writers record no future events (set "
-            f"{CLOCK_SKEW_ENV} for a skewed clock)"
+            f"{MAX_CLOCK_SKEW_S_ENV} for a skewed clock)"
         ),
         about="at",
         at=at,

@@ -15,10 +15,7 @@ import json
 import re
 from typing import Any
 
-JSON_DEPTH_MAX = 32
-"""Deeper than any usage object or header map a provider sends (they are 2-3 deep)."""
-NUMBER_CHARS_MAX = 40
-"""A token count is at most 13 digits, a float's text at most ~25 characters."""
+from quotaledger.journal.limits import JSON_DEPTH_MAX, NUMBER_CHARS_MAX
 
 _STRING = re.compile(r'"(?:[^"\\]|\\.)*"?', re.DOTALL)
 _BRACKET = re.compile(r"[\[\]{}]")

@@ -51,6 +51,19 @@ INTERVAL_MS_MAX = 10_000
 INTERVAL_MS_DEFAULT = 100
 """How often the probe's sampler reads the group's memory."""
 TIMEOUT_S_MAX = 7 * 24 * 3600.0
+TERM_GRACE_S = 2.0
+"""After SIGTERM to the group, how long members get before SIGKILL."""
+SAMPLES_KEPT_MAX = 100_000
+"""Rounds kept in memory for the sidecar. When full, every other kept round is
+dropped and only every `stride`-th later round is kept, so a long run keeps an evenly
+thinned picture of the whole run in bounded memory; the counts and the peak still
+cover every round."""
+HASH_CHUNK_BYTES = 1 << 20
+"""Bytes of a candidate file hashed at a time."""
+ERROR_TEXT_MAX = 1024
+"""Characters of an OS error kept as the sidecar's `error` (a FreeText)."""
+assert ERROR_TEXT_MAX * 4 <= FREE_TEXT_BYTES_MAX, "an error's text (UTF-8) is free text"
+assert INTERVAL_MS_MIN <= INTERVAL_MS_DEFAULT <= INTERVAL_MS_MAX
 
 
 def power_of_ten(value: int) -> str:

@@ -34,6 +34,7 @@ from quotaledger.cli.output import Output
 from quotaledger.client.printing import closed_stdout
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_duration_s
+from quotaledger.journal.environment import JOURNAL_ENV, JSON_ENV, LOCK_TIMEOUT_S_ENV
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.target import DEFAULT_JOURNAL
@@ -103,7 +104,7 @@ JournalOpt = Annotated[
     str | None,
     typer.Option(
         "--journal",
-        envvar="QUOTALEDGER_JOURNAL",
+        envvar=JOURNAL_ENV,
         help="Journal file path or postgresql:// URL [default: ./quotaledger.jsonl].",
         show_default=False,
     ),
@@ -112,8 +113,8 @@ JsonOpt = Annotated[
     bool,
     typer.Option(
         "--json/--no-json",
-        envvar="QUOTALEDGER_JSON",
-        help="Print exactly one JSON object (--no-json overrides QUOTALEDGER_JSON).",
+        envvar=JSON_ENV,
+        help=f"Print exactly one JSON object (--no-json overrides {JSON_ENV}).",
     ),
 ]
 LockTimeoutOpt = Annotated[
@@ -122,7 +123,7 @@ LockTimeoutOpt = Annotated[
         "--lock-timeout-s",
         "How long to wait for the journal lock before exit 4 [default: 30s].",
         whole=False,
-        envvar="QUOTALEDGER_LOCK_TIMEOUT_S",
+        envvar=LOCK_TIMEOUT_S_ENV,
     ),
 ]
 AtOpt = Annotated[

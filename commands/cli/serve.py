@@ -7,7 +7,8 @@ import typer
 from quotaledger.cli.common import CommandTable, Ctx
 from quotaledger.cli.output import Output
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.server import LISTEN_DEFAULT, MAX_BATCH_DEFAULT  # the package alone: no HTTP
+from quotaledger.journal.limits import MAX_BATCH_DEFAULT
+from quotaledger.server import LISTEN_DEFAULT  # the package alone: no HTTP
 
 commands = CommandTable()
 

@@ -15,7 +15,8 @@ from typing import Any
 
 import click
 
-from quotaledger.client.numbers import FLOAT, INTEGER, NUMBER_CHARS_MAX
+from quotaledger.client.numbers import FLOAT, INTEGER
+from quotaledger.journal.limits import NUMBER_CHARS_MAX
 
 
 class StrictInt(click.types.IntParamType):

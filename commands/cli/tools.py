@@ -8,6 +8,7 @@ import typer
 from quotaledger.cli.common import CommandTable, Ctx
 from quotaledger.cli.output import Output, table
 from quotaledger.journal import InvalidInput, codes
+from quotaledger.journal.environment import JOURNAL_ENV
 
 DEMO_JOURNAL = "./quotaledger-demo.jsonl"
 WRITERS_MAX = 64
@@ -27,7 +28,7 @@ DemoJournalOpt = Annotated[
     str | None,
     typer.Option(
         "--journal",
-        help="Demo journal file (QUOTALEDGER_JOURNAL is ignored: the demo writes its own "
+        help=f"Demo journal file ({JOURNAL_ENV} is ignored: the demo writes its own "
         "journal there) [default: ./quotaledger-demo.jsonl].",
         show_default=False,
     ),

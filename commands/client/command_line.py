@@ -12,10 +12,9 @@ from typing import Any
 from quotaledger.client.grammar import COMMANDS, IDENTIFIERS
 from quotaledger.client.inputs import env_json
 from quotaledger.client.numbers import finite, integer
+from quotaledger.journal.environment import JSON_ENV, LOCK_TIMEOUT_S_ENV
 from quotaledger.journal.errors import Error
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
-
-LOCK_TIMEOUT_ENV = "QUOTALEDGER_LOCK_TIMEOUT_S"
 
 
 class Unread(Exception):
@@ -36,7 +35,7 @@ class Call:
         json_flag = given.pop("json_", None)
         from_env = env_json()
         if from_env is None:
-            raise Unread("QUOTALEDGER_JSON")  # a value click refuses, even with --json
+            raise Unread(JSON_ENV)  # a value click refuses, even with --json
         self.as_json = from_env if json_flag is None else bool(json_flag)
         self.lock_timeout: str | None = given.pop("lock_timeout_s", None)
         """--lock-timeout-s as given (a server's client leaves it to the full CLI)."""
@@ -149,7 +148,7 @@ def lock_timeout_s(command: Call) -> float:
     the duration parser refuses is worded by the full CLI (click's usage error)."""
     text = command.lock_timeout
     if text is None:
-        text = os.environ.get(LOCK_TIMEOUT_ENV) or None
+        text = os.environ.get(LOCK_TIMEOUT_S_ENV) or None
     if text is None:
         return LOCK_TIMEOUT_S_DEFAULT
     from quotaledger.journal.clock import parse_duration_s

@@ -17,17 +17,15 @@ from typing import NoReturn
 import httptools
 
 from quotaledger.journal import codes
+from quotaledger.journal.environment import TOKEN_ENV
 from quotaledger.journal.errors import StorageFailure
+from quotaledger.journal.limits import READ_TIMEOUT_S
 
-TOKEN_ENV = "QUOTALEDGER_TOKEN"
 EXIT_HEADER = b"quotaledger-exit-code"
 CLI_HEADER = "quotaledger-cli"
 """A CLI client's call (client/call.py): the server answers what the local command
 prints. Its value is a query string: `as` (`json` or `text`), `journal` (the target as
 the user named it) and the options that change only the text."""
-READ_TIMEOUT_S = 120.0
-"""How long a call waits for its answer: a commit waits for the lock (30 s by
-default) and its batch, so well beyond either."""
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 Answer = tuple[int, int | None, bytes]

@@ -10,9 +10,10 @@ import sys
 from typing import Any
 
 from quotaledger.journal import codes
+from quotaledger.journal.environment import JSON_ENV
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import INPUT_CHARS_MAX
 
-JSON_ENV = "QUOTALEDGER_JSON"
 TRUE_WORDS = ("1", "true", "t", "yes", "y", "on")
 FALSE_WORDS = ("0", "false", "f", "no", "n", "off")
 """A boolean environment variable's words, as click reads them."""
@@ -25,11 +26,6 @@ def env_json() -> bool | None:
     if value in TRUE_WORDS:
         return True
     return False if not value or value in FALSE_WORDS else None
-
-
-INPUT_CHARS_MAX = 1 << 20
-"""The most a `FILE|-` input option (`--usage`, `--provider-headers`) reads: a usage
-body or a header block is a few KiB; anything larger is not one."""
 
 
 _INPUT_ALONE = {

@@ -21,10 +21,9 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from quotaledger.journal.environment import JOURNAL_ENV
 from quotaledger.journal.target import is_remote_target
 from quotaledger.startup import PER_EVENT_COMMANDS
-
-JOURNAL_ENV = "QUOTALEDGER_JOURNAL"
 
 
 def remote_target(args: list[str]) -> str | None:

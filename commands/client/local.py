@@ -21,9 +21,9 @@ from quotaledger.cli import per_event
 from quotaledger.cli.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
 from quotaledger.cli.output import Output
 from quotaledger.client.command_line import Call, Unread, lock_timeout_s
+from quotaledger.journal.environment import JOURNAL_ENV
 from quotaledger.journal.target import DEFAULT_JOURNAL
 
-JOURNAL_ENV = "QUOTALEDGER_JOURNAL"
 RUNS: dict[str, Callable[[Ctx, dict[str, Any]], Output]] = {
     "observe": per_event.observe,
     "admit": per_event.admit,

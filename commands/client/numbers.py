@@ -9,9 +9,8 @@ from __future__ import annotations
 import math
 import re
 
-NUMBER_CHARS_MAX = 40
-"""Longer than any count, seq or duration an option takes (10^12 has 13 digits); a
-longer number is refused before it is converted."""
+from quotaledger.journal.limits import NUMBER_CHARS_MAX
+
 INTEGER = re.compile(r"[+-]?[0-9]+", re.ASCII)
 FLOAT = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 

@@ -16,5 +16,3 @@ Nothing here is imported by a command that does not serve.
 
 LISTEN_DEFAULT = "127.0.0.1:8765"
 """Where `serve` listens unless told: loopback, so no token is needed."""
-MAX_BATCH_DEFAULT = 1024
-"""At most this many requests are committed together (`--max-batch`)."""

@@ -23,7 +23,8 @@ from quotaledger.cli.output import exit_code_of, json_line, output_code, printed
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
-from quotaledger.journal.limits import LINE_BYTES_MAX
+from quotaledger.journal.limits import BODY_BYTES_MAX, FIRST_LINES_WAIT_S, RETRY_AFTER_BUSY_S
+from quotaledger.projections.limits import byte_size
 from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.readers import Printed, Readers
@@ -37,18 +38,12 @@ Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
-BODY_BYTES_MAX = LINE_BYTES_MAX
-"""A request body over 1 MiB is refused (413) unread: no event can be larger."""
+_BODY_TOO_LARGE = f"the body is over {byte_size(BODY_BYTES_MAX)}"
 STATUS_OF_EXIT = {0: 200, 1: 200, 2: 400, 3: 500, 4: 503}
 """HTTP status by exit code (SPEC §11): a refusal (exit 1) is an answer, not an error."""
-RETRY_AFTER_BUSY_S = 1
-"""Retry-After on a 503 a retry can cure (a lock timeout, a server shutting down)."""
 JSON = b"application/json"
 RETRY_HELPS = frozenset({codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN, codes.STORAGE_FAILURE})
 """503s a retry can cure: the lock freed, or the server restarted (recovery on open)."""
-FIRST_LINES_WAIT_S = 1.0
-"""How long the log's answer waits for its first lines (an error still gets its status)
-before the headers go: a follower of a quiet journal sees them at once after that."""
 FOR_READERS = frozenset({"/readyz", "/metrics", "/report", "/openapi.json"})
 
 
@@ -301,7 +296,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
         elif name == b"content-length" and value.isdigit():
             length = int(value)
     if length > BODY_BYTES_MAX:
-        raise routes.RouteError(413, "the body is over 1 MiB", code=codes.BODY_TOO_LARGE)
+        raise routes.RouteError(413, _BODY_TOO_LARGE, code=codes.BODY_TOO_LARGE)
     if content_type.split(b";", 1)[0].strip().lower() != JSON:
         raise routes.RouteError(415, "the body must be application/json", code=codes.NOT_JSON)
     chunks: list[bytes] = []
@@ -313,7 +308,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
         body: bytes = message.get("body", b"")
         size += len(body)
         if size > BODY_BYTES_MAX:
-            raise routes.RouteError(413, "the body is over 1 MiB", code=codes.BODY_TOO_LARGE)
+            raise routes.RouteError(413, _BODY_TOO_LARGE, code=codes.BODY_TOO_LARGE)
         chunks.append(body)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

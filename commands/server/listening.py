@@ -17,6 +17,7 @@ import uvicorn
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import StorageFailure
+from quotaledger.journal.limits import LISTEN_BACKLOG
 from quotaledger.server.protocol import LimitedHttpToolsProtocol
 
 T = TypeVar("T")
@@ -24,10 +25,6 @@ T = TypeVar("T")
 
 def _nothing() -> None:
     return None
-
-
-BACKLOG = 4096
-"""Connections the kernel queues before the server accepts them (many runners at once)."""
 
 
 class Server(uvicorn.Server):
@@ -72,7 +69,7 @@ def config(app: Any, *, keep_alive_s: float, drain_s: float, **tls: Any) -> uvic
         date_header=False,
         timeout_keep_alive=int(keep_alive_s),
         timeout_graceful_shutdown=int(drain_s),
-        backlog=BACKLOG,
+        backlog=LISTEN_BACKLOG,
         **tls,
     )
 
@@ -93,7 +90,7 @@ def bind(host: str, port: int, unix_path: str | None = None) -> socket.socket:
             sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
-        sock.listen(BACKLOG)
+        sock.listen(LISTEN_BACKLOG)
     except OSError as exc:
         where = unix_path or f"{host}:{port}"
         raise StorageFailure(

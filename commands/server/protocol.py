@@ -22,11 +22,12 @@ from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
-HEAD_BYTES_MAX = 16 * 1024
-REQUEST_S_MAX = 60.0
+from quotaledger.journal.limits import HEAD_BYTES_MAX, REQUEST_S_MAX
+from quotaledger.projections.limits import byte_size
+
 _HEAD_TOO_LARGE = (
     b'{"ok":false,"error":{"code":"head_too_large","message":'
-    b'"the request line and headers are over 16 KiB"}}\n'
+    + f'"the request line and headers are over {byte_size(HEAD_BYTES_MAX)}"}}}}\n'.encode()
 )
 
 

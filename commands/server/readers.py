@@ -17,15 +17,9 @@ import msgspec
 
 from quotaledger.api import Ledger
 from quotaledger.journal.errors import Error
+from quotaledger.journal.limits import FOLLOW_LOOK_S, LOG_CHUNK_BYTES, LOG_CHUNKS_AHEAD
 from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
-
-CHUNK_BYTES = 64 * 1024
-"""The log is sent in chunks of about this size (or as each commit's records come)."""
-CHUNKS_AHEAD = 8
-"""At most this many chunks wait for a slow client: the reader thread waits too."""
-FOLLOW_LOOK_S = 0.5
-"""A follower looks for records other writers appended at least this often."""
 
 
 class Commits:
@@ -117,7 +111,7 @@ class Readers:
             chunk = bytearray()
             for piece in printed(answers, request):
                 chunk += piece
-                if len(chunk) >= CHUNK_BYTES or request.follow:
+                if len(chunk) >= LOG_CHUNK_BYTES or request.follow:
                     stream.put(bytes(chunk))
                     chunk.clear()
             if chunk:
@@ -138,7 +132,7 @@ class LogStream:
         self._loop = loop
         self._closed = closed
         self._queue: asyncio.Queue[bytes | Error | None] = asyncio.Queue()
-        self._room = threading.Semaphore(CHUNKS_AHEAD)
+        self._room = threading.Semaphore(LOG_CHUNKS_AHEAD)
         self._stop = threading.Event()
 
     def start(self, produce: Callable[[threading.Event], None]) -> None:

@@ -17,16 +17,12 @@ from typing import Any
 from quotaledger.api import Ledger
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.server import LISTEN_DEFAULT, MAX_BATCH_DEFAULT, listening, openapi
+from quotaledger.journal.limits import DRAIN_S, KEEP_ALIVE_S, MAX_BATCH_DEFAULT, MAX_BATCH_MAX
+from quotaledger.server import LISTEN_DEFAULT, listening, openapi
 from quotaledger.server.app import Api, Tokens
 from quotaledger.server.committer import Committer
 from quotaledger.server.readers import Commits, Readers
 from quotaledger.server.telemetry import Telemetry
-
-DRAIN_S = 10.0
-"""SIGTERM: what is waiting is committed and answered within this many seconds."""
-KEEP_ALIVE_S = 75.0
-"""An idle keep-alive connection is closed after this long (runners keep theirs)."""
 
 
 class Listen:
@@ -111,9 +107,10 @@ def serve(
         raise InvalidInput("--read-token-file needs --token-file", code=codes.INVALID_OPTION)
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("--tls-cert and --tls-key go together", code=codes.INVALID_OPTION)
-    if not 1 <= max_batch <= 1_000_000:
+    if not 1 <= max_batch <= MAX_BATCH_MAX:
         raise InvalidInput(
-            f"--max-batch must be from 1 to 1000000, got {max_batch}", code=codes.INVALID_OPTION
+            f"--max-batch must be from 1 to {MAX_BATCH_MAX}, got {max_batch}",
+            code=codes.INVALID_OPTION,
         )
     tokens = Tokens(
         read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file")

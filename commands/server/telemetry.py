@@ -15,10 +15,10 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
+from quotaledger.journal.limits import COMMAND_SERIES_MAX
+
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 COMMIT_SECONDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
-COMMANDS_MAX = 1000
-"""Series kept by command; past that (paths a scanner made up) one "other" for all."""
 
 
 class RequestCounts(Collector):
@@ -65,7 +65,7 @@ class Telemetry:
 
     def request(self, command: str, status: int) -> None:
         counts, key = self._requests.counts, (command, status)
-        if key not in counts and len(counts) >= COMMANDS_MAX:
+        if key not in counts and len(counts) >= COMMAND_SERIES_MAX:
             key = ("other", status)
         counts[key] = counts.get(key, 0) + 1
 

@@ -16,6 +16,7 @@ from quotaledger.journal.chain import Head
 from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.filestore import FileStore, open_for_read
 from quotaledger.journal.fsutil import FILE_MODE, fsync_dir, write_all
+from quotaledger.journal.limits import FOLLOW_POLL_S
 from quotaledger.projections.ledger import PROJECTOR
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.outfile import refuse_journal
@@ -407,10 +408,6 @@ def names_run(payload: Any, run: str) -> bool:
         return True
     request = getattr(payload, "request", None)
     return request is not None and getattr(request, "run", None) == run
-
-
-FOLLOW_POLL_S = 0.2
-"""How often `log --follow` looks for appended records."""
 
 
 def _poll_wait() -> None:

@@ -47,21 +47,18 @@ from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
+from quotaledger.projections.limits import (
+    ERROR_TEXT_MAX,
+    HASH_CHUNK_BYTES,
+    SAMPLES_KEPT_MAX,
+    TERM_GRACE_S,
+)
 from quotaledger.projections.probes import ProbeMemory, Sidecar
 
-TERM_GRACE_S = 2.0
-"""After SIGTERM to the group, how long members get before SIGKILL."""
-SAMPLES_KEPT_MAX = 100_000
-"""Rounds kept in memory for the sidecar. When full, every other kept round is
-dropped and only every `stride`-th later round is kept, so a long run keeps an evenly
-thinned picture of the whole run in bounded memory; the counts and the peak still
-cover every round."""
 EXIT_TIMEOUT = 124
 EXIT_SIGNAL_BASE = 128
-HASH_CHUNK_BYTES = 1 << 20
 SIDECAR_FORMAT = "quotaledger.probe.samples/1"
 SIDECAR_MODE = 0o644
-ERROR_TEXT_MAX = 1024
 
 _PROC = "/proc"
 
