@@ -41,6 +41,7 @@ from quotaledger.journal.errors import (
     TimeRegression,
 )
 from quotaledger.journal.target import is_remote_target
+from quotaledger.render.outcome import ANSWERED, error_of_body
 from quotaledger.usecases.registry import SERVED, USE_CASES
 
 _BY_CODE: dict[str, type[Error]] = {
@@ -72,13 +73,9 @@ def error_of(
     A message that begins with one of the call's parameters (`at 2026-... is earlier
     than ...`) is about it (`Error.about`), so the CLI words it with its flag as the
     local command does."""
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict):
-        error = {"code": codes.SERVER_PROTOCOL_ERROR, "message": f"HTTP {status}"}
+    error, exit_code = error_of_body(status, exit_code, body)
     context = {k: v for k, v in error.items() if k not in ("code", "message")}
     code = str(error.get("code") or codes.SERVER_PROTOCOL_ERROR)
-    if exit_code is None:
-        exit_code = 4 if status == 503 else 3 if status >= 500 else 2
     error_type = _BY_CODE.get(code)
     if error_type is None or error_type.exit_code != exit_code:
         error_type = _BY_EXIT.get(exit_code, Error)
@@ -134,7 +131,7 @@ class Client:
             method, path, body = "GET", f"/v1/{name}{query_string(params)}", None
         with self._turn:
             status, exit_code, answer = self.connection.request(method, path, body)
-        if exit_code in (0, 1):
+        if exit_code in ANSWERED:
             return answer
         try:
             decoded = msgspec.json.decode(answer)

@@ -17,13 +17,13 @@ import click
 import msgspec
 import typer.main
 
-from quotaledger.cli.answers import OUTPUTS
 from quotaledger.cli.common import IDENTIFIER_OPTIONS
 from quotaledger.cli.host import REPLAN_ACTIONS
 from quotaledger.cli.main import build_app
-from quotaledger.cli.output import TEXT_OPTIONS
 from quotaledger.cli.strict_numbers import StrictFloat, StrictInt
 from quotaledger.client.inputs import STDIN_OPTIONS
+from quotaledger.render.answers import OUTPUTS
+from quotaledger.render.output import TEXT_OPTIONS
 from quotaledger.usecases.decode import CLI
 from quotaledger.usecases.registry import SERVED
 
@@ -33,7 +33,7 @@ CHOICES = {"host_replan": ("action", REPLAN_ACTIONS)}
 """Flags that make a request field's value, by use case: (field, {parameter: value});
 exactly one of them is given."""
 STREAMED = frozenset({"log"})
-"""Served commands the server prints as a stream (cli/answers.py's log_printed), not
+"""Served commands the server prints as a stream (render/answers.py's log_printed), not
 through an output function (OUTPUTS)."""
 
 

@@ -11,7 +11,7 @@
 `--lock-timeout-s` to the command's options (and `--at`, which SPEC §2.2 has every
 command accept, to one that takes no time of its own), checks the input it can check
 alone (the time, identifiers), turns the docstring and the example into help, and
-routes the result or the expected error through `quotaledger.cli.output` (the one
+routes the result or the expected error through `quotaledger.render.output` (the one
 exit-code map).
 """
 
@@ -30,7 +30,6 @@ from quotaledger.cli.context import (
     request_of,
     run_command,
 )
-from quotaledger.cli.output import Output
 from quotaledger.client.printing import closed_stdout
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_duration_s
@@ -38,6 +37,7 @@ from quotaledger.journal.environment import JOURNAL_ENV, JSON_ENV, LOCK_TIMEOUT_
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
 from quotaledger.journal.target import DEFAULT_JOURNAL
+from quotaledger.render.output import Output
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 

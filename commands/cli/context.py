@@ -16,7 +16,6 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from quotaledger.cli.output import Output, Shown, emit, emit_error, exit_code_of
 from quotaledger.client.inputs import check_one_stdin_reader
 from quotaledger.client.printing import closed_stdout
 from quotaledger.journal.clock import check_moment
@@ -25,6 +24,8 @@ from quotaledger.journal.filestore import storage_code
 from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target, is_remote_target
+from quotaledger.render.outcome import exit_code_of
+from quotaledger.render.output import Output, Shown, emit, emit_error
 from quotaledger.usecases.decode import CLI, Answer, Request, decode
 
 Q = TypeVar("Q", bound=Request)

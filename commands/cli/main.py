@@ -16,9 +16,10 @@ with collector_paused():
 
     from quotaledger import __version__
     from quotaledger.cli.context import aborted, guarded
-    from quotaledger.cli.output import EXIT_OK, emit_error
     from quotaledger.cli.strict_numbers import harden
     from quotaledger.client.inputs import env_json
+    from quotaledger.render.outcome import EXIT_OK
+    from quotaledger.render.output import emit_error
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
 
 

@@ -2,26 +2,23 @@
 
 import json
 import sys
-from typing import Annotated, Any, NoReturn, TypeVar
+from typing import Annotated, Any, NoReturn
 
-import msgspec
 import typer
-from msgspec import UnsetType
 
-from quotaledger.cli import readable
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
-from quotaledger.cli.output import EXIT_OK, EXIT_REFUSED, Output, Shown, plural, table
-from quotaledger.cli.per_event import cooldown_text, coverage_text
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.projections.reasons import CASE_GATE_REASONS
-from quotaledger.services.operator import OperatorService, prometheus_text
+from quotaledger.render.operator import audit_output, goals_output, metrics_output, whatif_output
+from quotaledger.render.outcome import EXIT_OK
+from quotaledger.render.output import Output
+from quotaledger.render.prometheus import prometheus_text
+from quotaledger.services.operator import OperatorService
 from quotaledger.usecases.decode import CLI, decode
 from quotaledger.usecases.operator import (
     AuditAnswer,
     AuditRequest,
-    Explanation,
     GoalsAnswer,
     GoalsRequest,
     MetricsAnswer,
@@ -207,9 +204,9 @@ def metrics(
 def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:
     """`metrics --listen`: each scrape opens the journal anew (a journal replaced by
     import or a repair is read as it is now) and renders what `metrics` prints."""
-    from quotaledger.services import metrics_http
+    from quotaledger.server import metrics_listen
 
-    host, port = metrics_http.parse_listen(listen)
+    host, port = metrics_listen.parse_listen(listen)
     with ctx.service(OperatorService, write=False) as ledger:
         ledger.metrics(request)  # input errors (unknown_goal) before serving
 
@@ -224,218 +221,8 @@ def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:
         sys.stderr.write(f"quotaledger: serving {url} (Ctrl-C stops)\n")
         sys.stderr.flush()
 
-    metrics_http.serve(host, port, render, ready)
+    metrics_listen.serve(host, port, render, ready)
     raise typer.Exit(EXIT_OK)  # interrupted: the one JSON object was the "listening" line
 
 
 # -- text renderings -----------------------------------------------------------------------
-
-
-def goals_output(request: GoalsRequest, answer: GoalsAnswer, shown: Shown) -> Output:
-    return Output(answer, text=goals_text(answer))
-
-
-def audit_output(request: AuditRequest, answer: AuditAnswer, shown: Shown) -> Output:
-    code = EXIT_OK if answer.reproduced else EXIT_REFUSED
-    return Output(answer, text=audit_text(answer), exit_code=code)
-
-
-def whatif_output(request: WhatifRequest, answer: WhatifAnswer, shown: Shown) -> Output:
-    ranged = request.since is not None or request.until is not None
-    return Output(answer, text=whatif_text(answer, verbose=shown.verbose, ranged=ranged))
-
-
-def metrics_output(request: MetricsRequest, answer: MetricsAnswer, shown: Shown) -> Output:
-    if request.out is not None:
-        return Output(answer, text=f"wrote {request.out} ({answer.bytes:,} bytes)")
-    return Output(answer, text=prometheus_text(answer))
-
-
-NEVER = "never (had nothing else happened)"
-
-T = TypeVar("T")
-
-
-def _n(value: Any) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:,.2f}"
-    if isinstance(value, int | float):
-        return f"{int(value):,}"
-    return str(value)
-
-
-def _given(value: T | UnsetType) -> T:
-    """A capacity explanation's member (each is set in a capacity decision's audit)."""
-    assert not isinstance(value, UnsetType)
-    return value
-
-
-def _verdict(admitted: bool, reasons: list[str]) -> str:
-    return "admitted" if admitted else "refused: " + (", ".join(reasons) or "-")
-
-
-def _binding_text(ex: Explanation, reasons: list[str]) -> str:
-    """The binding constraint, and the token shortfall only beside a token reason: a
-    refusal bound by the case gate says so alone, and the token gate's part (if it
-    refused too) goes on its own line."""
-    binding = ex.binding_constraint
-    line = f"binding constraint: {binding or '-'}"
-    shortfall = _given(ex.shortfall)
-    if not isinstance(shortfall, dict):  # an answer from before dimensions: tpm's alone
-        shortfall = {} if ex.shortfall_tpm is None else {"tpm": ex.shortfall_tpm}
-    amount = readable.shortfall_text(shortfall, reasons, _n)
-    if amount is None:
-        return line
-    token_reasons = [r for r in reasons if r not in CASE_GATE_REASONS]
-    if binding in CASE_GATE_REASONS:
-        return f"{line}\nalso refused by the token gate: {', '.join(token_reasons)}, {amount}"
-    return f"{line}   {amount}"
-
-
-def audit_text(answer: AuditAnswer) -> str:
-    event, ex = answer.event, answer.explanation
-    who = f"run {event.run}"
-    if event.run is None:  # a settlement decision
-        who = f"agent {_given(event.agent) or '-'}, turn {_given(event.turn) or '-'}"
-    recorded, replayed = answer.recorded, answer.replayed
-    lines = [
-        f"audit of seq {event.seq} {event.kind} at {event.at} (goal {event.goal}, {who})",
-        f"  recorded: {_verdict(recorded.admitted, recorded.reasons)}",
-        f"  replayed: {_verdict(replayed.admitted, replayed.reasons)}",
-    ]
-    if answer.reproduced:
-        lines.append("REPRODUCED: the same decision function gives the recorded answer.")
-    else:
-        bar = "!" * 72
-        lines += [
-            bar,
-            "!!  NOT REPRODUCED: the replay differs from the journal.",
-            "!!  The code's rules changed, or the log was edited (hashes recomputed).",
-            bar,
-        ]
-        lines += [f"  - {difference}" for difference in answer.differences]
-    if not isinstance(ex.settlement, UnsetType):
-        lines.append(f"  binding constraint: {ex.binding_constraint or '-'}")
-        return "\n".join(lines)
-    return "\n".join([*lines, "", *_capacity_explanation_lines(ex, recorded.reasons)])
-
-
-def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str]:
-    usage, cases = _given(ex.usage), _given(ex.active_cases)
-    coverage = {
-        "last_observation_at": _given(ex.last_observation_at),
-        "coverage": ex.coverage,
-        "observation_stale": _given(ex.observation_stale),
-    }
-    dimensions = _given(ex.dimensions)
-    tokens = bool(dimensions) or ex.target_tpm is not None  # the token gate is configured
-    lines = [_binding_text(ex, reasons)]
-    if tokens:
-        parts = {"uncached": usage.uncached_input, "cached": usage.cached_input,
-                 "output": usage.output}  # fmt: skip
-        lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts, _n)})")
-        lines += readable.decision_dimension_lines(ex, _n)
-    state = [f"{coverage_text(coverage)}"] if tokens else []
-    state.append(cooldown_text(ex.cooldown_until))
-    state.append(
-        f"active cases {cases.total} (target {_n(_given(ex.target_active_cases))}, "
-        f"max {_n(_given(ex.max_active_cases))})"
-    )
-    lines += ["; ".join(state), f"earliest admissible at: {ex.earliest_admissible_at or NEVER}"]
-    if ex.top_contributors:
-        lines += ["", "window composition (top runs by usage):"]
-        rows = [
-            [
-                c.run or "(no run)",
-                _n(c.usage_tpm),
-                "-" if c.share is None else f"{c.share:.0%}",
-                str(c.sample_count),
-                "yes" if c.active else "no",
-                _n(c.forecast_tpm),
-            ]
-            for c in ex.top_contributors
-        ]
-        header = ["RUN", "USAGE_TPM", "SHARE", "SAMPLES", "ACTIVE", "FORECAST"]
-        lines.append(table(rows, header))
-    reservations = _given(ex.reservations)
-    if reservations:
-        lines += ["", "reservations (active runs):"]
-        rows = [
-            [
-                r.run,
-                r.arm or "-",
-                r.run_class,
-                _n(r.forecast_tpm),
-                r.admitted_at,
-                r.lease_until or "-",
-            ]
-            for r in reservations
-        ]
-        lines.append(table(rows, ["RUN", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]))
-    return lines
-
-
-def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
-
-
-def goals_text(answer: GoalsAnswer) -> str:
-    goals = answer.goals
-    if not goals:
-        return "no goals"
-    rows = [
-        [
-            name,
-            ",".join(g.domains) or "-",
-            ",".join(gate for gate, on in msgspec.structs.asdict(g.gates).items() if on) or "-",
-            ",".join(g.dimensions) or "-",
-            str(g.active_runs),
-            g.last_event_at,
-            _yes(g.admission_ready),
-            g.next_action,
-        ]
-        for name, g in goals.items()
-    ]
-    header = ["GOAL", "DOMAINS", "GATES", "DIMENSIONS", "ACTIVE", "LAST_EVENT", "READY"]
-    return "\n".join([plural(len(goals), "goal"), table(rows, [*header, "NEXT_ACTION"])])
-
-
-def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = True) -> str:
-    flips = answer.flips
-    lines = [
-        f"whatif for goal {answer.goal}: {plural(answer.decisions, 'decision')} "
-        f"replayed, {plural(len(flips), 'flip')}",
-    ]
-    if flips:
-        rows = [
-            [
-                str(f.seq),
-                f.at,
-                f.run,
-                "admitted" if f.recorded_admitted else "refused",
-                "admitted" if f.whatif_admitted else "refused",
-                ", ".join(f.whatif_reasons) or "-",
-            ]
-            for f in flips
-        ]
-        lines.append(table(rows, ["SEQ", "AT", "RUN", "RECORDED", "WHATIF", "WHATIF_REASONS"]))
-    lines += ["", "assumptions:"] + [
-        f"  - {a}" for a in stated_assumptions(answer, verbose, ranged)
-    ]
-    return "\n".join(lines)
-
-
-def stated_assumptions(answer: WhatifAnswer, verbose: bool, ranged: bool) -> list[str]:
-    """The config changes, the range when one was given, and how many standing
-    assumptions (the same for every replay) --verbose would add."""
-    if verbose:
-        return answer.assumptions
-    # `WhatIf.assumptions` lists the config changes first, the range second, then
-    # the assumptions every replay makes.
-    stated = answer.assumptions[:1]
-    if ranged:  # --since / --until given: the range is not the whole history
-        stated += answer.assumptions[1:2]
-    standing = len(answer.assumptions) - len(stated)
-    return [*stated, f"{standing} standing assumptions of every replay: --verbose states them"]

@@ -6,31 +6,19 @@ generated grammar (quotaledger.client.local), which SPEC §9's start-up figure m
 each takes the context and its options by parameter name, as click gives them.
 """
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from msgspec import UnsetType
-
-from quotaledger.cli import readable
 from quotaledger.cli.context import Ctx, request_of
-from quotaledger.cli.output import Output, Shown
 from quotaledger.client.inputs import check_observe_counts, read_input
-from quotaledger.projections import capacity as cap
-from quotaledger.projections import reasons as R
+from quotaledger.render.output import Output
+from quotaledger.render.per_event import admit_output, observe_output, reject_output, release_output
 from quotaledger.services.capacity import CapacityService
 from quotaledger.usecases.capacity import (
-    AdmitAnswer,
     AdmitRequest,
-    ObserveAnswer,
     ObserveRequest,
-    RejectAnswer,
     RejectRequest,
-    ReleaseAnswer,
     ReleaseRequest,
 )
-
-if TYPE_CHECKING:  # inspect's views: a runner's per-event command never loads them
-    from quotaledger.usecases.capacity_state import DimensionView, GoalView
 
 
 def observe(ctx: Ctx, options: dict[str, Any]) -> Output:
@@ -72,155 +60,3 @@ def release(ctx: Ctx, options: dict[str, Any]) -> Output:
 
 
 # -- human text ------------------------------------------------------------------------
-
-
-def observe_output(request: ObserveRequest, answer: ObserveAnswer, shown: Shown) -> Output:
-    return Output(answer, text=observe_text(answer))
-
-
-def admit_output(request: AdmitRequest, answer: AdmitAnswer, shown: Shown) -> Output:
-    return Output(answer, text=admit_text(answer, request.run))
-
-
-def reject_output(request: RejectRequest, answer: RejectAnswer, shown: Shown) -> Output:
-    return Output(answer, text=reject_text(answer))
-
-
-def release_output(request: ReleaseRequest, answer: ReleaseAnswer, shown: Shown) -> Output:
-    run = request.run
-    if answer.released:
-        text = f"released {run}"
-    else:
-        text = f"{run} is not active ({', '.join(answer.reasons)}); nothing appended"
-    return Output(answer, text=text)
-
-
-num = readable.num
-
-
-def observe_text(answer: ObserveAnswer) -> str:
-    window = f"usage {num(answer.usage_tpm)} TPM in the last 60 s ({answer.coverage})"
-    if not answer.ok:
-        return conflict_text("observe", answer.goal, answer.request_id, answer.event.seq)
-    if answer.idempotent is True:
-        text = (
-            f"replay of request {answer.request_id} (seq {answer.event.seq}, observed at "
-            f"{answer.event.at}); nothing appended: {window}"
-        )
-    else:
-        text = f"observed {answer.goal}: {window}"
-    if answer.provider:
-        text += f"; provider reports {provider_summary(answer.provider)}"
-    if answer.lease_until:
-        text += f"; lease of {answer.run} until {answer.lease_until}"
-    return text
-
-
-def reject_text(answer: RejectAnswer) -> str:
-    if not answer.ok:
-        return conflict_text("reject", answer.goal, answer.request_id, answer.event.seq)
-    cooldown = (
-        f"cooldown {readable.duration_text(answer.cooldown_s)} until {answer.cooldown_until} "
-        f"(streak {answer.streak}" + (", clamped" if answer.clamped else "") + ")"
-    )
-    if answer.idempotent is True:
-        return (
-            f"replay of request {answer.request_id} (seq {answer.event.seq}, rejected at "
-            f"{answer.event.at}); nothing appended: {cooldown}"
-        )
-    return f"rejection recorded for {answer.goal}: {cooldown}"
-
-
-def conflict_text(command: str, goal: str, request_id: Any, seq: int) -> str:
-    return (
-        f"REFUSED {command} {goal}: {R.REQUEST_ID_CONFLICT} (request {request_id} was "
-        f"recorded at seq {seq} with another payload); nothing appended"
-    )
-
-
-def provider_summary(provider: cap.ProviderReport) -> str:
-    """`rpm 499/500 left, tpm 150000/200000 left`: what each reported dimension has left."""
-    return ", ".join(
-        f"{dimension} {num(report.remaining)}/{num(report.limit)} left"
-        for dimension, report in provider.items()
-    )
-
-
-def cooldown_text(until: str | None) -> str:
-    """A provider cooldown as people read it: when it ends, or that there is none."""
-    return "no cooldown" if until is None else f"cooldown until {until}"
-
-
-def coverage_text(
-    figures: "cap.Figures | GoalView | Mapping[str, Any]", *, with_last: bool = False
-) -> str:
-    """Coverage as people read it: a goal never observed has no stale observation,
-    it has none at all (what usage_observation_stale then means). A mapping: the
-    three values picked out of an answer that may lack them (audit's explanation)."""
-    if isinstance(figures, Mapping):
-        last, coverage = figures["last_observation_at"], figures["coverage"]
-        stale = figures["observation_stale"]
-    else:
-        last, coverage = figures.last_observation_at, figures.coverage
-        stale = figures.observation_stale
-    if last is None:
-        return "no usage observed yet (observe before admitting)"
-    text = f"coverage {coverage}" + (" (stale)" if stale else "")
-    return text + (f", last observation {last}" if with_last else "")
-
-
-def admit_text(answer: AdmitAnswer, run: str) -> str:
-    prefix = "would be " if answer.dry_run else ""
-    if answer.admitted:
-        receipt = answer.receipt
-        assert not isinstance(receipt, UnsetType)
-        cases = receipt.active_cases
-        bits = []
-        if receipt.target_active_cases is not None:
-            bits.append(f"slot {cases.total + 1}/{receipt.target_active_cases}")
-        if receipt.target_tpm is not None:
-            bits.append(
-                f"load {num(receipt.load_tpm)}/{receipt.target_tpm} TPM, "
-                f"forecast {num(receipt.forecast_tpm)}"
-            )
-        detail = ", ".join(bits) or "no gate limits it"
-        if answer.idempotent:
-            return f"admitted {run} again (replay of seq {receipt.seq}; nothing appended)"
-        return f"{prefix}admitted {run} ({detail})"
-    assert not isinstance(answer.figures, UnsetType) and not isinstance(answer.reasons, UnsetType)
-    head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(answer.reasons)}"
-    return head + "\n  " + figures_text(answer.figures)
-
-
-def figures_text(figures: cap.Figures) -> str:
-    cases = figures.active_cases
-    lines = []
-    if figures.max_active_cases is not None:
-        lines.append(
-            f"cases: {cases.total} active (baseline {cases.baseline}, test "
-            f"{cases.test}) of target {figures.target_active_cases}, max "
-            f"{figures.max_active_cases}"
-        )
-    if figures.dimensions:
-        lines += readable.decision_dimension_lines(figures)
-    elif figures.target_tpm is not None:  # figures recorded before dimensions existed
-        lines.append(
-            f"tpm: load {num(figures.load_tpm)} (usage {num(figures.usage_tpm)}, "
-            f"reserved {figures.reserved_tpm}) + forecast {num(figures.forecast_tpm)} "
-            f"vs target {figures.target_tpm}; headroom {num(figures.headroom_tpm)} TPM"
-        )
-    if figures.target_tpm is not None or figures.dimensions:
-        lines.append(
-            coverage_text(figures, with_last=True) + ", " + cooldown_text(figures.cooldown_until)
-        )
-    return "\n  ".join(lines) if lines else "no gate configured"
-
-
-def dimension_lines(
-    dimensions: "Mapping[cap.Dimension, cap.DimensionFigures] | Mapping[str, DimensionView]",
-    binding: str | None,
-) -> list[str]:
-    """One line per configured dimension (tpm included)."""
-    return [
-        readable.dimension_line(name, d, binding=name == binding) for name, d in dimensions.items()
-    ]

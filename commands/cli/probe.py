@@ -6,8 +6,8 @@ from typing import Annotated
 import typer
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, duration_option
-from quotaledger.cli.output import Output, plural
 from quotaledger.projections.limits import INTERVAL_MS_DEFAULT, INTERVAL_MS_MAX, INTERVAL_MS_MIN
+from quotaledger.render.output import Output, plural
 from quotaledger.services.probe import ProbeService
 from quotaledger.usecases.decode import CLI, decode
 from quotaledger.usecases.probe import ProbeRunAnswer, ProbeRunRequest

@@ -23,8 +23,8 @@ from quotaledger.cli.common import (
     choice_option,
     duration_option,
 )
-from quotaledger.cli.output import Output
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
+from quotaledger.render.output import Output
 
 RunOpt = Annotated[str, typer.Option("--run", help="Run identifier.")]
 ProviderHeadersOpt = Annotated[

@@ -5,9 +5,9 @@ from typing import Annotated
 import typer
 
 from quotaledger.cli.common import CommandTable, Ctx
-from quotaledger.cli.output import Output
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.limits import MAX_BATCH_DEFAULT
+from quotaledger.render.output import Output
 from quotaledger.server import LISTEN_DEFAULT  # the package alone: no HTTP
 
 commands = CommandTable()

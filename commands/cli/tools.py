@@ -6,9 +6,9 @@ from typing import Annotated, Any
 import typer
 
 from quotaledger.cli.common import CommandTable, Ctx
-from quotaledger.cli.output import Output, table
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.environment import JOURNAL_ENV
+from quotaledger.render.output import Output, table
 
 DEMO_JOURNAL = "./quotaledger-demo.jsonl"
 WRITERS_MAX = 64

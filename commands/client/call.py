@@ -6,7 +6,7 @@ The command line is read with the table generated from the typer app
 functions (client/inputs.py). The request goes as the use case's JSON body or query,
 with the `quotaledger-cli` header: the server decodes it with the CLI's names for
 its fields (so an error names the flag) and answers what the local command prints,
-text or --json, with its exit code (cli/answers.py). A command line the table cannot
+text or --json, with its exit code (render/answers.py). A command line the table cannot
 read exactly as click would (`--help`, an unknown option, a malformed number or
 duration, a missing option, an option that fills no field) is left to the full CLI.
 """
@@ -18,7 +18,7 @@ import sys
 from typing import Any
 
 from quotaledger.client.command_line import Call, Unread, lock_timeout_s
-from quotaledger.client.http import ANSWERED, CLI_HEADER, Connection, query_string
+from quotaledger.client.http import CLI_HEADER, Connection, query_string
 from quotaledger.client.inputs import (
     STDIN_OPTIONS,
     check_observe_counts,
@@ -26,13 +26,11 @@ from quotaledger.client.inputs import (
     read_input,
 )
 from quotaledger.client.printing import Printer, closed_stdout, write_bytes
-from quotaledger.journal import codes
 from quotaledger.journal.errors import Error
 from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target
-
-EXIT_OK, EXIT_ABORTED = 0, 4
+from quotaledger.render.outcome import ANSWERED, EXIT_ABORTED, EXIT_OK, error_body, error_of_body
 
 
 def call(args: list[str], target: str) -> int | None:
@@ -135,23 +133,18 @@ def _interrupted(command: Call) -> int:
 
 
 def _error_of(status: int, exit_code: int | None, body: bytes) -> tuple[dict[str, Any], int]:
-    """The error an answer carries (worded for the CLI by the server), and its exit code;
-    an answer that is not the server's (a proxy's) is `server_protocol_error`."""
+    """The error an answer carries (worded for the CLI by the server), and its exit code."""
     try:
-        error = json.loads(body).get("error")
-    except (ValueError, AttributeError):
-        error = None
-    if not isinstance(error, dict):
-        error = {"code": codes.SERVER_PROTOCOL_ERROR, "message": f"HTTP {status}"}
-    if exit_code is None:
-        exit_code = 4 if status == 503 else 3 if status >= 500 else 2
-    return error, exit_code
+        decoded = json.loads(body)
+    except ValueError:
+        decoded = None
+    return error_of_body(status, exit_code, decoded)
 
 
 def _print_error(error: dict[str, Any], exit_code: int, *, as_json: bool) -> int:
-    """An error as the CLI prints it (cli/output.py's emit_error)."""
+    """An error as the CLI prints it (render/output.py's emit_error)."""
     if as_json:
-        line = json.dumps({"ok": False, "error": error}, ensure_ascii=False, separators=(",", ":"))
+        line = json.dumps(error_body(error), ensure_ascii=False, separators=(",", ":"))
         write_bytes(sys.stdout, (line + "\n").encode())
     else:
         sys.stderr.write(f"quotaledger: error: {error.get('message', '')} [{error.get('code')}]\n")

@@ -20,6 +20,7 @@ from quotaledger.journal import codes
 from quotaledger.journal.environment import TOKEN_ENV
 from quotaledger.journal.errors import StorageFailure
 from quotaledger.journal.limits import READ_TIMEOUT_S
+from quotaledger.render.outcome import ANSWERED
 
 EXIT_HEADER = b"quotaledger-exit-code"
 CLI_HEADER = "quotaledger-cli"
@@ -32,8 +33,6 @@ Answer = tuple[int, int | None, bytes]
 """(status, Quotaledger-Exit-Code or None, body) of one request."""
 Out = Callable[[bytes], None]
 """Where an answer's body goes as it comes (a stream: `log --follow`'s never ends)."""
-ANSWERED = (0, 1)
-"""The exit codes of an answer (a refusal included); any other is an error's."""
 
 
 def quote(text: str) -> str:

@@ -19,10 +19,10 @@ from typing import Any
 
 from quotaledger.cli import per_event
 from quotaledger.cli.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
-from quotaledger.cli.output import Output
 from quotaledger.client.command_line import Call, Unread, lock_timeout_s
 from quotaledger.journal.environment import JOURNAL_ENV
 from quotaledger.journal.target import DEFAULT_JOURNAL
+from quotaledger.render.output import Output
 
 RUNS: dict[str, Callable[[Ctx, dict[str, Any]], Output]] = {
     "observe": per_event.observe,

@@ -10,7 +10,7 @@ import os
 import sys
 from typing import Any
 
-EXIT_OK = 0
+from quotaledger.render.outcome import EXIT_OK
 
 
 def write_bytes(stream: Any, data: bytes) -> None:

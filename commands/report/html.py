@@ -11,11 +11,11 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from quotaledger.cli import readable
-from quotaledger.cli.followup import audit_line, command_line, journal_words
 from quotaledger.journal.clock import format_us
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
+from quotaledger.render import readable
+from quotaledger.render.followup import audit_line, command_line, journal_words
 from quotaledger.report import charts, svgchart
 
 DENSE_POINTS = 2000

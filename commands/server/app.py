@@ -6,7 +6,7 @@
     GET  /metrics, /report?goal=G, /healthz, /readyz, /openapi.json
 
 The body answered is exactly what `--json` prints; the status follows the exit code
-(`STATUS_OF_EXIT`), which every answer also carries as `Quotaledger-Exit-Code`.
+(`render.outcome`), which every answer also carries as `Quotaledger-Exit-Code`.
 """
 
 from __future__ import annotations
@@ -19,17 +19,24 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.cli.output import exit_code_of, json_line, output_code, printed_text
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import BODY_BYTES_MAX, FIRST_LINES_WAIT_S, RETRY_AFTER_BUSY_S
 from quotaledger.projections.limits import byte_size
+from quotaledger.render.outcome import (
+    EXIT_OK,
+    EXIT_STORAGE,
+    error_body,
+    exit_code_of,
+    status_of_exit,
+)
+from quotaledger.render.output import json_line, output_code, printed_text
+from quotaledger.render.prometheus import prometheus_text
 from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.readers import Printed, Readers
 from quotaledger.server.telemetry import Telemetry
-from quotaledger.services.operator import prometheus_text
 from quotaledger.usecases.decode import Answer
 from quotaledger.usecases.operator import MetricsRequest
 from quotaledger.usecases.registry import UseCase
@@ -39,8 +46,6 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _BODY_TOO_LARGE = f"the body is over {byte_size(BODY_BYTES_MAX)}"
-STATUS_OF_EXIT = {0: 200, 1: 200, 2: 400, 3: 500, 4: 503}
-"""HTTP status by exit code (SPEC §11): a refusal (exit 1) is an answer, not an error."""
 JSON = b"application/json"
 RETRY_HELPS = frozenset({codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN, codes.STORAGE_FAILURE})
 """503s a retry can cure: the lock freed, or the server restarted (recovery on open)."""
@@ -158,7 +163,8 @@ class Api:
         if path == "/readyz":
             ready = self.committer.accepting and self.committer.last_commit_ok
             body = b'{"ok":true}\n' if ready else b'{"ok":false}\n'
-            return await _send(send, 200 if ready else 503, body, 0 if ready else 4)
+            exit_code = EXIT_OK if ready else EXIT_STORAGE
+            return await _send(send, status_of_exit(exit_code), body, exit_code)
         if path == "/openapi.json":
             if self._openapi_body is None:
                 self._openapi_body = self._openapi()
@@ -220,7 +226,7 @@ class Api:
         if cli is None:
             stream = self.readers.log(request)
             content_type = b"application/jsonl"
-        else:  # what the local command prints, piece by piece (cli/answers.py)
+        else:  # what the local command prints, piece by piece (render/answers.py)
             stream = self.readers.log(request, _cli_log(cli.as_json))
             content_type = b"application/jsonl" if cli.as_json else b"text/plain; charset=utf-8"
         try:
@@ -256,7 +262,7 @@ class Api:
 
 
 def _cli_log(as_json: bool) -> Printed:
-    from quotaledger.cli.answers import log_printed
+    from quotaledger.render.answers import log_printed
 
     def printed(events: Iterable[Any], request: Any) -> Iterator[bytes]:
         return log_printed(events, as_json=as_json, follow=request.follow)
@@ -341,26 +347,26 @@ async def _printed(
     send: Send, case: UseCase, request: Any, answer: Answer, cli: routes.CliCall
 ) -> int:
     """A CLI client's answer: what the local command prints, with its exit code."""
-    from quotaledger.cli.answers import output_of
+    from quotaledger.render.answers import output_of
 
     output = output_of(case.name, request, answer, cli.shown)
     exit_code = output_code(output)
     body = json_line(output.data) if cli.as_json else printed_text(output).encode()
     content_type = JSON if cli.as_json else b"text/plain; charset=utf-8"
-    return await _send(send, STATUS_OF_EXIT[exit_code], body, exit_code, content_type)
+    return await _send(send, status_of_exit(exit_code), body, exit_code, content_type)
 
 
 async def _error(
     send: Send, error: Error, method: str = "GET", cli: routes.CliCall | None = None
 ) -> int:
     exit_code = error.exit_code
-    status = getattr(error, "status", None) or STATUS_OF_EXIT.get(exit_code, 500)
+    status = getattr(error, "status", None) or status_of_exit(exit_code)
     extra: list[tuple[bytes, bytes]] = []
     if status == 503 and error.code in RETRY_HELPS:
         extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
     if status == 401:
         extra.append((b"www-authenticate", b"Bearer"))
-    body = msgspec.json.encode({"ok": False, "error": routes.error_json(error, cli)})
+    body = msgspec.json.encode(error_body(routes.error_json(error, cli)))
     body += b"\n"
     return await _send(send, status, body, exit_code, JSON, extra, head=method == "HEAD")
 

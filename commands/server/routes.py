@@ -15,10 +15,10 @@ from urllib.parse import parse_qsl
 
 import msgspec
 
-from quotaledger.cli.output import TEXT_OPTIONS, Shown
 from quotaledger.client import http
 from quotaledger.journal import codes
 from quotaledger.journal.errors import Error, InvalidInput
+from quotaledger.render.output import TEXT_OPTIONS, Shown
 from quotaledger.usecases.decode import API, CLI, Names, Request, decode, decode_json
 from quotaledger.usecases.fields import Identifier, Time
 from quotaledger.usecases.operator import range_us

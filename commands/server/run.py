@@ -37,7 +37,7 @@ class Listen:
             if not self.unix_path:
                 raise self._bad()
             return
-        from quotaledger.services.metrics_http import parse_listen
+        from quotaledger.server.metrics_listen import parse_listen
 
         try:
             self.host, self.port = parse_listen(text)

@@ -17,6 +17,7 @@ from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
+from quotaledger.render.prometheus import prometheus_text
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
@@ -570,37 +571,4 @@ def _goal_metrics(
     add("quotaledger_releases_total", state.releases_total)
 
 
-def prometheus_text(answer: MetricsAnswer) -> str:
-    """The text exposition format (version 0.0.4) of a `metrics` answer."""
-    lines: list[str] = []
-    for name, family in answer.metrics.items():
-        lines.append(f"# HELP {name} {_escape_help(family.help)}")
-        lines.append(f"# TYPE {name} {family.type}")
-        for sample in family.samples:
-            labels = ",".join(
-                f'{key}="{_escape_label(str(value))}"' for key, value in sample.labels.items()
-            )
-            selector = f"{name}{{{labels}}}" if labels else name
-            lines.append(f"{selector} {_number(sample.value)}")
-    return "\n".join(lines) + "\n"
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_label(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-
-
-def _number(value: Number | None) -> str:
-    if value is None:
-        return "NaN"
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    return repr(float(value))
-
-
-__all__ = ["OperatorService", "prometheus_text"]
+__all__ = ["OperatorService"]

@@ -5,66 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
 
 from quotaledger.journal import InvalidInput, StorageFailure, codes
 from quotaledger.journal.checkpoint import FILE_SUFFIXES
 from quotaledger.journal.filecheck import holds_journal as file_holds_journal
 from quotaledger.journal.fsutil import create_temp_beside, fsync_dir, write_all
+from quotaledger.usecases.out_path import check_out_path
 
 OUT_FILE_MODE = 0o644
 """Readable by the collector or browser that reads it (no secret in it)."""
-
-
-NAME_BYTES_MAX = 255
-"""The longest file name Linux filesystems take (NAME_MAX)."""
-
-
-def _refusal(name: str, about: bool, message: Callable[[str], str], code: str) -> InvalidInput:
-    """The error naming the option `name`: the caller's word for it, or (`about`) the
-    request's field, which each caller words its own way (the CLI: its flag)."""
-    if about:
-        return InvalidInput(message, code=code, about=name)
-    return InvalidInput(message(name), code=code)
-
-
-def check_out_path(option: str, path: str, *, about: bool = False) -> None:
-    """Refuse (exit 2) a path no file can be written to: empty, in a missing
-    directory, or a directory itself."""
-    if not path:
-        raise _refusal(
-            option,
-            about,
-            lambda name: f"{name} is empty: give the file to write",
-            codes.INVALID_OPTION,
-        )
-    name = os.path.basename(path)
-    try:
-        too_long = len(os.fsencode(name)) > NAME_BYTES_MAX
-    except UnicodeEncodeError:  # a lone surrogate no filesystem name can hold
-        too_long = True
-    if too_long or "\0" in path:
-        # Refused before any work, as a missing directory is (ENAMETOOLONG at the write
-        # would read as an I/O failure, exit 4).
-        shown = name if len(name) <= 40 else name[:20] + f"... ({len(name)} characters)"
-        raise _refusal(
-            option,
-            about,
-            lambda name: f"{name}: {shown!r} cannot name a file (at most {NAME_BYTES_MAX} bytes)",
-            codes.INVALID_OPTION,
-        )
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        raise _refusal(
-            option,
-            about,
-            lambda name: f"{name} {path}: directory {directory} does not exist",
-            codes.INVALID_OPTION,
-        )
-    if os.path.isdir(path):
-        raise _refusal(
-            option, about, lambda name: f"{name} {path} is a directory", codes.INVALID_OPTION
-        )
 
 
 def holds_journal(path: str) -> bool:

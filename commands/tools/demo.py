@@ -13,9 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 from quotaledger.api import Ledger
-from quotaledger.cli import followup
-from quotaledger.cli.capacity import inspect_text
-from quotaledger.cli.operator import audit_text
+from quotaledger.render import followup
+from quotaledger.render.capacity import inspect_text
+from quotaledger.render.operator import audit_text
 from quotaledger.tools import demo_capacity, demo_host, demo_settlement
 from quotaledger.tools.demo_files import fresh_path, remember
 from quotaledger.usecases.capacity_state import InspectAnswer

@@ -12,11 +12,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from quotaledger.api import Ledger
-from quotaledger.cli import readable
-from quotaledger.cli.capacity import config_summary
-from quotaledger.cli.per_event import admit_text, figures_text
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at, wall_us
 from quotaledger.projections.capacity import Figures
+from quotaledger.render import readable
+from quotaledger.render.capacity import config_summary
+from quotaledger.render.per_event import admit_text, figures_text
 from quotaledger.usecases.capacity import AdmitAnswer
 from quotaledger.usecases.capacity_state import ConfigView
 from quotaledger.usecases.decode import typed

@@ -10,10 +10,10 @@ from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import canonical_at
 from quotaledger.journal.target import check_target, is_pg_url
 from quotaledger.projections.ledger import EVENT_KINDS
-from quotaledger.services.outfile import check_out_path
 from quotaledger.usecases.decode import Answer, Event, Names, Request
 from quotaledger.usecases.fields import Identifier, Rule, Time
 from quotaledger.usecases.operator import Seq
+from quotaledger.usecases.out_path import check_out_path
 
 # -- request fields ----------------------------------------------------------------------
 

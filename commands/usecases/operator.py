@@ -9,10 +9,10 @@ from msgspec import UNSET, UnsetType
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import check_moment, parse_at
 from quotaledger.projections import capacity as cap
-from quotaledger.services.outfile import check_out_path
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Names, Request
 from quotaledger.usecases.fields import Identifier, Rule, Time
+from quotaledger.usecases.out_path import check_out_path
 
 Number = int | float
 

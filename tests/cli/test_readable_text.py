@@ -75,7 +75,7 @@ def test_a_gate_not_configured_prints_no_line(journal_path: str) -> None:
     ],
 )
 def test_durations_are_rounded_for_people(seconds: float, text: str) -> None:
-    from quotaledger.cli.readable import duration_text
+    from quotaledger.render.readable import duration_text
 
     assert duration_text(seconds) == text
 

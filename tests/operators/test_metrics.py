@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from quotaledger.api import Ledger
-from quotaledger.services.operator import prometheus_text
+from quotaledger.render.prometheus import prometheus_text
 from quotaledger.usecases.operator import MetricFamily, MetricSample, MetricsAnswer
 from tests.operators.operators_helpers import at, parse_prometheus, sample_value
 from tests.support import run_cli

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from quotaledger.api import Ledger
-from quotaledger.cli.followup import audit_line, journal_words
 from quotaledger.journal.clock import US_PER_S, format_us, parse_at
+from quotaledger.render.followup import audit_line, journal_words
 from tests.operators.headless import Browser, find_chromium
 from tests.operators.operators_helpers import at
 

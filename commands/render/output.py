@@ -15,11 +15,8 @@ from typing import Any, TextIO
 import msgspec
 
 from quotaledger.journal.errors import Error
+from quotaledger.render.outcome import EXIT_OK, EXIT_REFUSED, error_body, exit_code_of
 from quotaledger.usecases.decode import CLI, Answer
-
-EXIT_OK = 0
-EXIT_REFUSED = 1
-"""A decision refused (`{"ok": false, "reasons": [...]}`): an answer, not an error."""
 
 
 class Output(msgspec.Struct):
@@ -38,7 +35,7 @@ class Shown(msgspec.Struct, frozen=True):
     """What a command's printed answer needs besides its request and answer: the
     journal as the user named it (a printed follow-up command names it), and the
     options that change only the text (`TEXT_OPTIONS`). `serve` prints a CLI client's
-    answer with the same functions (cli/answers.py, SPEC §11)."""
+    answer with the same functions (render/answers.py, SPEC §11)."""
 
     journal_target: str
     verbose: bool = False
@@ -75,15 +72,6 @@ def json_line(body: Answer | dict[str, Any]) -> bytes:
 
         plain = msgspec.to_builtins(body) if isinstance(body, Answer) else body
         return (json.dumps(plain, separators=(",", ":"), default=str) + "\n").encode()
-
-
-def exit_code_of(outcome: Error | Answer | dict[str, Any]) -> int:
-    """The exit code of an error (its class's) or of an answer (0 ok, 1 refused)."""
-    if isinstance(outcome, Error):
-        return outcome.exit_code
-    if isinstance(outcome, Answer):
-        return EXIT_OK if getattr(outcome, "ok", True) else EXIT_REFUSED
-    return EXIT_OK if outcome.get("ok", True) else EXIT_REFUSED
 
 
 def emit(result: Output | Answer | dict[str, Any], *, as_json: bool) -> int:
@@ -123,7 +111,7 @@ def text_on_stderr(output: Output, code: int) -> bool:
 def emit_error(error: Error, *, as_json: bool) -> int:
     """An error as the CLI words it: a parameter the engine names (`at`) by its flag."""
     if as_json:
-        write_json({"ok": False, "error": error.to_json(CLI)})
+        write_json(error_body(error.to_json(CLI)))
         sys.stdout.flush()
     else:
         sys.stderr.write(f"quotaledger: error: {error.worded(CLI)} [{error.code}]\n")

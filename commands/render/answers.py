@@ -12,7 +12,7 @@ import importlib
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from quotaledger.cli.output import Output, Shown
+from quotaledger.render.output import Output, Shown
 
 OUTPUTS: dict[str, tuple[str, str]] = {
     "configure": ("capacity", "configure_output"),
@@ -42,7 +42,7 @@ OUTPUTS: dict[str, tuple[str, str]] = {
     "metrics": ("operator", "metrics_output"),
     "digest": ("journal", "digest_output"),
 }
-"""Each served use case's output function, by module of `quotaledger.cli` (imported
+"""Each served use case's output function, by module of `quotaledger.render` (imported
 on first use: the server loads a command's module when a CLI client first calls it).
 `log` is not here: its answer is a stream (`log_printed`)."""
 
@@ -50,7 +50,7 @@ on first use: the server loads a command's module when a CLI client first calls 
 def output_of(name: str, request: Any, answer: Any, shown: Shown) -> Output:
     """What the CLI command `name` prints (and exits with) for this answer."""
     module, function = OUTPUTS[name]
-    found = getattr(importlib.import_module(f"quotaledger.cli.{module}"), function)
+    found = getattr(importlib.import_module(f"quotaledger.render.{module}"), function)
     output: Output = found(request, answer, shown)
     return output
 
@@ -58,6 +58,6 @@ def output_of(name: str, request: Any, answer: Any, shown: Shown) -> Output:
 def log_printed(events: Iterable[Any], *, as_json: bool, follow: bool) -> Iterator[bytes]:
     """What `log` prints for these events, piece by piece as they come, as UTF-8 (its
     module imported on first use, as every output function's)."""
-    journal = importlib.import_module("quotaledger.cli.journal")
+    journal = importlib.import_module("quotaledger.render.journal")
     for piece in journal.log_printed(events, as_json=as_json, follow=follow):
         yield piece.encode()

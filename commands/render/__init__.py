@@ -1,0 +1,1 @@
+"""The floor every face prints with: outcomes, text renderers, the report page."""
