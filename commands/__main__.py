@@ -1,5 +1,5 @@
 """`python -m quotaledger ...` runs the CLI (tests that spawn real processes use it)."""
 
-from quotaledger.client.lean import main
+from quotaledger.entry import main
 
 main()

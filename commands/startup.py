@@ -55,7 +55,7 @@ DEFERRED: dict[str, str] = {
     # The application.
     "quotaledger.api": "the Python API, and the commands with no service of their own",
     "quotaledger.remote": "a journal given as a server's URL (SPEC §11)",
-    "quotaledger.client.call": "a CLI call with a server's URL (client.lean)",
+    "quotaledger.lean.remote_call": "a CLI call with a server's URL (lean.dispatch)",
     "ssl": "an https:// server's URL",
     "quotaledger.adapters.usage": "observe --usage",
     "quotaledger.adapters.headers": "--provider-headers",
@@ -89,10 +89,10 @@ CLIENT_DEFERRED: dict[str, str] = {
 SPEC §9's half of `import typer, msgspec`) imports only when a call needs them."""
 
 LEAN_PATH: dict[str, str] = {
-    "quotaledger.client.local": "a per-event command on a local journal (client.lean)",
+    "quotaledger.lean.local": "a per-event command on a local journal (lean.dispatch)",
 }
 """Modules the console script imports inside a function to run a per-event command
-without typer (client.lean): such a command loads them, every other command does not."""
+without typer (lean.dispatch): such a command loads them, every other command does not."""
 
 LAZY_NAMES: dict[str, str] = {
     "quotaledger.journal.errors": "`quotaledger.Error` and the other error names: every "

@@ -33,7 +33,7 @@ class CliResult:
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> CliResult:
     """Run `quotaledger ARGS` in this process (fast); stdout and stderr captured."""
-    from quotaledger.cli.main import main
+    from quotaledger.entry import main
 
     out, err = io.StringIO(), io.StringIO()
     old_env = dict(os.environ)

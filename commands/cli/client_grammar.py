@@ -1,9 +1,9 @@
-"""The CLI client's grammar (quotaledger/client/grammar.py), generated from the typer app.
+"""The CLI client's grammar (quotaledger/lean/grammar.py), generated from the typer app.
 
-    python -m quotaledger.cli.client_grammar > commands/client/grammar.py
+    python -m quotaledger.cli.client_grammar > commands/lean/grammar.py
 
 A CLI call with a server's URL (SPEC §11) reads its command line without typer
-(quotaledger.client.call): each served command's options, their kinds, defaults and
+(quotaledger.lean.remote_call): each served command's options, their kinds, defaults and
 request fields are taken here from the very click commands the local CLI parses with,
 and tests/cli/test_client_grammar.py fails when the committed table differs.
 """
@@ -21,7 +21,7 @@ from quotaledger.cli.common import IDENTIFIER_OPTIONS
 from quotaledger.cli.host import REPLAN_ACTIONS
 from quotaledger.cli.main import build_app
 from quotaledger.cli.strict_numbers import StrictFloat, StrictInt
-from quotaledger.client.inputs import STDIN_OPTIONS
+from quotaledger.console.inputs import STDIN_OPTIONS
 from quotaledger.render.answers import OUTPUTS
 from quotaledger.render.output import TEXT_OPTIONS
 from quotaledger.usecases.decode import CLI

@@ -23,14 +23,14 @@ from typing import Annotated, Any, TypeVar
 import click
 import typer
 
-from quotaledger.cli.context import (
+from quotaledger.console.context import (
     IDENTIFIER_OPTIONS,
     Ctx,
     check_common_input,
     request_of,
     run_command,
 )
-from quotaledger.client.printing import closed_stdout
+from quotaledger.console.printing import closed_stdout
 from quotaledger.journal import codes
 from quotaledger.journal.clock import parse_duration_s
 from quotaledger.journal.environment import JOURNAL_ENV, JSON_ENV, LOCK_TIMEOUT_S_ENV

@@ -4,7 +4,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Annotated
 
-from quotaledger.client.lean import collector_paused, lean_call
+from quotaledger.console.collector import collector_paused
 
 if TYPE_CHECKING:
     import click
@@ -15,9 +15,9 @@ with collector_paused():
     from click import exceptions as click_errors
 
     from quotaledger import __version__
-    from quotaledger.cli.context import aborted, guarded
     from quotaledger.cli.strict_numbers import harden
-    from quotaledger.client.inputs import env_json
+    from quotaledger.console.context import aborted, guarded
+    from quotaledger.console.inputs import env_json
     from quotaledger.render.outcome import EXIT_OK
     from quotaledger.render.output import emit_error
     from quotaledger.startup import COMMAND_MODULES, MODULE_ORDER
@@ -107,9 +107,6 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--version"]:  # answered before any command module is built
         print_version()
         return _exit(EXIT_OK, argv)
-    lean = lean_call(args)  # a server's client, or a per-event command: as the script runs it
-    if lean is not None:
-        return _exit(lean, argv)
     return _exit(guarded(lambda: _run(args, as_json=as_json), as_json=as_json), argv)
 
 

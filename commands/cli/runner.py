@@ -1,7 +1,7 @@
 """The capacity commands a runner calls per event (SPEC §3.5): observe, admit, reject,
 release, as typer commands: their options and help; what they do and print is
-cli/per_event.py's, which a per-event call read by the generated grammar runs
-without this module (quotaledger.client.local).
+console/per_event.py's, which a per-event call read by the generated grammar runs
+without this module (quotaledger.lean.local).
 
 They are a module of their own because a runner pays this module's import on every
 call: `quotaledger observe` loads these four commands' options and nothing of
@@ -14,7 +14,6 @@ from typing import Annotated, Any
 import typer
 
 from quotaledger.adapters import USAGE_FORMATS
-from quotaledger.cli import per_event
 from quotaledger.cli.common import (
     AtOpt,
     CommandTable,
@@ -23,6 +22,7 @@ from quotaledger.cli.common import (
     choice_option,
     duration_option,
 )
+from quotaledger.console import per_event
 from quotaledger.projections.capacity import ARMS, COVERAGES, RUN_CLASSES
 from quotaledger.render.output import Output
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from quotaledger.client.numbers import FLOAT, INTEGER
+from quotaledger.console.numbers import FLOAT, INTEGER
 from quotaledger.journal.limits import NUMBER_CHARS_MAX
 
 

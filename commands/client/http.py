@@ -24,7 +24,7 @@ from quotaledger.render.outcome import ANSWERED
 
 EXIT_HEADER = b"quotaledger-exit-code"
 CLI_HEADER = "quotaledger-cli"
-"""A CLI client's call (client/call.py): the server answers what the local command
+"""A CLI client's call (lean/remote_call.py): the server answers what the local command
 prints. Its value is a query string: `as` (`json` or `text`), `journal` (the target as
 the user named it) and the options that change only the text."""
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")

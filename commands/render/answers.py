@@ -1,6 +1,6 @@
 """A served use case's answer as its CLI command prints it, for `serve` (SPEC §11).
 
-A CLI client of a server (`--journal http://...`, quotaledger.client.lean) prints
+A CLI client of a server (`--journal http://...`, quotaledger.lean.dispatch) prints
 what the local command prints: the server calls the command's own output function
 (its text, its exit code) on the typed request and answer, so there is one renderer,
 and the client loads none of the types or renderers it needs.

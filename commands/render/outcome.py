@@ -9,7 +9,7 @@ answers with the status of its exit code and the exit code itself
 header (a proxy's) by its status alone. Every face (the CLI, the lean CLI, the server,
 the remote client) maps outcomes with these functions.
 
-Imported by the lean CLI client of a server (client/call.py): the engine's error tree
+Imported by the lean CLI client of a server (lean/remote_call.py): the engine's error tree
 and nothing heavier (no msgspec, no typer).
 """
 

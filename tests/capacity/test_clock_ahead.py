@@ -22,7 +22,7 @@ SKEWED = (
     "import sys, time\n"
     "real = time.time_ns\n"
     f"time.time_ns = lambda: real() + {DAY_NS}\n"
-    "from quotaledger.cli.main import main\n"
+    "from quotaledger.entry import main\n"
     "raise SystemExit(main(sys.argv[1:]))\n"
 )
 

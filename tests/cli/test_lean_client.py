@@ -18,18 +18,18 @@ from typing import Any
 
 import pytest
 
-import quotaledger.cli.main
-import quotaledger.client.call
+import quotaledger.entry
+import quotaledger.lean.remote_call
 from quotaledger.cli.client_grammar import generated
 from quotaledger.cli.common import IDENTIFIER_OPTIONS
-from quotaledger.client.grammar import COMMANDS
+from quotaledger.lean.grammar import COMMANDS
 from tests.cli.test_json_answers import SESSION
 from tests.cli.test_remote_client import _files, _start
 from tests.cli.transcript import placeholders
 from tests.support import run_cli, run_importtime
 
-GRAMMAR = Path(quotaledger.client.call.__file__).with_name("grammar.py")
-REGENERATE = "python -m quotaledger.cli.client_grammar > commands/client/grammar.py"
+GRAMMAR = Path(quotaledger.lean.remote_call.__file__).with_name("grammar.py")
+REGENERATE = "python -m quotaledger.cli.client_grammar > commands/lean/grammar.py"
 NOT_LOADED = ("typer", "click", "msgspec", "h11", "quotaledger.projections", "quotaledger.cli")
 ENGINE = ("journal", "store", "filestore", "fold", "chain", "record", "pgstore", "checkpoint")
 
@@ -73,7 +73,7 @@ def test_a_client_call_loads_neither_typer_nor_the_engine_nor_the_projections(
     for args in calls:
         done, loaded = run_importtime([*args, "--journal", server], tmp_path)
         assert done.returncode == (2 if "nobody" in args else 0), done.stderr[-2000:]
-        assert "quotaledger.client.call" in loaded  # the check sees the lean path
+        assert "quotaledger.lean.remote_call" in loaded  # the check sees the lean path
         heavy = {n for n in loaded if n in NOT_LOADED or n.startswith(_dotted(NOT_LOADED))}
         engine = {n for n in loaded if n.removeprefix("quotaledger.journal.") in ENGINE}
         assert heavy | engine == set(), args
@@ -87,7 +87,7 @@ def _transcript(url: str, *, as_json: bool, lean: bool, monkeypatch: pytest.Monk
     """The served part of the golden session through `url`, by the lean client or by
     the full CLI (its remote path). The lean client runs every line but those of
     those click refuses (an unknown option: exit 2)."""
-    real_call = quotaledger.client.call.call
+    real_call = quotaledger.lean.remote_call.call
     leaned: list[bool] = []
 
     def call(args: list[str], target: str) -> int | None:
@@ -95,7 +95,7 @@ def _transcript(url: str, *, as_json: bool, lean: bool, monkeypatch: pytest.Monk
         leaned.append(code is not None)
         return code
 
-    monkeypatch.setattr(quotaledger.client.call, "call", call)
+    monkeypatch.setattr(quotaledger.lean.remote_call, "call", call)
     out: list[str] = []
     values: dict[str, str] = {}
     for line in SESSION:
@@ -185,7 +185,7 @@ def _without(args: list[str], flag: str) -> list[str]:
 def _run(args: list[str], *, lean: bool, monkeypatch: pytest.MonkeyPatch) -> Any:
     with monkeypatch.context() as patch:
         if not lean:
-            patch.setattr(quotaledger.cli.main, "lean_call", lambda args: None)
+            patch.setattr(quotaledger.entry, "lean_call", lambda args: None)
         return run_cli(*args)
 
 
@@ -241,7 +241,7 @@ def test_the_environment_names_the_server_and_json_as_for_the_full_cli(
         env = {"QUOTALEDGER_JOURNAL": url, "QUOTALEDGER_JSON": json_env}
         with monkeypatch.context() as patch:
             if url == servers[1]:
-                patch.setattr(quotaledger.cli.main, "lean_call", lambda args: None)
+                patch.setattr(quotaledger.entry, "lean_call", lambda args: None)
             results = [
                 run_cli(*args, env=env)
                 for args in (
@@ -287,7 +287,7 @@ def _ended(proc: subprocess.Popen[str]) -> tuple[int, str, set[str]]:
 
 
 def _lean(names: set[str]) -> None:
-    assert "quotaledger.client.call" in names
+    assert "quotaledger.lean.remote_call" in names
     heavy = {n for n in names if n in NOT_LOADED or n.startswith(_dotted(NOT_LOADED))}
     engine = {n for n in names if n.removeprefix("quotaledger.journal.") in ENGINE}
     assert heavy | engine == set()
@@ -370,7 +370,7 @@ def test_a_lock_timeout_is_checked_as_by_the_full_cli(
     for url in servers:
         with monkeypatch.context() as patch:
             if url == servers[1]:
-                patch.setattr(quotaledger.cli.main, "lean_call", lambda args: None)
+                patch.setattr(quotaledger.entry, "lean_call", lambda args: None)
             configure = ["configure", "--goal", "g", "--quota-tpm", "1000", "--journal", url]
             results = [
                 run_cli(*configure, "--lock-timeout-s", value, "--at", "2026-11-29T14:00:00Z"),

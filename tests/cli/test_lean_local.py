@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-import quotaledger.cli.main
-import quotaledger.client.local
+import quotaledger.entry
+import quotaledger.lean.local
 from quotaledger.startup import PER_EVENT_COMMANDS
 from tests.cli.test_json_answers import SESSION
 from tests.cli.test_lean_client import NOT_LOADED, _dotted, _malformed
@@ -54,7 +54,7 @@ def _run(
     env: dict[str, str] | None = None,
     used: list[bool] | None = None,
 ) -> tuple[int, str, str]:
-    real = quotaledger.client.local.call
+    real = quotaledger.lean.local.call
 
     def call(argv: list[str]) -> int | None:
         code = real(argv)
@@ -65,9 +65,9 @@ def _run(
     with monkeypatch.context() as patch:
         patch.chdir(where)
         if lean:
-            patch.setattr(quotaledger.client.local, "call", call)
+            patch.setattr(quotaledger.lean.local, "call", call)
         else:
-            patch.setattr(quotaledger.cli.main, "lean_call", lambda args: None)
+            patch.setattr(quotaledger.entry, "lean_call", lambda args: None)
         result = run_cli(*args, env=env)
     return result.code, result.stdout, result.stderr
 
@@ -196,7 +196,7 @@ def test_a_per_event_call_loads_neither_typer_nor_click(tmp_path: Path) -> None:
     for args in calls:
         done, loaded = run_importtime([*args, "--journal", journal], tmp_path)
         assert done.returncode == (2 if "yesterday" in args else 0), done.stderr[-2000:]
-        assert "quotaledger.client.local" in loaded  # the check sees the lean path
+        assert "quotaledger.lean.local" in loaded  # the check sees the lean path
         heavy = {n for n in loaded if n in TYPER or n.startswith(_dotted(TYPER))}
         assert heavy == set(), args
     assert set(NOT_LOADED) >= set(TYPER)

@@ -276,7 +276,7 @@ def test_exit_codes_and_json_shapes(tmp_path: Path) -> None:
 
 WRITER_LOOP = """
 import sys
-from quotaledger.cli.main import main
+from quotaledger.entry import main
 journal, goal, acks = sys.argv[1:4]
 i = 0
 while True:

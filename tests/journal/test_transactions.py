@@ -236,7 +236,7 @@ def test_a_user_cannot_append_a_batch_record(tmp_path: Path) -> None:
 
 IMPORTER = """
 import sys
-from quotaledger.cli.main import main
+from quotaledger.entry import main
 sys.exit(main(["import", sys.argv[1], "--journal", sys.argv[2], "--json"]))
 """
 

@@ -131,7 +131,7 @@ def assert_refused(
 # spend next — the parent kills it with SIGKILL before that.
 RUNTIME = """
 import sys, time
-from quotaledger.cli.main import main
+from quotaledger.entry import main
 journal, goal, agent, turn, amount = sys.argv[1:6]
 code = main(["turn", "writeback", "--journal", journal, "--json", "--goal", goal,
              "--agent", agent, "--turn", turn, "--amount", amount])

@@ -3,7 +3,7 @@ context, the checks every command makes before it opens anything, the request bu
 from its options, and its outcome printed as its exit code.
 
 The typer commands (cli/common.py) and a runner's per-event command read by the
-generated grammar (quotaledger.client.local, SPEC §9's start-up figure) both run
+generated grammar (quotaledger.lean.local, SPEC §9's start-up figure) both run
 through `run_command`, so the two cannot differ in what they check or print.
 """
 
@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from quotaledger.client.inputs import check_one_stdin_reader
-from quotaledger.client.printing import closed_stdout
+from quotaledger.console.inputs import check_one_stdin_reader
+from quotaledger.console.printing import closed_stdout
 from quotaledger.journal.clock import check_moment
 from quotaledger.journal.errors import Error, StorageFailure
 from quotaledger.journal.filestore import storage_code

@@ -2,14 +2,14 @@
 what each does with its options, and the text it prints, without typer or click.
 
 The typer commands (cli/runner.py) run them, and so does a per-event call read by the
-generated grammar (quotaledger.client.local), which SPEC §9's start-up figure measures:
+generated grammar (quotaledger.lean.local), which SPEC §9's start-up figure measures:
 each takes the context and its options by parameter name, as click gives them.
 """
 
 from typing import Any
 
-from quotaledger.cli.context import Ctx, request_of
-from quotaledger.client.inputs import check_observe_counts, read_input
+from quotaledger.console.context import Ctx, request_of
+from quotaledger.console.inputs import check_observe_counts, read_input
 from quotaledger.render.output import Output
 from quotaledger.render.per_event import admit_output, observe_output, reject_output, release_output
 from quotaledger.services.capacity import CapacityService

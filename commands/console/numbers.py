@@ -1,7 +1,7 @@
 """Numbers on the command line as SPEC §8 means them: ASCII digits, bounded, finite.
 
 The local CLI's option parser (cli/strict_numbers.py) and the CLI client of a server
-(client/call.py) read them with these same rules.
+(lean/remote_call.py) read them with these same rules.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """A CLI command run as a client of `quotaledger serve`, without typer (SPEC §9, §11).
 
 The command line is read with the table generated from the typer app
-(client/grammar.py); what the local CLI reads and checks before its request (a
+(lean/grammar.py); what the local CLI reads and checks before its request (a
 `FILE|-` option, one reader of stdin, observe's counts) is checked with the same
-functions (client/inputs.py). The request goes as the use case's JSON body or query,
+functions (console/inputs.py). The request goes as the use case's JSON body or query,
 with the `quotaledger-cli` header: the server decodes it with the CLI's names for
 its fields (so an error names the flag) and answers what the local command prints,
 text or --json, with its exit code (render/answers.py). A command line the table cannot
@@ -17,19 +17,19 @@ import json
 import sys
 from typing import Any
 
-from quotaledger.client.command_line import Call, Unread, lock_timeout_s
 from quotaledger.client.http import CLI_HEADER, Connection, query_string
-from quotaledger.client.inputs import (
+from quotaledger.console.inputs import (
     STDIN_OPTIONS,
     check_observe_counts,
     check_one_stdin_reader,
     read_input,
 )
-from quotaledger.client.printing import Printer, closed_stdout, write_bytes
+from quotaledger.console.printing import Printer, closed_stdout, write_bytes
 from quotaledger.journal.errors import Error
 from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target
+from quotaledger.lean.command_line import Call, Unread, lock_timeout_s
 from quotaledger.render.outcome import ANSWERED, EXIT_ABORTED, EXIT_OK, error_body, error_of_body
 
 
@@ -72,7 +72,7 @@ def _worded(command: Call, error: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check(command: Call, target: str, timeout_s: float) -> None:
-    """What the local CLI checks before a command runs (cli/context.py's
+    """What the local CLI checks before a command runs (console/context.py's
     check_common_input), in its order."""
     check_target(target, option="--journal")
     check_lock_timeout_s(timeout_s)

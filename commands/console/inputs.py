@@ -1,5 +1,5 @@
 """What the CLI reads and checks before any command runs, whether it runs here or is a
-client of a server (quotaledger.client.call): a `FILE|-` option's text, one reader of
+client of a server (quotaledger.lean.remote_call): a `FILE|-` option's text, one reader of
 standard input, and observe's counts. Loads only the error types.
 """
 

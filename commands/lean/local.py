@@ -4,9 +4,9 @@
 and SPEC §9 holds its whole process to 1.3x `python -c "import typer, msgspec"`;
 typer, click and building the command from its signature are most of what is left
 once the engine is loaded. So the command line is read with the table generated from
-the typer app (client/grammar.py, as a client of a server reads it), and the command
-runs through the very functions the typer command runs (cli/per_event.py, and
-cli/context.py's checks and printing), so the two cannot differ in what they check,
+the typer app (lean/grammar.py, as a client of a server reads it), and the command
+runs through the very functions the typer command runs (console/per_event.py, and
+console/context.py's checks and printing), so the two cannot differ in what they check,
 do or print. A command line the table cannot read exactly as click would (`--help`,
 an unknown option, a malformed number or duration) runs the full CLI.
 """
@@ -17,11 +17,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from quotaledger.cli import per_event
-from quotaledger.cli.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
-from quotaledger.client.command_line import Call, Unread, lock_timeout_s
+from quotaledger.console import per_event
+from quotaledger.console.context import IDENTIFIER_OPTIONS, Ctx, guarded, run_command
 from quotaledger.journal.environment import JOURNAL_ENV
 from quotaledger.journal.target import DEFAULT_JOURNAL
+from quotaledger.lean.command_line import Call, Unread, lock_timeout_s
 from quotaledger.render.output import Output
 
 RUNS: dict[str, Callable[[Ctx, dict[str, Any]], Output]] = {

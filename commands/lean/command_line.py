@@ -1,7 +1,7 @@
-"""A command line read with the table generated from the typer app (client/grammar.py)
+"""A command line read with the table generated from the typer app (lean/grammar.py)
 exactly as click reads it, or not at all (`Unread`: the full CLI runs it): what a
-client of a server (client/call.py) and a per-event command on a local journal
-(client/local.py) both run on, without typer or click.
+client of a server (lean/remote_call.py) and a per-event command on a local journal
+(lean/local.py) both run on, without typer or click.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from quotaledger.client.grammar import COMMANDS, IDENTIFIERS
-from quotaledger.client.inputs import env_json
-from quotaledger.client.numbers import finite, integer
+from quotaledger.console.inputs import env_json
+from quotaledger.console.numbers import finite, integer
 from quotaledger.journal.environment import JSON_ENV, LOCK_TIMEOUT_S_ENV
 from quotaledger.journal.errors import Error
 from quotaledger.journal.limits import LOCK_TIMEOUT_S_DEFAULT
+from quotaledger.lean.grammar import COMMANDS, IDENTIFIERS
 
 
 class Unread(Exception):
