@@ -198,10 +198,6 @@ for _name in USE_CASES:
     setattr(RemoteLedger, _name, _remote_method(_name))
 
 
-STREAMED = frozenset({"log"})
-"""Use cases answered as JSON Lines, one answer per line."""
-
-
 def typed_answer(answer_type: Any, data: Any) -> Any:
     """`data` as `answer_type` where it holds unions of untagged Structs (an answer of
     one of several shapes, told apart by their members): each such union is decided by
@@ -253,7 +249,7 @@ class RemoteService:
                 return decode_answer(self.client.call(name, kwargs))
             body = self.client.call(name, msgspec.to_builtins(request))
             answer_type = USE_CASES[name].answer_type()
-            if name in STREAMED:  # JSON Lines: an answer per line
+            if USE_CASES[name].streams:  # JSON Lines: an answer per line
                 lines = body.splitlines()
                 return [msgspec.json.decode(line, type=answer_type) for line in lines if line]
             try:

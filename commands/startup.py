@@ -5,27 +5,26 @@ A runner calls the CLI once per event, so each module its command loads is start
 CPU on that path (SPEC §9). A CLI call builds only its own command's module, and a
 module of `DEFERRED` loads only where it is said to; every other module of the
 product loads when its importer does. tests/package/test_startup.py holds the product
-to these tables. This module is read by every CLI call: tables only, no imports.
+to these tables. This module is read by every CLI call: tables, and the registry's
+rows, which import nothing.
 """
 
+from quotaledger.usecases.registry import PER_EVENT, USE_CASES
+
 COMMAND_MODULES: dict[str, str] = {
-    **dict.fromkeys(
-        ("verify", "digest", "repair", "checkpoint", "log", "export", "import"), "journal"
-    ),
-    **dict.fromkeys(("configure", "inspect"), "capacity"),
-    # A runner's per-event commands: their own module, which capacity's help includes.
-    **dict.fromkeys(("observe", "admit", "reject", "release"), "runner"),
-    **dict.fromkeys(("goals", "audit", "whatif", "report", "metrics"), "operator"),
-    "host": "host",
-    "budget": "settlement",
-    "turn": "settlement",
-    "probe": "probe",
+    **{
+        case.command.split()[0]: case.cli
+        for case in USE_CASES.values()
+        if case.command is not None and case.cli is not None
+    },
+    # The commands that are no use case: they run another program of the package.
     **dict.fromkeys(("demo", "bench"), "tools"),
     "serve": "serve",
 }
-"""Each top-level CLI command, and the module of `quotaledger.cli` that registers it:
-typer turns every registered function into a click command on every start, so a
-call builds only its own command's module."""
+"""Each top-level CLI command, and the module of `quotaledger.cli` that registers it
+(its use cases' registry rows): typer turns every registered function into a click
+command on every start, so a call builds only its own command's module. A runner's
+per-event commands have their own module (`runner`), which capacity's help includes."""
 
 MODULE_ORDER = (
     "journal",
@@ -39,8 +38,9 @@ MODULE_ORDER = (
 )
 """The modules of `quotaledger.cli` that register commands, in the order of the help."""
 
-PER_EVENT_COMMANDS = ("observe", "admit", "reject", "release")
-"""What a runner calls once per event or run: they load no module of `DEFERRED`."""
+PER_EVENT_COMMANDS = PER_EVENT
+"""What a runner calls once per event or run (the registry's per-event rows): they load
+no module of `DEFERRED`."""
 
 DEFERRED: dict[str, str] = {
     # The engine.
@@ -74,7 +74,6 @@ DEFERRED: dict[str, str] = {
     "quotaledger.tools.bench_serve_clients": "bench --serve's client processes",
     "uvloop": "serve, where it is installed",
     "quotaledger.server": "serve, and metrics --listen (server.metrics_listen)",
-    "quotaledger.render.answers": "serve, a CLI client's first call (server.app)",
     "psycopg": "bench --compare postgresql (a postgresql:// journal loads it with pgstore)",
     "litellm": "the LiteLLM callback's first instance (adapters.litellm)",
 }

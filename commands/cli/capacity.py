@@ -16,7 +16,7 @@ from quotaledger.cli.common import (
 )
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.projections.capacity import DIMENSIONS
-from quotaledger.render.capacity import configure_output, inspect_output
+from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
 from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.usecases.capacity_state import (
@@ -67,7 +67,7 @@ def configure(
     )
     with ctx.service(CapacityStateService, write=True) as ledger:
         answer = ledger.configure(request)
-    return configure_output(request, answer, ctx.shown())
+    return output_of("configure", request, answer, ctx.shown())
 
 
 commands.include(runner.commands)  # observe ... release, in their SPEC §3.5 place
@@ -95,7 +95,7 @@ def inspect(
     request = request_of(InspectRequest, locals())
     with ctx.service(CapacityStateService, write=False, allow_corrupt=seq is not None) as ledger:
         answer = ledger.inspect(request)
-    return inspect_output(request, answer, ctx.shown())
+    return output_of("inspect", request, answer, ctx.shown())
 
 
 # -- human text ------------------------------------------------------------------------

@@ -22,7 +22,6 @@ from quotaledger.cli.host import REPLAN_ACTIONS
 from quotaledger.cli.main import build_app
 from quotaledger.cli.strict_numbers import StrictFloat, StrictInt
 from quotaledger.console.inputs import STDIN_OPTIONS
-from quotaledger.render.answers import OUTPUTS
 from quotaledger.render.output import TEXT_OPTIONS
 from quotaledger.usecases.decode import CLI
 from quotaledger.usecases.registry import SERVED
@@ -32,9 +31,6 @@ COMMON = {"journal": "journal", "json_": "json", "lock_timeout_s": "lock_timeout
 CHOICES = {"host_replan": ("action", REPLAN_ACTIONS)}
 """Flags that make a request field's value, by use case: (field, {parameter: value});
 exactly one of them is given."""
-STREAMED = frozenset({"log"})
-"""Served commands the server prints as a stream (render/answers.py's log_printed), not
-through an output function (OUTPUTS)."""
 
 
 def kind_of(param: click.Parameter) -> str:
@@ -102,7 +98,7 @@ def commands_table() -> dict[str, Any]:
     table: dict[str, Any] = {}
     for name, case in SERVED.items():
         words = case.command
-        if words is None or (name not in OUTPUTS and name not in STREAMED):
+        if words is None or not (case.text or case.output or case.streams):
             continue
         command: Any = root
         for word in words.split():

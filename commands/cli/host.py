@@ -14,17 +14,7 @@ from quotaledger.cli.common import (
 )
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.projections.hosts import FAILURE_CODES, MAX_ATTEMPTS_DEFAULT, OUTCOMES
-from quotaledger.render.host import (
-    continue_output,
-    exit_output,
-    heartbeat_output,
-    phase_output,
-    replan_output,
-    return_output,
-    start_output,
-    status_output,
-    stop_output,
-)
+from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
 from quotaledger.services.host import HostService
 from quotaledger.usecases.decode import CLI, decode
@@ -112,7 +102,7 @@ def phase(
     request = request_of(HostPhaseRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_phase(request)
-    return phase_output(request, answer, ctx.shown())
+    return output_of("host_phase", request, answer, ctx.shown())
 
 
 @commands(
@@ -134,7 +124,7 @@ def start(
     request = request_of(HostStartRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_start(request)
-    return start_output(request, answer, ctx.shown())
+    return output_of("host_start", request, answer, ctx.shown())
 
 
 @commands("exit", example="quotaledger host exit --goal g --attempt a1 --exit-code 0")
@@ -154,7 +144,7 @@ def exit_(
     request = request_of(HostExitRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_exit(request)
-    return exit_output(request, answer, ctx.shown())
+    return output_of("host_exit", request, answer, ctx.shown())
 
 
 @commands(
@@ -181,7 +171,7 @@ def return_(
     request = request_of(HostReturnRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_return(request)
-    return return_output(request, answer, ctx.shown())
+    return output_of("host_return", request, answer, ctx.shown())
 
 
 @commands(
@@ -211,7 +201,7 @@ def continue_(
     request = request_of(HostContinueRequest, locals())
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_continue(request)
-    return continue_output(request, answer, ctx.shown())
+    return output_of("host_continue", request, answer, ctx.shown())
 
 
 @commands("heartbeat", example="quotaledger host heartbeat --goal g --lane l1 --session s1")
@@ -222,7 +212,7 @@ def heartbeat(
     request = request_of(HostHeartbeatRequest, locals())
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_heartbeat(request)
-    return heartbeat_output(request, answer, ctx.shown())
+    return output_of("host_heartbeat", request, answer, ctx.shown())
 
 
 @commands("stop", example="quotaledger host stop --goal g")
@@ -236,7 +226,7 @@ def stop(
     request = decode(HostStopRequest, {"goal": goal, "clear": clear, "at": at}, CLI)
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_stop(request)
-    return stop_output(request, answer, ctx.shown())
+    return output_of("host_stop", request, answer, ctx.shown())
 
 
 REPLAN_ACTIONS = {"open_": "open", "settle": "settle"}
@@ -264,7 +254,7 @@ def replan(
     request = decode(HostReplanRequest, values, CLI)
     with ctx.service(HostService, write=True) as ledger:
         answer = ledger.host_replan(request)
-    return replan_output(request, answer, ctx.shown())
+    return output_of("host_replan", request, answer, ctx.shown())
 
 
 @commands("status", example="quotaledger host status --goal g --lane l1")
@@ -280,7 +270,7 @@ def status(
     request = decode(HostStatusRequest, values, CLI)
     with ctx.service(HostService, write=False) as ledger:
         answer = ledger.host_status(request)
-    return status_output(request, answer, ctx.shown())
+    return output_of("host_status", request, answer, ctx.shown())
 
 
 # -- human text (SPEC §8: one summary line, then a table where there is a list) ---------

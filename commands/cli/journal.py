@@ -10,8 +10,8 @@ from quotaledger.api import Ledger
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, codes
+from quotaledger.render.answers import output_of
 from quotaledger.render.journal import (
-    digest_output,
     head_text,
     log_printed,
     repair_text,
@@ -76,7 +76,7 @@ def digest(ctx: Ctx) -> Output:
     request = decode(DigestRequest, {}, CLI)
     with ctx.service(JournalService, write=False) as ledger:
         answer = ledger.digest(request)
-    return digest_output(request, answer, ctx.shown())
+    return output_of("digest", request, answer, ctx.shown())
 
 
 @commands("repair", example="quotaledger repair --truncate-after 41 --yes")

@@ -10,7 +10,7 @@ from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
 from quotaledger.cli.config_options import ConfigOptions, config_options
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.render.operator import audit_output, goals_output, metrics_output, whatif_output
+from quotaledger.render.answers import output_of
 from quotaledger.render.outcome import EXIT_OK
 from quotaledger.render.output import Output
 from quotaledger.render.prometheus import prometheus_text
@@ -68,7 +68,7 @@ def goals(
     request = decode(GoalsRequest, {"at": at}, CLI)
     with ctx.service(OperatorService, write=False) as ledger:
         answer: GoalsAnswer = ledger.goals(request)
-    return goals_output(request, answer, ctx.shown())
+    return output_of("goals", request, answer, ctx.shown())
 
 
 @commands("audit", example="quotaledger audit --journal runs.jsonl --seq 41")
@@ -93,7 +93,7 @@ def audit(
     request = decode(AuditRequest, values, CLI)
     with ctx.service(OperatorService, write=False, fold=False) as ledger:
         answer: AuditAnswer = ledger.audit(request)
-    return audit_output(request, answer, ctx.shown())
+    return output_of("audit", request, answer, ctx.shown())
 
 
 @commands(
@@ -129,7 +129,7 @@ def whatif(
         progress_bar("whatif", _size_hint(ledger)) as progress,
     ):
         answer: WhatifAnswer = ledger.whatif(request, progress=progress)
-    return whatif_output(request, answer, ctx.shown(verbose=verbose))
+    return output_of("whatif", request, answer, ctx.shown(verbose=verbose))
 
 
 @commands("report", example="quotaledger report --goal g --out report.html")
@@ -198,7 +198,7 @@ def metrics(
         _listen(ctx, listen, request)
     with ctx.service(OperatorService, write=False) as ledger:
         answer: MetricsAnswer = ledger.metrics(request)
-    return metrics_output(request, answer, ctx.shown())
+    return output_of("metrics", request, answer, ctx.shown())
 
 
 def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:

@@ -9,15 +9,8 @@ from typing import Annotated
 import typer
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt
+from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
-from quotaledger.render.settlement import (
-    budget_configure_output,
-    open_output,
-    resume_output,
-    spend_output,
-    status_output,
-    writeback_output,
-)
 from quotaledger.services.settlement import SettlementService
 from quotaledger.usecases.decode import CLI, decode
 from quotaledger.usecases.settlement import (
@@ -79,7 +72,7 @@ def configure(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(BudgetConfigureRequest, values, CLI)
         answer = ledger.budget_configure(request)
-    return budget_configure_output(request, answer, ctx.shown())
+    return output_of("budget_configure", request, answer, ctx.shown())
 
 
 @turn_commands("open", example="quotaledger turn open --goal g --agent a1 --turn t1 --task k1")
@@ -98,7 +91,7 @@ def open_(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnOpenRequest, values, CLI)
         answer = ledger.turn_open(request)
-    return open_output(request, answer, ctx.shown())
+    return output_of("turn_open", request, answer, ctx.shown())
 
 
 @turn_commands(
@@ -119,7 +112,7 @@ def writeback(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnWritebackRequest, values, CLI)
         answer = ledger.turn_writeback(request)
-    return writeback_output(request, answer, ctx.shown())
+    return output_of("turn_writeback", request, answer, ctx.shown())
 
 
 @turn_commands("resume", example="quotaledger turn resume --goal g --agent a1")
@@ -130,7 +123,7 @@ def resume(ctx: Ctx, goal: GoalOpt, agent: AgentOpt, at: ReadAtOpt = None) -> Ou
     with ctx.service(SettlementService, write=False) as ledger:
         request = decode(TurnResumeRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_resume(request)
-    return resume_output(request, answer, ctx.shown())
+    return output_of("turn_resume", request, answer, ctx.shown())
 
 
 @turn_commands(
@@ -156,7 +149,7 @@ def spend(
     with ctx.service(SettlementService, write=True) as ledger:
         request = decode(TurnSpendRequest, {**values, "amount": amount, "at": at}, CLI)
         answer = ledger.turn_spend(request)
-    return spend_output(request, answer, ctx.shown())
+    return output_of("turn_spend", request, answer, ctx.shown())
 
 
 @turn_commands("status", example="quotaledger turn status --goal g --agent a1")
@@ -171,4 +164,4 @@ def status(
     with ctx.service(SettlementService, write=False) as ledger:
         request = decode(TurnStatusRequest, {"goal": goal, "agent": agent, "at": at}, CLI)
         answer = ledger.turn_status(request)
-    return status_output(request, answer, ctx.shown())
+    return output_of("turn_status", request, answer, ctx.shown())

@@ -10,8 +10,8 @@ from typing import Any
 
 from quotaledger.console.context import Ctx, request_of
 from quotaledger.console.inputs import check_observe_counts, read_input
+from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
-from quotaledger.render.per_event import admit_output, observe_output, reject_output, release_output
 from quotaledger.services.capacity import CapacityService
 from quotaledger.usecases.capacity import (
     AdmitRequest,
@@ -31,14 +31,14 @@ def observe(ctx: Ctx, options: dict[str, Any]) -> Output:
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.observe(request)
-    return observe_output(request, answer, ctx.shown())
+    return output_of("observe", request, answer, ctx.shown())
 
 
 def admit(ctx: Ctx, options: dict[str, Any]) -> Output:
     request = request_of(AdmitRequest, options)
     with ctx.service(CapacityService, write=not request.dry_run) as ledger:
         answer = ledger.admit(request)
-    return admit_output(request, answer, ctx.shown())
+    return output_of("admit", request, answer, ctx.shown())
 
 
 def reject(ctx: Ctx, options: dict[str, Any]) -> Output:
@@ -49,14 +49,14 @@ def reject(ctx: Ctx, options: dict[str, Any]) -> Output:
     )
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.reject(request)
-    return reject_output(request, answer, ctx.shown())
+    return output_of("reject", request, answer, ctx.shown())
 
 
 def release(ctx: Ctx, options: dict[str, Any]) -> Output:
     request = request_of(ReleaseRequest, options)
     with ctx.service(CapacityService, write=True) as ledger:
         answer = ledger.release(request)
-    return release_output(request, answer, ctx.shown())
+    return output_of("release", request, answer, ctx.shown())
 
 
 # -- human text ------------------------------------------------------------------------

@@ -23,14 +23,13 @@ from quotaledger.journal.environment import JOURNAL_ENV
 from quotaledger.journal.target import DEFAULT_JOURNAL
 from quotaledger.lean.command_line import Call, Unread, lock_timeout_s
 from quotaledger.render.output import Output
+from quotaledger.usecases.registry import PER_EVENT
 
 RUNS: dict[str, Callable[[Ctx, dict[str, Any]], Output]] = {
-    "observe": per_event.observe,
-    "admit": per_event.admit,
-    "reject": per_event.reject,
-    "release": per_event.release,
+    name: getattr(per_event, name) for name in PER_EVENT
 }
-"""What each per-event command does with its options (startup.PER_EVENT_COMMANDS)."""
+"""What each per-event command (the registry's per-event rows) does with its options:
+console/per_event.py's function of the use case's name."""
 
 
 def call(args: list[str]) -> int | None:

@@ -5,24 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 from quotaledger.render import readable
-from quotaledger.render.output import Output, Shown, table
+from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
 from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
-    ConfigureRequest,
     ConfigView,
     GoalView,
     InspectAnswer,
-    InspectRequest,
 )
-
-
-def configure_output(request: ConfigureRequest, answer: ConfigureAnswer, shown: Shown) -> Output:
-    return Output(answer, text=configure_text(answer))
-
-
-def inspect_output(request: InspectRequest, answer: InspectAnswer, shown: Shown) -> Output:
-    return Output(answer, text=inspect_text(answer))
 
 
 def configure_text(answer: ConfigureAnswer) -> str:

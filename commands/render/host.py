@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from msgspec import UnsetType
 
 from quotaledger.render import followup
@@ -9,60 +11,23 @@ from quotaledger.render.output import Output, Shown, plural, table
 from quotaledger.usecases.decode import Event
 from quotaledger.usecases.host import (
     AttemptAnswer,
-    HostContinueRequest,
-    HostExitRequest,
     HostHeartbeatAnswer,
-    HostHeartbeatRequest,
     HostPhaseAnswer,
-    HostPhaseRequest,
     HostReplanAnswer,
-    HostReplanRequest,
     HostReturnRequest,
-    HostStartRequest,
     HostStatusAnswer,
     HostStatusRequest,
     HostStopAnswer,
-    HostStopRequest,
     Lane,
     LaneFailure,
     Phase,
 )
 
 
-def phase_output(request: HostPhaseRequest, answer: HostPhaseAnswer, shown: Shown) -> Output:
-    return Output(answer, text=phase_text(answer))
-
-
-def start_output(request: HostStartRequest, answer: AttemptAnswer, shown: Shown) -> Output:
-    return Output(answer, text=attempt_text(answer, "start"))
-
-
-def exit_output(request: HostExitRequest, answer: AttemptAnswer, shown: Shown) -> Output:
-    return Output(answer, text=attempt_text(answer, "exit"))
-
-
 def return_output(request: HostReturnRequest, answer: AttemptAnswer, shown: Shown) -> Output:
     journal = followup.journal_words(shown.journal_target)
     text = attempt_text(answer, "return", goal=request.goal, journal=journal)
     return Output(answer, text=text)
-
-
-def continue_output(request: HostContinueRequest, answer: HostPhaseAnswer, shown: Shown) -> Output:
-    return Output(answer, text=phase_text(answer, "continued"))
-
-
-def heartbeat_output(
-    request: HostHeartbeatRequest, answer: HostHeartbeatAnswer, shown: Shown
-) -> Output:
-    return Output(answer, text=heartbeat_text(answer))
-
-
-def stop_output(request: HostStopRequest, answer: HostStopAnswer, shown: Shown) -> Output:
-    return Output(answer, text=stop_text(answer))
-
-
-def replan_output(request: HostReplanRequest, answer: HostReplanAnswer, shown: Shown) -> Output:
-    return Output(answer, text=replan_text(answer))
 
 
 def status_output(request: HostStatusRequest, answer: HostStatusAnswer, shown: Shown) -> Output:
@@ -225,3 +190,9 @@ def _lane_row(name: str, lane: Lane) -> list[str]:
         "yes" if lane.dispatchable else "no",
         ", ".join(lane.reasons) or "-",
     ]
+
+
+# The texts of the use cases that print a general one (registry rows name them).
+start_text = functools.partial(attempt_text, command="start")
+exit_text = functools.partial(attempt_text, command="exit")
+continue_text = functools.partial(phase_text, verb="continued")

@@ -9,10 +9,9 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import JournalCorrupt
-from quotaledger.render.output import Output, Shown, plural, table
+from quotaledger.render.output import plural, table
 from quotaledger.usecases.journal import (
     DigestAnswer,
-    DigestRequest,
     Head,
     LogAnswer,
     RepairAnswer,
@@ -20,8 +19,8 @@ from quotaledger.usecases.journal import (
 )
 
 
-def digest_output(request: DigestRequest, answer: DigestAnswer, shown: Shown) -> Output:
-    return Output(answer, text=answer.digest)
+def digest_text(answer: DigestAnswer) -> str:
+    return answer.digest
 
 
 def head_text(head: Head) -> str:

@@ -18,16 +18,11 @@ from quotaledger.usecases.operator import (
     AuditRequest,
     Explanation,
     GoalsAnswer,
-    GoalsRequest,
     MetricsAnswer,
     MetricsRequest,
     WhatifAnswer,
     WhatifRequest,
 )
-
-
-def goals_output(request: GoalsRequest, answer: GoalsAnswer, shown: Shown) -> Output:
-    return Output(answer, text=goals_text(answer))
 
 
 def audit_output(request: AuditRequest, answer: AuditAnswer, shown: Shown) -> Output:

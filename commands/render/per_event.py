@@ -15,9 +15,7 @@ from quotaledger.usecases.capacity import (
     AdmitAnswer,
     AdmitRequest,
     ObserveAnswer,
-    ObserveRequest,
     RejectAnswer,
-    RejectRequest,
     ReleaseAnswer,
     ReleaseRequest,
 )
@@ -26,16 +24,8 @@ if TYPE_CHECKING:  # inspect's views: a runner's per-event command never loads t
     from quotaledger.usecases.capacity_state import DimensionView, GoalView
 
 
-def observe_output(request: ObserveRequest, answer: ObserveAnswer, shown: Shown) -> Output:
-    return Output(answer, text=observe_text(answer))
-
-
 def admit_output(request: AdmitRequest, answer: AdmitAnswer, shown: Shown) -> Output:
     return Output(answer, text=admit_text(answer, request.run))
-
-
-def reject_output(request: RejectRequest, answer: RejectAnswer, shown: Shown) -> Output:
-    return Output(answer, text=reject_text(answer))
 
 
 def release_output(request: ReleaseRequest, answer: ReleaseAnswer, shown: Shown) -> Output:

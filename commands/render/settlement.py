@@ -4,57 +4,23 @@ from __future__ import annotations
 
 from msgspec import UNSET, UnsetType
 
-from quotaledger.render.output import Output, Shown, plural, table
+from quotaledger.render.output import plural, table
 from quotaledger.usecases.decode import Event
 from quotaledger.usecases.settlement import (
     AgentStatus,
     AgentStatusOwed,
     BudgetConfigureAnswer,
-    BudgetConfigureRequest,
     TurnOpenAnswer,
-    TurnOpenRequest,
     TurnResumeAnswer,
     TurnResumeOwed,
-    TurnResumeRequest,
     TurnSpendAnswer,
-    TurnSpendRequest,
     TurnStatusAnswer,
-    TurnStatusRequest,
     TurnWriteback,
     TurnWritebackAnswer,
-    TurnWritebackRequest,
 )
 
 
-def budget_configure_output(
-    request: BudgetConfigureRequest, answer: BudgetConfigureAnswer, shown: Shown
-) -> Output:
-    return Output(answer, text=_budget_text(answer))
-
-
-def open_output(request: TurnOpenRequest, answer: TurnOpenAnswer, shown: Shown) -> Output:
-    return Output(answer, text=_open_text(answer))
-
-
-def writeback_output(
-    request: TurnWritebackRequest, answer: TurnWritebackAnswer, shown: Shown
-) -> Output:
-    return Output(answer, text=_writeback_text(answer))
-
-
-def resume_output(request: TurnResumeRequest, answer: TurnResumeAnswer, shown: Shown) -> Output:
-    return Output(answer, text=_resume_text(answer))
-
-
-def spend_output(request: TurnSpendRequest, answer: TurnSpendAnswer, shown: Shown) -> Output:
-    return Output(answer, text=_spend_text(answer))
-
-
-def status_output(request: TurnStatusRequest, answer: TurnStatusAnswer, shown: Shown) -> Output:
-    return Output(answer, text=_status_text(answer))
-
-
-def _resume_text(answer: TurnResumeAnswer) -> str:
+def resume_text(answer: TurnResumeAnswer) -> str:
     """Humans (and shell scripts) get the owed command alone on its own line."""
     if isinstance(answer, TurnResumeOwed):
         password = (
@@ -87,7 +53,7 @@ def _refused(what: str, reasons: list[str] | UnsetType, command: str | UnsetType
     return text
 
 
-def _budget_text(answer: BudgetConfigureAnswer) -> str:
+def budget_text(answer: BudgetConfigureAnswer) -> str:
     budget = answer.budget
     return (
         f"budget of goal {answer.goal}: {budget.allowed_units:,} units per "
@@ -95,7 +61,7 @@ def _budget_text(answer: BudgetConfigureAnswer) -> str:
     )
 
 
-def _open_text(answer: TurnOpenAnswer) -> str:
+def open_text(answer: TurnOpenAnswer) -> str:
     if not answer.ok:
         return _refused(f"turn open {answer.turn}", answer.reasons, answer.command)
     return (
@@ -104,7 +70,7 @@ def _open_text(answer: TurnOpenAnswer) -> str:
     )
 
 
-def _writeback_text(answer: TurnWritebackAnswer) -> str:
+def writeback_text(answer: TurnWritebackAnswer) -> str:
     if not answer.ok:
         return _refused(f"turn writeback {answer.turn}".rstrip(), answer.reasons, answer.command)
     event = answer.event if isinstance(answer, TurnWriteback) else UNSET
@@ -115,7 +81,7 @@ def _writeback_text(answer: TurnWritebackAnswer) -> str:
     return text + f" owed{seq}; spend it once:\n{answer.command}"
 
 
-def _spend_text(answer: TurnSpendAnswer) -> str:
+def spend_text(answer: TurnSpendAnswer) -> str:
     if not answer.ok:
         return _refused(f"turn spend {answer.turn}".rstrip(), answer.reasons, UNSET)
     if not answer.appended:
@@ -127,7 +93,7 @@ def _spend_text(answer: TurnSpendAnswer) -> str:
     )
 
 
-def _status_text(answer: TurnStatusAnswer) -> str:
+def status_text(answer: TurnStatusAnswer) -> str:
     budget = answer.budget
     if budget is None:
         window = "no budget configured"

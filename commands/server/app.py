@@ -185,7 +185,7 @@ class Api:
     ) -> int:
         if case.name == "log":
             return await self._log(send, receive, request, cli)
-        if case.name in routes.HEAVY_READERS:
+        if case.whole_journal:
             outcome = await self.readers.answer(case.name, request)
         else:
             outcome = await self._commit(case, request)

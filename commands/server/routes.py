@@ -24,11 +24,6 @@ from quotaledger.usecases.fields import Identifier, Time
 from quotaledger.usecases.operator import range_us
 from quotaledger.usecases.registry import SERVED, UseCase
 
-HEAVY_READERS = frozenset({"audit", "whatif", "log", "digest"})
-"""Readers whose work is a pass over the journal: each runs on a reader handle of its
-own beside the commits, not in the committer between them."""
-
-
 SERVED_METRICS = SERVED["metrics"]
 """`GET /metrics` is the `metrics` reader of every goal, as Prometheus text."""
 
