@@ -110,6 +110,7 @@ def endpoint(
     call.__name__ = call.__qualname__ = method.__name__
     call.__doc__ = request_type.__doc__
     call.use_case = (service_type, method)  # type: ignore[attr-defined]  # Ledger.answer
+    call.request_type = decoded  # type: ignore[attr-defined]  # the registry's row's
     return call
 
 

@@ -24,6 +24,7 @@ from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.journal.limits import BODY_BYTES_MAX, FIRST_LINES_WAIT_S, RETRY_AFTER_BUSY_S
 from quotaledger.projections.limits import byte_size
+from quotaledger.render.answers import log_printed, output_of
 from quotaledger.render.outcome import (
     EXIT_OK,
     EXIT_STORAGE,
@@ -262,8 +263,6 @@ class Api:
 
 
 def _cli_log(as_json: bool) -> Printed:
-    from quotaledger.render.answers import log_printed
-
     def printed(events: Iterable[Any], request: Any) -> Iterator[bytes]:
         return log_printed(events, as_json=as_json, follow=request.follow)
 
@@ -347,8 +346,6 @@ async def _printed(
     send: Send, case: UseCase, request: Any, answer: Answer, cli: routes.CliCall
 ) -> int:
     """A CLI client's answer: what the local command prints, with its exit code."""
-    from quotaledger.render.answers import output_of
-
     output = output_of(case.name, request, answer, cli.shown)
     exit_code = output_code(output)
     body = json_line(output.data) if cli.as_json else printed_text(output).encode()

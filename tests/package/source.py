@@ -44,9 +44,13 @@ def statements(tree: ast.AST) -> Iterator[ast.AST]:
 
 
 def imported(name: str, path: Path) -> Iterator[tuple[str, str | None, int]]:
-    """(module, name taken from it or None, line) for every import that can run."""
+    """(module, name taken from it or None, line) for every import that can run,
+    `importlib.import_module("literal")` included (an import all the same, which an
+    import statement's check would not see)."""
     for node in statements(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
+        if _imports_module(node):
+            yield node.args[0].value, None, node.lineno  # type: ignore[attr-defined]
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, None, node.lineno
         elif isinstance(node, ast.ImportFrom):
@@ -79,3 +83,17 @@ def imported_in_functions(name: str, path: Path) -> Iterator[tuple[str, int]]:
         if line in lines:
             submodule = f"{module}.{member}"
             yield (submodule if submodule in MODULES else module), line
+
+
+def _imports_module(node: ast.AST) -> bool:
+    """`importlib.import_module("literal")` (or `import_module("literal")`)."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    function = node.func
+    called = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+    first = node.args[0]
+    return (
+        called == "import_module"
+        and isinstance(first, ast.Constant)
+        and isinstance(first.value, str)
+    )

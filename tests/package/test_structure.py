@@ -61,6 +61,20 @@ def test_the_circle_finder_finds_a_circle() -> None:
     assert _circles({"a": {"b"}, "b": set()}) == []
 
 
+def test_an_import_module_literal_is_an_import(tmp_path: Path) -> None:
+    """`importlib.import_module("quotaledger.cli.main")` ties two modules as an import
+    statement does (the lean CLI and the typer CLI once imported each other so)."""
+    path = tmp_path / "m.py"
+    path.write_text(
+        "import importlib\n"
+        "def f(name):\n"
+        "    importlib.import_module('quotaledger.cli.main').main()\n"
+        "    importlib.import_module(f'quotaledger.cli.{name}')\n"
+    )
+    found = [(module, line) for module, _taken, line in imported("quotaledger.m", path)]
+    assert found == [("importlib", 1), ("quotaledger.cli.main", 3)]
+
+
 def test_no_import_circle() -> None:
     assert _circles(_edges()) == []
 
