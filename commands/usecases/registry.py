@@ -14,10 +14,26 @@ CLI call reads it, the lean ones included), and a name resolves on first use, on
 """
 
 import importlib
-from typing import Any, NamedTuple
+from typing import Any
 
 
-class UseCase(NamedTuple):
+class UseCase:
+    """One use case's row (a plain class: a NamedTuple's would cost each CLI call
+    a tenth of a millisecond to build)."""
+
+    __slots__ = (
+        "cli",
+        "module",
+        "name",
+        "output",
+        "per_event",
+        "served",
+        "streams",
+        "text",
+        "whole_journal",
+        "writes",
+    )
+
     name: str
     """The Python API's method name (the command words joined by `_`) and the service's."""
     module: str
@@ -28,22 +44,50 @@ class UseCase(NamedTuple):
     cli: str | None
     """The module of `quotaledger.cli` that registers its command; None: a method of the
     Python API (and the server) alone."""
-    text: str | None = None
+    text: str | None
     """`render_module.function` of `quotaledger.render`: the printed text of an answer,
     `text(answer) -> str`."""
-    output: str | None = None
+    output: str | None
     """Or, where the text needs the request or the options that change only the text,
     or the exit code is not the answer's: `output(request, answer, shown) -> Output`."""
-    served: bool = True
+    served: bool
     """`quotaledger serve` has a /v1 route for it (SPEC §11)."""
-    per_event: bool = False
+    per_event: bool
     """A runner calls it once per event: its command runs without typer (lean.local)
     and loads no module of `startup.DEFERRED`."""
-    streams: bool = False
+    streams: bool
     """Its answer is a stream of answers (JSON Lines), printed piece by piece."""
-    whole_journal: bool = False
+    whole_journal: bool
     """A reader whose work is a pass over the journal: the server runs it on a reader
     handle of its own beside the commits, not in the committer between them."""
+
+    def __init__(
+        self,
+        name: str,
+        module: str,
+        writes: bool,
+        cli: str | None,
+        *,
+        text: str | None = None,
+        output: str | None = None,
+        served: bool = True,
+        per_event: bool = False,
+        streams: bool = False,
+        whole_journal: bool = False,
+    ) -> None:
+        self.name = name
+        self.module = module
+        self.writes = writes
+        self.cli = cli
+        self.text = text
+        self.output = output
+        self.served = served
+        self.per_event = per_event
+        self.streams = streams
+        self.whole_journal = whole_journal
+
+    def __repr__(self) -> str:
+        return f"UseCase({self.name!r})"
 
     @property
     def command(self) -> str | None:

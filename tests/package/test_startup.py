@@ -60,7 +60,7 @@ def test_the_finder_sees_imports_in_functions_only(tmp_path: Path) -> None:
         "    import json\n"
         "def f():\n"
         "    import ssl\n"
-        "    from quotaledger.services import metrics_http\n"
+        "    from quotaledger.server import metrics_listen\n"
         "    if TYPE_CHECKING:\n"
         "        import rich\n"
         "class C:\n"
@@ -69,7 +69,7 @@ def test_the_finder_sees_imports_in_functions_only(tmp_path: Path) -> None:
     )
     assert list(imported_in_functions("quotaledger.m", path)) == [
         ("ssl", 6),
-        ("quotaledger.services.metrics_http", 7),
+        ("quotaledger.server.metrics_listen", 7),
         ("concurrent.futures", 12),
     ]
 
