@@ -43,7 +43,7 @@ from quotaledger.usecases.capacity import (
     ReleaseRequest,
 )
 from quotaledger.usecases.capacity_state import ConfigureRequest, InspectRequest
-from quotaledger.usecases.decode import API, Answer, Request, builtins, decode
+from quotaledger.usecases.decode import API, Answer, Request, builtins, decode, documented
 from quotaledger.usecases.host import (
     HostContinueRequest,
     HostExitRequest,
@@ -108,7 +108,7 @@ def endpoint(
         return builtins(answer)
 
     call.__name__ = call.__qualname__ = method.__name__
-    call.__doc__ = request_type.__doc__
+    call.__doc__ = documented(decoded)  # the request's words, as --help and /openapi.json
     call.use_case = (service_type, method)  # type: ignore[attr-defined]  # Ledger.answer
     call.request_type = decoded  # type: ignore[attr-defined]  # the registry's row's
     return call

@@ -9,7 +9,7 @@ a provider report, a case config), so what they encode is what they always did.
 from typing import TYPE_CHECKING, Annotated, Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET, Meta, UnsetType
 
 from quotaledger.adapters import USAGE_FORMATS
 from quotaledger.journal import codes
@@ -17,7 +17,15 @@ from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import limits
 from quotaledger.usecases.decode import Answer, Event, Request, plain_complaint
-from quotaledger.usecases.fields import FreeText, Identifier, Rule, Time, TokenCount, choice
+from quotaledger.usecases.fields import (
+    EventTime,
+    FreeText,
+    Goal,
+    Identifier,
+    Rule,
+    TokenCount,
+    choice,
+)
 
 Number = int | float
 
@@ -110,6 +118,30 @@ RequestId = Annotated[
     ),
 ]
 """An observation's or a rejection's request id (SPEC §11 "Idempotent observations")."""
+RequestIdField = Annotated[
+    RequestId | None,
+    Meta(
+        description="The provider's response id (chatcmpl-..., msg_...) or x-request-id: a "
+        "repeat within 900 s appends nothing [default: the usage body's id, else the provider "
+        "headers' request id]."
+    ),
+]
+ProviderHeaders = Annotated[
+    Any,
+    Meta(
+        description="The response's HTTP headers (Name: value lines, or a JSON object). "
+        "Rate-limit and Retry-After headers are recorded, others ignored."
+    ),
+]
+"""Header text, a mapping (httpx.Headers, a dict) or (name, value) pairs: checked by
+`adapters.headers`."""
+ProviderReportField = Annotated[
+    ProviderReport | None,
+    Meta(
+        description="The provider's rate-limit report already resolved: "
+        '{dimension: {"limit", "remaining", "reset_at"}}.'
+    ),
+]
 
 # -- requests --------------------------------------------------------------------------
 
@@ -131,56 +163,77 @@ class ObserveRequest(Request):
     another payload is refused `request_id_conflict`.
     """
 
-    goal: Identifier
-    uncached_input: TokenCount | None = None
-    cached_input: TokenCount | None = None
-    output: TokenCount | None = None
-    cache_write_input: TokenCount | None = None
-    run: Identifier | None = None
-    requests: TokenCount | None = None
-    coverage: Coverage = "measured"
-    source: FreeText | None = None
-    usage: Any = None
+    # The fields in the order `observe --help` lists their flags.
+    goal: Goal
+    uncached_input: Annotated[TokenCount | None, Meta(description="Uncached input tokens.")] = None
+    cached_input: Annotated[TokenCount | None, Meta(description="Cached input tokens.")] = None
+    output: Annotated[TokenCount | None, Meta(description="Output tokens.")] = None
+    cache_write_input: Annotated[
+        TokenCount | None, Meta(description="Tokens written to a prompt cache [default: 0].")
+    ] = None
+    run: Annotated[
+        Identifier | None, Meta(description="Run identifier: an active run's lease is renewed.")
+    ] = None
+    request_id: RequestIdField = None
+    requests: Annotated[
+        TokenCount | None, Meta(description="Provider requests these tokens came from.")
+    ] = None
+    usage: Annotated[
+        Any,
+        Meta(
+            description="The provider's usage object or whole response body (JSON) instead of "
+            "the counts. One request."
+        ),
+    ] = None
     """JSON text, a mapping or an SDK object (`adapters.usage.plain`): checked by the
     usage mapping, which knows the provider formats."""
-    usage_format: UsageFormat = "auto"
-    provider_headers: Any = None
-    """Header text, a mapping (httpx.Headers, a dict) or (name, value) pairs: checked
-    by `adapters.headers`."""
-    provider: ProviderReport | None = None
-    request_id: RequestId | None = None
-    at: Time | None = None
+    usage_format: Annotated[UsageFormat, Meta(description="Whose usage the usage body holds.")] = (
+        "auto"
+    )
+    provider_headers: ProviderHeaders = None
+    coverage: Annotated[Coverage, Meta(description="How the counts were obtained.")] = "measured"
+    source: Annotated[FreeText | None, Meta(description="Where the numbers come from.")] = None
+    provider: ProviderReportField = None
+    at: EventTime = None
 
 
 class AdmitRequest(Request):
     """Decide whether `run` may start now; journal the admission or the refusal."""
 
-    goal: Identifier
-    run: Identifier
-    case: Identifier | None = None
-    arm: Arm | None = None
-    class_: RunClass = "solver"
-    forecast_tpm: TokenCount | None = None
-    forecast_itpm: TokenCount | None = None
-    forecast_otpm: TokenCount | None = None
-    forecast_rpm: TokenCount | None = None
-    lease_s: LeaseSeconds | None = None
-    at: Time | None = None
-    dry_run: bool = False
+    goal: Goal
+    run: Annotated[Identifier, Meta(description="Run identifier.")]
+    case: Annotated[Identifier | None, Meta(description="Case identifier.")] = None
+    arm: Annotated[
+        Arm | None, Meta(description="The run's arm (baseline group, or a test arm).")
+    ] = None
+    class_: Annotated[RunClass, Meta(description="The run's class.")] = "solver"
+    forecast_tpm: Annotated[
+        TokenCount | None,
+        Meta(
+            description="TPM this run will use (reserved) [default: itpm + otpm forecasts if both]."
+        ),
+    ] = None
+    forecast_itpm: Annotated[
+        TokenCount | None, Meta(description="Input tokens per minute it will use.")
+    ] = None
+    forecast_otpm: Annotated[
+        TokenCount | None, Meta(description="Output tokens per minute it will use.")
+    ] = None
+    forecast_rpm: Annotated[
+        TokenCount | None, Meta(description="Requests per minute it will make.")
+    ] = None
+    lease_s: Annotated[
+        LeaseSeconds | None,
+        Meta(description="The admission lapses after this long unless observed with its run."),
+    ] = None
+    at: EventTime = None
+    dry_run: Annotated[bool, Meta(description="Decide, but append nothing (for polling).")] = False
 
     def payload(self) -> cap.AdmitRequest:
-        """What the admission event records of the request."""
-        return cap.AdmitRequest(
-            run=self.run,
-            case=self.case,
-            arm=self.arm,  # type: ignore[arg-type]  # the request's choice
-            run_class=self.class_,  # type: ignore[arg-type]
-            forecast_tpm=self.forecast_tpm,
-            lease_s=self.lease_s,
-            forecast_itpm=self.forecast_itpm,
-            forecast_otpm=self.forecast_otpm,
-            forecast_rpm=self.forecast_rpm,
-        )
+        """What the admission event records of the request: its fields of the same
+        names, and the class (which the event calls `run_class`, `class` in JSON)."""
+        same = {name: getattr(self, name) for name in _ADMIT_PAYLOAD_FIELDS}
+        return cap.AdmitRequest(**same, run_class=self.class_)  # type: ignore[arg-type]
 
 
 class RejectRequest(Request):
@@ -192,23 +245,36 @@ class RejectRequest(Request):
     `observe` (a replay answers the first rejection's cooldown).
     """
 
-    goal: Identifier
-    run: Identifier | None = None
-    retry_after_s: RetryAfterSeconds | None = None
-    detail: FreeText | None = None
-    provider_headers: Any = None
-    provider: ProviderReport | None = None
-    request_id: RequestId | None = None
-    at: Time | None = None
+    goal: Goal
+    run: Annotated[Identifier | None, Meta(description="Run identifier.")] = None
+    retry_after_s: Annotated[
+        RetryAfterSeconds | None,
+        Meta(
+            description="The provider's Retry-After, fractions allowed (clamped to the max "
+            "cooldown)."
+        ),
+    ] = None
+    detail: Annotated[FreeText | None, Meta(description="What the provider said.")] = None
+    provider_headers: ProviderHeaders = None
+    provider: ProviderReportField = None
+    request_id: RequestIdField = None
+    at: EventTime = None
 
 
 class ReleaseRequest(Request):
     """Release a run's case slot and token reservation."""
 
-    goal: Identifier
-    run: Identifier
-    at: Time | None = None
+    goal: Goal
+    run: Annotated[Identifier, Meta(description="Run identifier.")]
+    at: EventTime = None
 
+
+_ADMIT_PAYLOAD_FIELDS = tuple(
+    name for name in cap.AdmitRequest.__struct_fields__ if name != "run_class"
+)
+assert set(_ADMIT_PAYLOAD_FIELDS) < set(AdmitRequest.__struct_fields__), (
+    "admit journals its own fields"
+)
 
 # -- answers ---------------------------------------------------------------------------
 

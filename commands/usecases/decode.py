@@ -10,6 +10,7 @@ with the caller's name for the field (`CLI`: its flag, `API`: its keyword).
 """
 
 import datetime as dt
+import inspect
 import re
 import typing
 from collections.abc import Callable, Container, Mapping
@@ -179,6 +180,30 @@ def _plan(request_type: type[Request]) -> _Plan:
     if plan is None:
         plan = _PLANS[request_type] = _Plan(request_type)
     return plan
+
+
+def description_of(hint: Any) -> str | None:
+    """A field's own description: the outermost `msgspec.Meta(description=...)` of its
+    annotation, the one msgspec's JSON Schema shows (a field's type, such as a token
+    count, may carry a description of its own further in)."""
+    metas = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, msgspec.Meta)]
+    described = [m.description for m in metas if m.description is not None]
+    return described[-1] if described else None
+
+
+def field_descriptions(request_type: type[Request]) -> dict[str, str]:
+    """Each field's description, in field order (a field without one is left out)."""
+    hints = typing.get_type_hints(request_type, include_extras=True)
+    found = {name: description_of(hints[name]) for name in request_type.__struct_fields__}
+    return {name: text for name, text in found.items() if text is not None}
+
+
+def documented(request_type: type[Request]) -> str:
+    """The request type's docstring and its fields' descriptions: the docstring of the
+    API's method (`--help` and /openapi.json say the same of each field)."""
+    doc = inspect.cleandoc(request_type.__doc__ or "")
+    fields = [f"    {name}: {text}" for name, text in field_descriptions(request_type).items()]
+    return f"{doc}\n\nParameters:\n" + "\n".join(fields) if fields else doc
 
 
 def _rule_in(hint: Any) -> Rule | None:

@@ -296,6 +296,12 @@ Time = Annotated[
 ]
 """A moment as RFC 3339 text; the API also takes an aware datetime, which `decode`
 turns into this text."""
+EventTime = Annotated[
+    Time | None,
+    msgspec.Meta(description="Event time (RFC 3339); writers refuse one before the goal's last."),
+]
+"""A writer's `at` (SPEC §2.2): the event's time, by default the clock's."""
+Goal = Annotated[Identifier, msgspec.Meta(description="Goal (campaign) identifier.")]
 
 
 def choice(choices: tuple[str, ...], description: str) -> Any:
@@ -304,7 +310,8 @@ def choice(choices: tuple[str, ...], description: str) -> Any:
     described = f"{description} One of: {', '.join(choices)}."
     return Annotated[
         str,
-        msgspec.Meta(description=described),
+        # `extra`: the choices as data, for the CLI's option (cli/request_options.py).
+        msgspec.Meta(description=described, extra={"choices": choices}),
         Rule(check_choice(choices), always=True, code=codes.INVALID_CHOICE),
     ]
 

@@ -8,6 +8,7 @@ import pytest
 
 from quotaledger import Ledger
 from quotaledger.server import openapi, routes
+from quotaledger.usecases.decode import documented
 from quotaledger.usecases.registry import SERVED, USE_CASES
 
 
@@ -18,7 +19,7 @@ def test_a_route_decodes_the_api_methods_request_type(name: str) -> None:
     assert request_type is USE_CASES[name].request_type()
     method = getattr(Ledger, name)
     if hasattr(method, "use_case"):  # `log` streams: the API method is its own
-        assert method.__doc__ == request_type.__doc__
+        assert method.__doc__ == documented(request_type)
     schema = openapi.document()["components"]["schemas"][request_type.__name__]
     assert set(schema["properties"]) == set(request_type.__struct_fields__)
 
