@@ -13,8 +13,8 @@ SPEC order).
 import typer
 
 from quotaledger.cli.common import CommandTable, Ctx
-from quotaledger.console import per_event
 from quotaledger.cli.request_options import RequestOptions, request_options
+from quotaledger.console import per_event
 from quotaledger.render.output import Output
 from quotaledger.usecases.capacity import (
     AdmitRequest,
