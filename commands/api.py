@@ -34,6 +34,7 @@ from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.services.host import HostService
 from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
+from quotaledger.services.prices import PricesService
 from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
 from quotaledger.usecases.capacity import (
@@ -71,6 +72,7 @@ from quotaledger.usecases.operator import (
     ReportRequest,
     WhatifRequest,
 )
+from quotaledger.usecases.prices import PriceSetRequest, PricesRequest
 from quotaledger.usecases.probe import LatestProbeRequest, ProbeRunRequest
 from quotaledger.usecases.settlement import (
     BudgetConfigureRequest,
@@ -180,6 +182,8 @@ class Ledger(ServiceBase):
     reject = endpoint(RejectRequest, CapacityService.reject)
     release = endpoint(ReleaseRequest, CapacityService.release)
     inspect = endpoint(InspectRequest, CapacityStateService.inspect)
+    price_set = endpoint(PriceSetRequest, PricesService.price_set)
+    prices = endpoint(PricesRequest, PricesService.prices)
     host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
     host_start = endpoint(HostStartRequest, HostService.host_start)
     host_exit = endpoint(HostExitRequest, HostService.host_exit)

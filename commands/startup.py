@@ -29,6 +29,7 @@ per-event commands have their own module (`runner`), which capacity's help inclu
 MODULE_ORDER = (
     "journal",
     "capacity",
+    "prices",
     "host",
     "settlement",
     "probe",

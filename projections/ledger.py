@@ -16,7 +16,7 @@ from quotaledger.journal.chain import Noting, PayloadDecoder, Visitor
 from quotaledger.journal.lazymap import LazyMap, Source
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
-from quotaledger.projections.capacity import CapacityState, GoalCapacity
+from quotaledger.projections.capacity import CapacityState, GoalCapacity, PriceBook
 from quotaledger.projections.hosts import GoalHosts, HostsState
 from quotaledger.projections.probes import LatestProbe, ProbesState
 from quotaledger.projections.settlement import GoalSettlement, SettlementState
@@ -41,6 +41,8 @@ class GoalSection(msgspec.Struct, array_like=True, omit_defaults=True):
     settlement: GoalSettlement | None = None
     probe: LatestProbe | None = None
     probes: int | None = None
+    prices: PriceBook | None = None
+    """The journal-level section's alone (SPEC §12.4's prices)."""
 
 
 def goal_maps(state: LedgerState) -> tuple[dict[str, Any], ...]:
@@ -51,6 +53,7 @@ def goal_maps(state: LedgerState) -> tuple[dict[str, Any], ...]:
         state.settlement.goals,
         state.probes.latest,
         state.probes.count,
+        state.capacity.prices,
     )
 
 
@@ -164,7 +167,7 @@ class LedgerProjector:
 
     def lazy(self, source: Source) -> LedgerState:
         return LedgerState(
-            capacity=CapacityState(goals=LazyMap(source)),
+            capacity=CapacityState(goals=LazyMap(source), prices=LazyMap(source)),
             hosts=HostsState(goals=LazyMap(source)),
             settlement=SettlementState(goals=LazyMap(source)),
             probes=ProbesState(latest=LazyMap(source), count=LazyMap(source)),

@@ -55,6 +55,11 @@ DIMENSION_REASONS: dict[str, dict[str, str]] = {
         dimension: {check: f"{dimension}_{check}" for check in DIMENSION_CHECKS}
         for dimension in ("itpm", "otpm", "rpm")
     },
+    # The daily windows (SPEC §12.3): no provider reports them, so no provider reason.
+    **{
+        dimension: {check: f"{dimension}_{check}" for check in DIMENSION_CHECKS[:4]}
+        for dimension in ("tpd", "rpd")
+    },
 }
 """Dimension -> check -> reason code (tpm keeps the names it had before dimensions)."""
 REASON_DIMENSION: dict[str, str] = {
@@ -63,6 +68,13 @@ REASON_DIMENSION: dict[str, str] = {
     for reason in checks.values()
 }
 """The dimension a reason belongs to (the gate-wide reasons belong to none)."""
+
+# -- admission: spend caps (SPEC §12.4), after every gate's reasons ---------------------
+SPEND_CAP_REACHED = "spend_cap_reached"
+"""Spent >= cap: nothing new starts (not queueable)."""
+SPEND_CAP_EXCEEDED = "spend_cap_exceeded"
+"""Spent + reserved + this request's forecast > cap (a release lowers what is reserved)."""
+CAP_REASONS = (SPEND_CAP_REACHED, SPEND_CAP_EXCEEDED)
 
 # -- configure and release (SPEC §3.1, §3.4) -----------------------------------------
 CONFIG_BELOW_OCCUPANCY = "config_below_occupancy"
@@ -90,12 +102,14 @@ TOKEN_GATE_REASONS = (
     EVALUATOR_RESERVE_PROTECTED,
     TPM_PROVIDER_EXHAUSTED,
     *(DIMENSION_REASONS[d][check] for d in ("itpm", "otpm", "rpm") for check in DIMENSION_CHECKS),
+    *(reason for d in ("tpd", "rpd") for reason in DIMENSION_REASONS[d].values()),
 )
 ADMISSION_REASONS = (
     RUN_EXISTS_WITH_DIFFERENT_REQUEST,
     NOT_CONFIGURED,
     *CASE_GATE_REASONS,
     *TOKEN_GATE_REASONS,
+    *CAP_REASONS,
 )
 """Every reason `decide_admission` can give, in the order it reports them."""
 

@@ -127,6 +127,11 @@ class Callback:
         response_id = getattr(response_obj, "id", None)
         if not _names_request(headers) and is_request_id(response_id):
             fields["request_id"] = response_id
+        # The model that answered prices the tokens (SPEC §12.4); a name that is not an
+        # identifier is left out (its tokens then count as unpriced).
+        model = getattr(response_obj, "model", None) or kwargs.get("model")
+        if is_request_id(model):
+            fields["model"] = model
         observe = partial(
             self.ledger.observe,
             goal=self.goal,

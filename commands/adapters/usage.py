@@ -13,7 +13,8 @@
 Every mapping records one request. `auto` tells the shapes apart by their keys; a whole
 response body holding a `usage` object is accepted, and its `id` (`chatcmpl-...`,
 `resp_...`, `msg_...`) is the observation's `request_id` (SPEC §11: a retried
-observation counts once; an id that is not an identifier is left out). The result uses
+observation counts once; an id that is not an identifier is left out), and its `model` the
+observation's model (SPEC §12.4: what prices its tokens). The result uses
 the observation's field names, so it goes straight into `ledger.observe(goal=...,
 **usage)`. Bad input is
 `invalid_usage` (exit 2) naming the field, e.g. `usage.prompt_tokens_details.cached_tokens`.
@@ -41,6 +42,9 @@ class Usage(TypedDict):
     requests: int
     request_id: NotRequired[str]
     """The response's id, when a whole response was given."""
+    model: NotRequired[str]
+    """The response's model, when a whole response was given (SPEC §12.4: the price of
+    the observation's tokens)."""
 
 
 # The keys that say which provider wrote a usage object (a bare input/output pair means
@@ -96,9 +100,9 @@ def usage_of(body: Any, usage_format: str = "auto") -> Usage:
     dicts, lists, numbers, as JSON decodes them; see `plain` for SDK objects)."""
     check_format(usage_format)
     prefix = ""
-    request_id = None
+    request_id = model = None
     if isinstance(body, Mapping) and "usage" in body:
-        request_id = body.get("id")
+        request_id, model = body.get("id"), body.get("model")
         body, prefix = body["usage"], "usage."
         if body is None:
             raise _invalid("the response body has no usage (usage is null)", "usage")
@@ -119,6 +123,8 @@ def usage_of(body: Any, usage_format: str = "auto") -> Usage:
         usage = _anthropic(body, prefix)
     if is_request_id(request_id):
         usage["request_id"] = str(request_id)
+    if is_request_id(model):  # a model name follows the identifier rule too (SPEC §12.4)
+        usage["model"] = str(model)
     return usage
 
 
@@ -130,7 +136,11 @@ def plain(obj: Any) -> Any:
     usage = getattr(obj, "usage", None)
     if usage is not None and not callable(usage):
         # A response: only its id and usage are read, so the content is never copied.
-        return {"id": getattr(obj, "id", None), "usage": plain(usage)}
+        return {
+            "id": getattr(obj, "id", None),
+            "model": getattr(obj, "model", None),
+            "usage": plain(usage),
+        }
     dump = getattr(obj, "model_dump", None)
     if callable(dump):
         return dump()

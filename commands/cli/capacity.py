@@ -14,8 +14,13 @@ from quotaledger.cli.common import (
     choice_option,
     request_of,
 )
-from quotaledger.cli.config_options import ConfigOptions, config_options
-from quotaledger.projections.capacity import DIMENSIONS
+from quotaledger.cli.config_options import (
+    CapTokensOpt,
+    CapUsdOpt,
+    ConfigOptions,
+    config_options,
+)
+from quotaledger.projections.capacity import CAP_UNITS, DIMENSIONS
 from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
 from quotaledger.services.capacity_state import CapacityStateService
@@ -51,12 +56,28 @@ def configure(
         list[str] | None,
         choice_option("--remove-gate", ("cases", "tokens"), "Remove a gate (repeatable)."),
     ] = None,
+    cap_tokens: CapTokensOpt = None,
+    cap_usd: CapUsdOpt = None,
+    cap_since: Annotated[
+        str | None,
+        typer.Option(
+            "--cap-since",
+            help="Caps count from this time (RFC 3339; a past one counts what was "
+            "observed since) [default: when the first cap was configured].",
+            show_default=False,
+        ),
+    ] = None,
+    remove_cap: Annotated[
+        list[str] | None,
+        choice_option("--remove-cap", CAP_UNITS, "Remove a spend cap (repeatable)."),
+    ] = None,
     at: AtOpt = None,
 ) -> Output:
-    """Change a goal's case gate and/or token gate: only the flags given change.
+    """Change a goal's case gate, token gate and spend caps: only the flags given change.
 
     A default never set explicitly follows its source (a target its quota, the case
-    target and caps --max-active-cases); the answer lists every change.
+    target and caps --max-active-cases); the answer lists every change. A spend cap
+    stops new admissions once spent, never a running run.
     """
     options = dict(locals())
     request = request_of(
@@ -64,6 +85,7 @@ def configure(
         {**options.pop("config"), **options},
         remove_limit=remove_limit or [],
         remove_gate=remove_gate or [],
+        remove_cap=remove_cap or [],
     )
     with ctx.service(CapacityStateService, write=True) as ledger:
         answer = ledger.configure(request)

@@ -64,6 +64,8 @@ for _dimension, _what in (
     ("itpm", "input tokens per minute"),
     ("otpm", "output tokens per minute"),
     ("rpm", "requests per minute"),
+    ("tpd", "tokens per day"),
+    ("rpd", "requests per day"),
 ):
     _quota, _target, _evaluator, _cold = dimension_fields(_dimension)
     _HELP[_quota] = (f"Token gate: the provider's quota of {_what}", "")
@@ -112,3 +114,22 @@ def config_options(*, show_defaults: bool) -> Callable[[Callable[..., Any]], Cal
         return gathered
 
     return decorate
+
+
+# The spend caps (SPEC §12.4): configure sets them, whatif replays them.
+CapTokensOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--cap-tokens",
+        help="Spend cap: tokens (summed as TPM is) from --cap-since.",
+        show_default=False,
+    ),
+]
+CapUsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--cap-usd",
+        help="Spend cap: US dollars (at most 6 decimals) from --cap-since, at the prices set.",
+        show_default=False,
+    ),
+]

@@ -150,7 +150,7 @@ def _hint_option_after_command(
     if command is None:
         return None
     # The group's subcommand too (`host status`), when the next word is one.
-    groups = ("host", "budget", "turn", "probe")
+    groups = ("host", "budget", "turn", "probe", "price")
     named = words[command : command + 2] if words[command] in groups else words[command:][:1]
     # Without click's "Did you mean '--version'?": the option exists, in another place.
     return click_errors.UsageError(

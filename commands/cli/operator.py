@@ -7,7 +7,12 @@ from typing import Annotated, Any, NoReturn
 import typer
 
 from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
-from quotaledger.cli.config_options import ConfigOptions, config_options
+from quotaledger.cli.config_options import (
+    CapTokensOpt,
+    CapUsdOpt,
+    ConfigOptions,
+    config_options,
+)
 from quotaledger.cli.progress import progress_bar
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.render.answers import output_of
@@ -108,6 +113,8 @@ def whatif(
     config: ConfigOptions,
     since: SinceOpt = None,
     until: UntilOpt = None,
+    cap_tokens: CapTokensOpt = None,
+    cap_usd: CapUsdOpt = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -115,7 +122,7 @@ def whatif(
         ),
     ] = False,
 ) -> Output:
-    """Replay a goal's recorded admission requests under a changed config.
+    """Replay a goal's recorded admission requests under a changed config or caps.
 
     Only the given fields change, on top of each recorded configure; observed
     usage stays as recorded. Lists the decisions that flip and the assumptions
@@ -123,6 +130,7 @@ def whatif(
     one). Nothing is written.
     """
     values = {"goal": goal, "since": since, "until": until, **config}
+    values |= {"cap_tokens": cap_tokens, "cap_usd": cap_usd}
     request = decode(WhatifRequest, values, CLI)
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from msgspec import UnsetType
+
 from quotaledger.render import readable
 from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
@@ -12,6 +14,7 @@ from quotaledger.usecases.capacity_state import (
     ConfigView,
     GoalView,
     InspectAnswer,
+    SpendView,
 )
 
 
@@ -61,7 +64,28 @@ def config_summary(config: ConfigView) -> str:
             f"(evaluator reserve {limit.evaluator_reserve}, cold start "
             f"{limit.cold_start_reserve})"
         )
+    caps = config.caps
+    if not isinstance(caps, UnsetType):
+        amounts = [f"{num(caps.cap_tokens)} tokens"] if caps.cap_tokens is not None else []
+        amounts += [f"${num(caps.cap_usd)}"] if caps.cap_usd is not None else []
+        parts.append(f"spend cap {' and '.join(amounts)} since {caps.cap_since}")
     return "; ".join(parts) if parts else "no gate"
+
+
+def spend_text(spend: SpendView) -> str:
+    """Spend since cap_since (all of it without a cap), against each cap."""
+    since = "in total" if spend.since is None else f"since {spend.since}"
+    text = f"spend {since}: {num(spend.tokens)} tokens, ${num(spend.usd)}"
+    if spend.unpriced_tokens:
+        text += f" ({spend.unpriced_tokens} tokens unpriced)"
+    if spend.cap_tokens is not None:
+        text += f"; {num(spend.remaining_tokens)} of {spend.cap_tokens} tokens left"
+    if spend.cap_usd is not None:
+        text += f"; ${num(spend.remaining_usd)} of ${num(spend.cap_usd)} left"
+    reserved = spend.reserved_tokens or spend.reserved_usd
+    if reserved and (spend.cap_tokens is not None or spend.cap_usd is not None):
+        text += f" after reserved {num(spend.reserved_tokens)} tokens, ${num(spend.reserved_usd)}"
+    return text
 
 
 def usage_text(goal: GoalView) -> str:
@@ -107,6 +131,9 @@ def inspect_text(answer: InspectAnswer) -> str:
                     f"{until}{above}"
                 )
         lines.append(f"  {coverage_text(goal)}, {cooldown_text(goal.cooldown_until)}")
+        spend = goal.spend
+        if spend.cap_tokens is not None or spend.cap_usd is not None or spend.usd:
+            lines.append(f"  {spend_text(spend)}")  # nothing priced nor capped: no line
         if goal.active_runs:
             rows = [
                 [

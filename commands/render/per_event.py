@@ -125,6 +125,10 @@ def admit_text(answer: AdmitAnswer, run: str) -> str:
                 f"load {num(receipt.load_tpm)}/{receipt.target_tpm} TPM, "
                 f"forecast {num(receipt.forecast_tpm)}"
             )
+        for name, d in receipt.dimensions.items():
+            if name in cap.DAILY_DIMENSIONS:  # what the run may spend in the day
+                bits.append(f"{name} load {num(d.load)}/{d.target}, forecast {num(d.forecast)}")
+        bits += spend_bits(receipt.spend)
         detail = ", ".join(bits) or "no gate limits it"
         if answer.idempotent:
             return f"admitted {run} again (replay of seq {receipt.seq}; nothing appended)"
@@ -132,6 +136,21 @@ def admit_text(answer: AdmitAnswer, run: str) -> str:
     assert not isinstance(answer.figures, UnsetType) and not isinstance(answer.reasons, UnsetType)
     head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(answer.reasons)}"
     return head + "\n  " + figures_text(answer.figures)
+
+
+def spend_bits(spend: cap.SpendFigures | UnsetType) -> list[str]:
+    """Each capped unit: `spent $0.432 + reserved $0 + forecast $0.15 of cap $0.6`."""
+    if isinstance(spend, UnsetType):
+        return []
+    bits = []
+    for unit, s in spend.items():
+        sign = "$" if unit == "usd" else ""
+        forecast = "" if s.forecast is None else f" + forecast {sign}{num(s.forecast)}"
+        bits.append(
+            f"spent {sign}{num(s.spent)} + reserved {sign}{num(s.reserved)}{forecast} "
+            f"of cap {sign}{num(s.cap)}{'' if unit == 'usd' else ' tokens'}"
+        )
+    return bits
 
 
 def figures_text(figures: cap.Figures) -> str:
@@ -155,6 +174,7 @@ def figures_text(figures: cap.Figures) -> str:
         lines.append(
             coverage_text(figures, with_last=True) + ", " + cooldown_text(figures.cooldown_until)
         )
+    lines += ["spend: " + bit for bit in spend_bits(figures.spend)]
     return "\n  ".join(lines) if lines else "no gate configured"
 
 

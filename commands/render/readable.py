@@ -13,7 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-UNITS = {"tpm": "TPM", "itpm": "ITPM", "otpm": "OTPM", "rpm": "RPM"}
+UNITS = {"tpm": "TPM", "itpm": "ITPM", "otpm": "OTPM", "rpm": "RPM", "tpd": "TPD", "rpd": "RPD"}
+DAILY_UNITS = frozenset({"TPD", "RPD"})
+"""A daily dimension's load is usage plus reserved (SPEC §12.3), not their maximum."""
 
 
 class DimensionFigures(Protocol):
@@ -42,8 +44,9 @@ def num(value: Any) -> str:
     return str(value)
 
 
-def load_text(d: DimensionFigures, fmt: Callable[[Any], str] = num) -> str:
-    """`load 75000 (max of usage 9000, provider used 75000)`: the parts that are not zero."""
+def load_text(d: DimensionFigures, fmt: Callable[[Any], str] = num, *, summed: bool = False) -> str:
+    """`load 75000 (max of usage 9000, provider used 75000)`: the parts that are not zero;
+    `summed` (a daily dimension): `load 2100 (usage 1100 + reserved 1000)`."""
     parts = [
         f"{label} {fmt(value)}"
         for label, value in (
@@ -57,6 +60,8 @@ def load_text(d: DimensionFigures, fmt: Callable[[Any], str] = num) -> str:
         return f"load {fmt(d.load)}"
     if len(parts) == 1:
         return f"load {fmt(d.load)} ({parts[0]})"
+    if summed:
+        return f"load {fmt(d.load)} ({' + '.join(parts)})"
     return f"load {fmt(d.load)} (max of {', '.join(parts)})"
 
 
@@ -77,7 +82,7 @@ def dimension_figures(
 ) -> str:
     """A dimension's load and parts, what the request adds, its target and headroom, in
     its `unit`: `load 10 (usage 10) + forecast 2000 vs target 900; headroom 890 ITPM`."""
-    text = load_text(d, fmt)
+    text = load_text(d, fmt, summed=unit in DAILY_UNITS)
     if forecast is not None:
         text += f" + forecast {fmt(forecast)}"
     if cold_start:

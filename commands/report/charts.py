@@ -40,6 +40,8 @@ BINDING_COLORS = {
     "itpm": "#17becf",
     "otpm": "#e377c2",
     "rpm": "#bcbd22",
+    "tpd": "#9467bd",
+    "rpd": "#8c6d31",
     None: "#555555",
 }
 """A refusal marker's colour: the dimension that bound it (None: no token dimension did,
@@ -61,6 +63,13 @@ def _rpm_usage(point: au.Point) -> float:
     return float(point.dimensions["rpm"].usage)
 
 
+def _day_usage(name: str) -> Callable[[au.Point], float]:
+    def usage(point: au.Point) -> float:
+        return float(point.dimensions[name].usage)
+
+    return usage
+
+
 _INPUT_PARTS = (
     ("uncached input", COLORS["uncached"], attrgetter("uncached_input_tpm")),
     ("cache write input", COLORS["cache_write"], attrgetter("cache_write_input_tpm")),
@@ -80,7 +89,22 @@ DIMENSIONS = {
         "requests per minute",
         (("requests", COLORS["requests"], _rpm_usage),),
     ),
+    # The daily windows (SPEC §12.3): the day's usage; reserved = what the active runs may
+    # still spend, and the load their sum.
+    "tpd": Dimension(
+        "tpd",
+        "TPD: tokens in the trailing day",
+        "tokens per day",
+        (("tokens in the day", COLORS["uncached"], _day_usage("tpd")),),
+    ),
+    "rpd": Dimension(
+        "rpd",
+        "RPD: requests in the trailing day",
+        "requests per day",
+        (("requests in the day", COLORS["requests"], _day_usage("rpd")),),
+    ),
 }
+DAILY = frozenset({"tpd", "rpd"})
 
 
 def charted_dimensions(timeline: au.Timeline) -> list[str]:
@@ -114,7 +138,13 @@ def dimension_chart(timeline: au.Timeline, name: str) -> svgchart.Chart:
         return float(p.dimensions[name].reserved if name in p.dimensions else p.reserved_tpm)
 
     lines = [series("reserved", COLORS["reserved"], reserved)]
-    lines += _provider_segments(name, points, x)
+    if name in DAILY:
+        load = series(
+            "load (usage + reserved)", COLORS["quota"], lambda p: float(p.dimensions[name].load)
+        )
+        lines.append(svgchart.Series(load.label, "#7f7f7f", load.points))
+    else:
+        lines += _provider_segments(name, points, x)
     if any(name in p.dimensions for p in points):
         lines += [
             series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
@@ -196,6 +226,40 @@ def _add_markers(chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int]
         ("429", COLORS["rejection"], "triangle"),
         ("cooldown", COLORS["cooldown"], "span"),
     ]
+
+
+def spend_charts(timeline: au.Timeline) -> list[svgchart.Chart]:
+    """Spend against each cap (SPEC §12.4): tokens and dollars since `cap_since`, where
+    the goal had a cap; none without one."""
+    points = [p for p in timeline.points if p.spend is not None]
+    if not points:
+        return []
+    origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
+
+    def x(at_us: int) -> float:
+        return (at_us - origin_us) / US_PER_S
+
+    found: list[svgchart.Chart] = []
+    for unit, spent_at, cap_at, y_unit in (("tokens", 0, 2, "tokens"), ("usd", 1, 3, "US dollars")):
+        capped = [p for p in points if p.spend is not None and p.spend[cap_at] is not None]
+        if not capped:
+            continue
+        spent = [(x(p.at_us), float(p.spend[spent_at] or 0)) for p in capped if p.spend is not None]
+        caps = [(x(p.at_us), float(p.spend[cap_at] or 0)) for p in capped if p.spend is not None]
+        chart = svgchart.Chart(
+            title=f"Spend in {y_unit} against the cap (goal {timeline.goal})",
+            heading=f"Spend ({unit}) against the cap",
+            step=True,
+            y_unit=y_unit,
+            t0=format_us(origin_us),
+            x_range=(0.0, max(x(end_us), 1.0)),
+            x_label_at=_ticks(origin_us, end_us),
+            stacked=[svgchart.Series(f"spent ({unit})", COLORS["uncached"], spent)],
+            lines=[svgchart.Series("cap", COLORS["quota"], caps)],
+        )
+        _add_markers(chart, timeline, x)
+        found.append(chart)
+    return found
 
 
 def active_chart(timeline: au.Timeline) -> svgchart.Chart:

@@ -135,8 +135,26 @@ def _charts(timeline: au.Timeline) -> list[str]:
             svgchart.render(charts.dimension_chart(timeline, d))
             for d in charts.charted_dimensions(timeline)
         ),
+        *_spend_section(timeline),
         "<h2>Active runs</h2>",
         svgchart.render(charts.active_chart(timeline)),
+    ]
+
+
+def _spend_section(timeline: au.Timeline) -> list[str]:
+    """Spend against the caps (SPEC §12.4), where the goal had one."""
+    found = charts.spend_charts(timeline)
+    if not found:
+        return []
+    return [
+        "<h2>Spend against the caps</h2>",
+        '<p class="note">What the goal spent since the caps\' cap_since: tokens summed as '
+        "TPM is, dollars at the price in force for each observation's model (unpriced "
+        "tokens add none); the cap's line from the config in force. A cap stops new "
+        "admissions, never a running run. The daily charts above (TPD, RPD) draw the "
+        "day's usage, what the active runs may still spend (reserved), and their sum, "
+        "the load.</p>",
+        *(svgchart.render(chart) for chart in found),
     ]
 
 

@@ -72,6 +72,7 @@ def explanation_of(
         active_cases=figures.active_cases,
         target_active_cases=figures.target_active_cases,
         max_active_cases=figures.max_active_cases,
+        spend=figures.spend,
         reservations=reservations_of(goal, at_us),
         window=Window(
             start=format_us(at_us - cap.WINDOW_US),

@@ -60,6 +60,9 @@ class CapacityService(ServiceBase):
         headers = provider_headers_of(request.provider_headers, request.provider)
         fixed_report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, counts, headers)
+        # The response's model, unless one is given (SPEC §12.4).
+        from_body = counts.pop("model", None)
+        model = from_body if request.model is None else request.model
         with self.journal.transaction() as txn:
             self.require_configured(txn.state, goal)
             repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
@@ -73,6 +76,7 @@ class CapacityService(ServiceBase):
                 source=request.source,
                 provider=report,
                 request_id=request_id,
+                model=model,
             )
             if repeat is not None:
                 return observe_repeat(repeat, payload, goal)

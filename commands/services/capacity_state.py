@@ -10,7 +10,14 @@ from __future__ import annotations
 import msgspec
 
 from quotaledger.journal import InvalidInput, codes
-from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.clock import (
+    canonical_at,
+    check_not_in_future,
+    format_us,
+    format_us_or_none,
+    parse_at,
+    wall_us,
+)
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
@@ -18,6 +25,7 @@ from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
+    CapsView,
     ConfigureAnswer,
     ConfigureRequest,
     ConfigView,
@@ -27,6 +35,7 @@ from quotaledger.usecases.capacity_state import (
     InspectAnswer,
     InspectRequest,
     ProviderView,
+    SpendView,
     TokensView,
     Totals,
 )
@@ -43,7 +52,8 @@ class CapacityStateService(ServiceBase):
         goal = request.goal
         remove_limit, remove_gate = tuple(request.remove_limit), tuple(request.remove_gate)
         given = cap.given_fields(request.config_fields())
-        if not given and not remove_limit and not remove_gate:
+        capping = _names_caps(request)
+        if not given and not remove_limit and not remove_gate and not capping:
             raise _nothing_to_configure()
         # The rule needs the goal's config: an invalid result raises inside the
         # transaction, which then appends nothing.
@@ -54,8 +64,9 @@ class CapacityStateService(ServiceBase):
             new = cap.reconfigure(
                 current, given, remove_limits=remove_limit, remove_gates=remove_gate
             )
-            config = config_view(new.cases, new.tokens)
-            changes = cap.changes(current, new)
+            caps = self._caps_after(request, state, at_text, txn.wall_us) if capping else state.caps
+            config = config_view(new.cases, new.tokens, caps)
+            changes = cap.changes(current, new) | cap.cap_changes(state.caps, caps)
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
             if below:
@@ -72,9 +83,12 @@ class CapacityStateService(ServiceBase):
             pending = None
             # Nothing changes (SPEC §8): no event, and a goal that no configure named
             # (`--remove-limit` on a typo) is not created.
-            if not unchanged(current, new):
+            if not unchanged(current, new) or cap.cap_changes(state.caps, caps):
                 payload = cap.CapacityConfigured(
-                    cases=new.cases, tokens=new.tokens, explicit=list(new.explicit)
+                    cases=new.cases,
+                    tokens=new.tokens,
+                    explicit=list(new.explicit),
+                    **({} if caps is None else caps.members()),
                 )
                 pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
         return ConfigureAnswer(
@@ -86,6 +100,32 @@ class CapacityStateService(ServiceBase):
             changes=changes,
             event=event_or_unset(pending),
         )
+
+    def _caps_after(
+        self, request: ConfigureRequest, state: cap.GoalCapacity, at: str, wall_us: int
+    ) -> cap.Caps | None:
+        """The goal's caps after this configure (SPEC §12.4)."""
+        cap_since = None if request.cap_since is None else canonical_at(request.cap_since)
+        if cap_since is not None:  # SPEC §2.2's bound, as for every time a writer takes
+            check_not_in_future(cap_since, wall_us)
+        return cap.recap(
+            state,
+            cap_tokens=request.cap_tokens,
+            cap_usd=request.cap_usd,
+            cap_since=cap_since,
+            remove=request.remove_cap,
+            at=at,
+            counted_since=lambda since_us: self._counted_since(state, request.goal, since_us),
+        )
+
+    def _counted_since(self, state: cap.GoalCapacity, goal: str, since_us: int) -> cap.Totals:
+        """What `goal` observed at or after `since_us`: from the samples the fold keeps
+        when they reach back that far, else read from the journal once (SPEC §12.4)."""
+        found = cap.counted_from_samples(state, since_us)
+        if found is not None:
+            return found
+        records = ((record, payload) for record, payload, _ in self.journal.records())
+        return cap.counted_in_records(records, goal, since_us)
 
     # -- inspect -----------------------------------------------------------------------
 
@@ -114,10 +154,40 @@ class CapacityStateService(ServiceBase):
         return InspectAnswer(ok=True, goals=result)
 
 
-def config_view(cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None) -> ConfigView:
-    """The config as answers show it: `limits` always present (events omit it when empty)."""
+def config_view(
+    cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None, caps: cap.Caps | None = None
+) -> ConfigView:
+    """The config as answers show it: `limits` always present (events omit it when empty),
+    `caps` when the goal has one."""
     shown = None if tokens is None else TokensView(**msgspec.structs.asdict(tokens))
-    return ConfigView(cases=cases, tokens=shown)
+    if caps is None:
+        return ConfigView(cases=cases, tokens=shown)
+    caps_view = CapsView(cap_tokens=caps.cap_tokens, cap_usd=caps.cap_usd, cap_since=caps.cap_since)
+    return ConfigView(cases=cases, tokens=shown, caps=caps_view)
+
+
+def spend_view(spend: cap.Spend) -> SpendView:
+    """`inspect`'s spend (SPEC §12.4): remaining = cap - spent - reserved, negative when
+    overspent, null without that cap."""
+    usd = cap.usd_number
+    remaining_tokens = None
+    if spend.cap_tokens is not None:
+        remaining_tokens = cap.tidy(spend.cap_tokens - spend.tokens - spend.reserved_tokens)
+    remaining_usd = None
+    if spend.cap_usd_micro is not None:
+        remaining_usd = usd(spend.cap_usd_micro - spend.usd_micro - spend.reserved_usd_micro)
+    return SpendView(
+        since=format_us_or_none(spend.since_us),
+        tokens=spend.tokens,
+        usd=usd(spend.usd_micro),
+        unpriced_tokens=spend.unpriced_tokens,
+        cap_tokens=spend.cap_tokens,
+        cap_usd=None if spend.cap_usd_micro is None else usd(spend.cap_usd_micro),
+        reserved_tokens=spend.reserved_tokens,
+        reserved_usd=usd(spend.reserved_usd_micro),
+        remaining_tokens=remaining_tokens,
+        remaining_usd=remaining_usd,
+    )
 
 
 def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = False) -> GoalView:
@@ -126,7 +196,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = Fal
     ev = cap.evaluate(state, at_us)
     return GoalView(
         at=format_us(at_us),
-        config=config_view(ev.cases, ev.tokens),
+        config=config_view(ev.cases, ev.tokens, state.caps),
         usage_tpm=ev.usage.usage_tpm,
         usage=ev.usage.parts,
         reserved_tpm=ev.reserved_tpm,
@@ -153,6 +223,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = Fal
             rejections=state.rejections_total,
             releases=state.releases_total,
         ),
+        spend=spend_view(ev.spend),
     )
 
 
@@ -213,6 +284,12 @@ def _active_run_view(run: cap.ActiveRun) -> ActiveRunView:
         lease_until=format_us_or_none(run.lease_until_us),
         seq=run.seq,
     )
+
+
+def _names_caps(request: ConfigureRequest) -> bool:
+    """Whether a configure changes the spend caps (SPEC §12.4)."""
+    named = (request.cap_tokens, request.cap_usd, request.cap_since)
+    return any(value is not None for value in named) or bool(request.remove_cap)
 
 
 def unchanged(current: cap.Config, new: cap.Config) -> bool:

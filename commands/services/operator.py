@@ -259,7 +259,8 @@ class OperatorService(ServiceBase):
         if self.journal.folded:
             self.require_goal(goal)
         since_us, until_us = range_us(request.since, request.until, API)
-        overrides = au.Overrides.of(request.config_fields())
+        caps = {"cap_tokens": request.cap_tokens, "cap_usd": request.cap_usd}
+        overrides = au.Overrides.of(request.config_fields(), caps)
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
         self.journal.replay(_feeder(replay), progress=progress)
         self.require_goal(goal)
@@ -269,7 +270,7 @@ class OperatorService(ServiceBase):
             assumptions=replay.assumptions(),
             decisions=replay.decisions,
             flips=[flip_of(flip) for flip in replay.flips],
-            changes=dict(overrides.fields),
+            changes={**overrides.fields, **overrides.caps},
             range=Range(replay.first_at, replay.last_at),
         )
 
@@ -514,6 +515,17 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
     ("quotaledger_refusal_events_total", "counter", "Refusal events journaled (capacity.refused)."),
     ("quotaledger_rejections_total", "counter", "Provider rejections (429) recorded."),
     ("quotaledger_releases_total", "counter", "Runs released."),
+    (
+        "quotaledger_spend_tokens_total",
+        "counter",
+        "Tokens spent (summed as tpm) since the caps' cap_since; all of them without a cap.",
+    ),
+    (
+        "quotaledger_spend_usd_total",
+        "counter",
+        "US dollars of the priced observations since cap_since; all of them without a cap.",
+    ),
+    ("quotaledger_spend_cap", "gauge", "A spend cap, by unit (tokens, usd)."),
     ("quotaledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
 )
 
@@ -569,6 +581,21 @@ def _goal_metrics(
     add("quotaledger_refusal_events_total", state.refusal_events_total)
     add("quotaledger_rejections_total", state.rejections_total)
     add("quotaledger_releases_total", state.releases_total)
+    _spend_metrics(families, goal, ev.spend)
+
+
+def _spend_metrics(families: dict[str, MetricFamily], goal: str, spend: cap.Spend) -> None:
+    """SPEC §12.4's families: spend since cap_since (all of it without a cap), the caps."""
+
+    def add(name: str, value: Number, **labels: str) -> None:
+        families[name].samples.append(MetricSample({"goal": goal, **labels}, value))
+
+    add("quotaledger_spend_tokens_total", spend.tokens)
+    add("quotaledger_spend_usd_total", cap.usd_number(spend.usd_micro))
+    if spend.cap_tokens is not None:
+        add("quotaledger_spend_cap", spend.cap_tokens, unit="tokens")
+    if spend.cap_usd_micro is not None:
+        add("quotaledger_spend_cap", cap.usd_number(spend.cap_usd_micro), unit="usd")
 
 
 __all__ = ["OperatorService"]

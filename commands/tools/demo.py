@@ -16,7 +16,7 @@ from quotaledger.api import Ledger
 from quotaledger.render import followup
 from quotaledger.render.capacity import inspect_text
 from quotaledger.render.operator import audit_text
-from quotaledger.tools import demo_capacity, demo_host, demo_settlement
+from quotaledger.tools import demo_capacity, demo_host, demo_settlement, demo_spend
 from quotaledger.tools.demo_files import fresh_path, remember
 from quotaledger.usecases.capacity_state import InspectAnswer
 from quotaledger.usecases.decode import typed
@@ -42,6 +42,8 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         say("")
         limits = demo_capacity.run_limits(ledger, say)
         say("")
+        spend = demo_spend.run_spend(ledger, say)
+        say("")
         hosts = demo_host.run(ledger, say, goal="demo-hosts")
         say("")
     settlement = demo_settlement.run(
@@ -62,6 +64,12 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
             "rpm_refusal_seq": limits["rpm_refusal"]["event"]["seq"],
             "provider_refusal_seq": limits["provider_refusal"]["event"]["seq"],
             "outside_tokens": limits["outside_tokens"],
+        },
+        "spend": {
+            "goal": spend["goal"],
+            "cap_refusal_seq": spend["cap_refusal"]["event"]["seq"],
+            "cap_refusal_reasons": spend["cap_refusal"]["reasons"],
+            "spent_usd": spend["spend"]["usd"],
         },
         "hosts": hosts,
         "settlement": settlement,

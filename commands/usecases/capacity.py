@@ -24,6 +24,7 @@ from quotaledger.usecases.fields import (
     Identifier,
     Rule,
     TokenCount,
+    UsdAmount,
     choice,
 )
 
@@ -193,6 +194,13 @@ class ObserveRequest(Request):
     provider_headers: ProviderHeaders = None
     coverage: Annotated[Coverage, Meta(description="How the counts were obtained.")] = "measured"
     source: Annotated[FreeText | None, Meta(description="Where the numbers come from.")] = None
+    model: Annotated[
+        Identifier | None,
+        Meta(
+            description="The model that answered: its price (price set) gives the dollars "
+            "[default: the usage body's model]."
+        ),
+    ] = None
     provider: ProviderReportField = None
     at: EventTime = None
 
@@ -221,6 +229,18 @@ class AdmitRequest(Request):
     ] = None
     forecast_rpm: Annotated[
         TokenCount | None, Meta(description="Requests per minute it will make.")
+    ] = None
+    forecast_tokens: Annotated[
+        TokenCount | None,
+        Meta(description="Tokens the whole run will use: its tpd reservation and cap forecast."),
+    ] = None
+    forecast_requests: Annotated[
+        TokenCount | None,
+        Meta(description="Requests the whole run will make: its rpd reservation."),
+    ] = None
+    forecast_usd: Annotated[
+        UsdAmount | None,
+        Meta(description="US dollars the whole run will spend: reserved against the dollar cap."),
     ] = None
     lease_s: Annotated[
         LeaseSeconds | None,

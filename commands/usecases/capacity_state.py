@@ -11,7 +11,7 @@ from msgspec import UNSET, UnsetType
 from quotaledger.projections import capacity as cap
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Event, Request
-from quotaledger.usecases.fields import Identifier, Time
+from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
 
 Number = int | float
 
@@ -31,6 +31,15 @@ class ConfigureRequest(ConfigFieldsRequest, kw_only=True):
     at: Time | None = None
     remove_limit: list[str] = msgspec.field(default_factory=list)
     remove_gate: list[str] = msgspec.field(default_factory=list)
+    cap_tokens: TokenCount | None = None
+    """Spend cap (SPEC §12.4): tokens from `cap_since`, summed as tpm is."""
+    cap_usd: UsdAmount | None = None
+    """Spend cap in US dollars from `cap_since` (at most 6 decimals)."""
+    cap_since: Time | None = None
+    """Where the caps count from [default: when the first cap was configured]; a past
+    time counts what was observed since."""
+    remove_cap: list[str] = msgspec.field(default_factory=list)
+    """Caps to remove: tokens, usd."""
 
 
 class InspectRequest(Request):
@@ -57,9 +66,17 @@ class TokensView(cap.TokenConfig, frozen=True, omit_defaults=False):
         """A view of a config already checked when it was made."""
 
 
+class CapsView(Answer):
+    cap_tokens: int | None
+    cap_usd: Number | None
+    cap_since: str
+
+
 class ConfigView(Answer):
     cases: cap.CaseConfig | None
     tokens: TokensView | None
+    caps: CapsView | UnsetType = UNSET
+    """The spend caps (SPEC §12.4), when the goal has one."""
 
 
 class ConfigureAnswer(Answer, kw_only=True):
@@ -96,7 +113,7 @@ class ActiveRunView(Answer, kw_only=True):
 
 class DimensionView(Answer):
     usage: Number
-    reserved: int
+    reserved: Number
     provider_used: int | None
     load: Number
     quota: int | None
@@ -114,6 +131,21 @@ class ProviderView(Answer):
     used_since: Number
     headroom: Number | None
     config_above_provider_limit: bool
+
+
+class SpendView(Answer):
+    """A goal's spend (SPEC §12.4): since `cap_since` (its whole history without a cap)."""
+
+    since: str | None
+    tokens: Number
+    usd: float
+    unpriced_tokens: int
+    cap_tokens: int | None
+    cap_usd: float | None
+    reserved_tokens: Number
+    reserved_usd: float
+    remaining_tokens: Number | None
+    remaining_usd: float | None
 
 
 class Totals(Answer):
@@ -149,6 +181,7 @@ class GoalView(Answer):
     clock (a file journal; SPEC §2.2): `next_action` is then `check_clocks`."""
     next_action: str
     totals: Totals
+    spend: SpendView
 
 
 class InspectAnswer(Answer):

@@ -42,6 +42,14 @@ class ConfigFieldsRequest(Request):
     target_rpm: int | None = None
     evaluator_reserve_rpm: int | None = None
     cold_start_reserve_rpm: int | None = None
+    quota_tpd: int | None = None
+    target_tpd: int | None = None
+    evaluator_reserve_tpd: int | None = None
+    cold_start_reserve_tpd: int | None = None
+    quota_rpd: int | None = None
+    target_rpd: int | None = None
+    evaluator_reserve_rpd: int | None = None
+    cold_start_reserve_rpd: int | None = None
 
     def config_fields(self) -> dict[str, Any]:
         """The given fields, in the config rule's order (None: not given)."""

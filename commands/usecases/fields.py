@@ -20,6 +20,7 @@ from quotaledger.journal.identifier import (
     not_an_identifier,
 )
 from quotaledger.projections import limits
+from quotaledger.projections.capacity.money import USD_DECIMALS, USD_MAX, micro_of
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
     IDENTIFIER_CHARS_MAX,
@@ -255,6 +256,26 @@ TokenCount = Annotated[
     ),
     Rule(check_tokens, code=codes.INVALID_TOKEN_COUNT),
 ]
+
+
+def check_usd(name: str, value: object) -> object:
+    """Dollars (SPEC §12.4): a number from 0 with at most 6 decimals."""
+    if micro_of(value) is None:
+        raise InvalidInput(
+            f"{name} must be dollars from 0 to {power_of_ten(USD_MAX)} with at most "
+            f"{USD_DECIMALS} decimals, got {value!r}",
+            code=codes.INVALID_USD,
+            option=name,
+        )
+    return value
+
+
+UsdAmount = Annotated[
+    int | float,
+    msgspec.Meta(description=f"US dollars, 0..{power_of_ten(USD_MAX)}, at most 6 decimals"),
+    Rule(check_usd, always=True, code=codes.INVALID_USD),
+]
+"""Dollars, or dollars per million tokens (SPEC §12.4): kept exact, as micro-dollars."""
 FreeText = Annotated[
     str,
     # Characters, a first and cheap bound: the rule counts the UTF-8 bytes.

@@ -11,7 +11,7 @@ from quotaledger.journal.clock import check_moment, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Names, Request
-from quotaledger.usecases.fields import Identifier, Rule, Time
+from quotaledger.usecases.fields import Identifier, Rule, Time, TokenCount, UsdAmount
 from quotaledger.usecases.out_path import check_out_path
 
 Number = int | float
@@ -213,6 +213,8 @@ class Explanation(msgspec.Struct, kw_only=True):
     active_cases: cap.ActiveCases | UnsetType = UNSET
     target_active_cases: int | UnsetType | None = UNSET
     max_active_cases: int | UnsetType | None = UNSET
+    spend: cap.SpendFigures | UnsetType = UNSET
+    """A capped goal's spend at the decision (SPEC §12.5: `figures.spend`'s shape)."""
     reservations: list[Reservation] | UnsetType = UNSET
     window: Window | UnsetType = UNSET
     idempotent_replay: bool | UnsetType = UNSET
@@ -248,6 +250,10 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
     goal: Identifier
     since: Time | None = None
     until: Time | None = None
+    cap_tokens: TokenCount | None = None
+    """What if the goal had this token cap (SPEC §12.4)."""
+    cap_usd: UsdAmount | None = None
+    """What if the goal had this dollar cap."""
 
     def check(self, names: Callable[[str], str]) -> None:
         range_us(self.since, self.until, names)

@@ -135,6 +135,8 @@ _ROWS = (
         "release", "capacity", True, "runner", output="per_event.release_output", per_event=True
     ),
     UseCase("inspect", "capacity_state", False, "capacity", text="capacity.inspect_text"),
+    UseCase("price_set", "prices", True, "prices", text="prices.price_set_text"),
+    UseCase("prices", "prices", False, "prices", text="prices.prices_text"),
     UseCase("host_phase", "host", True, "host", text="host.phase_text"),
     UseCase("host_start", "host", True, "host", text="host.start_text"),
     UseCase("host_exit", "host", True, "host", text="host.exit_text"),

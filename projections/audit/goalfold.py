@@ -18,6 +18,14 @@ class GoalFold:
     def goal_state(self) -> cap.GoalCapacity:
         return cap.goal_of(self.state, self.goal)
 
+    def price(self, record: Record, payload: object) -> bool:
+        """Fold a journal-level `price.set` (every goal's dollars need it, SPEC §12.4);
+        whether the record was one."""
+        if record.goal is None and isinstance(payload, cap.PriceSet):
+            cap.apply(self.state, record, payload)
+            return True
+        return False
+
     def record_at_us(self, record: Record) -> int | None:
         """The record's time, or None for a record this fold skips (other goal, past the end)."""
         if record.goal != self.goal or record.kind not in cap.EVENTS:

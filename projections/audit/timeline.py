@@ -20,7 +20,7 @@ class DimensionPoint(NamedTuple):
     (SPEC §3.6) and its limits."""
 
     usage: cap.Number
-    reserved: int
+    reserved: cap.Number
     provider_used: int | None
     """limit - remaining of the provider's report while it is live, else None."""
     load: cap.Number
@@ -52,6 +52,17 @@ class Point(msgspec.Struct, frozen=True, gc=False):
     """Every configured dimension (tpm included), in reporting order."""
     cache_write_input_tpm: float = 0
     """Tokens written to a prompt cache in the window (counted as input, SPEC §3.6)."""
+    spend: tuple[cap.Number, float, int | None, float | None] | None = None
+    """With a spend cap (SPEC §12.4): tokens and dollars spent since `cap_since`, and
+    the token and dollar caps."""
+
+
+def spend_of(spend: cap.Spend) -> tuple[cap.Number, float, int | None, float | None] | None:
+    """A point's spend: None without a cap."""
+    if not spend.capped:
+        return None
+    usd_cap = None if spend.cap_usd_micro is None else cap.usd_number(spend.cap_usd_micro)
+    return (spend.tokens, cap.usd_number(spend.usd_micro), spend.cap_tokens, usd_cap)
 
 
 def point_of(ev: cap.Evaluation) -> Point:
@@ -82,6 +93,7 @@ def point_of(ev: cap.Evaluation) -> Point:
             if s.limit is not None
         },
         cache_write_input_tpm=parts.cache_write_input,
+        spend=spend_of(ev.spend),
     )
 
 
@@ -176,6 +188,8 @@ class _Sampler:
             if (limit := limits.get(dimension)) is not None
         ]
         """The configured dimensions: (index, name, limit)."""
+        self.daily = any(d in cap.DAILY_DIMENSIONS for _, d, _ in self.limited)
+        """A daily dimension is configured: its seconds leaving the day change figures."""
 
     def window_start(self, at_us: int) -> int:
         """The first sample counting at `at_us` (no earlier than the last time asked)."""
@@ -193,6 +207,10 @@ class _Sampler:
         samples = self.goal.samples
         start = self.window_start(after_us)
         found = samples[start].at_us + cap.WINDOW_US if start < len(samples) else None
+        if self.daily:
+            day_us = cap.day_leaves_us(self.goal, after_us)
+            if day_us is not None and (found is None or day_us < found):
+                found = day_us
         for timer_us in self.timers:
             if timer_us > after_us:
                 return timer_us if found is None or timer_us < found else found
@@ -202,8 +220,8 @@ class _Sampler:
         goal = self.goal
         start = self.window_start(at_us)
         before = goal.samples[start - 1].totals if start else goal.base_totals
-        u1, c1, w1, o1, r1, m1, e1 = self.now_totals
-        u0, c0, w0, o0, r0, m0, e0 = before
+        u1, c1, w1, o1, r1, m1, e1 = self.now_totals[:7]
+        u0, c0, w0, o0, r0, m0, e0 = before[:7]
         uncached, cached, cache_write, output = u1 - u0, c1 - c0, w1 - w0, o1 - o0
         weight = self.weight
         usage_tpm = cap.weighted_tpm(uncached, cached, output, weight, cache_write)
@@ -236,19 +254,39 @@ class _Sampler:
             coverage="unmetered" if m1 - m0 else "estimated" if e1 - e0 else "measured",
             dimensions=dimensions,
             cache_write_input_tpm=cache_write,
+            spend=self._spend(),
         )
 
+    def _spend(self) -> tuple[cap.Number, float, int | None, float | None] | None:
+        """Spend changes at events only (observations, configures): read from the goal."""
+        goal = self.goal
+        if goal.caps is None:
+            return None
+        return spend_of(cap.spend_at(goal, [], self.weight))  # reservations are not drawn
+
     def _dimensions(
-        self, window: cap.Totals, reserved: tuple[int, ...], at_us: int
+        self, window: tuple[int, ...], reserved: tuple[int, ...], at_us: int
     ) -> dict[str, DimensionPoint]:
         found: dict[str, DimensionPoint] = {}
         for index, dimension, limit in self.limited:
+            if dimension in cap.DAILY_DIMENSIONS:
+                found[dimension] = self._daily(dimension, limit, at_us)
+                continue
             usage = cap.dimension_usage(window, self.weight, dimension)
             held = reserved[index]
             used = self._provider_used(dimension, at_us)
             load = max(usage, held, used or 0)
             found[dimension] = DimensionPoint(usage, held, used, load, limit.target, limit.quota)
         return found
+
+    def _daily(self, dimension: str, limit: cap.Limit, at_us: int) -> DimensionPoint:
+        """A daily dimension (SPEC §12.3): the day's usage plus what the runs active at
+        `at_us` may still spend (read from the goal: observations change it)."""
+        goal, weight = self.goal, self.weight
+        usage = cap.dimension_usage(cap.day_totals_at(goal, at_us), weight, dimension)
+        runs = cap.active_runs_at(goal, at_us)
+        held = cap.tidy(sum(cap.run_remaining(r, dimension, weight) for r in runs))
+        return DimensionPoint(usage, held, None, cap.tidy(usage + held), limit.target, limit.quota)
 
     def _provider_used(self, dimension: str, at_us: int) -> int | None:
         """`DimensionState.provider_used`: limit - remaining of a live provider report."""
@@ -314,6 +352,8 @@ class Timeline(GoalFold):
         self._started = since_us is None
 
     def feed(self, record: Record, payload: Any) -> None:
+        if self._folded is None and not self._finished and self.price(record, payload):
+            return  # prices fold into the timeline's own state (the journal's has them)
         if record.goal != self.goal or record.kind not in cap.EVENTS or self._finished:
             return
         if not self._bound:

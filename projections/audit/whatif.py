@@ -22,10 +22,42 @@ class Overrides:
     source (so "what if I had 6 slots" moves a default target and caps)."""
 
     fields: dict[str, Any] = field(default_factory=dict)
+    caps: dict[str, Any] = field(default_factory=dict)
+    """`cap_tokens`, `cap_usd` (SPEC §12.4): caps the replay holds the goal to."""
 
     @classmethod
-    def of(cls, fields: Mapping[str, Any]) -> "Overrides":
-        return cls(cap.given_fields(fields))
+    def of(cls, fields: Mapping[str, Any], caps: Mapping[str, Any] | None = None) -> "Overrides":
+        given = {k: v for k, v in (caps or {}).items() if v is not None}
+        if "cap_usd" in given:
+            micro = cap.micro_of(given["cap_usd"])
+            if micro is None:
+                wrong = given["cap_usd"]
+                raise InvalidInput(
+                    f"cap_usd must be dollars from 0 with at most 6 decimals, got {wrong!r}",
+                    code=codes.INVALID_USD,
+                )
+            given["cap_usd"] = cap.usd_number(micro)
+        return cls(cap.given_fields(fields), given)
+
+    def apply_caps(
+        self, goal: cap.GoalCapacity, recorded: cap.Caps | None, at: str
+    ) -> cap.Caps | None:
+        """The caps in force in the replay after a configure that recorded `recorded`:
+        the overridden amounts on the recorded caps; without recorded caps, the replay's
+        own, counted on from `goal`'s spend (or new, counting from `at`)."""
+        if not self.caps:
+            return recorded
+        base = recorded if recorded is not None else goal.caps
+        if base is None:
+            zero = cap.counted_of(cap.ZERO_TOTALS)
+            return cap.Caps(
+                cap_tokens=self.caps.get("cap_tokens"),
+                cap_usd=self.caps.get("cap_usd"),
+                cap_since=at,
+                counted=zero,
+            )
+        counted = base.counted if recorded is not None else cap.counted_of(cap.spent_totals(goal))
+        return msgspec.structs.replace(base, counted=counted, **self.caps)
 
     def apply(
         self,
@@ -69,7 +101,7 @@ class Overrides:
         return any(flat[q] is not None or q in given for q in quotas)
 
     def describe(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in self.fields.items())
+        return ", ".join(f"{k}={v}" for k, v in {**self.fields, **self.caps}.items())
 
 
 @dataclass(frozen=True)
@@ -112,6 +144,8 @@ class WhatIf(GoalFold):
         self._replaying = False
 
     def feed(self, record: Record, payload: Any) -> None:
+        if self.price(record, payload):
+            return
         at_us = self.record_at_us(record)
         if at_us is None:
             return
@@ -122,6 +156,7 @@ class WhatIf(GoalFold):
             return
         if self.first_at is None:
             self.first_at = record.at
+            self._start_caps(record.at)
         self.last_at = record.at
         cap.apply(self.state, record, self._counterfactual(record, payload, at_us))
 
@@ -132,12 +167,26 @@ class WhatIf(GoalFold):
         if goal is not None:
             goal.cases, goal.tokens = self.overrides.apply(goal.cases, goal.tokens, goal.explicit)
 
+    def _start_caps(self, at: str) -> None:
+        """The caps in force when the replay starts (a goal without caps counts from here)."""
+        goal = self.state.goals.get(self.goal)
+        if goal is not None and self.overrides.caps:
+            if goal.caps is None:
+                goal.cap_totals = goal.totals
+            goal.caps = self.overrides.apply_caps(goal, goal.caps, at)
+
     def _counterfactual(self, record: Record, payload: Any, at_us: int) -> Any:
         """The payload this record would have had in the replayed world."""
         goal = self.goal_state
         if isinstance(payload, cap.CapacityConfigured):
             cases, tokens = self.overrides.apply(payload.cases, payload.tokens, payload.explicit)
-            return cap.CapacityConfigured(cases=cases, tokens=tokens, explicit=payload.explicit)
+            caps = self.overrides.apply_caps(goal, payload.caps, record.at)
+            return cap.CapacityConfigured(
+                cases=cases,
+                tokens=tokens,
+                explicit=payload.explicit,
+                **({} if caps is None else caps.members()),
+            )
         if isinstance(payload, cap.CapacityRejected):
             plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
             return msgspec.structs.replace(

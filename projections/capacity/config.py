@@ -6,7 +6,7 @@ value, except a derived default that was never set explicitly, which follows its
 source:
 
     target_tpm          <- quota_tpm           (90%)
-    target_D            <- quota_D             (90%, for D in itpm, otpm, rpm)
+    target_D            <- quota_D             (90%, for D in itpm, otpm, rpm, tpd, rpd)
     target_active_cases <- max_active_cases
     max_test_cases      <- max_active_cases
     max_baseline_cases  <- max_active_cases - reserved_test_cases
@@ -39,17 +39,24 @@ DEFAULT_COOLDOWN_BASE_S = 15
 DEFAULT_COOLDOWN_MAX_S = 300
 
 Coverage = Literal["measured", "estimated", "unmetered"]
-Dimension = Literal["tpm", "itpm", "otpm", "rpm"]
-LimitDimension = Literal["itpm", "otpm", "rpm"]
+Dimension = Literal["tpm", "itpm", "otpm", "rpm", "tpd", "rpd"]
+LimitDimension = Literal["itpm", "otpm", "rpm", "tpd", "rpd"]
+MinuteDimension = Literal["tpm", "itpm", "otpm", "rpm"]
+"""The dimensions over the trailing 60 s window: the ones providers report (SPEC §3.6)."""
 """The dimensions configured under TokenConfig.limits (tpm is TokenConfig's own fields)."""
 Arm = Literal["baseline", "control", "treatment", "explore"]
 RunClass = Literal["solver", "evaluator"]
 Group = Literal["baseline", "test"]
 
 COVERAGES: tuple[str, ...] = ("measured", "estimated", "unmetered")
-DIMENSIONS: tuple[Dimension, ...] = ("tpm", "itpm", "otpm", "rpm")
-"""Every dimension of the token gate, in the order its reasons are reported (SPEC §3.6)."""
-LIMIT_DIMENSIONS: tuple[LimitDimension, ...] = ("itpm", "otpm", "rpm")
+DIMENSIONS: tuple[Dimension, ...] = ("tpm", "itpm", "otpm", "rpm", "tpd", "rpd")
+"""Every dimension of the token gate, in the order its reasons are reported (SPEC §3.6,
+§12.3)."""
+LIMIT_DIMENSIONS: tuple[LimitDimension, ...] = ("itpm", "otpm", "rpm", "tpd", "rpd")
+MINUTE_DIMENSIONS: tuple[MinuteDimension, ...] = ("tpm", "itpm", "otpm", "rpm")
+DAILY_DIMENSIONS: tuple[Dimension, ...] = ("tpd", "rpd")
+"""The dimensions over the trailing day (SPEC §12.3): their load is usage plus what the
+active runs may still spend, and they need no observation every minute."""
 ARMS: tuple[str, ...] = ("baseline", "control", "treatment", "explore")
 RUN_CLASSES: tuple[str, ...] = ("solver", "evaluator")
 ARM_GROUP: dict[str, Group] = {
@@ -114,7 +121,8 @@ class CaseConfig(Payload, frozen=True):
 
 
 class DimensionLimit(Payload, frozen=True):
-    """One more dimension's envelope (itpm, otpm or rpm), per minute (SPEC §3.6)."""
+    """One more dimension's envelope: itpm, otpm or rpm per minute (SPEC §3.6), tpd or
+    rpd per day (SPEC §12.3)."""
 
     quota: Annotated[int, _range_of("quota", LIMIT_RANGES)]
     target: Annotated[int, _range_of("target", LIMIT_RANGES)]
@@ -507,7 +515,7 @@ def _clear_token_gate(flat: Flat, given: Flat, *, keep_token_gate: bool) -> None
     if named:
         raise _invalid(
             "the token gate needs quota_tpm or a quota of another dimension "
-            "(quota_itpm, quota_otpm, quota_rpm)"
+            "(quota_itpm, quota_otpm, quota_rpm, quota_tpd, quota_rpd)"
         )
     if keep_token_gate:  # its last dimension removed: say how to remove the gate
         raise _invalid(

@@ -1,6 +1,7 @@
 """The capacity decisions (SPEC §3.2-§3.6): admission, release, a rejection's
 cooldown, when a refused request would pass, readiness and the next action."""
 
+import bisect
 import math
 
 import msgspec
@@ -9,6 +10,7 @@ from quotaledger.journal.clock import US_PER_S, format_us
 from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity.config import (
     ARM_GROUP,
+    DAILY_DIMENSIONS,
     DEFAULT_COOLDOWN_BASE_S,
     DEFAULT_COOLDOWN_MAX_S,
     LIMIT_DIMENSIONS,
@@ -19,6 +21,7 @@ from quotaledger.projections.capacity.config import (
 from quotaledger.projections.capacity.evaluation import (
     DimensionState,
     Evaluation,
+    Spend,
     evaluate,
     forecast_of,
     tidy,
@@ -35,7 +38,8 @@ from quotaledger.projections.capacity.events import (
     Figures,
     Receipt,
 )
-from quotaledger.projections.capacity.fold import WINDOW_US, ActiveRun, GoalCapacity
+from quotaledger.projections.capacity.fold import DAY_US, WINDOW_US, ActiveRun, GoalCapacity
+from quotaledger.projections.capacity.money import micro_of
 from quotaledger.projections.decision import Decision
 
 
@@ -123,7 +127,40 @@ def refusal_reasons(ev: Evaluation, request: AdmitRequest) -> tuple[str, ...]:
         reasons += case_reasons(ev.cases, ev.active_cases, request.arm)
     if ev.tokens is not None:
         reasons += token_reasons(ev, request)
+    reasons += cap_reasons(ev.spend, request)
     return tuple(reasons)
+
+
+def cap_reasons(spend: Spend, request: AdmitRequest) -> list[str]:
+    """The spend caps' reasons (SPEC §12.4), each once whatever units fail it: per unit
+    `spend_cap_reached` when spent >= cap, else `spend_cap_exceeded` when spent + the
+    active runs' remaining forecasts + this request's forecast > cap."""
+    reached = exceeded = False
+    if spend.cap_tokens is not None:
+        if spend.tokens >= spend.cap_tokens:
+            reached = True
+        elif (
+            spend.tokens + spend.reserved_tokens + (request.forecast_tokens or 0) > spend.cap_tokens
+        ):
+            exceeded = True
+    if spend.cap_usd_micro is not None:
+        forecast = 0 if request.forecast_usd is None else micro_of(request.forecast_usd) or 0
+        if spend.usd_micro >= spend.cap_usd_micro:
+            reached = True
+        elif spend.usd_micro + spend.reserved_usd_micro + forecast > spend.cap_usd_micro:
+            exceeded = True
+    return [
+        r
+        for r, failed in ((R.SPEND_CAP_REACHED, reached), (R.SPEND_CAP_EXCEEDED, exceeded))
+        if failed
+    ]
+
+
+def cap_reached(spend: Spend) -> bool:
+    """Some cap is spent: the goal starts nothing new (`next_action` spend_cap_reached)."""
+    tokens = spend.cap_tokens is not None and spend.tokens >= spend.cap_tokens
+    usd = spend.cap_usd_micro is not None and spend.usd_micro >= spend.cap_usd_micro
+    return tokens or usd
 
 
 def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> list[str]:
@@ -151,7 +188,8 @@ def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> lis
 
 def token_reasons(ev: Evaluation, request: AdmitRequest) -> list[str]:
     """The token gate's failing reasons for `request`, in SPEC §3.6's order: tpm's
-    forecast checks, the gate-wide checks, tpm's room checks, then itpm, otpm, rpm."""
+    forecast checks, the gate-wide checks, tpm's room checks, then itpm, otpm, rpm, tpd,
+    rpd. The freshness checks apply to a gate with a per-minute dimension (SPEC §12.3)."""
     dimensions = ev.dimensions
     run_class = request.run_class
     reasons: list[str] = []
@@ -160,10 +198,11 @@ def token_reasons(ev: Evaluation, request: AdmitRequest) -> list[str]:
         reasons += _forecast_checks(tpm, forecast_of(request, "tpm"))
     if ev.cooldown_active:
         reasons.append(R.CAPACITY_COOLDOWN_ACTIVE)
-    if ev.usage.unmetered_in_window:
-        reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
-    if ev.observation_stale:
-        reasons.append(R.USAGE_OBSERVATION_STALE)
+    if ev.minute_gate:
+        if ev.usage.unmetered_in_window:
+            reasons.append(R.USAGE_UNMETERED_IN_WINDOW)
+        if ev.observation_stale:
+            reasons.append(R.USAGE_OBSERVATION_STALE)
     if tpm is not None:
         reasons += _room_checks(tpm, forecast_of(request, "tpm"), run_class)
     for dimension in LIMIT_DIMENSIONS:
@@ -288,6 +327,11 @@ def change_points_after(
         points.add(goal.cooldown_until_us)
     for report in goal.provider.values():
         points.add(report.ends_us())
+    limits = goal.tokens.limits if goal.tokens is not None else {}
+    if any(d in limits for d in DAILY_DIMENSIONS):  # seconds leaving the day (SPEC §12.3)
+        seconds = goal.day_seconds
+        start = bisect.bisect_right(seconds, (at_us - DAY_US) // US_PER_S, lo=goal.day_head)
+        points.update(second * US_PER_S + DAY_US for second in seconds[start:])
     return sorted(p for p in points if p > at_us)
 
 
@@ -354,6 +398,8 @@ READY_PROBE = AdmitRequest(
     forecast_itpm=1,
     forecast_otpm=1,
     forecast_rpm=1,
+    forecast_tokens=1,
+    forecast_requests=1,
 )
 """The request `admission_ready` asks about: a solver forecasting 1 in every dimension."""
 
@@ -365,7 +411,9 @@ def admission_ready(ev: Evaluation) -> bool:
         return False
     if ev.cases is not None and ev.active_cases.total >= ev.cases.target_active_cases:
         return False
-    return ev.tokens is None or not token_reasons(ev, READY_PROBE)
+    if ev.tokens is not None and token_reasons(ev, READY_PROBE):
+        return False
+    return not cap_reasons(ev.spend, READY_PROBE)
 
 
 def next_action(ev: Evaluation, *, clock_ahead: bool = False) -> str:
@@ -377,9 +425,13 @@ def next_action(ev: Evaluation, *, clock_ahead: bool = False) -> str:
         return "configure"
     if clock_ahead:
         return "check_clocks"
+    if cap_reached(ev.spend):
+        return "spend_cap_reached"
+    if ev.spend.cap_usd_micro is not None and ev.usage.totals[7]:
+        return "price_models"  # unpriced tokens in the last 60 s (SPEC §12.4)
     if tokens is not None and ev.cooldown_active:
         return "wait_for_cooldown"
-    if tokens is not None and (ev.observation_stale or ev.usage.unmetered_in_window):
+    if ev.minute_gate and (ev.observation_stale or ev.usage.unmetered_in_window):
         return "observe_usage"
     over_cases = cases is not None and (
         active.total > cases.target_active_cases

@@ -4,12 +4,15 @@ import bisect
 import operator
 
 import msgspec
+from msgspec import UNSET
 
-from quotaledger.journal.clock import US_PER_S, format_us_or_none
+from quotaledger.journal.clock import US_PER_S, format_us_or_none, parse_at
+from quotaledger.projections.capacity.caps import spent_totals
 from quotaledger.projections.capacity.config import (
+    DAILY_DIMENSIONS,
     DEFAULT_MAX_OBSERVATION_AGE_S,
-    DIMENSIONS,
     LIMIT_DIMENSIONS,
+    MINUTE_DIMENSIONS,
     CaseConfig,
     Coverage,
     Dimension,
@@ -21,9 +24,12 @@ from quotaledger.projections.capacity.events import (
     AdmitRequest,
     DimensionFigures,
     Figures,
+    SpendFigures,
+    SpendUnit,
     UsageParts,
 )
 from quotaledger.projections.capacity.fold import (
+    DAY_US,
     WINDOW_US,
     ActiveRun,
     GoalCapacity,
@@ -31,6 +37,7 @@ from quotaledger.projections.capacity.fold import (
     Sample,
     Totals,
 )
+from quotaledger.projections.capacity.money import micro_of, usd_number
 
 USAGE_DECIMALS = 6
 """Weighted usage is rounded so that float noise never flips a decision."""
@@ -85,10 +92,11 @@ def weighted_tpm(
     return int(value) if value.is_integer() else value
 
 
-def dimension_usage(totals: Totals, weight: float, dimension: str) -> Number:
-    """One dimension's usage of the tokens and requests in `totals` (SPEC §3.6)."""
+def dimension_usage(totals: Totals | tuple[int, ...], weight: float, dimension: str) -> Number:
+    """One dimension's usage of the tokens and requests in `totals` (SPEC §3.6; tpd
+    sums tokens as tpm does, rpd requests as rpm, SPEC §12.3)."""
     uncached, cached, cache_write, output, requests = totals[:5]
-    if dimension == "tpm":
+    if dimension in ("tpm", "tpd"):
         return weighted_tpm(uncached, cached, output, weight, cache_write)
     if dimension == "itpm":
         return weighted_tpm(uncached, cached, 0, weight, cache_write)
@@ -107,7 +115,30 @@ def _difference(after: Totals, before: Totals) -> Totals:
         a[4] - b[4],
         a[5] - b[5],
         a[6] - b[6],
+        a[7] - b[7],
+        a[8] - b[8],
     )
+
+
+def day_totals_at(goal: GoalCapacity, at_us: int) -> Totals:
+    """The raw sums of the observations of the daily window at `at_us` (SPEC §12.3): an
+    observation at second s counts while s > at_us - 86,400 s. Two running totals and
+    one bisection over the day's seconds, whatever the number of observations in it."""
+    seconds = goal.day_seconds
+    now = goal.day_totals[-1] if seconds else goal.day_base
+    # s * 1 s > at - 1 day  <=>  s > floor((at - 1 day) / 1 s), s being whole seconds.
+    last_out = (at_us - DAY_US) // US_PER_S
+    start = bisect.bisect_right(seconds, last_out, lo=min(goal.day_head, len(seconds)))
+    before = goal.day_totals[start - 1] if start > 0 else goal.day_base
+    return _difference(now, before)
+
+
+def day_leaves_us(goal: GoalCapacity, at_us: int) -> int | None:
+    """When the oldest second counting at `at_us` leaves the daily window (None: none)."""
+    seconds = goal.day_seconds
+    last_out = (at_us - DAY_US) // US_PER_S
+    start = bisect.bisect_right(seconds, last_out, lo=min(goal.day_head, len(seconds)))
+    return None if start >= len(seconds) else seconds[start] * US_PER_S + DAY_US
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -134,7 +165,7 @@ def usage_at(goal: GoalCapacity, at_us: int) -> Usage:
     """
     start, end = window_range(goal, at_us)
     window = _difference(_totals_before(goal, end), _totals_before(goal, start))
-    uncached, cached, cache_write, output, _, unmetered, estimated = window
+    uncached, cached, cache_write, output, _, unmetered, estimated = window[:7]
     coverage: Coverage = "unmetered" if unmetered else "estimated" if estimated else "measured"
     weight = goal.tokens.cached_input_weight if goal.tokens is not None else 1.0
     return Usage(
@@ -185,7 +216,29 @@ def forecast_of(request: AdmitRequest, dimension: str) -> int | None:
         return request.forecast_itpm
     if dimension == "otpm":
         return request.forecast_otpm
-    return request.forecast_rpm
+    if dimension == "rpm":
+        return request.forecast_rpm
+    if dimension == "tpd":
+        return request.forecast_tokens
+    return request.forecast_requests
+
+
+def run_remaining(run: ActiveRun, dimension: str, weight: float) -> Number:
+    """What an active run may still spend of a daily dimension (SPEC §12.3): its forecast
+    total less what was observed with it after its admission, never below 0; nothing
+    without the forecast."""
+    forecast = forecast_of(run.request, dimension)
+    if forecast is None:
+        return 0
+    return tidy(max(0, forecast - dimension_usage(run.observed, weight, dimension)))
+
+
+def run_remaining_usd_micro(run: ActiveRun) -> int:
+    """What an active run may still spend in dollars (SPEC §12.4), in micro-dollars."""
+    forecast = run.request.forecast_usd
+    if forecast is None:
+        return 0
+    return max(0, (micro_of(forecast) or 0) - run.observed[5])
 
 
 class Limit(msgspec.Struct, frozen=True):
@@ -248,8 +301,11 @@ class DimensionState(msgspec.Struct, frozen=True):
     dimension: Dimension
     limit: Limit | None
     usage: Number
-    reserved: int
+    reserved: Number
     provider: ProviderView | None
+    daily: bool = False
+    """A daily dimension (SPEC §12.3): its reservation is what the runs may still spend,
+    on top of what was used, so the load is their sum."""
 
     @property
     def provider_used(self) -> int | None:
@@ -257,6 +313,8 @@ class DimensionState(msgspec.Struct, frozen=True):
 
     @property
     def load(self) -> Number:
+        if self.daily:
+            return tidy(self.usage + self.reserved)
         # Forecasts already cover the usage of the runs they belong to, and the
         # provider's count covers both: the largest is the load, never their sum.
         provider = self.provider
@@ -295,10 +353,18 @@ class Evaluation(msgspec.Struct, frozen=True):
     cooldown_active: bool
     active_runs: tuple[ActiveRun, ...]
     active_cases: ActiveCases
+    spend: "Spend"
 
     @property
     def configured(self) -> bool:
-        return self.cases is not None or self.tokens is not None
+        return self.cases is not None or self.tokens is not None or self.spend.capped
+
+    @property
+    def minute_gate(self) -> bool:
+        """The token gate has a per-minute dimension: the gate-wide freshness reasons
+        apply (SPEC §12.3: a gate with only daily dimensions needs no observation every
+        minute)."""
+        return any(d in self.dimensions for d in MINUTE_DIMENSIONS)
 
     @property
     def tpm(self) -> DimensionState:
@@ -306,7 +372,7 @@ class Evaluation(msgspec.Struct, frozen=True):
 
     @property
     def reserved_tpm(self) -> int:
-        return self.tpm.reserved
+        return int(self.tpm.reserved)  # per minute: a sum of whole forecasts
 
     @property
     def load_tpm(self) -> Number:
@@ -330,7 +396,7 @@ class Evaluation(msgspec.Struct, frozen=True):
         return Figures(
             usage_tpm=usage.usage_tpm,
             usage=usage.parts,
-            reserved_tpm=tpm.reserved,
+            reserved_tpm=self.reserved_tpm,
             load_tpm=tpm.load,
             target_tpm=None if tokens is None else tokens.target_tpm,
             headroom_tpm=tpm.headroom(run_class),
@@ -347,6 +413,7 @@ class Evaluation(msgspec.Struct, frozen=True):
             cold_start_reserve_tpm=None if tokens is None else tokens.cold_start_reserve_tpm,
             dimensions=dimensions,
             binding_dimension=binding,
+            spend=self.spend.figures(request) if self.spend.capped else UNSET,
         )
 
 
@@ -364,6 +431,64 @@ def dimension_figures(s: DimensionState, forecast: int | None, run_class: str) -
     )
 
 
+class Spend(msgspec.Struct, frozen=True):
+    """A goal's spend as of a time (SPEC §12.4). Dollars in micro-dollars; tokens summed
+    as tpm with the goal's cached-input weight (1.0 without a token gate)."""
+
+    since_us: int | None
+    """The caps' `cap_since`; None without a cap (the figures are then the goal's whole
+    history, as `metrics`' counters)."""
+    tokens: Number
+    usd_micro: int
+    unpriced_tokens: int
+    cap_tokens: int | None
+    cap_usd_micro: int | None
+    reserved_tokens: Number
+    reserved_usd_micro: int
+
+    @property
+    def capped(self) -> bool:
+        return self.cap_tokens is not None or self.cap_usd_micro is not None
+
+    def figures(self, request: AdmitRequest | None) -> SpendFigures:
+        """`figures.spend`: each capped unit's spent, reserved, forecast and cap."""
+        found: SpendFigures = {}
+        if self.cap_tokens is not None:
+            found["tokens"] = SpendUnit(
+                spent=self.tokens,
+                reserved=self.reserved_tokens,
+                forecast=None if request is None else request.forecast_tokens,
+                cap=self.cap_tokens,
+            )
+        if self.cap_usd_micro is not None:
+            forecast = None if request is None else request.forecast_usd
+            found["usd"] = SpendUnit(
+                spent=usd_number(self.usd_micro),
+                reserved=usd_number(self.reserved_usd_micro),
+                forecast=None if forecast is None else usd_number(micro_of(forecast) or 0),
+                cap=usd_number(self.cap_usd_micro),
+            )
+        return found
+
+
+def spend_at(goal: GoalCapacity, runs: list[ActiveRun], weight: float) -> Spend:
+    """The goal's spend since its caps' `cap_since` (its whole history without a cap),
+    and what its active runs may still spend."""
+    caps = goal.caps
+    spent = spent_totals(goal)
+    since_us = None if caps is None else parse_at(caps.cap_since)
+    return Spend(
+        since_us=since_us,
+        tokens=dimension_usage(spent, weight, "tpm"),
+        usd_micro=spent[8],
+        unpriced_tokens=spent[7],
+        cap_tokens=None if caps is None else caps.cap_tokens,
+        cap_usd_micro=None if caps is None or caps.cap_usd is None else micro_of(caps.cap_usd),
+        reserved_tokens=tidy(sum(run_remaining(r, "tpd", weight) for r in runs)) if runs else 0,
+        reserved_usd_micro=sum(run_remaining_usd_micro(r) for r in runs) if runs else 0,
+    )
+
+
 def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
     """The goal as of `at_us` (which must be at or after the goal's latest folded event)."""
     usage = usage_at(goal, at_us)
@@ -372,11 +497,12 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
     now_totals = _totals_before(goal, len(goal.samples))
     every: dict[Dimension, DimensionState] = {}
     configured: dict[Dimension, DimensionState] = {}
-    for dimension in DIMENSIONS:
+    weight = usage.weight
+    for dimension in MINUTE_DIMENSIONS:
         report = goal.provider.get(dimension)
         view = None
         if report is not None and report.at_us <= at_us:
-            since = dimension_usage(_difference(now_totals, report.totals), usage.weight, dimension)
+            since = dimension_usage(_difference(now_totals, report.totals), weight, dimension)
             view = ProviderView(report, report.live_at(at_us), since)
         limit = limits.get(dimension)
         every[dimension] = state = DimensionState(
@@ -385,6 +511,19 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
             usage=usage.of(dimension),
             reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs) if runs else 0,
             provider=view,
+        )
+        if limit is not None:
+            configured[dimension] = state
+    day = day_totals_at(goal, at_us)
+    for dimension in DAILY_DIMENSIONS:  # type: ignore[assignment]
+        limit = limits.get(dimension)
+        every[dimension] = state = DimensionState(
+            dimension=dimension,
+            limit=limit,
+            usage=dimension_usage(day, weight, dimension),
+            reserved=tidy(sum(run_remaining(r, dimension, weight) for r in runs)) if runs else 0,
+            provider=None,
+            daily=True,
         )
         if limit is not None:
             configured[dimension] = state
@@ -405,6 +544,7 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         cooldown_active=cooldown_us is not None and at_us < cooldown_us,
         active_runs=tuple(runs),
         active_cases=active_counts(runs),
+        spend=spend_at(goal, runs, weight),
     )
 
 

@@ -1,8 +1,9 @@
 """The capacity events' payloads (SPEC §3.1) and their kinds."""
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from quotaledger.journal.identifier import IDENTIFIER_CHARS, not_an_identifier
 from quotaledger.projections.capacity.config import (
@@ -10,10 +11,12 @@ from quotaledger.projections.capacity.config import (
     CaseConfig,
     Coverage,
     Dimension,
+    MinuteDimension,
     Number,
     RunClass,
     TokenConfig,
 )
+from quotaledger.projections.capacity.money import USD_MAX, Usd, micro_of
 from quotaledger.projections.limits import LEASE_S_MAX, RETRY_AFTER_S_MAX
 from quotaledger.projections.types import (
     IDENTIFIERS_KNOWN,
@@ -32,6 +35,20 @@ FractionalSeconds = (
     | Annotated[float, msgspec.Meta(ge=0.0, le=RETRY_AFTER_S_MAX)]
 )
 """Seconds that may be fractional (a Retry-After of 1.5 s); an integer stays an integer."""
+
+UsdAmount = (
+    Annotated[int, msgspec.Meta(ge=0, le=USD_MAX)]
+    | Annotated[float, msgspec.Meta(ge=0.0, le=USD_MAX)]
+)
+"""Dollars (or dollars per million tokens) as a payload holds them; at most 6 decimals,
+which `check_usd` checks."""
+
+
+def check_usd(name: str, value: Usd | None) -> None:
+    """A payload's dollars take at most 6 decimals (SPEC §12.4)."""
+    if value is not None and micro_of(value) is None:
+        raise ValueError(f"{name} must be dollars with at most 6 decimals, got {value!r}")
+
 
 # -- event payloads (SPEC §3.1) --------------------------------------------------------
 
@@ -64,13 +81,26 @@ class AdmitRequest(Payload, frozen=True, omit_defaults=True):
     forecast_itpm: TokenCount | None = None
     forecast_otpm: TokenCount | None = None
     forecast_rpm: TokenCount | None = None
+    forecast_tokens: TokenCount | None = None
+    """The run's expected total tokens (SPEC §12.3): its tpd reservation, and its spend
+    cap reservation in tokens (SPEC §12.4)."""
+    forecast_requests: TokenCount | None = None
+    """The run's expected total requests: its rpd reservation."""
+    forecast_usd: UsdAmount | None = None
+    """The run's expected dollars: its spend cap reservation in dollars."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_usd("forecast_usd", self.forecast_usd)
 
 
 class DimensionFigures(Payload, frozen=True):
     """One dimension's numbers in a decision (SPEC §3.6)."""
 
     usage: Number
-    reserved: int
+    reserved: Number
+    """Per minute: the active runs' forecasts. Per day: what they may still spend (a
+    forecast total less what was observed with the run, weighted: maybe fractional)."""
     provider_used: int | None
     """limit - remaining of the provider's live report, or null when none is live."""
     load: Number
@@ -88,7 +118,19 @@ class ProviderLimit(Payload, frozen=True):
     reset_at: CanonicalAt | None
 
 
-ProviderReport = dict[Dimension, ProviderLimit]
+ProviderReport = dict[MinuteDimension, ProviderLimit]
+
+
+class SpendUnit(Payload, frozen=True):
+    """One capped unit's numbers in a decision (SPEC §12.4): tokens or dollars."""
+
+    spent: Number
+    reserved: Number
+    forecast: Number | None
+    cap: Number
+
+
+SpendFigures = dict[Literal["tokens", "usd"], SpendUnit]
 
 
 class Figures(Payload, frozen=True, kw_only=True):
@@ -117,6 +159,9 @@ class Figures(Payload, frozen=True, kw_only=True):
     cold_start_reserve_tpm: int | None = None
     dimensions: dict[Dimension, DimensionFigures] = msgspec.field(default_factory=dict)
     binding_dimension: Dimension | None = None
+    spend: SpendFigures | UnsetType = UNSET
+    """Each capped unit's spend, reservations, forecast and cap (SPEC §12.4); absent
+    for a goal without caps (so figures without caps encode as they always did)."""
 
 
 class Receipt(Figures, frozen=True, kw_only=True):
@@ -133,6 +178,49 @@ class Receipt(Figures, frozen=True, kw_only=True):
 ConfigFieldName = Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]
 
 
+class CapCounted(Payload, frozen=True):
+    """What a goal had spent since its `cap_since` before a configure: the fold keeps the
+    running total from there (SPEC §12.4: a past `--cap-since` counts what was observed
+    since, read once by the configure that sets it)."""
+
+    uncached_input: int
+    cached_input: int
+    cache_write_input: int
+    output: int
+    unpriced_tokens: int
+    usd: UsdAmount
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_usd("usd", self.usd)
+
+
+class Caps(Payload, frozen=True):
+    """A goal's spend caps (SPEC §12.4): at least one of the two. Kept in the state; a
+    `capacity.configured` event carries them as its members `cap_tokens`, `cap_usd`,
+    `cap_since` and `cap_counted`, as `pool.configured` does (SPEC §12.1)."""
+
+    cap_tokens: TokenCount | None
+    cap_usd: UsdAmount | None
+    cap_since: CanonicalAt
+    counted: CapCounted
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_usd("cap_usd", self.cap_usd)
+        if self.cap_tokens is None and self.cap_usd is None:
+            raise ValueError("caps need cap_tokens or cap_usd")
+
+    def members(self) -> dict[str, Any]:
+        """The `capacity.configured` members that carry these caps."""
+        return {
+            "cap_tokens": self.cap_tokens,
+            "cap_usd": self.cap_usd,
+            "cap_since": self.cap_since,
+            "cap_counted": self.counted,
+        }
+
+
 class CapacityConfigured(Payload, frozen=True, omit_defaults=True):
     """The goal's full new config. `explicit` names every config field (as `configure`
     takes it) set explicitly by this or an earlier configure and not since removed:
@@ -145,6 +233,28 @@ class CapacityConfigured(Payload, frozen=True, omit_defaults=True):
     cases: CaseConfig | None
     tokens: TokenConfig | None
     explicit: list[ConfigFieldName] = msgspec.field(default_factory=list)
+    cap_tokens: TokenCount | None = None
+    """Spend caps (SPEC §12.4): at most this many tokens since `cap_since`..."""
+    cap_usd: UsdAmount | None = None
+    """... at most these dollars (either or both: with one, `cap_since` and
+    `cap_counted` are present)."""
+    cap_since: CanonicalAt | None = None
+    cap_counted: CapCounted | None = None
+    """What the goal had spent since `cap_since` before this event (read once from the
+    journal when `cap_since` is set: the fold keeps the running total from here)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_usd("cap_usd", self.cap_usd)
+        capped = self.cap_tokens is not None or self.cap_usd is not None
+        if capped != (self.cap_since is not None) or capped != (self.cap_counted is not None):
+            raise ValueError("cap_since and cap_counted go with cap_tokens or cap_usd")
+
+    @property
+    def caps(self) -> Caps | None:
+        if self.cap_since is None or self.cap_counted is None:
+            return None
+        return Caps(self.cap_tokens, self.cap_usd, self.cap_since, self.cap_counted)
 
 
 class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
@@ -159,9 +269,11 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
     provider: ProviderReport | None = None
     request_id: Identifier | None = None
     """The provider's response id (SPEC §11): a repeat within 900 s counts once."""
+    model: Identifier | None = None
+    """The model that answered (SPEC §12.4): its price in force gives the dollars."""
 
     def __post_init__(self) -> None:
-        # Payload.__post_init__'s checks of this kind's fields (run, source, request_id;
+        # Payload.__post_init__'s checks of this kind's fields (run, request_id, model, source;
         # the provider's times are ProviderLimit's), written out: most events are
         # observations, and the generic loop over the fields costs three times as
         # much. tests/capacity/test_value_rules.py holds the two to the same verdict.
@@ -173,6 +285,9 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
         request_id = self.request_id
         if request_id is not None and request_id.strip(IDENTIFIER_CHARS):
             raise not_an_identifier("request_id", request_id)
+        model = self.model
+        if model is not None and model not in IDENTIFIERS_KNOWN:
+            check_identifier("model", model)
         source = self.source
         if source is not None and len(source) > TEXT_CHARS_ALWAYS_FIT:
             check_text("source", source)
@@ -206,12 +321,36 @@ class CapacityReleased(Payload, frozen=True):
     run: Identifier
 
 
+class PriceSet(Payload, frozen=True):
+    """A model's price from now on (SPEC §12.4), in dollars per million tokens."""
+
+    model: Identifier
+    input_usd_per_mtok: UsdAmount
+    cached_input_usd_per_mtok: UsdAmount
+    cache_write_usd_per_mtok: UsdAmount
+    output_usd_per_mtok: UsdAmount
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in PRICE_FIELDS:
+            check_usd(name, getattr(self, name))
+
+
+PRICE_FIELDS = (
+    "input_usd_per_mtok",
+    "cached_input_usd_per_mtok",
+    "cache_write_usd_per_mtok",
+    "output_usd_per_mtok",
+)
+"""A price's four figures, in the order the fold keeps them."""
+
 CONFIGURED = "capacity.configured"
 OBSERVED = "capacity.observed"
 ADMITTED = "capacity.admitted"
 REFUSED = "capacity.refused"
 REJECTED = "capacity.rejected"
 RELEASED = "capacity.released"
+PRICE_SET = "price.set"
 
 EVENTS: dict[str, type[Payload]] = {
     CONFIGURED: CapacityConfigured,
@@ -220,6 +359,7 @@ EVENTS: dict[str, type[Payload]] = {
     REFUSED: CapacityRefused,
     REJECTED: CapacityRejected,
     RELEASED: CapacityReleased,
+    PRICE_SET: PriceSet,
 }
 """Event kind -> payload Struct."""
 DECISION_KINDS = (ADMITTED, REFUSED)

@@ -10,6 +10,7 @@ from quotaledger.journal.clock import US_PER_S, parse_at
 from quotaledger.projections.capacity.config import ARM_GROUP, CaseConfig, Group, TokenConfig
 from quotaledger.projections.capacity.events import (
     OBSERVED,
+    PRICE_FIELDS,
     REJECTED,
     AdmitRequest,
     CapacityAdmitted,
@@ -18,9 +19,12 @@ from quotaledger.projections.capacity.events import (
     CapacityRefused,
     CapacityRejected,
     CapacityReleased,
+    Caps,
+    PriceSet,
     ProviderReport,
     Receipt,
 )
+from quotaledger.projections.capacity.money import dollars_micro, micro_of
 from quotaledger.projections.capacity.requests import (
     REQUEST_ID_WINDOW_US,
     RequestIndex,
@@ -30,19 +34,33 @@ from quotaledger.projections.capacity.requests import (
 )
 from quotaledger.projections.types import StateStruct
 
-VERSION = "5"
+VERSION = "6"
 """The shape of the checkpointed state (4: the goals' request-id index; 5: whether a
-capacity.configured event names the goal)."""
+capacity.configured event names the goal; 6: the day's per-second totals, runs'
+observed totals, spend and prices)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
+DAY_S = 86_400
+DAY_US = DAY_S * US_PER_S
+"""The daily window (SPEC §12.3): an observation at second s (its time truncated to the
+second) counts at t while s > t - 86,400 s."""
+PRICES_KEY = ""
+"""The prices are journal-level (`price.set` names no goal): kept under the goal key of
+journal-level records, so a checkpoint holds them in that section."""
 
 # -- state -----------------------------------------------------------------------------
 
-Totals = tuple[int, int, int, int, int, int, int]
+Totals = tuple[int, int, int, int, int, int, int, int, int]
 """Running totals over a goal's observations: uncached, cached, cache-write and output
-tokens, requests, and how many samples were unmetered and estimated."""
-ZERO_TOTALS: Totals = (0, 0, 0, 0, 0, 0, 0)
+tokens, requests, how many samples were unmetered and estimated, the tokens of
+observations without a price (no model, or one never priced) and the dollars of the
+priced ones, in micro-dollars (SPEC §12.4)."""
+ZERO_TOTALS: Totals = (0, 0, 0, 0, 0, 0, 0, 0, 0)
+RunTotals = tuple[int, int, int, int, int, int]
+"""What was observed with one active run since its admission (SPEC §12.3): uncached,
+cached, cache-write and output tokens, requests, micro-dollars."""
+ZERO_RUN_TOTALS: RunTotals = (0, 0, 0, 0, 0, 0)
 TOTALS_REBASE_AT = 2**62
 """Totals are rebased before they could leave MessagePack's 64-bit integers."""
 COMPACT_MIN = 64
@@ -110,6 +128,9 @@ class ActiveRun(StateStruct):
     hash: str
     admitted_at_us: int
     lease_until_us: int | None = None
+    observed: RunTotals = ZERO_RUN_TOTALS
+    """The observations with this run that follow its admission record (by seq): what
+    its forecast totals are reduced by (SPEC §12.3, §12.4)."""
 
     def active_at(self, at_us: int) -> bool:
         return self.lease_until_us is None or self.lease_until_us > at_us
@@ -125,6 +146,10 @@ class GoalCapacity(StateStruct):
 
     cases: CaseConfig | None = None
     tokens: TokenConfig | None = None
+    caps: Caps | None = None
+    cap_totals: Totals = ZERO_TOTALS
+    """The running totals when the caps were last configured: what was spent since
+    `cap_since` is the caps' `counted` plus the totals since."""
     explicit: list[str] = msgspec.field(default_factory=list)
     """The latest configure's `explicit` (SPEC §3.5)."""
     configured: bool = False
@@ -141,6 +166,15 @@ class GoalCapacity(StateStruct):
     """The running totals over every observation folded."""
     last_metered_at_us: int | None = None
     """The latest measured or estimated observation, however old (for staleness)."""
+    day_seconds: list[int] = msgspec.field(default_factory=list)
+    """The whole seconds of the last day with an observation, ascending (SPEC §12.3);
+    those before `day_head` have left the day and wait to be dropped in bulk."""
+    day_totals: list[Totals] = msgspec.field(default_factory=list)
+    """The running totals at the end of each of `day_seconds`: a day's usage is the
+    difference of two, whatever the number of observations in it."""
+    day_head: int = 0
+    day_base: Totals = ZERO_TOTALS
+    """The running totals before `day_seconds[0]`."""
     provider: dict[str, ProviderState] = msgspec.field(default_factory=dict)
     """The latest provider report of each dimension reported."""
     runs: dict[str, ActiveRun] = msgspec.field(default_factory=dict)
@@ -165,8 +199,46 @@ class GoalCapacity(StateStruct):
             self.request_ids = OrderedDict(self.request_ids)
 
 
+class ModelPrice(StateStruct, gc=False):
+    """One `price.set` of a model (SPEC §12.4)."""
+
+    per_mtok_micro: tuple[int, int, int, int]
+    """Micro-dollars per million tokens: input, cached input, cache write, output."""
+    at_us: int
+    seq: int
+
+
+class PriceBook(StateStruct):
+    """Every price ever set, by model, in journal order.
+
+    The whole history, not only the latest: an observation is priced by the latest
+    price of its model before it *by seq* (SPEC §12.4), and a fold that loads a goal
+    from a checkpoint applies that goal's newer records after the journal-level ones
+    that followed them (goalsources' `pending`), so "the latest folded" would be a
+    later price. A model's prices are few; the lookup starts from the newest."""
+
+    models: dict[str, list[ModelPrice]] = msgspec.field(default_factory=dict)
+
+    def latest(self, model: str) -> ModelPrice | None:
+        found = self.models.get(model)
+        return found[-1] if found else None
+
+    def in_force(self, model: str, seq: int) -> ModelPrice | None:
+        """The model's price in force for the record at `seq`: the latest set before it."""
+        found = self.models.get(model)
+        if not found:
+            return None
+        for price in reversed(found):
+            if price.seq < seq:
+                return price
+        return None
+
+
 class CapacityState(StateStruct):
     goals: dict[str, GoalCapacity] = msgspec.field(default_factory=dict)
+    prices: dict[str, PriceBook] = msgspec.field(default_factory=dict)
+    """Under PRICES_KEY alone: a dict keyed by goal key, so that a checkpoint keeps it in
+    the journal-level section and a command loads it as it loads a goal."""
 
 
 def goal_of(state: CapacityState, goal: str) -> GoalCapacity:
@@ -184,7 +256,9 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
     Observations (most events) and the window's trim are inline, and ruff's complexity
     limits are waived here alone: this runs once per record of every fold, where a
     call per step costs measurably (docs/performance.md)."""
-    if record.goal is None:  # capacity events always name a goal; nothing to fold
+    if record.goal is None:  # capacity events name a goal; prices are journal-level
+        if isinstance(payload, PriceSet):
+            _apply_price(state, payload, record)
         return
     goal = state.goals.get(record.goal)
     if goal is None:
@@ -197,6 +271,17 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         if requests is None:  # SPEC §3.6: one request when it carries tokens
             requests = 1 if uncached or cached or output or cache_write else 0
         coverage = payload.coverage
+        # Dollars at the model's price in force: the latest price.set folded before
+        # this record (SPEC §12.4); without one the tokens count as unpriced.
+        model = payload.model
+        price = None
+        if model is not None and (book := state.prices.get(PRICES_KEY)) is not None:
+            price = book.in_force(model, record.seq)
+        if price is None:
+            unpriced, usd = uncached + cached + cache_write + output, 0
+        else:
+            unpriced = 0
+            usd = dollars_micro(price.per_mtok_micro, uncached, cached, cache_write, output)
         t = goal.totals
         totals = goal.totals = (
             t[0] + uncached,
@@ -206,6 +291,8 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             t[4] + requests,
             t[5] + (coverage == "unmetered"),
             t[6] + (coverage == "estimated"),
+            t[7] + unpriced,
+            t[8] + usd,
         )
         # Positional, in Sample's field order: keywords cost a name match per field.
         goal.samples.append(
@@ -214,10 +301,30 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
                 cache_write, requests, totals,
             )
         )  # fmt: skip
+        # The day's per-second totals: a second's entry is the running totals after
+        # its last observation (SPEC §12.3: kept for every goal, tpd configured or not).
+        second = at_us // US_PER_S
+        day_seconds = goal.day_seconds
+        if day_seconds and day_seconds[-1] == second:
+            goal.day_totals[-1] = totals
+        else:
+            day_seconds.append(second)
+            goal.day_totals.append(totals)
         if coverage != "unmetered":
             goal.last_metered_at_us = at_us
         if payload.run is not None and goal.runs:
-            _renew_lease(goal, payload.run, at_us)
+            run = goal.runs.get(payload.run)
+            if run is not None:
+                o = run.observed
+                run.observed = (
+                    o[0] + uncached,
+                    o[1] + cached,
+                    o[2] + cache_write,
+                    o[3] + output,
+                    o[4] + requests,
+                    o[5] + usd,
+                )
+                _renew_lease(run, at_us)
         if payload.provider is not None:
             _note_provider(goal, payload.provider, record.seq, at_us)
         if payload.request_id is not None:
@@ -247,6 +354,8 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         goal.cases, goal.tokens = payload.cases, payload.tokens
         goal.explicit = list(payload.explicit)
         goal.configured = True
+        goal.caps = payload.caps
+        goal.cap_totals = goal.totals
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us
     # Forget what no question "as of t >= the goal's latest event" can need; the checks
@@ -266,6 +375,16 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         goal.head = head
         if head >= COMPACT_MIN and head * 2 >= count:
             _compact(goal)
+    day_head = goal.day_head
+    day_seconds = goal.day_seconds
+    if day_head < len(day_seconds) and day_seconds[day_head] * US_PER_S <= last_us - DAY_US:
+        day_count = len(day_seconds)
+        day_head += 1
+        while day_head < day_count and day_seconds[day_head] * US_PER_S <= last_us - DAY_US:
+            day_head += 1
+        goal.day_head = day_head
+        if day_head >= COMPACT_MIN and day_head * 2 >= day_count:
+            _compact_day(goal)
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
     request_ids = goal.request_ids
@@ -280,17 +399,36 @@ def _compact(goal: GoalCapacity) -> None:
     del goal.samples[:head]
     goal.head = 0
     if max(goal.totals) >= TOTALS_REBASE_AT:
-        base = goal.base_totals
+        _rebase(goal)
 
-        def rebased(totals: Totals) -> Totals:
-            return tuple(a - b for a, b in zip(totals, base, strict=True))  # type: ignore[return-value]
 
-        for sample in goal.samples:
-            sample.totals = rebased(sample.totals)
-        for report in goal.provider.values():
-            report.totals = rebased(report.totals)
-        goal.totals = rebased(goal.totals)
-        goal.base_totals = ZERO_TOTALS
+def _compact_day(goal: GoalCapacity) -> None:
+    """Drop the seconds that left the day."""
+    head = goal.day_head
+    goal.day_base = goal.day_totals[head - 1]
+    del goal.day_seconds[:head]
+    del goal.day_totals[:head]
+    goal.day_head = 0
+
+
+def _rebase(goal: GoalCapacity) -> None:
+    """Subtract the oldest running totals still needed from every running total kept,
+    before they could leave MessagePack's 64-bit integers (differences are unchanged)."""
+    oldest = (goal.base_totals, goal.day_base, goal.cap_totals)
+    base = tuple(min(parts) for parts in zip(*oldest, strict=True))
+
+    def rebased(totals: Totals) -> Totals:
+        return tuple(a - b for a, b in zip(totals, base, strict=True))  # type: ignore[return-value]
+
+    for sample in goal.samples:
+        sample.totals = rebased(sample.totals)
+    for report in goal.provider.values():
+        report.totals = rebased(report.totals)
+    goal.day_totals = [rebased(totals) for totals in goal.day_totals]
+    goal.totals = rebased(goal.totals)
+    goal.base_totals = rebased(goal.base_totals)
+    goal.day_base = rebased(goal.day_base)
+    goal.cap_totals = rebased(goal.cap_totals)
 
 
 def _note_provider(goal: GoalCapacity, report: ProviderReport, seq: int, at_us: int) -> None:
@@ -305,10 +443,20 @@ def _note_provider(goal: GoalCapacity, report: ProviderReport, seq: int, at_us: 
         )
 
 
-def _renew_lease(goal: GoalCapacity, run_id: str, at_us: int) -> None:
+def _apply_price(state: CapacityState, payload: PriceSet, record: Record) -> None:
+    book = state.prices.get(PRICES_KEY)
+    if book is None:
+        book = state.prices[PRICES_KEY] = PriceBook()
+    micro = tuple(micro_of(getattr(payload, name)) or 0 for name in PRICE_FIELDS)
+    price = ModelPrice(per_mtok_micro=micro, at_us=parse_at(record.at), seq=record.seq)  # type: ignore[arg-type]
+    history = book.models.setdefault(payload.model, [])
+    if not history or history[-1].seq < record.seq:  # a record folds once
+        history.append(price)
+
+
+def _renew_lease(run: ActiveRun, at_us: int) -> None:
     """An observation of an active leased run extends its lease."""
-    run = goal.runs.get(run_id)
-    if run is not None and run.lease_until_us is not None and run.active_at(at_us):
+    if run.lease_until_us is not None and run.active_at(at_us):
         assert run.request.lease_s is not None
         renewed_us = at_us + run.request.lease_s * US_PER_S
         run.lease_until_us = max(run.lease_until_us, renewed_us)

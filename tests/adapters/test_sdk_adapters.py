@@ -92,9 +92,10 @@ def test_openai_chat_completion() -> None:
         "requests": 1,
     }
     # A whole response's id is the observation's request id (SPEC §11); a usage has none.
-    assert ql_openai.usage(completion) == {**expected, "request_id": "chatcmpl-1"}
+    whole = {**expected, "request_id": "chatcmpl-1", "model": completion.model}
+    assert ql_openai.usage(completion) == whole
     assert ql_openai.usage(completion.usage) == expected
-    assert ql_openai.usage(completion.model_dump()) == {**expected, "request_id": "chatcmpl-1"}
+    assert ql_openai.usage(completion.model_dump()) == whole
 
 
 def test_openai_chat_completion_without_details() -> None:
@@ -117,7 +118,11 @@ def test_openai_responses_api() -> None:
         "output": 50,
         "requests": 1,
     }
-    assert ql_openai.usage(response) == {**expected, "request_id": "resp_1"}
+    assert ql_openai.usage(response) == {
+        **expected,
+        "request_id": "resp_1",
+        "model": response.model,
+    }
     assert ql_openai.usage(response.usage) == expected
 
 
@@ -135,7 +140,11 @@ def test_anthropic_message_with_cache_reads_and_writes() -> None:
         "output": 480,
         "requests": 1,
     }
-    assert ql_anthropic.usage(message) == {**expected, "request_id": "msg_1"}
+    assert ql_anthropic.usage(message) == {
+        **expected,
+        "request_id": "msg_1",
+        "model": message.model,
+    }
     assert isinstance(message.usage, AnthropicUsage)
     assert ql_anthropic.usage(message.usage) == expected
 
@@ -156,6 +165,19 @@ def test_a_response_id_that_is_not_an_identifier_is_left_out() -> None:
     odd = completion.model_copy(update={"id": "chatcmpl 1"})
     assert "request_id" not in ql_openai.usage(odd)
     assert "request_id" not in ql_openai.usage(completion.model_copy(update={"id": "x" * 129}))
+
+
+def test_the_response_model_prices_the_observation(journal_path: str) -> None:
+    from quotaledger.api import Ledger
+
+    message = anthropic_message(input_tokens=1_000, output_tokens=100)
+    with Ledger.open(journal_path) as ledger:
+        ledger.configure(goal="g", cap_usd=10)
+        ledger.price_set(model=message.model, input_usd_per_mtok=3, output_usd_per_mtok=15)
+        answer = ledger.observe(goal="g", **ql_anthropic.usage(message))
+        assert answer["appended"]
+        spend = ledger.inspect(goal="g")["goals"]["g"]["spend"]
+        assert (spend["usd"], spend["unpriced_tokens"]) == (0.0045, 0)
 
 
 def test_a_response_observed_twice_through_the_adapter_counts_once(journal_path: str) -> None:

@@ -249,7 +249,7 @@ def test_remove_limit_and_remove_gate(ledger: Any) -> None:
     assert answer["config"]["tokens"] is None and answer["config"]["cases"] is not None
     assert "quota_tpm" not in answer["explicit"]
     with pytest.raises(InvalidInput):
-        ledger.configure(goal="g", remove_limit=["tpd"], at=at(3))
+        ledger.configure(goal="g", remove_limit=["tpw"], at=at(3))
     with pytest.raises(InvalidInput):  # a field of a dimension being removed
         ledger.configure(goal="g", remove_gate=["cases"], max_active_cases=3, at=at(3))
 

@@ -1,7 +1,7 @@
 """CapacityObserved's own __post_init__ (written out for the fold's and the batch's
 sake) gives exactly the verdict of Payload.__post_init__'s generic loop over the
-fields it finds, for any run, request id and source; and the identifiers the checks remember as
-valid are only ever valid ones."""
+fields it finds, for any run, request id, model and source; and the identifiers the
+checks remember as valid are only ever valid ones."""
 
 from __future__ import annotations
 
@@ -48,18 +48,27 @@ def verdict(check: Any, payload: capacity.CapacityObserved) -> tuple[type, str] 
 
 
 def test_the_written_out_check_covers_the_fields_the_generic_one_finds() -> None:
-    assert _checked_fields(capacity.CapacityObserved) == (("run", "request_id"), (), ("source",))
+    assert _checked_fields(capacity.CapacityObserved) == (
+        ("run", "request_id", "model"),
+        (),
+        ("source",),
+    )
 
 
 @settings(max_examples=500, deadline=None)
-@given(runs, runs, sources, st.booleans())
+@given(runs, runs, runs, sources, st.booleans())
 def test_the_written_out_check_agrees_with_the_generic_one(
-    run: str | None, request_id: str | None, source: str | None, remembered_first: bool
+    run: str | None,
+    request_id: str | None,
+    model: str | None,
+    source: str | None,
+    remembered_first: bool,
 ) -> None:
     payload = msgspec.structs.replace(VALID)
     # Set past __post_init__ (that is the check under test), then run both checks.
     msgspec.structs.force_setattr(payload, "run", run)
     msgspec.structs.force_setattr(payload, "request_id", request_id)
+    msgspec.structs.force_setattr(payload, "model", model)
     msgspec.structs.force_setattr(payload, "source", source)
     if not remembered_first:
         IDENTIFIERS_KNOWN.clear()

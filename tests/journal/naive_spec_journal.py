@@ -68,6 +68,13 @@ SPEC_KINDS: dict[str, set[str]] = {
     "turn.opened": {"agent", "turn", "task"},
     "turn.writeback_verified": {"agent", "turn", "effect", "amount"},
     "quota.spent": {"agent", "turn", "effect", "amount", "spent_before", "spent_after"},
+    "price.set": {
+        "model",
+        "input_usd_per_mtok",
+        "cached_input_usd_per_mtok",
+        "cache_write_usd_per_mtok",
+        "output_usd_per_mtok",
+    },
     "probe.observed": {
         "command",
         "candidates",
@@ -184,8 +191,10 @@ def _check_payload(seq: int, offset: int, top: dict[str, Any]) -> None:
 # §3.1: "Payload members added after the first version have defaults and may be absent
 # from a line".
 LATER_MEMBERS: dict[str, set[str]] = {
-    "capacity.configured": {"explicit"},
-    "capacity.observed": {"cache_write_input", "provider"},
+    # §12.4: caps (the members pool.configured has, §12.1, and what was counted since
+    # cap_since) and the model an observation's dollars come from.
+    "capacity.configured": {"explicit", "cap_tokens", "cap_usd", "cap_since", "cap_counted"},
+    "capacity.observed": {"cache_write_input", "provider", "model"},
     "capacity.rejected": {"provider"},
 }
 

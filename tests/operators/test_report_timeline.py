@@ -38,13 +38,16 @@ from tests.operators.operators_helpers import BASE_US
 
 RUNS = ["r0", "r1", "r2", "r3"]
 STEPS_US = [0, 1, 250_000, US_PER_S, US_PER_S, 4 * US_PER_S, 20 * US_PER_S, 59_999_999]
-STEPS_US += [60 * US_PER_S, 61 * US_PER_S]
+STEPS_US += [60 * US_PER_S, 61 * US_PER_S, 3_600 * US_PER_S]
+DAY_STEP_US = 86_400 * US_PER_S - 1
+"""Now and then a step of nearly a day, so that seconds leave the daily windows (a
+history of a few hundred steps stays in the past)."""
 
 
 def _provider(rng: random.Random, t_us: int) -> dict[str, dict[str, Any]] | None:
     if rng.random() < 0.7:
         return None
-    dimension = rng.choice(cap.DIMENSIONS)
+    dimension = rng.choice(cap.MINUTE_DIMENSIONS)  # the ones providers report
     reset = rng.choice([None, t_us + rng.choice([1, 5, 30, 90]) * US_PER_S])
     return {
         dimension: {
@@ -68,6 +71,12 @@ def _configure(ledger: Ledger, rng: random.Random, goal: str, when: str) -> None
         fields |= {"quota_rpm": 50, "target_rpm": rng.choice([5, 40])}
     if rng.random() < 0.4:
         fields |= {"quota_otpm": 20_000}
+    if rng.random() < 0.4:  # the daily windows (SPEC §12.3)
+        fields |= {"quota_tpd": 500_000, "target_tpd": rng.choice([60_000, 400_000])}
+    if rng.random() < 0.3:
+        fields |= {"quota_rpd": 100, "evaluator_reserve_rpd": rng.choice([0, 10])}
+    if rng.random() < 0.3:  # a spend cap (SPEC §12.4)
+        fields |= {"cap_tokens": rng.choice([50_000, 400_000])}
     ledger.configure(goal=goal, at=when, **{k: v for k, v in fields.items() if v is not None})
 
 
@@ -96,6 +105,8 @@ def _step(ledger: Ledger, rng: random.Random, goal: str, t_us: int) -> None:
             forecast_itpm=rng.choice([None, *[0, 1_000] * 4]),
             forecast_otpm=rng.choice([None, *[0, 500] * 4]),
             forecast_rpm=rng.choice([None, *[0, 2] * 4]),
+            forecast_tokens=rng.choice([None, 0, 5_000, 50_000]),
+            forecast_requests=rng.choice([None, 1, 10]),
             lease_s=rng.choice([None, 5, 5, 30, 90]),
             at=when,
         )
@@ -121,7 +132,7 @@ def rich_history(
     for goal in goals:
         _configure(ledger, rng, goal, format_us(t_us))
     for _ in range(steps):
-        t_us += rng.choice(STEPS_US)
+        t_us += DAY_STEP_US if rng.random() < 0.015 else rng.choice(STEPS_US)
         with contextlib.suppress(Error):  # e.g. a release of a run that is not active
             _step(ledger, rng, rng.choice(goals), t_us)
     return t_us
@@ -172,7 +183,10 @@ def test_each_point_is_the_evaluation_at_its_time(
     assert len(timeline.points) > 100
     assert [p.at_us for p in timeline.points] == checked
     assert all(a.at_us < b.at_us for a, b in pairwise(timeline.points))
-    since_us, until_us = BASE_US + (end_us - BASE_US) // 3, end_us - 1
+    # Until the whole timeline's end (60 s after the last event): a last step of a day
+    # may lie far beyond it.
+    since_us = BASE_US + (end_us - BASE_US) // 3
+    until_us = min(end_us, timeline.points[-1].at_us) - 1
     ranged = _timeline(path, since_us=since_us, until_us=until_us)
     # A range starts with a point at --since and ends with one at --until; between
     # them it is the whole timeline.

@@ -47,6 +47,8 @@ def _minimal(tmp: Path) -> dict[str, dict[str, Any]]:
         "reject": {"goal": G},
         "release": {"goal": G, "run": "r"},
         "inspect": {},
+        "price_set": {"model": "m", "input_usd_per_mtok": 1, "output_usd_per_mtok": 2},
+        "prices": {},
         "host_phase": {**lane, "deadline": "+1h"},
         "host_start": {**lane, "attempt": "a1", "session": "s", "profile": "p"},
         "host_exit": {"goal": G, "attempt": "a1"},

@@ -58,6 +58,11 @@ def _capacity() -> dict[str, Case]:
         ),
         "release": ([*G, "--run", "r1"], {"goal": "g", "run": "r1"}),
         "inspect": ([*G], {"goal": "g"}),
+        "price_set": (
+            ["--model", "m", "--input-usd-per-mtok", "2.5", "--output-usd-per-mtok", "10"],
+            {"model": "m", "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10},
+        ),
+        "prices": ([], {}),
     }
 
 

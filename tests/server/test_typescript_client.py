@@ -55,4 +55,6 @@ def test_a_generated_typescript_client_drives_the_server(tmp_path: Path) -> None
     assert results["release"] is True
     assert results["active"] == 1
     assert results["reproduced"] is True
+    assert results["price_seq"] > 0
+    assert (results["cached_price"], results["spend_usd"]) == (2.5, 0.0)
     assert (results["bad_status"], results["bad_code"]) == (400, "invalid_identifier")

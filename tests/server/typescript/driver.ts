@@ -50,6 +50,17 @@ const audited = await client.GET("/v1/audit", {
 });
 results.reproduced = must("audit", audited.data, audited.error).reproduced;
 
+// Prices and a spend cap (SPEC §12.4): a typed price set, the prices, the goal's spend.
+const priced = await client.POST("/v1/price_set", {
+  body: { model: "ts-model", input_usd_per_mtok: 2.5, output_usd_per_mtok: 10 },
+});
+results.price_seq = must("price_set", priced.data, priced.error).event?.seq;
+const prices = await client.GET("/v1/prices", {});
+results.cached_price = must("prices", prices.data, prices.error).prices["ts-model"]
+  ?.cached_input_usd_per_mtok;
+const spend = goals["ts"]?.spend;
+results.spend_usd = spend === undefined ? null : spend.usd;
+
 const bad = await client.POST("/v1/admit", {
   body: { goal: "ts", run: "bad run!", arm: "baseline", forecast_tpm: 1 },
 });
