@@ -48,6 +48,8 @@ def _base(hint: Any) -> Any:
         return _base(typing.get_args(hint)[0])
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         kinds = [_base(a) for a in typing.get_args(hint) if a is not type(None)]
+        if set(kinds) == {int, float}:  # a number that may be fractional (dollars)
+            return float
         return kinds[0] if len(kinds) == 1 else Any
     return hint
 
