@@ -27,6 +27,7 @@ IMPOSSIBLE = [
 def test_every_time_field_is_found() -> None:
     found = {kind: _checked_fields(t)[1] for kind, t in ALL_EVENTS.items()}
     assert {kind: names for kind, names in found.items() if names} == {
+        "capacity.configured": ("cap_since",),
         "capacity.rejected": ("cooldown_until",),
         "host.phase_appended": ("deadline",),
     }
