@@ -70,6 +70,7 @@ from quotaledger.usecases.operator import (
     GoalsRequest,
     MetricsRequest,
     ReportRequest,
+    ValidityRequest,
     WhatifRequest,
 )
 from quotaledger.usecases.prices import PriceSetRequest, PricesRequest
@@ -206,6 +207,7 @@ class Ledger(ServiceBase):
     whatif = endpoint(WhatifRequest, OperatorService.whatif)
     report = endpoint(ReportRequest, OperatorService.report)
     metrics = endpoint(MetricsRequest, OperatorService.metrics)
+    validity = endpoint(ValidityRequest, OperatorService.validity)
 
     @classmethod
     def open(

@@ -1,4 +1,4 @@
-"""Operator commands (SPEC §7): goals, audit, whatif, report, metrics."""
+"""Operator commands (SPEC §7, §13.2): goals, audit, whatif, report, metrics, validity."""
 
 import json
 import sys
@@ -14,6 +14,7 @@ from quotaledger.cli.config_options import (
     config_options,
 )
 from quotaledger.cli.progress import progress_bar
+from quotaledger.cli.request_options import RequestOptions, request_options
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.render.answers import output_of
 from quotaledger.render.outcome import EXIT_OK
@@ -30,6 +31,8 @@ from quotaledger.usecases.operator import (
     MetricsRequest,
     ReportAnswer,
     ReportRequest,
+    ValidityAnswer,
+    ValidityRequest,
     WhatifAnswer,
     WhatifRequest,
 )
@@ -207,6 +210,28 @@ def metrics(
     with ctx.service(OperatorService, write=False) as ledger:
         answer: MetricsAnswer = ledger.metrics(request)
     return output_of("metrics", request, answer, ctx.shown())
+
+
+@commands("validity", example="quotaledger validity --goal g --json")
+@request_options(ValidityRequest)
+def validity(ctx: Ctx, options: RequestOptions) -> Output:
+    """Which results quota touched: one row per run of the goal and its verdict.
+
+    A run's verdict is the first that applies: never_admitted (queued, refused or
+    only observed), quota_failed (its host lane's last attempt failed
+    quota_exhausted), continued (a quota failure of its lane was continued and the
+    last attempt did not fail on quota), throttled (a 429 named it while it was
+    active: its result may carry retries, timeouts or truncation), clean. --since and
+    --until keep the runs whose first event falls in the range; --json prints one
+    object with `counts` and `runs`, which join an inspect_ai log by sample uuid.
+    """
+    request = decode(ValidityRequest, options, CLI)
+    with (
+        ctx.service(OperatorService, write=False, fold=False) as ledger,
+        progress_bar("validity", _size_hint(ledger)) as progress,
+    ):
+        answer: ValidityAnswer = ledger.validity(request, progress=progress)
+    return output_of("validity", request, answer, ctx.shown())
 
 
 def _listen(ctx: Ctx, listen: str, request: MetricsRequest) -> NoReturn:

@@ -480,6 +480,19 @@ COMMANDS: dict[str, Any] = {
             ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
         ],
     ),
+    'validity': (
+        'validity', False,
+        {'--goal': (0, True), '--since': (1, True), '--until': (2, True), '--journal': (3, True), '--json': (4, True), '--no-json': (4, False), '--lock-timeout-s': (5, True), '--at': (6, True)},
+        [
+            ('goal', 'str', False, True, None, 'goal', 'request'),
+            ('since', 'str', False, False, None, 'since', 'request'),
+            ('until', 'str', False, False, None, 'until', 'request'),
+            ('journal', 'str', False, False, None, '', 'common'),
+            ('json_', 'flag', False, False, None, '', 'common'),
+            ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
+            ('at', 'str', False, False, None, '', 'checked'),
+        ],
+    ),
     'digest': (
         'digest', False,
         {'--journal': (0, True), '--json': (1, True), '--no-json': (1, False), '--lock-timeout-s': (2, True), '--at': (3, True)},

@@ -1,4 +1,4 @@
-"""What the operators' readers print (goals, audit, whatif, metrics)."""
+"""What the operators' readers print (goals, audit, whatif, metrics, validity)."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ from quotaledger.usecases.operator import (
     GoalsAnswer,
     MetricsAnswer,
     MetricsRequest,
+    RunHost,
+    ValidityAnswer,
     WhatifAnswer,
     WhatifRequest,
 )
@@ -190,6 +192,43 @@ def goals_text(answer: GoalsAnswer) -> str:
     ]
     header = ["GOAL", "DOMAINS", "GATES", "DIMENSIONS", "ACTIVE", "LAST_EVENT", "READY"]
     return "\n".join([plural(len(goals), "goal"), table(rows, [*header, "NEXT_ACTION"])])
+
+
+def validity_text(answer: ValidityAnswer) -> str:
+    """The counts by verdict, then a row per run (SPEC §13.2)."""
+    counts = ", ".join(f"{verdict} {n:,}" for verdict, n in answer.counts.items())
+    head = f"goal {answer.goal}: {plural(len(answer.runs), 'run')} ({counts})"
+    if not answer.runs:
+        return head
+    rows = [
+        [
+            r.run,
+            r.case or "-",
+            r.arm or "-",
+            r.queued_at or "-",
+            r.admitted_at or "-",
+            r.released_at or ("active" if r.admitted_at is not None else "-"),
+            "-" if r.waited_s is None else readable.num(r.waited_s),
+            f"{r.tokens.uncached_input + r.tokens.cached_input + r.tokens.cache_write_input:,}",
+            f"{r.tokens.output:,}",
+            str(r.rejections),
+            _host_cell(r.host),
+            r.verdict,
+        ]
+        for r in answer.runs
+    ]
+    header = ["RUN", "CASE", "ARM", "QUEUED", "ADMITTED", "RELEASED", "WAITED_S", "INPUT"]
+    return "\n".join([head, table(rows, [*header, "OUTPUT", "429S", "HOST", "VERDICT"])])
+
+
+def _host_cell(host: RunHost | None) -> str:
+    """`3 attempts, last failed quota_exhausted, 1 continued` in few characters."""
+    if host is None:
+        return "-"
+    last = host.last_outcome or "running"
+    if host.last_failure is not None:
+        last += f":{host.last_failure}"
+    return f"{host.attempts} att, {last}, {host.continued} cont"
 
 
 def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = True) -> str:

@@ -1,6 +1,7 @@
-"""Operators' use cases (SPEC §7): goals, audit, whatif, report, metrics.
+"""Operators' use cases (SPEC §7, §13.2): goals, audit, whatif, report, metrics,
+validity.
 
-All five are readers: they take no lock and never write to the journal (`report`
+All six are readers: they take no lock and never write to the journal (`report`
 and `metrics --out` write only their own file). The decisions are re-taken by
 `projections.audit` with the same pure function `admit` uses.
 """
@@ -13,7 +14,7 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import Head, InvalidInput, Record, codes
-from quotaledger.journal.clock import canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.clock import US_PER_S, canonical_at, format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
@@ -43,6 +44,11 @@ from quotaledger.usecases.operator import (
     Range,
     ReportAnswer,
     ReportRequest,
+    RunHost,
+    RunTokens,
+    ValidityAnswer,
+    ValidityRequest,
+    ValidityRun,
     WhatifAnswer,
     WhatifRequest,
     range_us,
@@ -345,6 +351,31 @@ class OperatorService(ServiceBase):
             journal_target=getattr(journal.store, "url", journal.store.target),
         )
 
+    # -- validity ----------------------------------------------------------------------
+
+    def validity(
+        self, request: ValidityRequest, progress: Progress | None = None
+    ) -> ValidityAnswer:
+        """One row per run of the goal, and which of their results quota touched."""
+        goal = request.goal
+        if self.journal.folded:
+            self.require_goal(goal)
+        since_us, until_us = range_us(request.since, request.until, API)
+        validity = au.Validity(goal)
+        feed = validity.feed
+        # Every record from genesis: a run's history starts with its first event,
+        # whenever that was; the host lanes are read from the fold the pass ends with.
+        self.journal.replay(lambda record, payload, line: feed(record, payload), progress=progress)
+        self.require_goal(goal)
+        last_at = self.journal.head.goal_last_at.get(goal)
+        now_us = max(wall_us(), 0 if last_at is None else parse_at(last_at))
+        hosts = self.journal.state.hosts.goals.get(goal)
+        rows = [_validity_run(row) for row in validity.rows(hosts, now_us, since_us, until_us)]
+        counts = dict.fromkeys(au.VERDICTS, 0)
+        for row in rows:
+            counts[row.verdict] += 1
+        return ValidityAnswer(ok=True, goal=goal, counts=counts, runs=rows)
+
     # -- metrics -----------------------------------------------------------------------
 
     def metrics(self, request: MetricsRequest) -> MetricsAnswer:
@@ -380,6 +411,46 @@ class OperatorService(ServiceBase):
 
 
 # -- answers' parts ----------------------------------------------------------------------
+
+def _validity_run(row: au.ValidityRow) -> ValidityRun:
+    history, host = row.history, row.host
+    queued_us, admitted_us = history.queued_at_us, history.admitted_at_us
+    waited_s: Number | None = None
+    if admitted_us is not None:
+        waited_us = 0 if queued_us is None else admitted_us - queued_us
+        whole_s, rest_us = divmod(waited_us, US_PER_S)
+        waited_s = whole_s if rest_us == 0 else waited_us / US_PER_S
+    uncached, cached, cache_write, output = history.tokens
+    return ValidityRun(
+        run=history.run,
+        case=history.case,
+        arm=history.arm,
+        queued_at=format_us_or_none(queued_us),
+        admitted_at=format_us_or_none(admitted_us),
+        released_at=format_us_or_none(history.released_at_us),
+        waited_s=waited_s,
+        tokens=RunTokens(
+            uncached_input=uncached,
+            cached_input=cached,
+            cache_write_input=cache_write,
+            output=output,
+        ),
+        rejections=history.rejections,
+        host=None
+        if host is None
+        else RunHost(
+            lane=host.lane,
+            attempts=host.attempts,
+            last_outcome=host.last_outcome,
+            last_failure=host.last_failure,
+            quota_failures=host.quota_failures,
+            continued=host.continued,
+        ),
+        verdict=row.verdict,
+    )
+
+
+
 
 
 def _domains(ledger: LedgerState, goal: str) -> list[str]:

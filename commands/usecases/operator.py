@@ -1,4 +1,4 @@
-"""Operators' use cases (SPEC §7): goals, audit, whatif, report, metrics."""
+"""Operators' use cases (SPEC §7, §13.2): goals, audit, whatif, report, metrics, validity."""
 
 from collections.abc import Callable
 from typing import Annotated, Any
@@ -11,7 +11,7 @@ from quotaledger.journal.clock import check_moment, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Names, Request
-from quotaledger.usecases.fields import Identifier, Rule, Time, TokenCount, UsdAmount
+from quotaledger.usecases.fields import Goal, Identifier, Rule, Time, TokenCount, UsdAmount
 from quotaledger.usecases.out_path import check_out_path
 
 Number = int | float
@@ -310,6 +310,68 @@ class ReportAnswer(Answer):
     admissions: int
     refusals: int
     rejections: int
+
+
+# -- validity ----------------------------------------------------------------------------
+
+
+class ValidityRequest(Request):
+    """One row per run of the goal, with the verdict on whether quota touched its result."""
+
+    goal: Goal
+    since: Annotated[
+        Time | None,
+        msgspec.Meta(description="Only runs whose first event is at or after this time."),
+    ] = None
+    until: Annotated[
+        Time | None,
+        msgspec.Meta(description="Only runs whose first event is at or before this time."),
+    ] = None
+
+    def check(self, names: Callable[[str], str]) -> None:
+        range_us(self.since, self.until, names)
+
+
+class RunTokens(msgspec.Struct, kw_only=True):
+    """Raw counters of every observation naming the run."""
+
+    uncached_input: int
+    cached_input: int
+    cache_write_input: int
+    output: int
+
+
+class RunHost(msgspec.Struct, kw_only=True):
+    """The host lane of the run's name (SPEC §4)."""
+
+    lane: str
+    attempts: int
+    last_outcome: str | None
+    last_failure: str | None
+    quota_failures: int
+    continued: int
+
+
+class ValidityRun(msgspec.Struct, kw_only=True):
+    run: str
+    case: str | None
+    arm: str | None
+    queued_at: str | None
+    admitted_at: str | None
+    released_at: str | None
+    waited_s: Number | None
+    tokens: RunTokens
+    rejections: int
+    host: RunHost | None
+    verdict: str
+
+
+class ValidityAnswer(Answer):
+    ok: bool
+    goal: str
+    counts: dict[str, int]
+    """Every verdict (all five, in their order of precedence) and its number of runs."""
+    runs: list[ValidityRun]
 
 
 # -- metrics -----------------------------------------------------------------------------

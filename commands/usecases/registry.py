@@ -161,6 +161,9 @@ _ROWS = (
     ),
     UseCase("report", "operator", False, "operator", served=False),
     UseCase("metrics", "operator", False, "operator", output="operator.metrics_output"),
+    UseCase(
+        "validity", "operator", False, "operator", text="operator.validity_text", whole_journal=True
+    ),
     UseCase("verify", "journal", False, "journal", served=False),
     UseCase("digest", "journal", False, "journal", text="journal.digest_text", whole_journal=True),
     UseCase("log", "journal", False, "journal", streams=True, whole_journal=True),

@@ -15,10 +15,13 @@ rule changed in the code shows as "not reproduced").
   change (event times, samples leaving the window, leases and cooldowns ending), for
   the report's step charts.
 
+- `Validity`: a goal's runs and which of them quota touched (SPEC §13.2), each with
+  its verdict.
+
 - `check_decisions`: every journaled decision re-taken on a fold of its own from
   genesis (`verify --decisions`, `import`): a well-chained but impossible history.
 
-The package by job: `audit`, `decisions`, `whatif` and `timeline` (`goalfold` is the fold of one
+The package by job: `audit`, `decisions`, `whatif`, `timeline` and `validity` (`goalfold` is the fold of one
 goal the last two share); every public name is re-exported here.
 """
 
@@ -55,6 +58,13 @@ from quotaledger.projections.audit.timeline import (
     point_of,
     seconds,
 )
+from quotaledger.projections.audit.validity import (
+    VERDICTS,
+    HostSummary,
+    RunHistory,
+    Validity,
+    ValidityRow,
+)
 from quotaledger.projections.audit.whatif import (
     Flip,
     Overrides,
@@ -66,6 +76,7 @@ __all__ = [
     "HOST_DECISION_KINDS",
     "SETTLEMENT_DECISION_KINDS",
     "TOP_CONTRIBUTORS",
+    "VERDICTS",
     "Audit",
     "Contributor",
     "Cooldown",
@@ -73,12 +84,16 @@ __all__ = [
     "DimensionPoint",
     "Flip",
     "GoalFold",
+    "HostSummary",
     "NotReproduced",
     "Overrides",
     "Point",
     "RecordedDecision",
+    "RunHistory",
     "SettlementAudit",
     "Timeline",
+    "Validity",
+    "ValidityRow",
     "WhatIf",
     "audit_decision",
     "audit_settlement",
