@@ -14,7 +14,14 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import Head, InvalidInput, Record, codes
-from quotaledger.journal.clock import US_PER_S, canonical_at, format_us, format_us_or_none, parse_at, wall_us
+from quotaledger.journal.clock import (
+    US_PER_S,
+    canonical_at,
+    format_us,
+    format_us_or_none,
+    parse_at,
+    wall_us,
+)
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
@@ -322,19 +329,30 @@ class OperatorService(ServiceBase):
             until_us=until_us,
             folded=(lambda: journal.state.capacity) if riding else None,
         )
+        validity = au.Validity(goal)
         last: Record | None = None
+        first_seq: int | None = None
 
         def visit(record: Record, payload: Any, line: bytes) -> None:
-            nonlocal last
+            nonlocal last, first_seq
             timeline.feed(record, payload)
+            validity.feed(record, payload)
+            if first_seq is None:
+                first_seq = record.seq
             last = record
 
         journal.replay(visit, progress=progress, resume=_before_range(goal, since_us))
         self.require_goal(goal)
         timeline.finish()
-        return self._report_page(timeline, last).encode(), timeline
+        if first_seq == 0:
+            runs = self._validity_answer(validity, since_us, until_us)
+        else:
+            # The pass started at a checkpoint: a run's first events may lie before it,
+            # and a run's row needs its whole history (one more pass, from genesis).
+            runs = self.validity(ValidityRequest(goal=goal, since=since, until=until))
+        return self._report_page(timeline, last, runs).encode(), timeline
 
-    def _report_page(self, timeline: au.Timeline, last: Record | None) -> str:
+    def _report_page(self, timeline: au.Timeline, last: Record | None, runs: ValidityAnswer) -> str:
         """The report's HTML, its head the last record read (or the checkpoint's)."""
         from quotaledger.report.html import render_report
 
@@ -349,6 +367,7 @@ class OperatorService(ServiceBase):
             head_hash=head_hash,
             generated_at=format_us(wall_us()),
             journal_target=getattr(journal.store, "url", journal.store.target),
+            validity=runs,
         )
 
     # -- validity ----------------------------------------------------------------------
@@ -367,6 +386,14 @@ class OperatorService(ServiceBase):
         # whenever that was; the host lanes are read from the fold the pass ends with.
         self.journal.replay(lambda record, payload, line: feed(record, payload), progress=progress)
         self.require_goal(goal)
+        return self._validity_answer(validity, since_us, until_us)
+
+    def _validity_answer(
+        self, validity: au.Validity, since_us: int | None, until_us: int | None
+    ) -> ValidityAnswer:
+        """The rows of a goal's runs fed from genesis, as of now, the lanes read from the
+        handle's fold."""
+        goal = validity.goal
         last_at = self.journal.head.goal_last_at.get(goal)
         now_us = max(wall_us(), 0 if last_at is None else parse_at(last_at))
         hosts = self.journal.state.hosts.goals.get(goal)
@@ -412,6 +439,7 @@ class OperatorService(ServiceBase):
 
 # -- answers' parts ----------------------------------------------------------------------
 
+
 def _validity_run(row: au.ValidityRow) -> ValidityRun:
     history, host = row.history, row.host
     queued_us, admitted_us = history.queued_at_us, history.admitted_at_us
@@ -448,9 +476,6 @@ def _validity_run(row: au.ValidityRow) -> ValidityRun:
         ),
         verdict=row.verdict,
     )
-
-
-
 
 
 def _domains(ledger: LedgerState, goal: str) -> list[str]:

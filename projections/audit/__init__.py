@@ -21,8 +21,9 @@ rule changed in the code shows as "not reproduced").
 - `check_decisions`: every journaled decision re-taken on a fold of its own from
   genesis (`verify --decisions`, `import`): a well-chained but impossible history.
 
-The package by job: `audit`, `decisions`, `whatif`, `timeline` and `validity` (`goalfold` is the fold of one
-goal the last two share); every public name is re-exported here.
+The package by job: `audit`, `decisions`, `whatif`, `timeline` and `validity`
+(`goalfold` is the fold of one goal that `whatif` and `timeline` share); every public
+name is re-exported here.
 """
 
 from quotaledger.projections.audit.audit import (

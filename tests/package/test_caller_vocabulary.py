@@ -76,6 +76,7 @@ def _minimal(tmp: Path) -> dict[str, dict[str, Any]]:
         "whatif": {"goal": G},
         "report": {"goal": G, "out": str(tmp / "report.html")},
         "metrics": {},
+        "validity": {"goal": G},
         "verify": {},
         "digest": {},
         "log": {},
