@@ -100,7 +100,6 @@ def render_report(
         admissions_table(admissions, day),
         "<h2>Cooldowns</h2>",
         cooldowns_table(timeline.cooldowns, day),
-        f"<h2>Validity of results ({len(validity.runs)} runs)</h2>",
         validity_section(validity, day),
         "<h2>Configuration changes</h2>",
         configs_table(timeline.configs, day),
@@ -316,8 +315,11 @@ def cooldowns_table(cooldowns: list[au.Cooldown], day: str | None = None) -> str
 
 def validity_section(validity: ValidityAnswer, day: str | None = None) -> str:
     """The counts by verdict, then one row per run (what `validity` prints)."""
-    counts = '<div class="summary">' + "".join(
-        _figure(n, verdict) for verdict, n in validity.counts.items()
+    title = f"<h2>Validity of results ({len(validity.runs)} runs)</h2>"
+    counts = (
+        title
+        + '<div class="summary">'
+        + "".join(_figure(n, verdict) for verdict, n in validity.counts.items())
     )
     counts += "</div>"
     if not validity.runs:

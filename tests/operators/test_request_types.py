@@ -31,6 +31,10 @@ def _cases(out: str) -> dict[str, tuple[list[str], dict[str, Any]]]:
         ),
         "report": (["report", "--goal", "g", "--out", out], {"goal": "g", "out": out}),
         "metrics": (["metrics", "--goal", "g", "--at", at(9)], {"goal": "g", "at": at(9)}),
+        "validity": (
+            ["validity", "--goal", "g", "--since", at(1), "--until", at(9)],
+            {"goal": "g", "since": at(1), "until": at(9)},
+        ),
     }
 
 

@@ -134,6 +134,7 @@ def _others(tmp: Path) -> dict[str, Case]:
         ),
         "report": ([*G, "--out", out], {"goal": "g", "out": out}),
         "metrics": ([*G], {"goal": "g"}),
+        "validity": ([*G, "--since", AT], {"goal": "g", "since": AT}),
         "verify": ([], {}),
         "digest": ([], {}),
         "log": ([*G, "--last", "1"], {"goal": "g", "last": 1}),
