@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import msgspec
@@ -36,12 +36,14 @@ from quotaledger.journal.errors import (
     Names,
     NotAJournal,
     NotRegularFile,
+    ServerUnreachable,
     StorageFailure,
     TimeInFuture,
     TimeRegression,
 )
 from quotaledger.journal.target import is_remote_target
 from quotaledger.render.outcome import ANSWERED, error_of_body
+from quotaledger.usecases.decode import API, HTTP, decode
 from quotaledger.usecases.registry import SERVED, USE_CASES
 
 _BY_CODE: dict[str, type[Error]] = {
@@ -53,6 +55,7 @@ _BY_CODE: dict[str, type[Error]] = {
     codes.LOCK_TIMEOUT: LockTimeout,
     codes.JOURNAL_POISONED: JournalPoisoned,
     codes.LEDGER_CLOSED: LedgerClosed,
+    codes.SERVER_UNREACHABLE: ServerUnreachable,
 }
 _BY_EXIT: dict[int, type[Error]] = {2: InvalidInput, 3: JournalCorrupt, 4: StorageFailure}
 
@@ -112,6 +115,15 @@ def _rewordable(message: str, parameters: list[str]) -> Callable[[Names], str]:
     return worded
 
 
+def checked(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments of a call of `name` checked here, before anything is sent,
+    as the local call checks them (the same error, the same code: a NaN, bytes or a
+    timedelta never reaches the wire to be sent as something else), and given as the
+    request holds them (an aware datetime as its RFC 3339 text)."""
+    request = decode(USE_CASES[name].request_type(), kwargs, API)
+    return {key: msgspec.to_builtins(getattr(request, key), enc_hook=str) for key in kwargs}
+
+
 class Client:
     """Calls of the server's use cases by name: a JSON answer, or the Error it stands for."""
 
@@ -125,10 +137,11 @@ class Client:
             raise not_served(name)
         if params.get("follow") is False:  # the default; `follow=true` streams
             params = {key: value for key, value in params.items() if key != "follow"}
+        wire = {HTTP(key): value for key, value in params.items()}  # `class`, not `class_`
         if USE_CASES[name].writes:
-            method, path, body = "POST", f"/v1/{name}", msgspec.json.encode(params, enc_hook=str)
+            method, path, body = "POST", f"/v1/{name}", msgspec.json.encode(wire, enc_hook=str)
         else:
-            method, path, body = "GET", f"/v1/{name}{query_string(params)}", None
+            method, path, body = "GET", f"/v1/{name}{query_string(wire)}", None
         with self._turn:
             status, exit_code, answer = self.connection.request(method, path, body)
         if exit_code in ANSWERED:
@@ -139,8 +152,32 @@ class Client:
             decoded = {}
         raise error_of(status, exit_code, decoded, params)
 
+    def follow(self, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """`log(follow=True)`: the events as they commit, one dict a line, as the local
+        call yields them (on a connection of its own, closed with the iterator)."""
+        wire = {HTTP(key): value for key, value in params.items()}
+        connection = Connection(self.connection.target)
+        status, exit_code, pieces = connection.stream(f"/v1/log{query_string(wire)}")
+        if exit_code not in ANSWERED:
+            body = b"".join(pieces)
+            try:
+                decoded = msgspec.json.decode(body)
+            except msgspec.DecodeError:
+                decoded = {}
+            raise error_of(status, exit_code, decoded, params)
+        return _lines(pieces)
+
     def close(self) -> None:
         self.connection.close()
+
+
+def _lines(pieces: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    rest = b""
+    for piece in pieces:
+        *lines, rest = (rest + piece).split(b"\n")
+        for line in lines:
+            if line.strip():
+                yield msgspec.json.decode(line)
 
 
 def decode_answer(body: bytes) -> Any:
@@ -172,6 +209,10 @@ class RemoteLedger:
                 f"{name}() takes keyword arguments only (got {len(args)} positional)",
                 code=codes.INVALID_ARGUMENT,
             )
+        if name in SERVED:
+            kwargs = checked(name, kwargs)
+        if name == "log" and kwargs.get("follow"):
+            return self.client.follow(kwargs)
         return decode_answer(self.client.call(name, kwargs))
 
     def close(self) -> None:

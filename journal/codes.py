@@ -86,6 +86,7 @@ SIDECAR_EXISTS = "sidecar_exists"
 REMOTE_NOT_SERVED = "remote_not_served"
 # The server's HTTP-level refusals (SPEC §11): exit 2, nothing read or written.
 AUTH_REQUIRED = "auth_required"
+TOKEN_FILE_INSECURE = "token_file_insecure"
 UNAUTHORIZED = "unauthorized"
 FORBIDDEN = "forbidden"
 UNKNOWN_COMMAND = "unknown_command"
@@ -93,6 +94,7 @@ METHOD_NOT_ALLOWED = "method_not_allowed"
 BODY_TOO_LARGE = "body_too_large"
 NOT_JSON = "not_json"
 HEAD_TOO_LARGE = "head_too_large"
+INVALID_REQUEST = "invalid_request"
 INVALID_BODY = "invalid_body"
 
 # JournalCorrupt and its subclasses: exit 3, nothing written.

@@ -11,7 +11,8 @@
     │   └── JournalReplaced         3  the path no longer names the file a handle holds
     └── StorageFailure              4  I/O failure; nothing acknowledged
         ├── LockTimeout             4  lock wait exceeded `lock_timeout_s`
-        └── JournalPoisoned         4  an fdatasync failed earlier on this handle
+        ├── JournalPoisoned         4  an fdatasync failed earlier on this handle
+        └── ServerUnreachable       4  a client cannot reach its server (or lost it)
 
 Lower-level OSErrors are translated into these at the store boundary. A class's
 `exit_code` is the one statement of its exit code (SPEC §8); a raise site names its
@@ -136,3 +137,11 @@ class LockTimeout(StorageFailure):
 
 class JournalPoisoned(StorageFailure):
     code = codes.JOURNAL_POISONED
+
+
+class ServerUnreachable(StorageFailure):
+    """A client of a server (`Ledger.open(url)`, `--journal http://...`) cannot connect
+    to it, or it closed the connection before answering: a network's or the server's
+    state, named for what it is (a StorageFailure still: nothing was acknowledged)."""
+
+    code = codes.SERVER_UNREACHABLE

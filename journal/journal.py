@@ -226,6 +226,12 @@ class Journal(Generic[S]):
         group = self._group
         return Transaction(self._fold if group is None else group)
 
+    def create(self) -> None:
+        """Write the genesis record of a journal that has none (a server's journal
+        exists before it says it is ready); nothing on one that has it."""
+        with self.transaction() as transaction:
+            transaction.create()
+
     @contextmanager
     def group(self) -> Iterator[Group[S]]:
         """Transactions committed together: one lock hold, one write and one fdatasync

@@ -37,6 +37,20 @@ CHECKPOINT_EVERY_EVENTS = 10_000
 READ_CHUNK_BYTES = 8 << 20
 """Bytes read from a journal file at a time while folding."""
 
+NAME_BYTES_MAX = 255
+"""The longest file name Linux filesystems take (NAME_MAX)."""
+COMPANION_NAME_BYTES_EXTRA = len(".checkpoint.delta") + len(".tmp.") + 7 + 1 + 32
+"""The most a file beside a journal adds to its name: its checkpoint delta's temporary
+file, `<name>.checkpoint.delta.tmp.<pid>.<32 hex digits>` (a pid has at most 7)."""
+JOURNAL_NAME_BYTES_MAX = NAME_BYTES_MAX - COMPANION_NAME_BYTES_EXTRA
+"""A journal file's name leaves room for its companions' (checkpoint, `.unsynced`
+marker, temporary files): a longer one would fail later, as if a write had."""
+
+INTEGER_DIGITS_MAX = 30
+"""An integer an input may carry (a token count, a seq, seconds): every bound is far
+below 10^30, so a longer one is refused before it is ever printed or converted
+(Python refuses to print one of more than 4,300 digits)."""
+
 GENESIS_PREV = "0" * 64
 
 # -- what a user hands in, before it is parsed (SPEC §8) ----------------------------------
@@ -78,9 +92,9 @@ FOLLOW_LOOK_S = 0.5
 """A server's follower looks for records other writers appended at least this often."""
 FOLLOW_POLL_S = 0.2
 """How often a local `log --follow` looks for appended records."""
-COMMAND_SERIES_MAX = 1000
-"""/metrics keeps series by command up to this many; past that (paths a scanner made
-up) one "other" for all."""
+TOKEN_FILE_BYTES_MAX = 4096
+"""A bearer token is a line of at most a few hundred bytes: a token file holding more
+is not one (`serve --token-file`)."""
 LISTEN_BACKLOG = 4096
 """Connections the kernel queues before the server accepts them (many runners at once)."""
 MAX_BATCH_DEFAULT = 1024
@@ -102,3 +116,4 @@ assert INPUT_CHARS_MAX <= LINE_BYTES_MAX, "an input option fits in one journal l
 assert HEAD_BYTES_MAX < BODY_BYTES_MAX
 assert 1 <= MAX_BATCH_DEFAULT <= MAX_BATCH_MAX
 assert READ_TIMEOUT_S > LOCK_TIMEOUT_S_DEFAULT, "a call outwaits the lock its commit waits for"
+assert JOURNAL_NAME_BYTES_MAX >= 128

@@ -35,6 +35,7 @@ table, in the transaction that appends its record.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -235,6 +236,22 @@ class PgStore:
         self._begin_locked(timeout_s, prefetch=True)
 
     def _begin_locked(self, timeout_s: float, *, prefetch: bool) -> None:
+        try:
+            self._try_begin_locked(timeout_s, prefetch=prefetch)
+        except StorageFailure as exc:
+            # A connection that died idle (a restart, a failover, idle_session_timeout, a
+            # pooler) held nothing unanswered: a new one loses nothing. Once only.
+            dead = self._conn.closed or self._conn.broken
+            if not (dead and isinstance(exc.__cause__, psycopg.OperationalError)):
+                raise
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = self._connect()
+            self._cur = self._conn.cursor()
+            self.poisoned = False
+            self._try_begin_locked(timeout_s, prefetch=prefetch)
+
+    def _try_begin_locked(self, timeout_s: float, *, prefetch: bool) -> None:
         self._check_usable()
         self._lock_timeout_s = timeout_s  # for the checkpoint refresh after the commit
         self._prefetched = None

@@ -14,6 +14,7 @@ import re
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import JOURNAL_NAME_BYTES_MAX
 
 DEFAULT_JOURNAL = "./quotaledger.jsonl"
 PG_SCHEMES = ("postgresql://", "postgres://")
@@ -53,6 +54,19 @@ def check_target(target: str, option: str | None = None) -> None:
             f"{word} {shown}: {scheme.group(0)} is not a journal store; give a file path "
             "or a postgresql:// URL",
             code=codes.INVALID_JOURNAL_URL,
+            **context,
+        )
+    name = os.path.basename(target)
+    try:
+        name_bytes = len(os.fsencode(name))
+    except UnicodeEncodeError:
+        name_bytes = len(name.encode("utf-8", "surrogatepass"))
+    if name_bytes > JOURNAL_NAME_BYTES_MAX:
+        shown = name[:20] + f"... ({name_bytes} bytes)"
+        raise InvalidInput(
+            f"{word} {shown}: a journal's file name takes at most {JOURNAL_NAME_BYTES_MAX} "
+            "bytes (its checkpoint and temporary files beside it add to it)",
+            code=codes.INVALID_JOURNAL_PATH,
             **context,
         )
     directory = os.path.dirname(target) or "."

@@ -268,6 +268,16 @@ class Transaction(Generic[S]):
         self._checked = (goal, at)  # the goal's last time now: the next event may share it
         return pending
 
+    def create(self) -> None:
+        """Stage the genesis record alone on a new journal (written on commit), where
+        it would otherwise wait for the first event; nothing on one that has records."""
+        if self._pending or self._host.head.next_seq != 0:
+            return
+        genesis = genesis_record(format_us(self.wall_us))
+        self._pending.append(genesis)
+        self._pending_bytes += len(genesis.line)
+        self._goal_last_at[None] = genesis.record.at
+
     def _first_position(self) -> tuple[int, str, PendingRecord | None]:
         """The seq and prev of the transaction's first event, and the genesis record
         staged before it on a new journal (only once that event is accepted)."""

@@ -31,6 +31,9 @@ RETRY_AFTER_S_MAX = 10**9
 HANDOFF_BYTES_MAX = 256 << 10
 assert HANDOFF_BYTES_MAX * 2 < LINE_BYTES_MAX, "a handoff must fit in one journal line"
 PID_MAX = 2**31 - 1
+ATTEMPTS_MAX = 10_000
+"""A phase's `max_attempts`: far beyond any retry policy, within every JSON reader's
+exact integers."""
 EXIT_CODE_MAX = 255
 SIGNAL_MAX = 128
 """A process killed by signal N: N is 1 to this."""

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import NoReturn
 
 import httptools
 
 from quotaledger.journal import codes
 from quotaledger.journal.environment import TOKEN_ENV
-from quotaledger.journal.errors import StorageFailure
+from quotaledger.journal.errors import ServerUnreachable
 from quotaledger.journal.limits import READ_TIMEOUT_S
 from quotaledger.render.outcome import ANSWERED
 
@@ -56,11 +56,13 @@ def query_string(params: Mapping[str, object]) -> str:
 class _Parsed:
     """httptools' callbacks: what one answer said."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_head: Callable[[], None] | None = None) -> None:
         self.exit_code: int | None = None
         self.chunks: list[bytes] = []
         self.headers_done = False
         self.complete = False
+        self.on_head = on_head
+        """Called once the head has come (a stream's socket then waits without end)."""
 
     def on_header(self, name: bytes, value: bytes) -> None:
         if name.lower() == EXIT_HEADER and value.isdigit():
@@ -68,6 +70,8 @@ class _Parsed:
 
     def on_headers_complete(self) -> None:
         self.headers_done = True
+        if self.on_head is not None:
+            self.on_head()
 
     def on_body(self, body: bytes) -> None:
         self.chunks.append(body)
@@ -93,6 +97,11 @@ class Connection:
             if not host or not port.isdigit():
                 host, port = netloc, "443" if self.tls else "80"
             self.host, self.port, self.unix_path = host.strip("[]"), int(port), ""
+        self.host_header = self.host
+        """The Host a request names (RFC 9110: with its port unless the scheme's own)."""
+        if not self.unix_path and self.port != (443 if self.tls else 80):
+            shown = f"[{self.host}]" if ":" in self.host else self.host
+            self.host_header = f"{shown}:{self.port}"
 
     def _open(self) -> socket.socket:
         try:
@@ -115,9 +124,9 @@ class Connection:
             raise self.unreachable(exc) from None
         return sock
 
-    def unreachable(self, exc: BaseException) -> StorageFailure:
+    def unreachable(self, exc: BaseException) -> ServerUnreachable:
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        return StorageFailure(
+        return ServerUnreachable(
             f"server {self.target} is unreachable: {detail}",
             code=codes.SERVER_UNREACHABLE,
             server=self.target,
@@ -130,9 +139,13 @@ class Connection:
         body: bytes | None,
         headers: tuple[tuple[str, str], ...] = (),
         out: Out | None = None,
+        *,
+        endless: bool = False,
     ) -> Answer:
         """One request's answer. With `out`, an answer's body (exit 0 or 1: not an
         error's) goes there piece by piece as it comes, and the body returned is empty.
+        `endless`: an answer that goes on until the client leaves (`log --follow`),
+        whose pieces come only as records commit: once it has begun, no read timeout.
 
         A reused connection the server has closed meanwhile (idle keep-alive) fails
         before any answer byte: that request was never read, and is sent once more on
@@ -141,21 +154,65 @@ class Connection:
         head = self._head(method, path, body, headers)
         reused = self._socket is not None
         try:
-            return self._exchange(head, body, out)
+            return self._exchange(head, body, out, endless)
         except _ClosedBeforeAnswer as exc:
             self.close()
             if not reused:
                 raise self.unreachable(exc.cause) from None
         try:
-            return self._exchange(head, body, out)
+            return self._exchange(head, body, out, endless)
         except _ClosedBeforeAnswer as exc:
             self.close()
             raise self.unreachable(exc.cause) from None
 
+    def stream(self, path: str) -> tuple[int, int | None, Iterator[bytes]]:
+        """`GET path`'s status, exit code and body as an iterator of pieces as they
+        come, on a connection of its own (closed when the iterator is): an endless
+        answer (`log`'s follow) without a read timeout once it has begun."""
+        self.close()
+        sock = self._socket = self._open()
+        parsed = _Parsed()
+        parser = httptools.HttpResponseParser(parsed)
+        try:
+            sock.sendall(self._head("GET", path, None, ()))
+            while not parsed.headers_done:
+                data = sock.recv(65536)
+                if not data:
+                    raise ConnectionResetError("connection closed")
+                parser.feed_data(data)
+        except (OSError, httptools.HttpParserError) as exc:
+            self.close()
+            raise self.unreachable(exc) from None
+        follow(sock)
+
+        def pieces() -> Iterator[bytes]:
+            try:
+                while True:
+                    if parsed.chunks:
+                        yield b"".join(parsed.chunks)
+                        parsed.chunks.clear()
+                    if parsed.complete:
+                        return
+                    try:
+                        data = sock.recv(65536)
+                        if not data:
+                            return  # the server stopped: the stream ends
+                        parser.feed_data(data)
+                    except (OSError, httptools.HttpParserError) as exc:
+                        raise self.unreachable(exc) from None
+            finally:
+                self.close()
+
+        return parser.get_status_code(), parsed.exit_code, pieces()
+
     def _head(
         self, method: str, path: str, body: bytes | None, headers: tuple[tuple[str, str], ...]
     ) -> bytes:
-        lines = [f"{method} {path} HTTP/1.1", f"host: {self.host}", "accept: application/json"]
+        lines = [
+            f"{method} {path} HTTP/1.1",
+            f"host: {self.host_header}",
+            "accept: application/json",
+        ]
         if self._token:
             lines.append("authorization: Bearer " + self._token)
         if body is not None:
@@ -163,7 +220,9 @@ class Connection:
         lines += [f"{name}: {value}" for name, value in headers]
         return ("\r\n".join(lines) + "\r\n\r\n").encode()
 
-    def _exchange(self, head: bytes, body: bytes | None, out: Out | None) -> Answer:
+    def _exchange(
+        self, head: bytes, body: bytes | None, out: Out | None, endless: bool = False
+    ) -> Answer:
         if self._socket is None:
             self._socket = self._open()
         sock = self._socket
@@ -171,7 +230,7 @@ class Connection:
             sock.sendall(head + body if body else head)
         except OSError as exc:
             raise _ClosedBeforeAnswer(exc) from None
-        parsed = _Parsed()
+        parsed = _Parsed((lambda: follow(sock)) if endless else None)
         parser = httptools.HttpResponseParser(parsed)
         while not parsed.complete:
             try:
@@ -207,6 +266,13 @@ class Connection:
         if self._socket is not None:
             self._socket.close()
         self._socket = None
+
+
+def follow(sock: socket.socket) -> None:
+    """A stream's socket: no read timeout (a quiet journal sends nothing for hours),
+    TCP keep-alive instead, so a server that vanished is noticed all the same."""
+    sock.settimeout(None)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
 
 class _ClosedBeforeAnswer(Exception):

@@ -6,6 +6,7 @@ standard input, and observe's counts. Loads only the error types.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from typing import Any
 
@@ -44,11 +45,7 @@ def read_input(option: str, value: str | None) -> str | None:
     if value is None:
         return None
     try:
-        if value == "-":
-            text = sys.stdin.read(INPUT_CHARS_MAX + 1)
-        else:
-            with open(value, encoding="utf-8") as handle:
-                text = handle.read(INPUT_CHARS_MAX + 1)
+        text = sys.stdin.read(INPUT_CHARS_MAX + 1) if value == "-" else _read_file(option, value)
     except (OSError, UnicodeDecodeError) as exc:
         where = "standard input" if value == "-" else repr(value)
         detail = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -62,6 +59,33 @@ def read_input(option: str, value: str | None) -> str | None:
             option=option,
         )
     return text
+
+
+def _read_file(option: str, path: str) -> str:
+    """A `FILE` option's text, read as far as one past the limit. A FIFO is read only
+    if something writes it (a shell's `<(command)` does): one with no writer would
+    block for ever, so it is refused at once."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as handle:
+        start = b""
+        if stat.S_ISFIFO(os.fstat(fd).st_mode):
+            try:
+                start = os.read(fd, 65536)
+            except BlockingIOError:
+                pass  # a writer that has written nothing yet: wait for it
+            else:
+                if not start:
+                    raise InvalidInput(
+                        f"{option}: {path!r} is a FIFO that nothing writes; give a file, "
+                        "or - for standard input",
+                        code=_input_code(option),
+                        option=option,
+                    )
+        os.set_blocking(fd, True)
+        cap = 4 * INPUT_CHARS_MAX + 4  # UTF-8 takes at most 4 bytes a character
+        data = start + handle.read(cap - len(start))
+    # Cut at the cap, a character may be split: it is over the limit anyway.
+    return data.decode("utf-8", "ignore" if len(data) >= cap else "strict")
 
 
 def _input_code(option: str) -> str:

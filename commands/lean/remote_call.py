@@ -30,7 +30,14 @@ from quotaledger.journal.identifier import check_identifier
 from quotaledger.journal.lock_timeout import check_lock_timeout_s
 from quotaledger.journal.target import check_target
 from quotaledger.lean.command_line import Call, Unread, lock_timeout_s
-from quotaledger.render.outcome import ANSWERED, EXIT_ABORTED, EXIT_OK, error_body, error_of_body
+from quotaledger.render.outcome import (
+    ANSWERED,
+    EXIT_ABORTED,
+    EXIT_OK,
+    error_body,
+    error_line,
+    error_of_body,
+)
 
 
 def call(args: list[str], target: str) -> int | None:
@@ -109,7 +116,8 @@ def _answered(command: Call, target: str, request: dict[str, Any]) -> int:
         else:
             typed = {key: json.dumps(value, ensure_ascii=False) for key, value in request.items()}
             path = f"/v1/{command.name}{query_string(typed)}"
-            answer = connection.request("GET", path, None, headers, printed)
+            endless = command.name == "log" and bool(request.get("follow"))
+            answer = connection.request("GET", path, None, headers, printed, endless=endless)
     except KeyboardInterrupt:
         return _interrupted(command)
     finally:
@@ -147,5 +155,5 @@ def _print_error(error: dict[str, Any], exit_code: int, *, as_json: bool) -> int
         line = json.dumps(error_body(error), ensure_ascii=False, separators=(",", ":"))
         write_bytes(sys.stdout, (line + "\n").encode())
     else:
-        sys.stderr.write(f"quotaledger: error: {error.get('message', '')} [{error.get('code')}]\n")
+        sys.stderr.write(error_line(str(error.get("message", "")), error.get("code")))
     return exit_code

@@ -72,3 +72,10 @@ def error_of_body(status: int, exit_code: int | None, body: Any) -> tuple[dict[s
     if not isinstance(error, dict):
         error = {"code": codes.SERVER_PROTOCOL_ERROR, "message": f"HTTP {status}"}
     return error, exit_of_status(status) if exit_code is None else exit_code
+
+
+def error_line(message: str, code: object) -> str:
+    """The one line an error is on stderr (SPEC §8): a line break in the message (a
+    path the user gave may hold one) is shown escaped, never ends the line."""
+    shown = message.replace("\r", "\\r").replace("\n", "\\n")
+    return f"quotaledger: error: {shown} [{code}]\n"

@@ -15,7 +15,7 @@ from typing import Any, TextIO
 import msgspec
 
 from quotaledger.journal.errors import Error
-from quotaledger.render.outcome import EXIT_OK, EXIT_REFUSED, error_body, exit_code_of
+from quotaledger.render.outcome import EXIT_OK, EXIT_REFUSED, error_body, error_line, exit_code_of
 from quotaledger.usecases.decode import CLI, Answer
 
 
@@ -114,7 +114,7 @@ def emit_error(error: Error, *, as_json: bool) -> int:
         write_json(error_body(error.to_json(CLI)))
         sys.stdout.flush()
     else:
-        sys.stderr.write(f"quotaledger: error: {error.worded(CLI)} [{error.code}]\n")
+        sys.stderr.write(error_line(error.worded(CLI), error.code))
     return exit_code_of(error)
 
 

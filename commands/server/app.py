@@ -36,6 +36,7 @@ from quotaledger.render.output import json_line, output_code, printed_text
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Work, internal_error
+from quotaledger.server.followups import FollowUps
 from quotaledger.server.readers import Printed, Readers
 from quotaledger.server.telemetry import Telemetry
 from quotaledger.usecases.decode import Answer
@@ -51,6 +52,9 @@ JSON = b"application/json"
 RETRY_HELPS = frozenset({codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN, codes.STORAGE_FAILURE})
 """503s a retry can cure: the lock freed, or the server restarted (recovery on open)."""
 FOR_READERS = frozenset({"/readyz", "/metrics", "/report", "/openapi.json"})
+ROUTE_LABELS = frozenset(routes.SERVED_NAMES) | FOR_READERS | {"/healthz"}
+"""What `quotaledger_http_requests_total` may label a request with (SPEC §11): the
+served commands and paths; any other path the client made up counts as "other"."""
 
 
 class Tokens:
@@ -95,6 +99,8 @@ class Api:
         self._openapi = openapi
         self._openapi_body: bytes | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
+        self.follow_ups = FollowUps("", "")
+        """Set once the server knows its journal and address (`run`)."""
         self._handing: list[Work] = []
         """Requests for the committer taken in this turn of the event loop."""
 
@@ -131,7 +137,11 @@ class Api:
         cli: routes.CliCall | None,
     ) -> int:
         if path == "/healthz":
-            return await _send(send, 200, b'{"ok":true}\n', 0)
+            if method not in ("GET", "HEAD"):
+                raise routes.RouteError(
+                    405, f"{path} is called with GET, not {method}", code=codes.METHOD_NOT_ALLOWED
+                )
+            return await _send(send, 200, b'{"ok":true}\n', 0, head=method == "HEAD")
         access = self.tokens.access(scope["headers"])
         if access is None:
             raise routes.RouteError(
@@ -143,6 +153,8 @@ class Api:
                 raise routes.RouteError(
                     403, "the read-only token may not call a writer", code=codes.FORBIDDEN
                 )
+            if case.writes:
+                routes.refuse_query(case, scope["query_string"])
             body = await _body(scope, receive) if case.writes else b""
             if cli is not None:
                 request = routes.request_of_cli(case, body, scope["query_string"])
@@ -150,8 +162,14 @@ class Api:
                 request = routes.request_of_body(case, body)
             else:
                 request = routes.request_of_query(case, scope["query_string"])
-            return await self._use_case(send, receive, case, request, method, cli)
+            client = self._client_target(scope, cli)
+            return await self._use_case(send, receive, case, request, method, cli, client)
         return await self._plain(scope, send, path, method)
+
+    def _client_target(self, scope: Scope, cli: routes.CliCall | None) -> str:
+        """The journal as this request's client reaches it (`FollowUps`)."""
+        host = next((v for k, v in scope["headers"] if k == b"host"), None)
+        return self.follow_ups.client_target(host, cli.shown.journal_target if cli else None)
 
     async def _plain(self, scope: Scope, send: Send, path: str, method: str) -> int:
         """The routes outside /v1: readiness, the OpenAPI document, metrics, the report."""
@@ -173,6 +191,7 @@ class Api:
         if path == "/metrics":
             return await self._metrics(send)
         page = await self.readers.report(routes.report_request(scope["query_string"]))
+        page = self.follow_ups.rewrite(page, self._client_target(scope, None), "html")
         return await _send(send, 200, page, 0, b"text/html; charset=utf-8")
 
     async def _use_case(
@@ -183,6 +202,7 @@ class Api:
         request: Any,
         method: str,
         cli: routes.CliCall | None = None,
+        client: str = "",
     ) -> int:
         if case.name == "log":
             return await self._log(send, receive, request, cli)
@@ -193,8 +213,11 @@ class Api:
         if isinstance(outcome, Error):
             return await _error(send, outcome, method, cli)
         if cli is not None:
-            return await _printed(send, case, request, outcome, cli)
-        return await _answer(send, outcome, method)
+            return await _printed(send, case, request, outcome, cli, self._rewrite(client))
+        return await _answer(send, outcome, method, self._rewrite(client))
+
+    def _rewrite(self, client: str) -> Callable[[bytes, str], bytes]:
+        return lambda body, kind: self.follow_ups.rewrite(body, client, kind)
 
     async def _commit(self, case: UseCase, request: Any) -> Any:
         """The request's outcome once the committer has served it (and it is durable).
@@ -319,14 +342,22 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-async def _answer(send: Send, answer: Answer, method: str) -> int:
+Rewrite = Callable[[bytes, str], bytes]
+"""An answer's bytes with its follow-up commands naming the client's journal."""
+
+
+def _unchanged(body: bytes, kind: str) -> bytes:
+    return body
+
+
+async def _answer(send: Send, answer: Answer, method: str, rewrite: Rewrite = _unchanged) -> int:
     exit_code = exit_code_of(answer)
     extra: list[tuple[bytes, bytes]] = []
     if exit_code == 1:
         retry_after_s = _retry_after_s(answer)
         if retry_after_s is not None:
             extra.append((b"retry-after", str(retry_after_s).encode()))
-    body = msgspec.json.encode(answer) + b"\n"
+    body = rewrite(msgspec.json.encode(answer) + b"\n", "json")
     return await _send(send, 200, body, exit_code, JSON, extra, head=method == "HEAD")
 
 
@@ -343,12 +374,18 @@ def _retry_after_s(answer: Answer) -> int | None:
 
 
 async def _printed(
-    send: Send, case: UseCase, request: Any, answer: Answer, cli: routes.CliCall
+    send: Send,
+    case: UseCase,
+    request: Any,
+    answer: Answer,
+    cli: routes.CliCall,
+    rewrite: Rewrite = _unchanged,
 ) -> int:
     """A CLI client's answer: what the local command prints, with its exit code."""
     output = output_of(case.name, request, answer, cli.shown)
     exit_code = output_code(output)
     body = json_line(output.data) if cli.as_json else printed_text(output).encode()
+    body = rewrite(body, "json" if cli.as_json else "text")
     content_type = JSON if cli.as_json else b"text/plain; charset=utf-8"
     return await _send(send, status_of_exit(exit_code), body, exit_code, content_type)
 

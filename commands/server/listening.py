@@ -27,15 +27,30 @@ def _nothing() -> None:
     return None
 
 
+UNIX_SOCKET_MODE = 0o600
+"""A Unix socket's mode: its owner alone connects (a token is then not needed)."""
+
+
 class Server(uvicorn.Server):
     """uvicorn's server; SIGTERM and SIGINT are this process's (`stop_on_signals`), so
     a stop is exit 0 with no traceback and no re-raised signal. `on_shutdown` runs
     first when it shuts down, whatever stops it: what never ends by itself (a log
     follower's stream) ends there, instead of being cancelled after the drain time."""
 
-    def __init__(self, config: uvicorn.Config, on_shutdown: Callable[[], None] = _nothing) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_shutdown: Callable[[], None] = _nothing,
+        on_ready: Callable[[], None] = _nothing,
+    ) -> None:
         super().__init__(config)
         self.on_shutdown = on_shutdown
+        self.on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # accepting on every socket
+            self.on_ready()
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.on_shutdown()
@@ -82,6 +97,10 @@ def bind(host: str, port: int, unix_path: str | None = None) -> socket.socket:
                 os.unlink(unix_path)  # a stale socket a killed server left behind
             sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             sock.bind(unix_path)
+            # Whatever the umask: only the server's user (and root) may connect, as
+            # only they may write its journal. Set before listen(), so no connection
+            # is accepted while the socket is still open to others.
+            os.chmod(unix_path, UNIX_SOCKET_MODE)
         else:
             family = socket.AF_INET6 if ":" in host else socket.AF_INET
             # IPPROTO_TCP, not 0: asyncio sets TCP_NODELAY only on connections accepted

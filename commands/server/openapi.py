@@ -11,6 +11,7 @@ import msgspec
 
 from quotaledger import __version__
 from quotaledger.server.routes import ReportPageRequest
+from quotaledger.usecases.decode import HTTP_KEY_OF_FIELD
 from quotaledger.usecases.registry import SERVED
 
 REF = "#/components/schemas/{name}"
@@ -39,6 +40,18 @@ ERROR_STATUSES = {
 }
 
 
+def _http_keys(schema: dict[str, Any]) -> None:
+    properties = schema.get("properties", {})
+    for field, key in HTTP_KEY_OF_FIELD.items():
+        if field in properties:
+            schema["properties"] = {
+                (key if name == field else name): value for name, value in properties.items()
+            }
+            properties = schema["properties"]
+            if field in schema.get("required", ()):
+                schema["required"] = [key if n == field else n for n in schema["required"]]
+
+
 def document() -> dict[str, Any]:
     cases = list(SERVED.values())
     types: list[Any] = [ErrorAnswer, ReportPageRequest]
@@ -46,6 +59,8 @@ def document() -> dict[str, Any]:
         types += [case.request_type(), *_members(case.answer_type())]
     types += [t for t in dict.fromkeys(_EXTRA) if t not in types]
     refs, components = msgspec.json.schema_components(types, ref_template=REF)
+    for case in cases:  # a body or query key as HTTP names it (`class`, not `class_`)
+        _http_keys(components[case.request_type().__name__])
     schema_of: dict[Any, dict[str, Any]] = dict(zip(types, refs, strict=True))
     for case in cases:
         answer_type = case.answer_type()

@@ -2,6 +2,10 @@
 with the limits SPEC §11 sets, which it does not set itself:
 
 - a request head (its line and headers together) over 16 KiB: 431, connection closed;
+- a request the parser refuses (a malformed line, method or header, a bad or
+  duplicated Content-Length, a TLS hello on a plain port): the JSON error
+  `invalid_request` (400, exit code 2), connection closed, as every HTTP-level refusal
+  answers (uvicorn's own is a text/plain 400 without an exit code);
 - a connection that has not completed its request within 60 s of its first byte (or
   of connecting): closed, without disturbing any other (slowloris);
 
@@ -28,6 +32,11 @@ from quotaledger.projections.limits import byte_size
 _HEAD_TOO_LARGE = (
     b'{"ok":false,"error":{"code":"head_too_large","message":'
     + f'"the request line and headers are over {byte_size(HEAD_BYTES_MAX)}"}}}}\n'.encode()
+)
+_NOT_HTTP = (
+    b'{"ok":false,"error":{"code":"invalid_request","message":'
+    b'"the request is not HTTP/1.1 (a malformed request line, method or header, or a bad '
+    b'Content-Length)"}}\n'
 )
 
 
@@ -74,7 +83,7 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         if not self._refused:  # else the parser stopped on our own 431
-            super().send_400_response(msg)
+            self._refuse(b"400 Bad Request", _NOT_HTTP)
 
     def on_message_begin(self) -> None:
         self._in_head, self._head_bytes, self._raw_head_bytes = True, 0, 0
@@ -121,14 +130,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.close()
 
     def _refuse_head(self) -> None:
+        self._refuse(b"431 Request Header Fields Too Large", _HEAD_TOO_LARGE)
+
+    def _refuse(self, status: bytes, body: bytes) -> None:
+        """Answer an HTTP-level refusal (exit code 2) and close: the parser cannot go on."""
         self._refused = True
         self._disarm()
         self.transport.write(
-            b"HTTP/1.1 431 Request Header Fields Too Large\r\n"
+            b"HTTP/1.1 " + status + b"\r\n"
             b"content-type: application/json\r\n"
             b"quotaledger-exit-code: 2\r\n"
             b"connection: close\r\n"
-            b"content-length: " + str(len(_HEAD_TOO_LARGE)).encode() + b"\r\n\r\n" + _HEAD_TOO_LARGE
+            b"content-length: " + str(len(body)).encode() + b"\r\n\r\n" + body
         )
         self.transport.close()
 

@@ -19,11 +19,21 @@ from quotaledger.client import http
 from quotaledger.journal import codes
 from quotaledger.journal.errors import Error, InvalidInput
 from quotaledger.render.output import TEXT_OPTIONS, Shown
-from quotaledger.usecases.decode import API, CLI, Names, Request, decode, decode_json
+from quotaledger.usecases.decode import (
+    CLI,
+    HTTP,
+    Names,
+    Request,
+    decode,
+    decode_json,
+    fields_of_http,
+)
 from quotaledger.usecases.fields import Identifier, Time
 from quotaledger.usecases.operator import range_us
 from quotaledger.usecases.registry import SERVED, UseCase
 
+SERVED_NAMES = frozenset(SERVED)
+"""The commands served under /v1/."""
 SERVED_METRICS = SERVED["metrics"]
 """`GET /metrics` is the `metrics` reader of every goal, as Prometheus text."""
 
@@ -40,7 +50,7 @@ class ReportPageRequest(Request):
 
 
 def report_request(query: bytes) -> ReportPageRequest:
-    return decode(ReportPageRequest, query_values(ReportPageRequest, query), API, strict=False)
+    return decode(ReportPageRequest, query_values(ReportPageRequest, query), HTTP, strict=False)
 
 
 CLI_HEADER = http.CLI_HEADER.encode()
@@ -68,8 +78,9 @@ def cli_call(headers: list[tuple[bytes, bytes]]) -> CliCall | None:
 
 
 def names_of(cli: CliCall | None) -> Names:
-    """A caller's words for fields: the CLI's flags for its client, else the API's."""
-    return API if cli is None else CLI
+    """A caller's words for fields: the CLI's flags for its client, else HTTP's keys
+    (the API's keywords, `class` for `class_`)."""
+    return HTTP if cli is None else CLI
 
 
 def error_json(error: Error, cli: CliCall | None) -> dict[str, Any]:
@@ -106,14 +117,29 @@ def use_case_of(path: str, method: str) -> UseCase:
     return case
 
 
+def refuse_query(case: UseCase, query: bytes) -> None:
+    """A writer's parameters are its body's: a query key beside it would be ignored,
+    silently (a reader refuses an unknown key too)."""
+    if not query:
+        return
+    pairs = parse_qsl(query.decode(errors="replace"), keep_blank_values=True)
+    key = pairs[0][0] if pairs else query.decode(errors="replace")[:60]
+    raise InvalidInput(
+        f"unknown parameter {key!r}: {case.name}'s parameters go in its JSON body",
+        code=codes.INVALID_ARGUMENT,
+        parameter=key,
+    )
+
+
 def request_of_body(case: UseCase, body: bytes) -> Request:
-    decoded: Request = decode_json(case.request_type(), body or b"{}", API)
+    decoded: Request = decode_json(case.request_type(), body or b"{}", HTTP)
     return _served(case, decoded)
 
 
 def request_of_query(case: UseCase, query: bytes) -> Request:
     request_type: type[Request] = case.request_type()
-    return _served(case, decode(request_type, query_values(request_type, query), API, strict=False))
+    values = fields_of_http(query_values(request_type, query))
+    return _served(case, decode(request_type, values, HTTP, strict=False))
 
 
 def request_of_cli(case: UseCase, body: bytes, query: bytes) -> Request:

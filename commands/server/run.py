@@ -18,9 +18,12 @@ from quotaledger.api import Ledger
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.limits import DRAIN_S, KEEP_ALIVE_S, MAX_BATCH_DEFAULT, MAX_BATCH_MAX
-from quotaledger.server import LISTEN_DEFAULT, listening, openapi
-from quotaledger.server.app import Api, Tokens
+from quotaledger.journal.target import follow_up_journal
+from quotaledger.render.outcome import error_line
+from quotaledger.server import LISTEN_DEFAULT, listening, openapi, tokenfile
+from quotaledger.server.app import ROUTE_LABELS, Api, Tokens
 from quotaledger.server.committer import Committer
+from quotaledger.server.followups import FollowUps
 from quotaledger.server.readers import Commits, Readers
 from quotaledger.server.telemetry import Telemetry
 
@@ -60,23 +63,25 @@ class Listen:
             return False
 
 
-def read_token(path: str | None, option: str) -> str | None:
-    """A token file's content, a trailing newline ignored; never echoed in errors."""
-    if path is None:
-        return None
+def target_shown(target: str) -> str:
+    """The journal as the ready line names it: a PostgreSQL URL without its password."""
+    shown, _ = follow_up_journal(target)
+    return shown[-1] if shown else target
+
+
+def check_tls(cert: str, key: str) -> None:
+    """Refuse (exit 2, before anything is bound) a certificate and key the TLS library
+    cannot load: a file that is not PEM, a key that is not the certificate's."""
+    import ssl
+
     try:
-        with open(path, encoding="utf-8") as file:
-            token = file.read().rstrip("\r\n")
-    except (OSError, UnicodeDecodeError) as exc:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        reason = getattr(exc, "strerror", None) or getattr(exc, "reason", None) or exc
         raise InvalidInput(
-            f"{option} {path!r} cannot be read: {getattr(exc, 'strerror', None) or exc}",
+            f"--tls-cert {cert!r} and --tls-key {key!r} cannot be loaded: {reason}",
             code=codes.INVALID_OPTION,
         ) from None
-    if not token or any(c.isspace() for c in token):
-        raise InvalidInput(
-            f"{option} {path!r} must hold one token (no spaces)", code=codes.INVALID_OPTION
-        )
-    return token
 
 
 def serve(
@@ -107,16 +112,20 @@ def serve(
         raise InvalidInput("--read-token-file needs --token-file", code=codes.INVALID_OPTION)
     if (tls_cert is None) != (tls_key is None):
         raise InvalidInput("--tls-cert and --tls-key go together", code=codes.INVALID_OPTION)
+    if tls_cert is not None and tls_key is not None:
+        check_tls(tls_cert, tls_key)
     if not 1 <= max_batch <= MAX_BATCH_MAX:
         raise InvalidInput(
             f"--max-batch must be from 1 to {MAX_BATCH_MAX}, got {max_batch}",
             code=codes.INVALID_OPTION,
         )
     tokens = Tokens(
-        read_token(token_file, "--token-file"), read_token(read_token_file, "--read-token-file")
+        tokenfile.read_token_file(token_file, "--token-file"),
+        tokenfile.read_token_file(read_token_file, "--read-token-file"),
     )
     ledger = open_ledger(target, write=True, lock_timeout_s=lock_timeout_s)
     try:
+        ledger.journal.create()  # SPEC §11: created at start, before it is ready
         return listening.run(_serve(ledger, target, where, tokens, max_batch, tls_cert, tls_key))
     finally:
         ledger.close()
@@ -134,14 +143,26 @@ async def _serve(
     loop = asyncio.get_running_loop()
     commits = Commits()
     committer: Committer
-    telemetry = Telemetry(lambda: committer.waiting)
+    telemetry = Telemetry(lambda: committer.waiting, ROUTE_LABELS)
     readers = Readers(target, commits, ledger.journal.lock_timeout_s)
     api = Api(readers, telemetry, tokens, openapi.encoded)
     sock = listening.bind(where.host, where.port, where.unix_path)
     tls = {"ssl_certfile": tls_cert, "ssl_keyfile": tls_key} if tls_cert else {}
+    address = listening.url_of(sock)
+    if tls and address.startswith("http://"):
+        address = "https://" + address[len("http://") :]
+    api.follow_ups = FollowUps(target, address)
+
+    def ready() -> None:
+        # One line, once it accepts: a supervisor or a script waits for it (and a
+        # port 0 is known by it).
+        sys.stderr.write(f"quotaledger: serving {target_shown(target)} on {address}\n")
+        sys.stderr.flush()
+
     server = listening.Server(
         listening.config(api, keep_alive_s=KEEP_ALIVE_S, drain_s=DRAIN_S, **tls),
         on_shutdown=readers.stop_following,
+        on_ready=ready,
     )
 
     def on_commit(size: int, seconds: float) -> None:
@@ -163,9 +184,7 @@ async def _serve(
     finally:
         await asyncio.to_thread(committer.stop, DRAIN_S)
     if committer.failure is not None:
-        sys.stderr.write(
-            f"quotaledger: error: {committer.failure.message} [{committer.failure.code}]\n"
-        )
+        sys.stderr.write(error_line(committer.failure.message, committer.failure.code))
         return 4
     return 0
 

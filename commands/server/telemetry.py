@@ -15,10 +15,12 @@ from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_late
 from prometheus_client.core import CounterMetricFamily
 from prometheus_client.registry import Collector
 
-from quotaledger.journal.limits import COMMAND_SERIES_MAX
-
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 COMMIT_SECONDS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+OTHER = "other"
+"""The label of every path the server does not serve: a URL is the client's text, so
+it never becomes a label (a read-only token holder would read it; a scanner would
+grow a series per made-up path)."""
 
 
 class RequestCounts(Collector):
@@ -40,7 +42,9 @@ class RequestCounts(Collector):
 
 
 class Telemetry:
-    def __init__(self, waiting: Callable[[], int]) -> None:
+    def __init__(self, waiting: Callable[[], int], routes: frozenset[str]) -> None:
+        self.routes = routes
+        """The labels a request may be counted under: the served routes' names."""
         self.registry = registry = CollectorRegistry(auto_describe=True)
         self._requests = RequestCounts()
         registry.register(self._requests)
@@ -64,9 +68,9 @@ class Telemetry:
         gauge.set_function(lambda: float(waiting()))
 
     def request(self, command: str, status: int) -> None:
-        counts, key = self._requests.counts, (command, status)
-        if key not in counts and len(counts) >= COMMAND_SERIES_MAX:
-            key = ("other", status)
+        """Count an answer; `command` a known route's label (`ROUTES`) or any text."""
+        counts = self._requests.counts
+        key = (command if command in self.routes else OTHER, status)
         counts[key] = counts.get(key, 0) + 1
 
     def commit(self, size: int, seconds: float) -> None:

@@ -64,6 +64,10 @@ class JournalService(ServiceBase):
 
         head = self.journal.verify(progress=progress, visit=remember if anchor else None)
         torn = self.journal.torn_tail
+        if head.next_seq == 0 and torn is None:
+            # Nothing to vouch for: "OK" would read as a journal verified (`digest`
+            # says the same of it).
+            raise InvalidInput("the journal is empty: nothing to verify", code=codes.EMPTY_JOURNAL)
         torn_tail = None if torn is None else TornTail(torn.seq, torn.offset, torn.reason)
         contained: DigestContained | msgspec.UnsetType = msgspec.UNSET
         if anchor is not None:

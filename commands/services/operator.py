@@ -173,6 +173,8 @@ class OperatorService(ServiceBase):
             if record.kind in cap.DECISION_KINDS and payload.request.run == run:
                 found = (record, payload)
             run_seen = run_seen or names_run(payload, run)
+        if seq is not None:  # no record at seq: past the head (SPEC §8: one code)
+            raise seq_out_of_range(seq, self.journal.head.seq)
         if found is None and hash is None and not run_seen:
             raise unknown_run(run, goal)
         if found is None:
@@ -193,6 +195,8 @@ class OperatorService(ServiceBase):
 
         journal.replay(visit, use_checkpoint=False)
         _check_selector(request)
+        if not found and request.seq is not None:
+            raise seq_out_of_range(request.seq, self.journal.head.seq)
         if not found:
             raise _no_decision(request, self.journal.head.seq)
         record, payload, before = found[0]

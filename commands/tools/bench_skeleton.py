@@ -47,6 +47,9 @@ class BareJournal:
         self.store = BareStore()
         self.pending: list[bytes] = []
 
+    def create(self) -> None:
+        """The file is there once open: bare lines have no genesis record."""
+
     @contextmanager
     def group(self) -> Iterator[BareGroup]:
         self.pending = []

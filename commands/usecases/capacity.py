@@ -44,6 +44,18 @@ else:
     RunClass = choice(cap.RUN_CLASSES, "The run's class.")
 
 
+def _read_by_its_service(name: str, value: Any) -> object:
+    return value  # the usage mapping or the header reader checks the document
+
+
+UsageDocument = Annotated[Any, Rule(_read_by_its_service, code=codes.INVALID_USAGE)]
+"""`usage`: read by the usage mapping; its one code is `invalid_usage` (a value JSON
+cannot carry is refused with it where the request is decoded)."""
+HeaderDocument = Annotated[Any, Rule(_read_by_its_service, code=codes.INVALID_PROVIDER_HEADERS)]
+"""`provider_headers`: read by `adapters.headers`; its one code is
+`invalid_provider_headers`."""
+
+
 def seconds_rule(low: int, high: int, wording: str, *, whole: bool) -> Rule:
     """A number of seconds from `low` to `high`, worded by `wording` with `{name}`,
     `{low}`, `{high}` and `{value}`; `whole`: integers only. `invalid_duration`, the
@@ -180,7 +192,7 @@ class ObserveRequest(Request):
         TokenCount | None, Meta(description="Provider requests these tokens came from.")
     ] = None
     usage: Annotated[
-        Any,
+        UsageDocument,
         Meta(
             description="The provider's usage object or whole response body (JSON) instead of "
             "the counts. One request."

@@ -8,10 +8,46 @@ plain numbers here: their ranges and relations are the config rule's
 (`invalid_config`).
 """
 
-from typing import Any
+import math
+from typing import Annotated, Any
 
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections.capacity import FIELDS
 from quotaledger.usecases.decode import Request
+from quotaledger.usecases.fields import Rule
+
+
+def check_finite(name: str, value: Any) -> object:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInput(
+            f"{name} must be a finite number, not {value!r}", code=codes.INVALID_CONFIG
+        )
+    return value
+
+
+ConfigNumber = Annotated[float, Rule(check_finite, code=codes.INVALID_CONFIG)]
+"""A fractional config field: its range is the config rule's (`invalid_config`), as
+is a NaN's or an infinity's, which decoding refuses before any rule can."""
+
+
+def check_observation_age(name: str, value: Any) -> object:
+    check_finite(name, value)
+    if isinstance(value, int | float) and value == 0:
+        # In the journal's range (a recorded 0 still reads), but never what a user
+        # means: no observation would ever be fresh after its own instant, so every
+        # later admit would be refused `usage_observation_stale`.
+        raise InvalidInput(
+            f"{name} must be more than 0: at 0 no observation is ever fresh, and every "
+            "admit would be refused usage_observation_stale",
+            code=codes.INVALID_CONFIG,
+        )
+    return value
+
+
+ConfigSeconds = Annotated[
+    int | float, Rule(check_observation_age, always=True, code=codes.INVALID_CONFIG)
+]
 
 
 class ConfigFieldsRequest(Request):
@@ -26,8 +62,8 @@ class ConfigFieldsRequest(Request):
     target_tpm: int | None = None
     evaluator_reserve_tpm: int | None = None
     cold_start_reserve_tpm: int | None = None
-    cached_input_weight: float | None = None
-    max_observation_age_s: int | float | None = None  # a fraction of a second too
+    cached_input_weight: ConfigNumber | None = None
+    max_observation_age_s: ConfigSeconds | None = None  # a fraction of a second too
     cooldown_base_s: int | None = None
     cooldown_max_s: int | None = None
     quota_itpm: int | None = None

@@ -11,6 +11,7 @@ with the caller's name for the field (`CLI`: its flag, `API`: its keyword).
 
 import datetime as dt
 import inspect
+import math
 import re
 import typing
 from collections.abc import Callable, Container, Mapping
@@ -21,6 +22,7 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.clock import format_us
 from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import INTEGER_DIGITS_MAX
 from quotaledger.journal.store import PendingRecord
 from quotaledger.usecases.fields import Rule
 
@@ -85,6 +87,31 @@ def API(field: str) -> str:
     return field
 
 
+HTTP_KEY_OF_FIELD = {"class_": "class"}
+"""Fields whose HTTP body or query key is not the Python keyword: named over HTTP as
+the answers and the journal name them (SPEC §11), where Python cannot (a keyword)."""
+FIELD_OF_HTTP_KEY = {key: field for field, key in HTTP_KEY_OF_FIELD.items()}
+
+
+def HTTP(field: str) -> str:
+    return HTTP_KEY_OF_FIELD.get(field, field)
+
+
+def fields_of_http(values: Mapping[str, Any]) -> dict[str, Any]:
+    """An HTTP body's or query's keys as the request's fields (`class` as `class_`);
+    the Python spelling is not a key over HTTP (refused as any unknown one)."""
+    found: dict[str, Any] = {}
+    for key, value in values.items():
+        if key in HTTP_KEY_OF_FIELD:
+            raise InvalidInput(
+                f"unknown parameter {key!r} (over HTTP it is {HTTP(key)!r})",
+                code=codes.INVALID_ARGUMENT,
+                parameter=key,
+            )
+        found[FIELD_OF_HTTP_KEY.get(key, key)] = value
+    return found
+
+
 TIME_FIELDS = frozenset({"at", "since", "until", "deadline"})
 """Fields that name a moment: the API also takes an aware datetime for them."""
 
@@ -96,7 +123,13 @@ def decode(
 
     Not `strict`: the values are text to be read as their fields' types (a URL's
     query: `"12"` an integer, `"true"` a boolean)."""
+    return _decode(request_type, values, names, strict)
+
+
+def _decode(request_type: type[R], values: Mapping[str, Any], names: Names, strict: bool) -> R:
     plan = _plan(request_type)
+    _refuse_huge_integers(request_type, values, names, strict)
+    _refuse_non_finite(plan, values, names)
     if plan.times:
         values = {
             key: (_moment(names(key), value) if key in plan.times else value)
@@ -108,31 +141,177 @@ def decode(
         raise _worded(request_type, plan, values, str(error), names) from None
     except UnicodeEncodeError:  # a lone surrogate (undecodable argv bytes) in a string
         raise _not_text(plan, values, names) from None
+    _refuse_non_json(request, plan, names)
     return _checked(request, plan, names)
 
 
+_HUGE: int = 10**INTEGER_DIGITS_MAX
+_HUGE_BITS = _HUGE.bit_length()
+_STAND_IN = _HUGE - 1
+"""The largest integer an input may carry: beyond every bound, yet printable."""
+
+
+def _is_huge(value: Any) -> bool:
+    return type(value) is int and abs(value).bit_length() >= _HUGE_BITS and abs(value) >= _HUGE
+
+
+def _refuse_huge_integers(
+    request_type: type[R], values: Mapping[str, Any], names: Names, strict: bool
+) -> None:
+    """Refuse an integer of more than `INTEGER_DIGITS_MAX` digits with the code its
+    field gives any out-of-range integer (found by decoding a printable stand-in that
+    is beyond every bound), before anything tries to print it."""
+    for field, value in values.items():
+        items = value if isinstance(value, list | tuple) else [value]
+        if not any(_is_huge(item) for item in items):
+            continue
+        stand_in = [
+            (_STAND_IN if item > 0 else -_STAND_IN) if _is_huge(item) else item for item in items
+        ]
+        try:
+            decode(
+                request_type,
+                {**values, field: stand_in if isinstance(value, list | tuple) else stand_in[0]},
+                names,
+                strict=strict,
+            )
+        except InvalidInput as error:
+            code = error.code
+        else:
+            code = codes.INVALID_ARGUMENT
+        raise InvalidInput(
+            f"{names(field)} is out of range: an integer of more than {INTEGER_DIGITS_MAX} digits",
+            code=code,
+            parameter=names(field),
+        )
+
+
+def _refuse_non_finite(plan: "_Plan", values: Mapping[str, Any], names: Names) -> None:
+    """Refuse NaN or an infinity anywhere in a value, with its field's one code: no
+    bound holds it, and JSON cannot carry it (encoded, it would become null)."""
+    for field, value in values.items():
+        if _non_finite_in(value, 0):
+            rule = plan.rules.get(field)
+            raise InvalidInput(
+                f"{names(field)} must be a finite number, not {value!r}"
+                if isinstance(value, float)
+                else f"{names(field)} holds a number that is not finite (NaN or infinity)",
+                code=codes.INVALID_ARGUMENT if rule is None else rule.code,
+                parameter=names(field),
+            )
+
+
+def _non_finite_in(value: Any, depth: int) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if depth > _SCREEN_DEPTH_MAX:
+        return False  # too deep to be a request: its own rule refuses it
+    if isinstance(value, dict):
+        return any(_non_finite_in(item, depth + 1) for item in value.values())
+    if isinstance(value, list | tuple):
+        return any(_non_finite_in(item, depth + 1) for item in value)
+    return False
+
+
+_SCREEN_DEPTH_MAX = 64
+_NOT_JSON = (bytes, bytearray, memoryview, dt.date, dt.time, dt.timedelta, set, frozenset, complex)
+"""Values JSON has no form for, that an encoder would turn into something else
+(bytes into base64 text, a timedelta into ISO 8601 text). An SDK's object or a
+mapping of headers is left to the field's own reader."""
+
+
+def _refuse_non_json(request: Request, plan: "_Plan", names: Names) -> None:
+    """Refuse a value JSON cannot carry (bytes, a timedelta, a set) in a field that
+    takes any JSON (a usage report, provider headers), with the field's one code: the
+    Python API and a client of a server then answer it alike, and a client never
+    sends it as something else."""
+    for field in plan.open_fields:
+        foreign = _first_foreign(getattr(request, field), 0)
+        if foreign is not None:
+            rule = plan.rules.get(field)
+            raise InvalidInput(
+                f"{names(field)} holds a {type(foreign).__name__}, which is not JSON",
+                code=codes.INVALID_ARGUMENT if rule is None else rule.code,
+                parameter=names(field),
+            )
+
+
+def _first_foreign(value: Any, depth: int) -> Any:
+    if isinstance(value, _NOT_JSON):
+        return value
+    if depth > _SCREEN_DEPTH_MAX:
+        return None
+    if isinstance(value, dict):
+        for item in value.values():
+            found = _first_foreign(item, depth + 1)
+            if found is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for item in value:
+            found = _first_foreign(item, depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _json_integer(text: str) -> int:
+    """An integer of a JSON body; one too long to convert stands in as a huge one
+    (refused by `_refuse_huge_integers`, never printed)."""
+    if len(text) > INTEGER_DIGITS_MAX + 1:
+        return -(_HUGE * 10) if text.startswith("-") else _HUGE * 10
+    return int(text)
+
+
+def _no_constant(text: str) -> Any:
+    raise ValueError(f"{text} is not JSON")
+
+
 def decode_json(request_type: type[R], body: bytes, names: Names) -> R:
-    """A JSON object (an HTTP request's body) as a `request_type`: decoded straight
-    into the type, and through `decode` (for its wording) only when that fails."""
+    """A JSON object (an HTTP request's body, its keys HTTP's: `fields_of_http`) as a
+    `request_type`: decoded straight into the type (or, where a key is not its field's
+    name, into a dict first), and through the standard library's parser (for its
+    wording) only when that fails."""
     plan = _plan(request_type)
+    found = _decode_fast(request_type, plan, body, names)
+    if found is not None:
+        return found
     try:
-        return _checked(msgspec.json.decode(body, type=request_type), plan, names)
-    except msgspec.ValidationError:
-        pass
-    except msgspec.DecodeError:
+        # The standard library's parser, on this path only: msgspec refuses a number
+        # out of its range (1e400, 5,000 digits) as if the body were not JSON, where
+        # it is JSON with a value out of its field's range.
+        import json  # this path only: a writer's every valid body never loads it
+
+        values = json.loads(body, parse_int=_json_integer, parse_constant=_no_constant)
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError:  # malformed after all (msgspec's fast path let it through)
         raise InvalidInput("the body is not JSON", code=codes.INVALID_BODY) from None
-    except RecursionError:
-        raise _too_deep() from None
-    try:
-        values = msgspec.json.decode(body)
-    except RecursionError:
-        raise _too_deep() from None
     if not isinstance(values, dict):
         raise InvalidInput(
             f"the body must be a JSON object of parameters, not {type(values).__name__}",
             code=codes.INVALID_BODY,
         )
-    return decode(request_type, values, names)
+    return _decode(request_type, fields_of_http(values), names, True)
+
+
+def _decode_fast(request_type: type[R], plan: "_Plan", body: bytes, names: Names) -> R | None:
+    """The request msgspec decodes from `body` at once, or None to say why slowly."""
+    if plan.renamed:  # keys to rename first: a dict (msgspec's, fast), then the type
+        try:
+            given = msgspec.json.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            return None
+        if isinstance(given, dict):
+            return _decode(request_type, fields_of_http(given), names, True)
+        return None
+    try:
+        return _checked(msgspec.json.decode(body, type=request_type), plan, names)
+    except msgspec.ValidationError:
+        return None
+    except msgspec.DecodeError:
+        raise InvalidInput("the body is not JSON", code=codes.INVALID_BODY) from None
+    except RecursionError:
+        raise _too_deep() from None
 
 
 def _too_deep() -> InvalidInput:
@@ -151,7 +330,7 @@ def _checked(request: R, plan: "_Plan", names: Names) -> R:
 class _Plan:
     """What `decode` needs to know of a request type, found once per type."""
 
-    __slots__ = ("always", "rules", "times")
+    __slots__ = ("always", "open_fields", "renamed", "rules", "times")
 
     def __init__(self, request_type: type[Request]) -> None:
         hints = typing.get_type_hints(request_type, include_extras=True)
@@ -164,6 +343,17 @@ class _Plan:
                 if rule.always:
                     self.always.append((field, rule.check, rule.known))
         self.times = frozenset(TIME_FIELDS & set(request_type.__struct_fields__))
+        self.renamed = bool(HTTP_KEY_OF_FIELD.keys() & set(request_type.__struct_fields__))
+        self.open_fields = tuple(
+            field for field in request_type.__struct_fields__ if _takes_any(hints[field])
+        )
+        """Fields whose type takes any value (a JSON document): checked for JSON."""
+
+
+def _takes_any(hint: Any) -> bool:
+    if hint is Any:
+        return True
+    return any(_takes_any(arg) for arg in typing.get_args(hint))
 
 
 _PLANS: dict[type[Request], _Plan] = {}

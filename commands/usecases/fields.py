@@ -80,6 +80,13 @@ def check_text(name: str, value: str, *, not_utf8: str = "is not valid UTF-8 tex
         encoded = value.encode()
     except UnicodeEncodeError:  # undecodable bytes from argv arrive as lone surrogates
         raise InvalidInput(f"{name} {not_utf8}", code=codes.INVALID_TEXT, option=name) from None
+    if b"\0" in encoded:
+        # A NUL is text to no reader (a C string ends there) and no PostgreSQL text
+        # column stores it: refused here, on every store, not left to PostgreSQL (whose
+        # exit 4 invites a retry forever) or to an import that then fails.
+        raise InvalidInput(
+            f"{name} holds a NUL character, which no text may", code=codes.INVALID_TEXT, option=name
+        )
     if len(encoded) > FREE_TEXT_BYTES_MAX:
         # One code per condition (SPEC §8): a text too long is a bad text; the message
         # says which limit it broke.

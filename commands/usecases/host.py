@@ -16,6 +16,7 @@ from msgspec import UNSET, UnsetType
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import hosts
+from quotaledger.projections.limits import ATTEMPTS_MAX
 from quotaledger.usecases.decode import Answer, Event, Names, Request
 from quotaledger.usecases.fields import (
     Deadline,
@@ -51,10 +52,12 @@ Signal = Annotated[
     hosts.SignalNumber,
     range_rule(hosts.SignalNumber, "{name} must be {low}..{high}", codes.INVALID_OPTION),
 ]
-_AttemptsAllowed = Annotated[int, msgspec.Meta(ge=1, description="Attempts a phase may hold")]
+_AttemptsAllowed = Annotated[
+    int, msgspec.Meta(ge=1, le=ATTEMPTS_MAX, description="Attempts a phase may hold")
+]
 MaxAttempts = Annotated[
     _AttemptsAllowed,
-    range_rule(_AttemptsAllowed, "{name} must be >= {low}", codes.INVALID_OPTION),
+    range_rule(_AttemptsAllowed, "{name} must be {low}..{high}", codes.INVALID_OPTION),
 ]
 MaxPhase = Annotated[str, msgspec.Meta(description="Longest phase allowed: a duration (7d)")]
 HandoffPath = Annotated[str, msgspec.Meta(description="Handoff file: regular, UTF-8, <= 256 KiB")]

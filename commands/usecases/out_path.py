@@ -5,12 +5,11 @@ write itself is services/outfile.py's."""
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Callable
 
 from quotaledger.journal import InvalidInput, codes
-
-NAME_BYTES_MAX = 255
-"""The longest file name Linux filesystems take (NAME_MAX)."""
+from quotaledger.journal.limits import NAME_BYTES_MAX
 
 
 def _refusal(name: str, about: bool, message: Callable[[str], str], code: str) -> InvalidInput:
@@ -57,4 +56,16 @@ def check_out_path(option: str, path: str, *, about: bool = False) -> None:
     if os.path.isdir(path):
         raise _refusal(
             option, about, lambda name: f"{name} {path} is a directory", codes.INVALID_OPTION
+        )
+    try:
+        found = os.stat(path)  # through a symlink: what would be written
+    except OSError:
+        return  # nothing there yet (or a dangling link): the file is created
+    if stat.S_ISBLK(found.st_mode):
+        # Written through, a disk's first bytes (its partition table) would go.
+        raise _refusal(
+            option,
+            about,
+            lambda name: f"{name} {path} is a block device, which an output never overwrites",
+            codes.INVALID_OPTION,
         )

@@ -179,6 +179,7 @@ def test_commands_the_server_does_not_serve_refuse_its_url(server: str) -> None:
 def test_the_token_comes_from_the_environment(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("s3cret\n")
+    token.chmod(0o600)  # a token file others may read is refused
     proc, url = _start(tmp_path / "t.jsonl", "--token-file", str(token))
     try:
         refused = run_cli("goals", "--journal", url, "--json", env={"QUOTALEDGER_TOKEN": "wrong"})

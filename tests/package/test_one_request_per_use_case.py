@@ -24,6 +24,7 @@ import quotaledger.cli.main
 import quotaledger.usecases.decode as decoding
 from quotaledger import Error, Ledger
 from quotaledger.server import routes
+from quotaledger.usecases.decode import HTTP
 from quotaledger.usecases.registry import SERVED, USE_CASES
 from tests.settlement.settlement_helpers import effect
 from tests.support import run_cli
@@ -179,10 +180,12 @@ def by_server(name: str, args: list[str], keywords: dict[str, Any], journal: str
     """What `quotaledger serve` decodes from a writer's JSON body or a reader's query."""
     case = USE_CASES[name]
     with contextlib.suppress(Error):
+        # Named over HTTP as the answers name them (`class` for `class_`).
+        keys = {HTTP(key): value for key, value in keywords.items()}
         if case.writes:
-            routes.request_of_body(case, msgspec.json.encode(keywords))
+            routes.request_of_body(case, msgspec.json.encode(keys))
         else:
-            routes.request_of_query(case, query_of(keywords).encode())
+            routes.request_of_query(case, query_of(keys).encode())
     return True
 
 

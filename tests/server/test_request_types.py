@@ -8,7 +8,7 @@ import pytest
 
 from quotaledger import Ledger
 from quotaledger.server import openapi, routes
-from quotaledger.usecases.decode import documented
+from quotaledger.usecases.decode import HTTP, documented
 from quotaledger.usecases.registry import SERVED, USE_CASES
 
 
@@ -21,7 +21,8 @@ def test_a_route_decodes_the_api_methods_request_type(name: str) -> None:
     if hasattr(method, "use_case"):  # `log` streams: the API method is its own
         assert method.__doc__ == documented(request_type)
     schema = openapi.document()["components"]["schemas"][request_type.__name__]
-    assert set(schema["properties"]) == set(request_type.__struct_fields__)
+    # named as HTTP names them (`class`, where Python's keyword is `class_`)
+    assert set(schema["properties"]) == {HTTP(field) for field in request_type.__struct_fields__}
 
 
 def test_every_use_case_is_served_or_named_as_not() -> None:
