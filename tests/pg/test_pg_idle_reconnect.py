@@ -32,6 +32,7 @@ def _terminate(url: str, application: str) -> int:
     return len(rows)
 
 
+@pytest.mark.slow
 def test_the_server_reconnects_an_idle_connection_killed_before_a_write(pg_journal: str) -> None:
     application = f"ql-idle-{uuid.uuid4().hex[:12]}"
     url = f"{pg_journal}&application_name={application}"
@@ -47,6 +48,7 @@ def test_the_server_reconnects_an_idle_connection_killed_before_a_write(pg_journ
         assert shown.json["goals"]["g"]["config"]["tokens"]["quota_tpm"] == 2000
 
 
+@pytest.mark.slow
 def test_a_ledger_reconnects_an_idle_connection_killed_between_writes(pg_journal: str) -> None:
     from quotaledger import Ledger
 
