@@ -275,6 +275,8 @@ def token_config(values: dict[str, Any], present: list[str]) -> dict[str, Any]:
         raise Invalid("cooldown_base_s out of 0..86400")
     if not 0 <= config["max_observation_age_s"] <= 86400:
         raise Invalid("max_observation_age_s out of 0..86400")
+    if values["max_observation_age_s"] == 0:  # given 0: no observation is ever fresh
+        raise Invalid("max_observation_age_s must be more than 0")
     config["cached_input_weight"] = float(config["cached_input_weight"])
     limits = {}
     for dim in OTHER_DIMS:
