@@ -301,9 +301,12 @@ def _decode_fast(request_type: type[R], plan: "_Plan", body: bytes, names: Names
             given = msgspec.json.decode(body)
         except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
             return None
-        if isinstance(given, dict):
-            return _decode(request_type, fields_of_http(given), names, True)
-        return None
+        if not isinstance(given, dict):
+            return None
+        try:  # JSON holds no huge integer, NaN or bytes here: msgspec's checks suffice
+            return _checked(msgspec.convert(fields_of_http(given), request_type), plan, names)
+        except msgspec.ValidationError:
+            return None
     try:
         return _checked(msgspec.json.decode(body, type=request_type), plan, names)
     except msgspec.ValidationError:
