@@ -22,19 +22,13 @@ from quotaledger.usecases.capacity_state import ConfigView
 from quotaledger.usecases.decode import typed
 
 GOAL = "demo-campaign"
-SESSION_S = 60
-"""The capacity session's length: its last event is at t(60)."""
-LIMITS_SESSION_S = 21
-"""The limits session's length: its latest time is the reset at t(21)."""
 
 
-def clock(ledger: Ledger, goal: str, base_at: str | None, span_s: float) -> Callable[[float], str]:
+def clock(ledger: Ledger, goal: str, base_at: str | None) -> Callable[[float], str]:
     """`t(seconds)`: the time that many seconds into the session, which starts at
-    `base_at` or at the goal's last event, whichever is later. By default the session
-    of `span_s` seconds ends now: it is dated in the past, never ahead of the wall
-    clock (a user's `--at now` right after the demo must not be a time regression)."""
+    `base_at` (now by default) or at the goal's last event, whichever is later."""
     last = ledger.journal.head.goal_last_at.get(goal)
-    base_us = parse_at(base_at) if base_at is not None else wall_us() - round(span_s * US_PER_S)
+    base_us = parse_at(base_at) if base_at is not None else wall_us()
     if last is not None:
         base_us = max(base_us, parse_at(last))
 
@@ -52,7 +46,7 @@ def run(
 ) -> dict[str, Any]:
     """Play the session on `ledger`; returns the goal and the token refusal to audit.
     `created` is called once its first events are durable (a new journal exists)."""
-    t = clock(ledger, GOAL, base_at, SESSION_S)
+    t = clock(ledger, GOAL, base_at)
 
     def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
         result = ledger.admit(goal=GOAL, run=run_id, at=t(seconds), **request)
@@ -168,7 +162,7 @@ def run_limits(
     """The limits providers enforce (SPEC §3.6): a refusal bound by RPM while TPM has
     headroom, a provider report that reveals traffic this journal never saw, and the
     audit of the RPM refusal."""
-    t = clock(ledger, LIMITS_GOAL, base_at, LIMITS_SESSION_S)
+    t = clock(ledger, LIMITS_GOAL, base_at)
     say(f"Goal {LIMITS_GOAL}: the provider enforces 100k TPM and 10 requests per minute.")
     configured = ledger.configure(goal=LIMITS_GOAL, quota_tpm=100_000, quota_rpm=10, at=t(0))
     say("  configured: " + config_summary(typed(ConfigView, configured["config"])))

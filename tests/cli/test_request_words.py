@@ -14,7 +14,7 @@ from quotaledger.usecases.capacity import (
     RejectRequest,
     ReleaseRequest,
 )
-from quotaledger.usecases.decode import CLI, Request, field_descriptions
+from quotaledger.usecases.decode import CLI, HTTP, Request, field_descriptions
 from tests.support import run_cli
 
 REQUESTS = {
@@ -59,7 +59,7 @@ def test_help_openapi_and_the_api_print_each_description(name: str, schemas: dic
             assert flag in help_text
             after_flag = help_text[help_text.index(flag + " ") :]
             assert words in after_flag, (field, words)
-        assert properties[field]["description"] == description
+        assert properties[HTTP(field)]["description"] == description  # `class` over HTTP
         assert f"{field}: {_flat(description)}" in api_doc
 
 
