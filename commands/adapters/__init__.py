@@ -11,11 +11,14 @@
 - `headers.provider_report(headers)`: the rate-limit headers (and request id) of a
   response, for `provider_headers=`;
 - `litellm.Callback(ledger, goal, run=None)`: a LiteLLM `CustomLogger` that observes
-  every successful call and records every rate-limit failure with `reject`.
+  every successful call and records every rate-limit failure with `reject`;
+- `inspect_ai`: inspect_ai hooks (SPEC §13.1) that admit, observe and release every
+  sample of an `inspect eval` on one goal (`inspect_names`: their settings and names).
 
 No module here imports an SDK at import time: the SDKs are optional extras
-(`pip install 'quotaledger[openai]'`, `[anthropic]`, `[litellm]`), and the mappings
-read SDK objects by their attributes.
+(`pip install 'quotaledger[openai]'`, `[anthropic]`, `[litellm]`, `[inspect]`), and
+the mappings read SDK objects by their attributes. The one exception is `inspect_ai`,
+which only inspect loads (its entry point): nothing else imports it.
 """
 
 from quotaledger.journal.identifier import IDENTIFIER_CHARS, IDENTIFIER_CHARS_MAX

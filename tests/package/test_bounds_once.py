@@ -101,9 +101,12 @@ def test_an_environment_variable_is_named_in_one_module() -> None:
 
 def test_the_environment_module_names_what_the_spec_names() -> None:
     spec_names = {"JOURNAL", "JSON", "LOCK_TIMEOUT_S", "MAX_CLOCK_SKEW_S", "TOKEN"}
-    values = {
-        value.value
-        for value in _module_constants(MODULES[ENVIRONMENT]).values()
-        if isinstance(value, ast.Constant)
-    }
+    inspect_ai = {"GOAL", "ARM", "LEASE_S", "WAIT_S"} | {
+        f"FORECAST_{d}" for d in ("TPM", "ITPM", "OTPM", "RPM", "TOKENS", "REQUESTS", "USD")
+    }  # SPEC §13.1
+    spec_names |= {f"INSPECT_{name}" for name in inspect_ai}
+    values = set()
+    for value in _module_constants(MODULES[ENVIRONMENT]).values():
+        named = value.values if isinstance(value, ast.Dict) else [value]  # a table of names
+        values |= {v.value for v in named if isinstance(v, ast.Constant)}
     assert values == {f"QUOTALEDGER_{name}" for name in spec_names}
