@@ -226,11 +226,12 @@ class Journal(Generic[S]):
         group = self._group
         return Transaction(self._fold if group is None else group)
 
-    def create(self) -> None:
+    def create(self, at: str | None = None) -> None:
         """Write the genesis record of a journal that has none (a server's journal
-        exists before it says it is ready); nothing on one that has it."""
+        exists before it says it is ready), dated `at` (default now); nothing on one
+        that has it."""
         with self.transaction() as transaction:
-            transaction.create()
+            transaction.create(at)
 
     @contextmanager
     def group(self) -> Iterator[Group[S]]:

@@ -22,6 +22,7 @@ import msgspec
 from quotaledger.journal import codes
 from quotaledger.journal.chain import Head, PayloadDecoder
 from quotaledger.journal.clock import (
+    canonical_at,
     check_not_in_future,
     event_time,
     format_us,
@@ -268,12 +269,20 @@ class Transaction(Generic[S]):
         self._checked = (goal, at)  # the goal's last time now: the next event may share it
         return pending
 
-    def create(self) -> None:
+    def create(self, at: str | None = None) -> None:
         """Stage the genesis record alone on a new journal (written on commit), where
-        it would otherwise wait for the first event; nothing on one that has records."""
+        it would otherwise wait for the first event; nothing on one that has records.
+        `at`: the journal's creation time when it is not now (a scripted session dated
+        in the past, whose journal-level events must not precede it); never ahead of
+        the clock-skew bound."""
         if self._pending or self._host.head.next_seq != 0:
             return
-        genesis = genesis_record(format_us(self.wall_us))
+        if at is None:
+            at = format_us(self.wall_us)
+        else:
+            at = canonical_at(at)
+            check_not_in_future(at, self.wall_us, clock=self._host.clock_name())
+        genesis = genesis_record(at)
         self._pending.append(genesis)
         self._pending_bytes += len(genesis.line)
         self._goal_last_at[None] = genesis.record.at

@@ -22,6 +22,10 @@ from quotaledger.usecases.capacity_state import ConfigView
 from quotaledger.usecases.decode import typed
 
 GOAL = "demo-campaign"
+SESSION_S = 60
+"""The capacity session's length: its last event is at t(60)."""
+LIMITS_SESSION_S = 21
+"""The limits session's length: its latest time is the provider's reset at t(21)."""
 
 
 def clock(ledger: Ledger, goal: str, base_at: str | None) -> Callable[[float], str]:
@@ -42,10 +46,8 @@ def run(
     ledger: Ledger,
     say: Callable[[str], None],
     base_at: str | None = None,
-    created: Callable[[], None] | None = None,
 ) -> dict[str, Any]:
-    """Play the session on `ledger`; returns the goal and the token refusal to audit.
-    `created` is called once its first events are durable (a new journal exists)."""
+    """Play the session on `ledger`; returns the goal and the token refusal to audit."""
     t = clock(ledger, GOAL, base_at)
 
     def admit(seconds: float, run_id: str, **request: Any) -> dict[str, Any]:
@@ -55,8 +57,6 @@ def run(
         return result
 
     _configure_and_observe(ledger, say, t)
-    if created is not None:
-        created()
     say("Admissions until the token gate says no:")
     admitted = [
         admit(6, "run-001", case="case-17", arm="baseline", forecast_tpm=20_000),

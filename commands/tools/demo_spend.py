@@ -16,6 +16,8 @@ from quotaledger.usecases.decode import typed
 
 SPEND_GOAL = "demo-nightly"
 MODEL = "demo-model-large"
+SESSION_S = 40
+"""The spend session's length: its last admission is at t(40)."""
 
 
 def run_spend(
