@@ -130,7 +130,7 @@ def inspect_text(answer: InspectAnswer) -> str:
                     f"  provider {dimension}: {report.remaining} of {report.limit} left"
                     f"{until}{above}"
                 )
-        lines.append(f"  {coverage_text(goal)}, {cooldown_text(goal.cooldown_until)}")
+        lines.append(f"  {coverage_text(goal)}, {cooldown_text(goal.cooldown_until, goal.at)}")
         spend = goal.spend
         if spend.cap_tokens is not None or spend.cap_usd is not None or spend.usd:
             lines.append(f"  {spend_text(spend)}")  # nothing priced nor capped: no line

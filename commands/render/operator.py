@@ -111,10 +111,10 @@ def audit_text(answer: AuditAnswer) -> str:
     if not isinstance(ex.settlement, UnsetType):
         lines.append(f"  binding constraint: {ex.binding_constraint or '-'}")
         return "\n".join(lines)
-    return "\n".join([*lines, "", *_capacity_explanation_lines(ex, recorded.reasons)])
+    return "\n".join([*lines, "", *_capacity_explanation_lines(ex, recorded.reasons, event.at)])
 
 
-def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str]:
+def _capacity_explanation_lines(ex: Explanation, reasons: list[str], at: str) -> list[str]:
     usage, cases = _given(ex.usage), _given(ex.active_cases)
     coverage = {
         "last_observation_at": _given(ex.last_observation_at),
@@ -130,7 +130,7 @@ def _capacity_explanation_lines(ex: Explanation, reasons: list[str]) -> list[str
         lines.append(f"usage {_n(ex.usage_tpm)} TPM ({readable.parts_text(parts, _n)})")
         lines += readable.decision_dimension_lines(ex, _n)
     state = [f"{coverage_text(coverage)}"] if tokens else []
-    state.append(cooldown_text(ex.cooldown_until))
+    state.append(cooldown_text(ex.cooldown_until, at))
     state.append(
         f"active cases {cases.total} (target {_n(_given(ex.target_active_cases))}, "
         f"max {_n(_given(ex.max_active_cases))})"

@@ -88,9 +88,13 @@ def provider_summary(provider: cap.ProviderReport) -> str:
     )
 
 
-def cooldown_text(until: str | None) -> str:
-    """A provider cooldown as people read it: when it ends, or that there is none."""
-    return "no cooldown" if until is None else f"cooldown until {until}"
+def cooldown_text(until: str | None, at: str | None) -> str:
+    """A provider cooldown as people read it at `at` (the time the text describes):
+    when it ends, that it has ended (it holds while `at < until`), or that there is
+    none."""
+    if until is None:
+        return "no cooldown"
+    return f"cooldown until {until}" if at is None or at < until else f"cooldown ended {until}"
 
 
 def coverage_text(
@@ -135,7 +139,7 @@ def admit_text(answer: AdmitAnswer, run: str) -> str:
         return f"{prefix}admitted {run} ({detail})"
     assert not isinstance(answer.figures, UnsetType) and not isinstance(answer.reasons, UnsetType)
     head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(answer.reasons)}"
-    return head + "\n  " + figures_text(answer.figures)
+    return head + "\n  " + figures_text(answer.figures, answer.at)
 
 
 def spend_bits(spend: cap.SpendFigures | UnsetType) -> list[str]:
@@ -153,7 +157,8 @@ def spend_bits(spend: cap.SpendFigures | UnsetType) -> list[str]:
     return bits
 
 
-def figures_text(figures: cap.Figures) -> str:
+def figures_text(figures: cap.Figures, at: str | None) -> str:
+    """A decision's figures; `at`: the decision's time."""
     cases = figures.active_cases
     lines = []
     if figures.max_active_cases is not None:
@@ -171,9 +176,8 @@ def figures_text(figures: cap.Figures) -> str:
             f"vs target {figures.target_tpm}; headroom {num(figures.headroom_tpm)} TPM"
         )
     if figures.target_tpm is not None or figures.dimensions:
-        lines.append(
-            coverage_text(figures, with_last=True) + ", " + cooldown_text(figures.cooldown_until)
-        )
+        cooldown = cooldown_text(figures.cooldown_until, at)
+        lines.append(coverage_text(figures, with_last=True) + ", " + cooldown)
     lines += ["spend: " + bit for bit in spend_bits(figures.spend)]
     return "\n  ".join(lines) if lines else "no gate configured"
 

@@ -83,7 +83,7 @@ def run(
     event = refusal["event"]
     assert event is not None  # a refusal is journaled
     say(f"The refusal of run-004 is seq {event['seq']} ({event['hash'][:12]}…):")
-    say("  " + figures_text(typed(Figures, refusal["figures"])))
+    say("  " + figures_text(typed(Figures, refusal["figures"]), refusal["at"]))
     return {
         "goal": GOAL,
         "refusal_seq": event["seq"],
