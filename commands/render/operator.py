@@ -186,7 +186,7 @@ def goals_text(answer: GoalsAnswer) -> str:
             str(g.active_runs),
             g.last_event_at,
             _yes(g.admission_ready),
-            g.next_action,
+            g.next_action or "-",
         ]
         for name, g in goals.items()
     ]

@@ -253,15 +253,21 @@ class OperatorService(ServiceBase):
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
             ev = cap.evaluate(state, at_us if at_us is not None else max(now_us, state.last_at_us))
+            domains = _domains(ledger, name)
+            next_action: str | None = cap.next_action(ev, clock_ahead=ahead(name))
+            if "capacity" not in domains and next_action == "configure":
+                # Host or settlement work alone waits for no capacity configuration:
+                # no capacity action to take (a clock ahead still is one).
+                next_action = None
             goals[name] = GoalSummary(
-                domains=_domains(ledger, name),
+                domains=domains,
                 gates=Gates(cases=ev.cases is not None, tokens=ev.tokens is not None),
                 dimensions=_dimensions(ev.tokens),
                 active_runs=ev.active_cases.total,
                 last_event_at=last_at[name],
                 admission_ready=cap.admission_ready(ev),
                 clock_ahead=ahead(name),
-                next_action=cap.next_action(ev, clock_ahead=ahead(name)),
+                next_action=next_action,
             )
         return GoalsAnswer(ok=True, at=format_us_or_none(at_us), goals=goals)
 

@@ -86,7 +86,10 @@ class GoalSummary(msgspec.Struct, kw_only=True):
     last_event_at: str
     admission_ready: bool
     clock_ahead: bool
-    next_action: str
+    next_action: str | None
+    """SPEC §3.5's next action; null for a goal no capacity event names (host or
+    settlement work alone), which waits for no capacity configuration, unless its
+    clock is ahead (`check_clocks`)."""
 
 
 class GoalsAnswer(Answer):

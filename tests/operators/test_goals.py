@@ -50,8 +50,11 @@ def test_goals_lists_every_goal_with_an_event(journal_path: str) -> None:
     assert lite["gates"] == {"cases": True, "tokens": False} and lite["dimensions"] == []
     assert goals["hosts"]["gates"] == {"cases": False, "tokens": False}
     assert goals["hosts"]["domains"] == ["host"]
-    assert goals["hosts"]["next_action"] == "configure"
+    # A goal no capacity event names has nothing to configure (issue 41: `configure`
+    # read as if its host or settlement work waited for a capacity configuration).
+    assert goals["hosts"]["next_action"] is None
     assert goals["settle"]["domains"] == ["settlement"]
+    assert goals["settle"]["next_action"] is None
 
 
 def test_goals_as_text_is_a_summary_and_a_table(journal_path: str) -> None:
@@ -67,6 +70,7 @@ def test_goals_as_text_is_a_summary_and_a_table(journal_path: str) -> None:
         "swe-bench", "capacity", "cases,tokens", "tpm", "1", "2026-11-29T14:00:10.000000Z",
         "yes", "backfill_to_target",
     ]  # fmt: skip
+    assert lines[2].split()[0] == "hosts" and lines[2].split()[-1] == "-"
     empty = _empty(Path(journal_path).with_name("empty.jsonl"))
     none = run_cli("goals", "--journal", empty)
     assert none.code == 0 and none.stdout == "no goals\n"
