@@ -22,21 +22,32 @@ Body size (413) is the application's: it knows which bodies it reads.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
+from quotaledger.journal import codes
 from quotaledger.journal.limits import HEAD_BYTES_MAX, REQUEST_S_MAX
 from quotaledger.projections.limits import byte_size
+from quotaledger.render.outcome import error_body
 
-_HEAD_TOO_LARGE = (
-    b'{"ok":false,"error":{"code":"head_too_large","message":'
-    + f'"the request line and headers are over {byte_size(HEAD_BYTES_MAX)}"}}}}\n'.encode()
+
+def _error_line(code: str, message: str) -> bytes:
+    """The JSON error object of an HTTP-level refusal, one line (SPEC §11)."""
+    return (
+        json.dumps(error_body({"code": code, "message": message}), separators=(",", ":")).encode()
+        + b"\n"
+    )
+
+
+_HEAD_TOO_LARGE = _error_line(
+    codes.HEAD_TOO_LARGE, f"the request line and headers are over {byte_size(HEAD_BYTES_MAX)}"
 )
-_NOT_HTTP = (
-    b'{"ok":false,"error":{"code":"invalid_request","message":'
-    b'"the request is not HTTP/1.1 (a malformed request line, method or header, or a bad '
-    b'Content-Length)"}}\n'
+_NOT_HTTP = _error_line(
+    codes.INVALID_REQUEST,
+    "the request is not HTTP/1.1 (a malformed request line, method or header, or a bad "
+    "Content-Length)",
 )
 
 
