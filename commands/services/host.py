@@ -125,6 +125,15 @@ def read_handoff(path: str, expected_sha256: str) -> HandoffCheck:
             f"handoff {path} is not UTF-8 text (byte {exc.start}); handoffs are stored as text",
             code=codes.HANDOFF_NOT_UTF8,
         ) from None
+    nul = data.find(b"\0")
+    if nul >= 0:
+        # A NUL is text to no reader, and PostgreSQL's JSON holds none: refused here on
+        # every store alike, as free text's is (usecases/fields.check_text).
+        raise InvalidInput(
+            f"handoff {path} holds a NUL character (byte {nul}), which no text may; "
+            "handoffs are stored as text",
+            code=codes.HANDOFF_NOT_UTF8,
+        )
     return HandoffCheck(expected_sha256, len(data), content)
 
 
