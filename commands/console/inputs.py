@@ -110,7 +110,10 @@ def check_one_stdin_reader(options: dict[str, Any]) -> None:
 def check_observe_counts(options: dict[str, Any]) -> None:
     """observe's counts (SPEC §3.5): a runner states all three, zero included (a
     zero-token measured observation is a heartbeat, never a forgotten flag), unless
-    --usage gives the provider's usage instead."""
+    --usage gives the provider's usage instead or the observation is unmetered (its
+    tokens unknown). The API's rule, in the same words (ObserveRequest.check)."""
+    if options.get("coverage") == "unmetered":
+        return
     counts = {
         "--uncached-input": options.get("uncached_input"),
         "--cached-input": options.get("cached_input"),

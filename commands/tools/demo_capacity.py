@@ -64,7 +64,13 @@ def run(
         admit(10, "run-003", case="case-18", arm="control", forecast_tpm=25_000),
     ]
     ledger.observe(
-        goal=GOAL, run="run-001", uncached_input=16_000, output=4_000, requests=25, at=t(12)
+        goal=GOAL,
+        run="run-001",
+        uncached_input=16_000,
+        cached_input=0,
+        output=4_000,
+        requests=25,
+        at=t(12),
     )
     refusal = admit(14, "run-004", case="case-18", arm="explore", forecast_tpm=25_000)
     admitted.append(
@@ -77,7 +83,9 @@ def run(
     for seconds, run_id in ((30, "run-001"), (31, "run-003")):
         ledger.release(goal=GOAL, run=run_id, at=t(seconds))
         say(f"  +{seconds:>3}s  released {run_id}")
-    ledger.observe(goal=GOAL, source="provider-meter", at=t(55))
+    ledger.observe(
+        goal=GOAL, uncached_input=0, cached_input=0, output=0, source="provider-meter", at=t(55)
+    )
     backfill = admit(56, "run-004", case="case-18", arm="explore", forecast_tpm=25_000)
     _release_everything(ledger, say, t)
     event = refusal["event"]
@@ -115,7 +123,9 @@ def _configure_and_observe(
     )
     say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
     say("The runner reports provider usage (a zero-token heartbeat, then real traffic):")
-    ledger.observe(goal=GOAL, source="provider-meter", at=t(0))
+    ledger.observe(
+        goal=GOAL, uncached_input=0, cached_input=0, output=0, source="provider-meter", at=t(0)
+    )
     usage = ledger.observe(
         goal=GOAL,
         uncached_input=18_000,
@@ -166,7 +176,9 @@ def run_limits(
     say(f"Goal {LIMITS_GOAL}: the provider enforces 100k TPM and 10 requests per minute.")
     configured = ledger.configure(goal=LIMITS_GOAL, quota_tpm=100_000, quota_rpm=10, at=t(0))
     say("  configured: " + config_summary(typed(ConfigView, configured["config"])))
-    ledger.observe(goal=LIMITS_GOAL, uncached_input=6_000, output=1_000, requests=6, at=t(1))
+    ledger.observe(
+        goal=LIMITS_GOAL, uncached_input=6_000, cached_input=0, output=1_000, requests=6, at=t(1)
+    )
     say("  +  1s  6 requests, 7000 tokens observed")
     rpm = ledger.admit(
         goal=LIMITS_GOAL, run="agent-a", forecast_tpm=10_000, forecast_rpm=4, at=t(2)
@@ -177,6 +189,7 @@ def run_limits(
     ledger.observe(
         goal=LIMITS_GOAL,
         uncached_input=1_500,
+        cached_input=0,
         output=500,
         provider={
             "tpm": {"limit": 100_000, "remaining": 25_000, "reset_at": reset},

@@ -16,7 +16,7 @@ from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import limits
-from quotaledger.usecases.decode import Answer, Event, Request, plain_complaint
+from quotaledger.usecases.decode import Answer, Event, Names, Request, plain_complaint
 from quotaledger.usecases.fields import (
     EventTime,
     FreeText,
@@ -162,9 +162,11 @@ ProviderReportField = Annotated[
 class ObserveRequest(Request):
     """Record provider usage (a zero-token measured observation is a heartbeat).
 
-    The counts come from the count arguments (absent ones are 0) or from `usage`:
-    the provider's usage object or a whole response body, as JSON text or a dict,
-    mapped by `usage_format` (SPEC §3.6; one request). `provider_headers` are the
+    The counts come from the three count arguments, each given (zero included: a
+    heartbeat states its zeros; an `unmetered` observation may leave them out, its
+    tokens unknown), or from `usage`: the provider's usage object or a
+    whole response body, as JSON text or a dict, mapped by `usage_format` (SPEC
+    §3.6; one request); `cache_write_input` and `requests` are optional. `provider_headers` are the
     response's headers (text, or a mapping such as httpx.Headers): their
     rate-limit report is recorded, resets measured from the event's time.
     `provider` is such a report already resolved:
@@ -215,6 +217,25 @@ class ObserveRequest(Request):
     ] = None
     provider: ProviderReportField = None
     at: EventTime = None
+
+    def check(self, names: Names) -> None:
+        # Every face alike (SPEC §3.5 lists the three counts as required): a count left
+        # out of a measured or estimated observation is a forgotten argument, never a
+        # zero that would refresh the freshness gate as a heartbeat. An unmetered one
+        # may leave them out: its tokens are unknown ("its token counts, if any", §3.2)
+        # and it refreshes nothing. The CLI says so before it reads any input
+        # (console.inputs.check_observe_counts), in these words.
+        if self.usage is not None or self.coverage == "unmetered":
+            return
+        counts = ("uncached_input", "cached_input", "output")
+        missing = [names(name) for name in counts if getattr(self, name) is None]
+        if missing:
+            raise InvalidInput(
+                f"observe needs {names('uncached_input')}, {names('cached_input')} and "
+                f"{names('output')} (zero included) or {names('usage')}; missing "
+                + ", ".join(missing),
+                code=codes.USAGE,
+            )
 
 
 class AdmitRequest(Request):

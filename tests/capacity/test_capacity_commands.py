@@ -489,7 +489,7 @@ def test_human_text_is_concise(journal_path):
 def test_python_api_round_trip(journal_path):
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=2, quota_tpm=10_000, at=at(0))
-        ledger.observe(goal="g", uncached_input=1_000, at=at(1))
+        ledger.observe(goal="g", uncached_input=1_000, cached_input=0, output=0, at=at(1))
         admitted = ledger.admit(goal="g", run="r1", arm="control", forecast_tpm=4_000, at=at(2))
         assert admitted["admitted"] and admitted["appended"]
         refused = ledger.admit(goal="g", run="r2", arm="control", forecast_tpm=5_001, at=at(3))

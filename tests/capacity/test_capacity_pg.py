@@ -70,5 +70,7 @@ def test_processes_racing_one_request_id_on_postgresql_record_one_event(pg_journ
     assert len({body["event"]["seq"] for _, body in results}) == 1
     with Ledger.open(pg_journal) as ledger:
         assert ledger.inspect(goal="g")["goals"]["g"]["usage"]["uncached_input"] == 10
-        conflict = ledger.observe(goal="g", uncached_input=11, request_id="chatcmpl-pg1")
+        conflict = ledger.observe(
+            goal="g", uncached_input=11, cached_input=0, output=0, request_id="chatcmpl-pg1"
+        )
         assert conflict["reasons"] == [R.REQUEST_ID_CONFLICT]

@@ -47,7 +47,7 @@ def test_twelve_processes_race_for_three_free_case_slots(journal_path):
 def test_processes_racing_token_forecasts_never_reserve_beyond_target(journal_path):
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, target_tpm=90_000)
-        ledger.observe(goal="g", uncached_input=10_000)
+        ledger.observe(goal="g", uncached_input=10_000, cached_input=0, output=0)
     forecasts = [30_000, 25_000, 20_000, 20_000, 15_000, 10_000]
     commands = [
         ["admit", "--goal", "g", "--run", f"r{i}", "--forecast-tpm", str(f)]

@@ -159,7 +159,9 @@ def test_every_recorded_decision_replays_identically(steps):
 def test_helpers_answer_as_of_a_time_without_mutating(journal_path):
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", max_active_cases=2, quota_tpm=100_000, at=format_us(BASE_US))
-        ledger.observe(goal="g", uncached_input=30_000, at=format_us(BASE_US))
+        ledger.observe(
+            goal="g", uncached_input=30_000, cached_input=0, output=0, at=format_us(BASE_US)
+        )
         ledger.admit(
             goal="g", run="r1", arm="baseline", forecast_tpm=10_000, lease_s=30,
             at=format_us(BASE_US + US_PER_S),

@@ -123,7 +123,7 @@ def test_whatif_more_slots_moves_the_default_target_and_caps(path: str) -> None:
 def test_whatif_a_larger_quota_keeps_the_reserves(path: str) -> None:
     with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=1_000, evaluator_reserve_tpm=500, at=at(0))
-        ledger.observe(goal="g", at=at(1))
+        ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
         ledger.admit(goal="g", run="a", forecast_tpm=600, at=at(2))  # 600 > 900 - 500
     # 2000: target 1800; the reserve stays 500, so 600 fits (1300 available)
     flips = _whatif(path, "--quota-tpm", 2_000)["flips"]

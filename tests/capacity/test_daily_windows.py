@@ -36,7 +36,7 @@ def _tpd(ledger: Any, t: float) -> dict[str, Any]:
 
 def test_the_reservation_shrinks_as_the_run_observes(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpd=10_000, target_tpd=9_000, at=at(0))
-    ledger.observe(goal="g", uncached_input=800, output=200, at=at(1))
+    ledger.observe(goal="g", uncached_input=800, cached_input=0, output=200, at=at(1))
     admitted = ledger.admit(goal="g", run="r1", forecast_tokens=5_000, at=at(2))
     assert admitted["admitted"]
     assert admitted["receipt"]["dimensions"]["tpd"] == {
@@ -51,11 +51,11 @@ def test_the_reservation_shrinks_as_the_run_observes(ledger: Any) -> None:
     tpd = _tpd(ledger, 3)
     assert (tpd["usage"], tpd["reserved"], tpd["load"]) == (1_000, 5_000, 6_000)
     # Observed with the run after its admission: its reservation shrinks by as much.
-    ledger.observe(goal="g", run="r1", uncached_input=1_500, output=500, at=at(4))
+    ledger.observe(goal="g", run="r1", uncached_input=1_500, cached_input=0, output=500, at=at(4))
     tpd = _tpd(ledger, 5)
     assert (tpd["usage"], tpd["reserved"], tpd["load"]) == (3_000, 3_000, 6_000)
     # Beyond its forecast it reserves nothing more (never below zero).
-    ledger.observe(goal="g", run="r1", uncached_input=4_000, at=at(5))
+    ledger.observe(goal="g", run="r1", uncached_input=4_000, cached_input=0, output=0, at=at(5))
     tpd = _tpd(ledger, 6)
     assert (tpd["usage"], tpd["reserved"], tpd["load"]) == (7_000, 0, 7_000)
     refused = ledger.admit(goal="g", run="r2", forecast_tokens=2_500, at=at(6))
@@ -66,11 +66,15 @@ def test_the_reservation_shrinks_as_the_run_observes(ledger: Any) -> None:
 
 def test_a_run_observed_before_its_admission_reserves_its_whole_forecast(ledger: Any) -> None:
     ledger.configure(goal="g", quota_rpd=100, target_rpd=50, at=at(0))
-    ledger.observe(goal="g", run="r1", uncached_input=5, requests=3, at=at(1))
+    ledger.observe(
+        goal="g", run="r1", uncached_input=5, cached_input=0, output=0, requests=3, at=at(1)
+    )
     assert ledger.admit(goal="g", run="r1", forecast_requests=20, at=at(2))["admitted"]
     rpd = ledger.inspect(goal="g", at=at(2))["goals"]["g"]["dimensions"]["rpd"]
     assert (rpd["usage"], rpd["reserved"], rpd["load"]) == (3, 20, 23)
-    ledger.observe(goal="g", run="r1", uncached_input=5, requests=4, at=at(3))
+    ledger.observe(
+        goal="g", run="r1", uncached_input=5, cached_input=0, output=0, requests=4, at=at(3)
+    )
     rpd = ledger.inspect(goal="g", at=at(3))["goals"]["g"]["dimensions"]["rpd"]
     assert (rpd["usage"], rpd["reserved"], rpd["load"]) == (7, 16, 23)
     ledger.release(goal="g", run="r1", at=at(4))
@@ -80,8 +84,8 @@ def test_a_run_observed_before_its_admission_reserves_its_whole_forecast(ledger:
 
 def test_a_sample_leaves_the_day_by_its_whole_second(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpd=10_000, target_tpd=9_000, at=at(0))
-    ledger.observe(goal="g", uncached_input=2_000, at=at(10.9))
-    ledger.observe(goal="g", uncached_input=6_000, at=at(20))
+    ledger.observe(goal="g", uncached_input=2_000, cached_input=0, output=0, at=at(10.9))
+    ledger.observe(goal="g", uncached_input=6_000, cached_input=0, output=0, at=at(20))
     assert _reasons(ledger, 30, forecast_tokens=2_000) == ["tpd_headroom_exhausted"]
     # At second 10 it counts while 10 > t - 86,400 s: until t = 86,410 s, not 86,410.9 s.
     assert _tpd(ledger, DAY + 10 - 0.000_001)["usage"] == 8_000
@@ -113,7 +117,7 @@ def test_the_daily_reasons_come_after_rpm_and_the_evaluator_reserve_holds(ledger
         evaluator_reserve_tpd=300,
         at=at(0),
     )
-    ledger.observe(goal="g", uncached_input=600, at=at(1))
+    ledger.observe(goal="g", uncached_input=600, cached_input=0, output=0, at=at(1))
     assert _reasons(ledger, 2, forecast_rpm=3, forecast_tokens=200) == [
         "rpm_forecast_exceeds_target",
         "rpm_headroom_exhausted",
@@ -127,7 +131,7 @@ def test_the_daily_reasons_come_after_rpm_and_the_evaluator_reserve_holds(ledger
 
 def test_rpd_keeps_the_evaluator_reserve(ledger: Any) -> None:
     ledger.configure(goal="g", quota_rpd=100, target_rpd=100, evaluator_reserve_rpd=20, at=at(0))
-    ledger.observe(goal="g", uncached_input=1, requests=70, at=at(1))
+    ledger.observe(goal="g", uncached_input=1, cached_input=0, output=0, requests=70, at=at(1))
     assert _reasons(ledger, 2, forecast_requests=11) == ["rpd_evaluator_reserve_protected"]
     assert _reasons(ledger, 2, forecast_requests=11, class_="evaluator") == []
     assert _reasons(ledger, 2, forecast_requests=31, class_="evaluator") == [
@@ -152,7 +156,7 @@ def test_a_gate_with_only_daily_dimensions_needs_no_observation_every_minute(
 def test_the_day_is_counted_before_a_daily_limit_is_configured(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=100_000, cached_input_weight=0.5, at=at(0))
     ledger.observe(goal="g", uncached_input=100, cached_input=1_000, output=50, at=at(1))
-    ledger.observe(goal="g", uncached_input=100, requests=3, at=at(3_600))
+    ledger.observe(goal="g", uncached_input=100, cached_input=0, output=0, requests=3, at=at(3_600))
     ledger.configure(goal="g", quota_tpd=5_000, quota_rpd=10, at=at(7_200))
     dims = ledger.inspect(goal="g", at=at(7_200))["goals"]["g"]["dimensions"]
     assert dims["tpd"]["usage"] == 750  # 100 + 1,000 x 0.5 + 50, then 100
@@ -164,16 +168,24 @@ def test_the_checkpoint_carries_the_day(tmp_path: Path) -> None:
     with Ledger.open(str(path)) as ledger:
         ledger.configure(goal="g", quota_tpd=100_000, at=at(0))
         for second in range(1, 200):
-            ledger.observe(goal="g", uncached_input=second, at=at(second * 500))
+            ledger.observe(
+                goal="g", uncached_input=second, cached_input=0, output=0, at=at(second * 500)
+            )
         ledger.admit(goal="g", run="r1", forecast_tokens=20_000, forecast_usd=1.5, at=at(99_600))
-        ledger.observe(goal="g", run="r1", uncached_input=7, at=at(99_601))
+        ledger.observe(
+            goal="g", run="r1", uncached_input=7, cached_input=0, output=0, at=at(99_601)
+        )
         ledger.checkpoint()
         plain = tmp_path / "plain.jsonl"
         shutil.copyfile(path, plain)
-        ledger.observe(goal="g", run="r1", uncached_input=11, at=at(99_700))
+        ledger.observe(
+            goal="g", run="r1", uncached_input=11, cached_input=0, output=0, at=at(99_700)
+        )
         with_checkpoint = ledger.inspect(goal="g", at=at(100_000))
     with Ledger.open(str(plain)) as fresh:
-        fresh.observe(goal="g", run="r1", uncached_input=11, at=at(99_700))
+        fresh.observe(
+            goal="g", run="r1", uncached_input=11, cached_input=0, output=0, at=at(99_700)
+        )
         without = fresh.inspect(goal="g", at=at(100_000))
     assert with_checkpoint["goals"]["g"]["dimensions"] == without["goals"]["g"]["dimensions"]
     tpd = without["goals"]["g"]["dimensions"]["tpd"]
@@ -184,8 +196,8 @@ def test_the_checkpoint_carries_the_day(tmp_path: Path) -> None:
 
 def test_audit_finds_when_the_day_frees_room(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpd=10_000, target_tpd=9_000, at=at(0))
-    ledger.observe(goal="g", uncached_input=5_000, at=at(100.5))
-    ledger.observe(goal="g", uncached_input=3_000, at=at(200))
+    ledger.observe(goal="g", uncached_input=5_000, cached_input=0, output=0, at=at(100.5))
+    ledger.observe(goal="g", uncached_input=3_000, cached_input=0, output=0, at=at(200))
     refused = ledger.admit(goal="g", run="r", forecast_tokens=2_000, at=at(300))
     assert refused["reasons"] == ["tpd_headroom_exhausted"]
     audit = ledger.audit(goal="g", run="r")

@@ -27,7 +27,7 @@ def _reasons(ledger: Any, t: float, **request: Any) -> list[str]:
 def test_rpm_refuses_while_tpm_has_headroom(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=100_000, quota_rpm=10, target_rpm=3, at=at(0))
     for t in (1, 2, 3):  # three requests in the window: rpm at its target
-        ledger.observe(goal="g", uncached_input=100, output=10, at=at(t))
+        ledger.observe(goal="g", uncached_input=100, cached_input=0, output=10, at=at(t))
     refused = ledger.admit(goal="g", run="r1", forecast_tpm=1_000, forecast_rpm=1, at=at(4))
     assert refused["reasons"] == ["rpm_headroom_exhausted"]
     assert refused["binding_dimension"] == "rpm"
@@ -51,10 +51,16 @@ def test_rpm_refuses_while_tpm_has_headroom(ledger: Any) -> None:
 
 def test_requests_default_to_one_per_observation_with_tokens(ledger: Any) -> None:
     ledger.configure(goal="g", quota_rpm=100, at=at(0))
-    ledger.observe(goal="g", uncached_input=5, at=at(1))  # one request
-    ledger.observe(goal="g", at=at(2))  # a zero-token heartbeat: none
-    ledger.observe(goal="g", output=1, requests=4, at=at(3))  # as given
-    ledger.observe(goal="g", requests=2, at=at(4))  # given, even without tokens
+    ledger.observe(goal="g", uncached_input=5, cached_input=0, output=0, at=at(1))  # one request
+    ledger.observe(
+        goal="g", uncached_input=0, cached_input=0, output=0, at=at(2)
+    )  # a zero-token heartbeat: none
+    ledger.observe(
+        goal="g", uncached_input=0, cached_input=0, output=1, requests=4, at=at(3)
+    )  # as given
+    ledger.observe(
+        goal="g", uncached_input=0, cached_input=0, output=0, requests=2, at=at(4)
+    )  # given, even without tokens
     rpm = ledger.inspect(goal="g", at=at(5))["goals"]["g"]["dimensions"]["rpm"]
     assert rpm["usage"] == 7
 
@@ -73,7 +79,7 @@ def test_itpm_and_otpm_usage(ledger: Any) -> None:
 
 def test_each_configured_dimension_needs_its_forecast(ledger: Any) -> None:
     ledger.configure(goal="g", quota_itpm=1_000, quota_otpm=1_000, quota_rpm=10, at=at(0))
-    ledger.observe(goal="g", at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
     assert _reasons(ledger, 2) == [
         "itpm_forecast_required",
         "otpm_forecast_required",
@@ -84,7 +90,7 @@ def test_each_configured_dimension_needs_its_forecast(ledger: Any) -> None:
 
 def test_forecast_tpm_defaults_to_input_plus_output(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=1_000, target_tpm=100, at=at(0))
-    ledger.observe(goal="g", at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
     assert _reasons(ledger, 2, forecast_itpm=60) == [R.TOKEN_FORECAST_REQUIRED]
     assert _reasons(ledger, 2, forecast_itpm=60, forecast_otpm=50) == [
         R.FORECAST_EXCEEDS_TARGET,
@@ -134,7 +140,7 @@ def test_reasons_of_every_dimension_in_the_documented_order(ledger: Any) -> None
 
 def test_an_evaluator_may_use_the_reserve(ledger: Any) -> None:
     ledger.configure(goal="g", quota_otpm=100, target_otpm=100, evaluator_reserve_otpm=30, at=at(0))
-    ledger.observe(goal="g", output=50, at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=50, at=at(1))
     assert _reasons(ledger, 2, forecast_otpm=30) == ["otpm_evaluator_reserve_protected"]
     assert _reasons(ledger, 2, forecast_otpm=30, class_="evaluator") == []
     assert _reasons(ledger, 2, forecast_otpm=60, class_="evaluator") == ["otpm_headroom_exhausted"]
@@ -142,7 +148,7 @@ def test_an_evaluator_may_use_the_reserve(ledger: Any) -> None:
 
 def test_reserved_forecasts_count_per_dimension(ledger: Any) -> None:
     ledger.configure(goal="g", quota_itpm=1_000, target_itpm=1_000, at=at(0))
-    ledger.observe(goal="g", at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
     assert ledger.admit(goal="g", run="a", forecast_itpm=700, at=at(2))["admitted"]
     assert _reasons(ledger, 3, forecast_itpm=301) == ["itpm_headroom_exhausted"]
     ledger.release(goal="g", run="a", at=at(4))
@@ -156,8 +162,12 @@ def test_a_live_provider_report_joins_the_load_and_refuses_beyond_remaining(ledg
     ledger.configure(goal="g", quota_tpm=10_000, target_tpm=10_000, at=at(0))
     report = {"tpm": {**OUTSIDE, "reset_at": at(30)}}
     # our own call used 100: the organisation has used 8000 (outside traffic)
-    ledger.observe(goal="g", uncached_input=100, provider=report, at=at(1))
-    ledger.observe(goal="g", uncached_input=500, at=at(2))  # after the report
+    ledger.observe(
+        goal="g", uncached_input=100, cached_input=0, output=0, provider=report, at=at(1)
+    )
+    ledger.observe(
+        goal="g", uncached_input=500, cached_input=0, output=0, at=at(2)
+    )  # after the report
     goal = ledger.inspect(goal="g", at=at(3))["goals"]["g"]
     assert goal["load_tpm"] == 8_000
     assert goal["dimensions"]["tpm"]["provider_used"] == 8_000
@@ -171,11 +181,25 @@ def test_a_live_provider_report_joins_the_load_and_refuses_beyond_remaining(ledg
 
 def test_a_provider_report_lapses_at_its_reset_or_after_60_s(ledger: Any) -> None:
     ledger.configure(goal="g", quota_rpm=100, target_rpm=100, at=at(0))
-    ledger.observe(goal="g", output=1, provider={"rpm": {**OUTSIDE, "reset_at": at(5)}}, at=at(1))
+    ledger.observe(
+        goal="g",
+        uncached_input=0,
+        cached_input=0,
+        output=1,
+        provider={"rpm": {**OUTSIDE, "reset_at": at(5)}},
+        at=at(1),
+    )
     view = ledger.inspect(goal="g", at=at(4.999999))["goals"]["g"]["provider"]["rpm"]
     assert view["live"] is True
     assert ledger.inspect(goal="g", at=at(5))["goals"]["g"]["provider"]["rpm"]["live"] is False
-    ledger.observe(goal="g", output=1, provider={"rpm": {**OUTSIDE, "reset_at": None}}, at=at(6))
+    ledger.observe(
+        goal="g",
+        uncached_input=0,
+        cached_input=0,
+        output=1,
+        provider={"rpm": {**OUTSIDE, "reset_at": None}},
+        at=at(6),
+    )
     assert ledger.inspect(goal="g", at=at(66))["goals"]["g"]["provider"]["rpm"]["live"] is True
     assert (
         ledger.inspect(goal="g", at=at(66.000001))["goals"]["g"]["provider"]["rpm"]["live"] is False
@@ -188,7 +212,7 @@ def test_every_dimension_can_be_provider_exhausted(ledger: Any) -> None:
         d: {"limit": 100, "remaining": 5, "reset_at": at(30)} for d in ("itpm", "otpm", "rpm")
     }
     ledger.reject(goal="g", retry_after_s=0, provider=report, at=at(1))
-    ledger.observe(goal="g", at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
     assert _reasons(ledger, 2, forecast_itpm=6, forecast_otpm=6, forecast_rpm=6) == [
         "itpm_provider_exhausted",
         "otpm_provider_exhausted",
@@ -202,6 +226,8 @@ def test_config_above_provider_limit(ledger: Any) -> None:
     ledger.observe(
         goal="g",
         uncached_input=1,
+        cached_input=0,
+        output=0,
         provider={
             "tpm": {"limit": 30_000, "remaining": 29_000, "reset_at": at(2)},
             "rpm": {"limit": 60, "remaining": 59, "reset_at": at(2)},
@@ -217,8 +243,8 @@ def test_config_above_provider_limit(ledger: Any) -> None:
 
 def test_audit_explains_the_binding_dimension_and_its_shortfall(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=100_000, quota_rpm=10, target_rpm=2, at=at(0))
-    ledger.observe(goal="g", uncached_input=10, requests=1, at=at(1))
-    ledger.observe(goal="g", uncached_input=10, requests=1, at=at(2))
+    ledger.observe(goal="g", uncached_input=10, cached_input=0, output=0, requests=1, at=at(1))
+    ledger.observe(goal="g", uncached_input=10, cached_input=0, output=0, requests=1, at=at(2))
     refused = ledger.admit(goal="g", run="r", forecast_tpm=10, forecast_rpm=2, at=at(3))
     explanation = ledger.audit(seq=refused["event"]["seq"])["explanation"]
     assert explanation["binding_dimension"] == "rpm"
@@ -231,7 +257,7 @@ def test_audit_explains_the_binding_dimension_and_its_shortfall(ledger: Any) -> 
 def test_the_provider_report_lapsing_is_a_change_point(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=10_000, target_tpm=10_000, at=at(0))
     report = {"tpm": {"limit": 10_000, "remaining": 100, "reset_at": at(20)}}
-    ledger.observe(goal="g", uncached_input=1, provider=report, at=at(1))
+    ledger.observe(goal="g", uncached_input=1, cached_input=0, output=0, provider=report, at=at(1))
     refused = ledger.admit(goal="g", run="r", forecast_tpm=500, at=at(2))
     explanation = ledger.audit(seq=refused["event"]["seq"])["explanation"]
     assert explanation["shortfall"] == {"tpm": 400}  # 500 - 100 remaining (nothing since)
@@ -257,7 +283,7 @@ def test_remove_limit_and_remove_gate(ledger: Any) -> None:
 def test_metrics_per_dimension(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=1_000, quota_rpm=10, at=at(0))
     report = {"rpm": {"limit": 10, "remaining": 4, "reset_at": at(30)}}
-    ledger.observe(goal="g", uncached_input=10, provider=report, at=at(1))
+    ledger.observe(goal="g", uncached_input=10, cached_input=0, output=0, provider=report, at=at(1))
     families = ledger.metrics(goal="g", at=at(2))["metrics"]
 
     def series(name: str) -> dict[str, Any]:
@@ -292,7 +318,7 @@ def test_every_reason_of_a_dimension(ledger: Any, dimension: str, names: list[st
     required, exceeds, headroom, protected, provider = names
     limit = {f"quota_{dimension}": 100, f"target_{dimension}": 50}
     ledger.configure(goal="g", **limit, **{f"evaluator_reserve_{dimension}": 10}, at=at(0))
-    ledger.observe(goal="g", at=at(1))
+    ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
 
     def reasons(forecast: int | None) -> list[str]:
         return _reasons(ledger, 2, **{f"forecast_{dimension}": forecast})
@@ -310,7 +336,7 @@ def test_every_reason_of_a_dimension(ledger: Any, dimension: str, names: list[st
 
 def test_report_draws_one_usage_chart_per_configured_dimension(ledger: Any, tmp_path: Path) -> None:
     ledger.configure(goal="g", quota_tpm=1_000, quota_rpm=10, quota_otpm=500, at=at(0))
-    ledger.observe(goal="g", uncached_input=10, output=5, requests=3, at=at(1))
+    ledger.observe(goal="g", uncached_input=10, cached_input=0, output=5, requests=3, at=at(1))
     out = tmp_path / "r.html"
     ledger.report(goal="g", out=str(out))
     page = out.read_text()

@@ -230,10 +230,19 @@ def test_provider_reports_are_recorded_in_dimension_order(tmp_path: Any) -> None
     }
     with Ledger.open(str(path)) as ledger:
         ledger.configure(goal="g", quota_tpm=1000, at=at(0))
-        ledger.observe(goal="g", uncached_input=1, output=1, provider=report, at=at(1))
+        ledger.observe(
+            goal="g", uncached_input=1, cached_input=0, output=1, provider=report, at=at(1)
+        )
         ledger.reject(goal="g", provider={"otpm": report["rpm"]}, at=at(2))
         with pytest.raises(InvalidInput) as bad:
-            ledger.observe(goal="g", provider={"rpm": {"limit": 1}}, at=at(3))
+            ledger.observe(
+                goal="g",
+                uncached_input=0,
+                cached_input=0,
+                output=0,
+                provider={"rpm": {"limit": 1}},
+                at=at(3),
+            )
         assert bad.value.code == "invalid_provider_report"
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert list(lines[2]["data"]["provider"]) == ["tpm", "rpm"]

@@ -195,17 +195,23 @@ def test_a_rejection_retried_with_an_http_date_is_the_same_payload(
 def test_the_api_replays_and_refuses_as_the_cli_does(journal_path: str) -> None:
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
-        first = ledger.observe(goal="g", output=10, request_id=RID, at=at(1))
-        again = ledger.observe(goal="g", output=10, request_id=RID, at=at(2))
+        first = ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=10, request_id=RID, at=at(1)
+        )
+        again = ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=10, request_id=RID, at=at(2)
+        )
         assert (again["ok"], again["idempotent"], again["event"]) == (True, True, first["event"])
-        refused = ledger.observe(goal="g", output=11, request_id=RID, at=at(3))
+        refused = ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=11, request_id=RID, at=at(3)
+        )
         assert (refused["ok"], refused["reasons"]) == (False, [R.REQUEST_ID_CONFLICT])
         rejected = ledger.reject(goal="g", request_id="req_9", retry_after_s=1.5, at=at(4))
         repeat = ledger.reject(goal="g", request_id="req_9", retry_after_s=1.5, at=at(5))
         assert (repeat["idempotent"], repeat["event"]) == (True, rejected["event"])
         assert rejected["request_id"] == "req_9"
         with pytest.raises(InvalidInput) as caught:
-            ledger.observe(goal="g", output=1, request_id=42)  # type: ignore[arg-type]
+            ledger.observe(goal="g", uncached_input=0, cached_input=0, output=1, request_id=42)  # type: ignore[arg-type]
         assert caught.value.context["parameter"] == "request_id"
     assert len(lines(journal_path, cap.OBSERVED)) == 1
     assert len(lines(journal_path, cap.REJECTED)) == 1
@@ -250,19 +256,23 @@ def test_the_index_keeps_only_900_s_of_the_goals_log_time(journal_path: str) -> 
         index = ledger.journal.state.capacity.goals["g"].request_ids
         # Entries older than 900 s of the goal's log time (t=3000) are gone.
         assert list(index) == [f"id-{second}" for second in range(2100, 3001)]
-        assert ledger.observe(goal="g", uncached_input=1, request_id="id-2100", at=at(3000))[
-            "idempotent"
-        ]
-        assert ledger.observe(goal="g", uncached_input=1, request_id="id-2099", at=at(3000))[
-            "appended"
-        ]
+        assert ledger.observe(
+            goal="g", uncached_input=1, cached_input=0, output=0, request_id="id-2100", at=at(3000)
+        )["idempotent"]
+        assert ledger.observe(
+            goal="g", uncached_input=1, cached_input=0, output=0, request_id="id-2099", at=at(3000)
+        )["appended"]
 
 
 def test_the_index_survives_a_checkpoint(journal_path: str) -> None:
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, at=at(0))
-        first = ledger.observe(goal="g", output=5, request_id=RID, at=at(1))
-        ledger.observe(goal="g", output=5, request_id="other", at=at(2))
+        first = ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=5, request_id=RID, at=at(1)
+        )
+        ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=5, request_id="other", at=at(2)
+        )
         ledger.checkpoint()
     with Journal.open(journal_path, PROJECTOR, write=False) as journal:
         assert journal.checkpoint_seq == first["event"]["seq"] + 1  # the state came from it
@@ -270,12 +280,16 @@ def test_the_index_survives_a_checkpoint(journal_path: str) -> None:
     with Journal.open(journal_path, PROJECTOR, write=False, use_checkpoint=False) as journal:
         assert PROJECTOR.dump(journal.state) == from_checkpoint
     with Ledger.open(journal_path) as ledger:
-        again = ledger.observe(goal="g", output=5, request_id=RID, at=at(3))
+        again = ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=5, request_id=RID, at=at(3)
+        )
         assert (again["idempotent"], again["event"]) == (True, first["event"])
         # The checkpointed index is trimmed as the fold goes on (its oldest entry first).
-        ledger.observe(goal="g", output=5, at=at(901.5))
+        ledger.observe(goal="g", uncached_input=0, cached_input=0, output=5, at=at(901.5))
         assert list(ledger.journal.state.capacity.goals["g"].request_ids) == ["other"]
-        assert ledger.observe(goal="g", output=5, request_id=RID, at=at(902))["appended"]
+        assert ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=5, request_id=RID, at=at(902)
+        )["appended"]
     assert run_cli("verify", "--journal", journal_path).code == 0
 
 

@@ -80,9 +80,13 @@ def test_a_price_change_mid_run_applies_to_later_observations_only(ledger: Any) 
     ledger.price_set(model="m", input_usd_per_mtok=1, output_usd_per_mtok=2, at=at(0))
     ledger.configure(goal="g", cap_usd=10, at=at(0))
     assert ledger.admit(goal="g", run="r", forecast_usd=0.5, at=at(1))["admitted"]
-    ledger.observe(goal="g", run="r", model="m", uncached_input=100_000, at=at(2))  # 0.1
+    ledger.observe(
+        goal="g", run="r", model="m", uncached_input=100_000, cached_input=0, output=0, at=at(2)
+    )  # 0.1
     ledger.price_set(model="m", input_usd_per_mtok=4, output_usd_per_mtok=8, at=at(3))
-    ledger.observe(goal="g", run="r", model="m", uncached_input=100_000, at=at(4))  # 0.4
+    ledger.observe(
+        goal="g", run="r", model="m", uncached_input=100_000, cached_input=0, output=0, at=at(4)
+    )  # 0.4
     spend = _spend(ledger, 5)
     assert spend["usd"] == 0.5
     assert spend["reserved_usd"] == 0.0  # its forecast is spent
@@ -96,27 +100,35 @@ def test_a_price_change_mid_run_applies_to_later_observations_only(ledger: Any) 
 def test_dollars_round_half_even_per_observation(ledger: Any) -> None:
     ledger.price_set(model="m", input_usd_per_mtok=0.5, output_usd_per_mtok=0, at=at(0))
     ledger.configure(goal="g", cap_usd=1, at=at(0))
-    ledger.observe(goal="g", model="m", uncached_input=1, at=at(1))  # 0.0000005 -> 0
+    ledger.observe(
+        goal="g", model="m", uncached_input=1, cached_input=0, output=0, at=at(1)
+    )  # 0.0000005 -> 0
     assert _spend(ledger, 1)["usd"] == 0.0
-    ledger.observe(goal="g", model="m", uncached_input=3, at=at(2))  # 0.0000015 -> 0.000002
+    ledger.observe(
+        goal="g", model="m", uncached_input=3, cached_input=0, output=0, at=at(2)
+    )  # 0.0000015 -> 0.000002
     assert _spend(ledger, 2)["usd"] == 0.000002
 
 
 def test_unpriced_tokens_are_shown_and_ask_for_prices(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=100_000, cap_usd=1, at=at(0))
     ledger.price_set(model="priced", input_usd_per_mtok=1, output_usd_per_mtok=1, at=at(0))
-    ledger.observe(goal="g", model="priced", uncached_input=1_000, at=at(1))
+    ledger.observe(
+        goal="g", model="priced", uncached_input=1_000, cached_input=0, output=0, at=at(1)
+    )
     goal = ledger.inspect(goal="g", at=at(2))["goals"]["g"]
     assert goal["spend"]["unpriced_tokens"] == 0
     assert goal["next_action"] == "backfill_to_target"
-    ledger.observe(goal="g", model="other", uncached_input=300, output=20, at=at(3))
-    ledger.observe(goal="g", uncached_input=5, at=at(4))  # no model
+    ledger.observe(goal="g", model="other", uncached_input=300, cached_input=0, output=20, at=at(3))
+    ledger.observe(goal="g", uncached_input=5, cached_input=0, output=0, at=at(4))  # no model
     goal = ledger.inspect(goal="g", at=at(5))["goals"]["g"]
     assert goal["spend"]["unpriced_tokens"] == 325
     assert goal["spend"]["usd"] == 0.001
     assert goal["next_action"] == "price_models"
     # Once the unpriced observations are older than 60 s, observing with a price clears it.
-    ledger.observe(goal="g", model="priced", uncached_input=1, at=at(64.5))
+    ledger.observe(
+        goal="g", model="priced", uncached_input=1, cached_input=0, output=0, at=at(64.5)
+    )
     assert ledger.inspect(goal="g", at=at(65))["goals"]["g"]["next_action"] == "backfill_to_target"
 
 
@@ -130,10 +142,12 @@ def test_the_observation_that_crosses_the_cap_reaches_it(ledger: Any) -> None:
     assert refused["figures"]["spend"] == {
         "tokens": {"spent": 0, "reserved": 6_000, "forecast": 5_000, "cap": 10_000}
     }
-    ledger.observe(goal="g", run="r1", uncached_input=9_999, at=at(3))
+    ledger.observe(goal="g", run="r1", uncached_input=9_999, cached_input=0, output=0, at=at(3))
     assert _spend(ledger, 3)["remaining_tokens"] == 1
     assert ledger.inspect(goal="g", at=at(3))["goals"]["g"]["next_action"] != "spend_cap_reached"
-    ledger.observe(goal="g", run="r1", output=1, at=at(4))  # crosses it
+    ledger.observe(
+        goal="g", run="r1", uncached_input=0, cached_input=0, output=1, at=at(4)
+    )  # crosses it
     goal = ledger.inspect(goal="g", at=at(5))["goals"]["g"]
     assert goal["next_action"] == "spend_cap_reached"
     assert goal["admission_ready"] is False
@@ -155,7 +169,7 @@ def test_the_observation_that_crosses_the_cap_reaches_it(ledger: Any) -> None:
 def test_tokens_reached_and_dollars_exceeded_give_both_reasons(ledger: Any) -> None:
     ledger.price_set(model="m", input_usd_per_mtok=1, output_usd_per_mtok=1, at=at(0))
     ledger.configure(goal="g", cap_tokens=100, cap_usd=1, at=at(0))
-    ledger.observe(goal="g", model="m", uncached_input=100, at=at(1))
+    ledger.observe(goal="g", model="m", uncached_input=100, cached_input=0, output=0, at=at(1))
     reasons = ledger.admit(goal="g", run="r", forecast_usd=1, at=at(2))["reasons"]
     assert reasons == [R.SPEND_CAP_REACHED, R.SPEND_CAP_EXCEEDED]
 
@@ -163,11 +177,11 @@ def test_tokens_reached_and_dollars_exceeded_give_both_reasons(ledger: Any) -> N
 def test_a_past_cap_since_counts_what_was_observed_since(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=10**9, at=at(0))
     for t in range(0, 500, 10):  # one every 10 s: most are older than the 60 s window
-        ledger.observe(goal="g", uncached_input=100, at=at(t))
+        ledger.observe(goal="g", uncached_input=100, cached_input=0, output=0, at=at(t))
     answer = ledger.configure(goal="g", cap_tokens=3_000, cap_since=at(250), at=at(500))
     assert answer["changes"]["cap_since"] == [None, at(250)]
     assert _spend(ledger, 500)["tokens"] == 25 * 100  # 250, 260, ..., 490
-    ledger.observe(goal="g", uncached_input=100, at=at(501))
+    ledger.observe(goal="g", uncached_input=100, cached_input=0, output=0, at=at(501))
     assert _spend(ledger, 501)["tokens"] == 2_600
     # Changing an amount keeps cap_since and the count; removing both caps ends them.
     ledger.configure(goal="g", cap_usd=5, at=at(502))
@@ -207,7 +221,7 @@ def test_bad_input_writes_nothing(tmp_path: Path, call: str, fields: dict[str, A
 def test_metrics_show_spend_caps_and_daily_load(ledger: Any) -> None:
     ledger.price_set(model="m", input_usd_per_mtok=2, output_usd_per_mtok=10, at=at(0))
     ledger.configure(goal="g", quota_tpd=100_000, cap_tokens=50_000, cap_usd=2.5, at=at(0))
-    ledger.observe(goal="g", model="m", uncached_input=1_000, output=100, at=at(1))
+    ledger.observe(goal="g", model="m", uncached_input=1_000, cached_input=0, output=100, at=at(1))
     answer = ledger.metrics(goal="g", at=at(2))
     promtool_check(prometheus_text(msgspec.convert(answer, MetricsAnswer)))
     samples = {
@@ -230,7 +244,15 @@ def test_whatif_replays_a_dollar_cap_and_audit_the_price_in_force(ledger: Any) -
         assert ledger.admit(goal="g", run=f"r{i}", arm="baseline", forecast_usd=0.01, at=at(t))[
             "admitted"
         ]
-        ledger.observe(goal="g", run=f"r{i}", model="m", uncached_input=1_000, at=at(t + 1))
+        ledger.observe(
+            goal="g",
+            run=f"r{i}",
+            model="m",
+            uncached_input=1_000,
+            cached_input=0,
+            output=0,
+            at=at(t + 1),
+        )
         ledger.release(goal="g", run=f"r{i}", at=at(t + 2))
     answer = ledger.whatif(goal="g", cap_usd=0.025)
     assert answer["changes"] == {"cap_usd": 0.025}
@@ -254,11 +276,17 @@ def test_prices_ride_the_checkpoint_and_price_by_seq(tmp_path: Path) -> None:
         ledger.price_set(model="m", input_usd_per_mtok=1, output_usd_per_mtok=1, at=at(0))
         ledger.configure(goal="g", cap_usd=100, at=at(0))
         ledger.configure(goal="h", cap_usd=100, at=at(0))
-        ledger.observe(goal="g", model="m", uncached_input=1_000, at=at(1))
+        ledger.observe(
+            goal="g", model="m", uncached_input=1_000, cached_input=0, output=0, at=at(1)
+        )
         ledger.checkpoint()
-        ledger.observe(goal="g", model="m", uncached_input=1_000, at=at(2))  # at $1
+        ledger.observe(
+            goal="g", model="m", uncached_input=1_000, cached_input=0, output=0, at=at(2)
+        )  # at $1
         ledger.price_set(model="m", input_usd_per_mtok=5, output_usd_per_mtok=5, at=at(3))
-        ledger.observe(goal="h", model="m", uncached_input=1_000, at=at(4))  # at $5
+        ledger.observe(
+            goal="h", model="m", uncached_input=1_000, cached_input=0, output=0, at=at(4)
+        )  # at $5
     with Ledger.open(str(path)) as reopened:  # from the checkpoint, goal by goal
         assert reopened.inspect(goal="g", at=at(5))["goals"]["g"]["spend"]["usd"] == 0.002
         assert reopened.inspect(goal="h", at=at(5))["goals"]["h"]["spend"]["usd"] == 0.005

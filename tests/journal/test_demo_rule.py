@@ -121,6 +121,8 @@ def test_a_checkpoint_never_replaces_a_journal_at_its_path(tmp_path: Path) -> No
     assert _files(tmp_path) == before
     # A writer's automatic refresh leaves it too: a cache is never worth a journal.
     with Ledger.open(str(journal), checkpoint_every=1) as ledger:
-        ledger.observe(goal="prod", source="meter", at=T0)
+        ledger.observe(
+            goal="prod", uncached_input=0, cached_input=0, output=0, source="meter", at=T0
+        )
     assert other.read_bytes() == before["j.jsonl.checkpoint"]
     assert not [name for name in os.listdir(tmp_path) if ".tmp." in name]

@@ -13,7 +13,7 @@ def test_a_group_is_one_write_each_transaction_seeing_the_last(tmp_path: Path) -
     path = tmp_path / "j.jsonl"
     with Ledger.open(str(path), checkpoint_every=5) as ledger:
         ledger.configure(goal="g", max_active_cases=2, quota_tpm=100_000)
-        ledger.observe(goal="g", uncached_input=1, output=1)
+        ledger.observe(goal="g", uncached_input=1, cached_input=0, output=1)
         size_before = path.stat().st_size
         answers = []
         with ledger.journal.group() as group:

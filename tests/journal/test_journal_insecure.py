@@ -158,8 +158,12 @@ def test_new_files_are_created_without_group_or_other_write(shared_dir: Path) ->
         with open(journal, "ab") as f:
             f.write(b'{"v":1,"seq":2,')  # a torn tail for the next writer to move aside
         with Ledger.open(str(journal)) as ledger:
-            ledger.observe(goal="g", source="meter", at=T0)
-            ledger.observe(goal="g", source="meter", at=T0)
+            ledger.observe(
+                goal="g", uncached_input=0, cached_input=0, output=0, source="meter", at=T0
+            )
+            ledger.observe(
+                goal="g", uncached_input=0, cached_input=0, output=0, source="meter", at=T0
+            )
         lines = journal.read_bytes().splitlines(keepends=True)
         lines[-2] = lines[-2].replace(b'"meter"', b'"metre"')  # mid-log corruption
         journal.write_bytes(b"".join(lines))

@@ -38,7 +38,9 @@ def _scenario(path: str) -> dict[str, int]:
         ledger.observe(goal="g", run="r1", uncached_input=3000, cached_input=1000, output=500,
                        at=at(10))  # fmt: skip
         admitted = ledger.admit(goal="g", run="r1", arm="baseline", forecast_tpm=4000, at=at(11))
-        ledger.observe(goal="g", run="r2", uncached_input=2000, output=500, at=at(20))
+        ledger.observe(
+            goal="g", run="r2", uncached_input=2000, cached_input=0, output=500, at=at(20)
+        )
         refused = ledger.admit(goal="g", run="r2", arm="control", forecast_tpm=3000, at=at(21))
         ledger.reject(goal="g", run="r2", retry_after_s=30, at=at(25))
         cooled = ledger.admit(goal="g", run="r3", arm="control", forecast_tpm=1000, at=at(30))
@@ -316,7 +318,7 @@ def test_earliest_admissible_at_when_a_lease_ends(journal_path: str) -> None:
 def test_earliest_admissible_at_is_null_when_never(journal_path: str) -> None:
     with Ledger.open(journal_path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, at=at(0))
-        ledger.observe(goal="g", uncached_input=0, at=at(0))
+        ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(0))
         refused = ledger.admit(goal="g", run="r1", forecast_tpm=9_500, at=at(1))
         body = ledger.audit(seq=refused["event"]["seq"])
     assert body["recorded"]["reasons"] == [R.FORECAST_EXCEEDS_TARGET, R.TOKEN_HEADROOM_EXHAUSTED]

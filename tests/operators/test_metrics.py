@@ -39,7 +39,7 @@ def _scenario(path: str) -> None:
         ledger.reject(goal="g", retry_after_s=30, at=at(6))
         # Goal h: a case gate only (no token target), and usage.
         ledger.configure(goal="h", max_active_cases=1, at=at(6.5))
-        ledger.observe(goal="h", uncached_input=5, at=at(7))
+        ledger.observe(goal="h", uncached_input=5, cached_input=0, output=0, at=at(7))
 
 
 def _metrics(path: str, *args: str) -> dict:

@@ -285,7 +285,20 @@ def test_an_observation_that_renews_a_lease_moves_its_end(tmp_path: Path) -> Non
         ledger.configure(goal="g", max_active_cases=3, at=format_us(BASE_US))
         ledger.admit(goal="g", run="r0", arm="baseline", forecast_tpm=1_000, lease_s=10,
                      at=format_us(BASE_US + 1))  # fmt: skip
-        ledger.observe(goal="g", run="r0", uncached_input=5, at=format_us(BASE_US + 5 * US_PER_S))
-        ledger.observe(goal="g", uncached_input=5, at=format_us(BASE_US + 30 * US_PER_S))
+        ledger.observe(
+            goal="g",
+            run="r0",
+            uncached_input=5,
+            cached_input=0,
+            output=0,
+            at=format_us(BASE_US + 5 * US_PER_S),
+        )
+        ledger.observe(
+            goal="g",
+            uncached_input=5,
+            cached_input=0,
+            output=0,
+            at=format_us(BASE_US + 30 * US_PER_S),
+        )
     held = [(p.at_us - BASE_US, p.active_runs, p.reserved_tpm) for p in _timeline(path).points]
     assert held[:4] == [(0, 0, 0), (1, 1, 1_000), (5 * US_PER_S, 1, 1_000), (15 * US_PER_S, 0, 0)]

@@ -46,7 +46,7 @@ def journal(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("subjects") / "j.jsonl"
     with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=100_000, max_active_cases=2, at=T0)
-        ledger.observe(goal="g", run="r2", uncached_input=10, output=5, at=T0)
+        ledger.observe(goal="g", run="r2", uncached_input=10, cached_input=0, output=5, at=T0)
         ledger.admit(goal="g", run="r1", arm="baseline", forecast_tpm=100, at=T0)
         ledger.host_phase(goal="g", lane="a", deadline="+1h", session="s", profile="p", at=T0)
         ledger.budget_configure(goal="t", allowed_units=10, window_hours=1, at=T0)

@@ -18,7 +18,9 @@ def _scenario(path: str) -> dict[str, int]:
     seqs: dict[str, int] = {}
     with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, at=at(0))  # target: the default 9000
-        ledger.observe(goal="g", uncached_input=0, at=at(1))  # heartbeat: fresh, 0 usage
+        ledger.observe(
+            goal="g", uncached_input=0, cached_input=0, output=0, at=at(1)
+        )  # heartbeat: fresh, 0 usage
         for t, run, forecast in ((2, "a", 4000), (3, "b", 4000), (4, "c", 4000), (5, "d", 3000)):
             seqs[run] = ledger.admit(goal="g", run=run, forecast_tpm=forecast, at=at(t))["event"][
                 "seq"
@@ -116,7 +118,7 @@ def test_a_larger_quota_keeps_an_explicit_target(tmp_path: Path) -> None:
     path = str(tmp_path / "j.jsonl")
     with Ledger.open(path) as ledger:
         ledger.configure(goal="g", quota_tpm=10_000, target_tpm=5_000, at=at(0))
-        ledger.observe(goal="g", uncached_input=0, at=at(1))
+        ledger.observe(goal="g", uncached_input=0, cached_input=0, output=0, at=at(1))
         ledger.admit(goal="g", run="a", forecast_tpm=4000, at=at(2))
         ledger.admit(goal="g", run="b", forecast_tpm=4000, at=at(3))  # refused: 8000 > 5000
     assert _whatif(path, "--quota-tpm", 20_000)["flips"] == []

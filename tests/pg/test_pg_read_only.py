@@ -45,7 +45,7 @@ def reader_url(pg_server: str, request: pytest.FixtureRequest) -> Iterator[str]:
     with fresh_schema(pg_server) as journal:
         with Ledger.open(journal) as ledger:
             ledger.configure(goal="g", quota_tpm=100_000, max_active_cases=2, at=T.format(0))
-            ledger.observe(goal="g", uncached_input=1, at=T.format(1))
+            ledger.observe(goal="g", uncached_input=1, cached_input=0, output=0, at=T.format(1))
         assert run_cli(*ADMIT_R1, "--journal", journal).code == 0
         schema = split_url(journal)[1]
         with connect(journal, autocommit=True) as conn:
@@ -88,7 +88,7 @@ def test_writers_fail_journal_read_only_and_change_nothing(reader_url: str) -> N
         as_json = run_cli(*args, "--journal", reader_url, "--json")
         assert as_json.code == 4 and as_json.json["error"]["code"] == "journal_read_only", name
     with Ledger.open(reader_url) as ledger, pytest.raises(StorageFailure) as by_api:
-        ledger.observe(goal="g", uncached_input=1)
+        ledger.observe(goal="g", uncached_input=1, cached_input=0, output=0)
     assert (by_api.value.code, by_api.value.exit_code) == ("journal_read_only", 4)
     assert _rows(reader_url) == before
 
@@ -115,7 +115,7 @@ def test_readers_and_a_replay_still_answer(reader_url: str) -> None:
 def test_the_server_answers_readers_and_refuses_writers(reader_url: str) -> None:
     before = _rows(reader_url)
     with serving(reader_url) as server:
-        refused = server.post("observe", goal="g", uncached_input=1)
+        refused = server.post("observe", goal="g", uncached_input=1, cached_input=0, output=0)
         assert (refused.status, refused.exit_code) == (503, 4), refused.body
         assert refused.json["error"]["code"] == "journal_read_only"
         assert server.get("inspect", "goal=g").status == 200  # the server goes on

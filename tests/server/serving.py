@@ -155,7 +155,7 @@ CONFIGURE = {"goal": "g", "quota_tpm": 1_000_000, "max_active_cases": 3}
 def configure_and_observe(server: Server, goal: str = "g", slots: int = 3) -> None:
     answer = server.post("configure", **{**CONFIGURE, "goal": goal, "max_active_cases": slots})
     assert answer.status == 200, answer.body
-    observed = server.post("observe", goal=goal, uncached_input=10, output=10)
+    observed = server.post("observe", goal=goal, uncached_input=10, cached_input=0, output=10)
     assert observed.status == 200, observed.body
 
 

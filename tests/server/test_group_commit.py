@@ -137,7 +137,9 @@ def test_sigterm_answers_what_waits_and_exits_0(tmp_path: Path) -> None:
     rest are never answered (so never acknowledged); the server exits 0."""
     with serving(tmp_path / "j.jsonl") as server:
         configure_and_observe(server)
-        calls = [("observe", {"goal": "g", "uncached_input": 1, "output": 1})] * 6
+        calls = [
+            ("observe", {"goal": "g", "uncached_input": 1, "cached_input": 0, "output": 1})
+        ] * 6
         answers = _concurrently(server, calls, then=signal.SIGTERM)
         assert server.proc.wait(timeout=30) == 0
     answered = [a for a in answers if a is not None]

@@ -173,6 +173,8 @@ def test_log_follow_streams_records_as_they_commit(server: Server) -> None:
 
 def test_a_body_near_the_limit_is_read_whole(server: Server) -> None:
     padding = " " * (900 * 1024)
-    raw = ('{"goal": "g", "uncached_input": 5,' + padding + '"output": 5}').encode()
+    raw = (
+        '{"goal": "g", "uncached_input": 5, "cached_input": 0,' + padding + '"output": 5}'
+    ).encode()
     answer = server.call("POST", "/v1/observe", raw=raw, headers=JSON)
     assert (answer.status, answer.exit_code) == (200, 0), answer.body[:200]

@@ -34,6 +34,7 @@ class Clients:
             params = {
                 "goal": "g",
                 "uncached_input": index + 1,
+                "cached_input": 0,
                 "output": n,
                 "request_id": f"chatcmpl-{index}-{n}",
             }

@@ -70,6 +70,39 @@ def test_a_zero_max_observation_age_is_refused_on_every_face(
     assert set(codes.values()) == {"invalid_config"}, codes
 
 
+@pytest.mark.parametrize("given", [{}, {"output": 5}], ids=["no counts", "output alone"])
+def test_observe_without_its_three_counts_is_usage_on_every_face(
+    served: tuple[Path, Server], given: dict[str, int]
+) -> None:
+    """A heartbeat states its zeros (SPEC §3.5, §3.2): counts left out are a forgotten
+    argument, never a zero-token measured observation that refreshes the freshness
+    gate. The CLI refused it; the API and HTTP took it as a heartbeat."""
+    journal, server = served
+    flags = ["--" + name.replace("_", "-") for name in given]
+    cli = ["observe", "--goal", "g"]
+    for flag, value in zip(flags, given.values(), strict=True):
+        cli += [flag, str(value)]
+    codes = _every_face(journal, server, "observe", {"goal": "g", **given}, cli)
+    assert set(codes.values()) == {"usage"}, codes
+
+
+def test_a_heartbeat_states_its_zeros_on_every_face(served: tuple[Path, Server]) -> None:
+    journal, server = served
+    zero = {"uncached_input": 0, "cached_input": 0, "output": 0}
+    with Ledger.open(str(journal)) as here, Ledger.open(server.url) as there:
+        assert here.observe(goal="g", **zero)["appended"]
+        assert there.observe(goal="g", **zero)["appended"]
+    assert server.post("observe", goal="g", **zero).status == 200
+    # An unmetered observation may leave its counts out: its tokens are unknown, and it
+    # refreshes nothing (SPEC §3.2: "its token counts, if any").
+    with Ledger.open(str(journal)) as here, Ledger.open(server.url) as there:
+        assert here.observe(goal="g", coverage="unmetered")["appended"]
+        assert there.observe(goal="g", coverage="unmetered")["appended"]
+    assert server.post("observe", goal="g", coverage="unmetered").status == 200
+    done = run_cli("observe", "--goal", "g", "--coverage", "unmetered", "--journal", server.url)
+    assert done.code == 0, done.stderr
+
+
 def test_audit_of_a_seq_past_the_head_is_seq_out_of_range_on_every_face(
     served: tuple[Path, Server],
 ) -> None:

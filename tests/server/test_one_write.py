@@ -17,7 +17,11 @@ SOCKET_WRITES = "trace=write,writev,sendto,sendmsg"
 WRITE = re.compile(r"^\d+\s+(write|writev|sendto|sendmsg)\((\d+),(.*)$")
 CALLS = [
     ("POST", "/v1/configure", b'{"goal": "g", "quota_tpm": 100000}'),
-    ("POST", "/v1/observe", b'{"goal": "g", "uncached_input": 10, "output": 10}'),
+    (
+        "POST",
+        "/v1/observe",
+        b'{"goal": "g", "uncached_input": 10, "cached_input": 0, "output": 10}',
+    ),
     ("GET", "/v1/inspect?goal=g", None),
     ("HEAD", "/v1/inspect?goal=g", None),
     ("GET", "/v1/nope", None),

@@ -20,7 +20,7 @@ def test_prices_and_a_cap_through_the_server(tmp_path: Path) -> None:
         assert listed.json["prices"]["gpt-4o"]["output_usd_per_mtok"] == 10.0
         assert server.post("configure", goal="g", quota_tpd=100_000, cap_usd=0.01).exit_code == 0
         observed = server.post(
-            "observe", goal="g", model="gpt-4o", uncached_input=2_000, output=500
+            "observe", goal="g", model="gpt-4o", uncached_input=2_000, cached_input=0, output=500
         )
         assert observed.exit_code == 0
         refused = server.post(

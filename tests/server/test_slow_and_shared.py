@@ -28,7 +28,10 @@ def test_a_client_that_never_finishes_delays_no_commit(tmp_path: Path) -> None:
             )
             for n in range(5):  # each would wait forever behind a server that waited for them
                 answer = server.call(
-                    "POST", "/v1/observe", {"goal": "g", "output": n}, timeout_s=30
+                    "POST",
+                    "/v1/observe",
+                    {"goal": "g", "uncached_input": 0, "cached_input": 0, "output": n},
+                    timeout_s=30,
                 )
                 assert (answer.status, answer.exit_code) == (200, 0)
         finally:

@@ -19,7 +19,9 @@ def test_eio_at_fdatasync_fails_the_whole_batch_and_exits_4(tmp_path: Path) -> N
     failing = strace("trace=fdatasync", "inject=fdatasync:error=EIO:when=3")
     with serving(journal, prefix=failing) as server:
         configure_and_observe(server)
-        calls = [("observe", {"goal": "g", "uncached_input": 7, "output": 7})] * 6
+        calls = [
+            ("observe", {"goal": "g", "uncached_input": 7, "cached_input": 0, "output": 7})
+        ] * 6
         answers = _concurrently(server, calls)
         answered = [a for a in answers if a is not None]
         assert answered, "no request was answered"
@@ -33,6 +35,6 @@ def test_eio_at_fdatasync_fails_the_whole_batch_and_exits_4(tmp_path: Path) -> N
     assert run_cli("verify", "--journal", str(journal)).code == 0
     with serving(journal) as restarted:
         assert restarted.call("GET", "/readyz").status == 200
-        again = restarted.post("observe", goal="g", uncached_input=1, output=1)
+        again = restarted.post("observe", goal="g", uncached_input=1, cached_input=0, output=1)
         assert (again.status, again.exit_code) == (200, 0)
     assert run_cli("verify", "--journal", str(journal)).code == 0

@@ -19,7 +19,9 @@ const configured = await client.POST("/v1/configure", {
 results.configure = must("configure", configured.data, configured.error).appended;
 
 // A retry after a timeout: the same request_id counts once (SPEC §11).
-const observation = { goal: "ts", uncached_input: 1200, output: 300, request_id: "chatcmpl-ts1" };
+const observation = {
+  goal: "ts", uncached_input: 1200, cached_input: 0, output: 300, request_id: "chatcmpl-ts1",
+};
 const first = await client.POST("/v1/observe", { body: observation });
 results.observe = must("observe", first.data, first.error).event?.seq;
 const retried = await client.POST("/v1/observe", { body: observation });
