@@ -15,6 +15,7 @@ client shares; one connection is reused for every call of a ledger.
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import typing
@@ -41,10 +42,12 @@ from quotaledger.journal.errors import (
     TimeInFuture,
     TimeRegression,
 )
+from quotaledger.journal.limits import HTTP_WAIT_S_MAX
 from quotaledger.journal.target import is_remote_target
 from quotaledger.render.outcome import ANSWERED, error_of_body
 from quotaledger.usecases.decode import API, HTTP, decode
 from quotaledger.usecases.registry import SERVED, USE_CASES
+from quotaledger.usecases.waiting import queue_ttl_s, wait_for_admission
 
 _BY_CODE: dict[str, type[Error]] = {
     codes.TIME_REGRESSION: TimeRegression,
@@ -213,6 +216,10 @@ class RemoteLedger:
             kwargs = checked(name, kwargs)
         if name == "log" and kwargs.get("follow"):
             return self.client.follow(kwargs)
+        if name == "admit" and kwargs.get("wait_s"):
+            return waiting_admit(
+                lambda params: decode_answer(self.client.call(name, params)), kwargs
+            )
         return decode_answer(self.client.call(name, kwargs))
 
     def close(self) -> None:
@@ -288,8 +295,16 @@ class RemoteService:
             # A typed call's other keywords are the local process's (a progress bar).
             if request is None:
                 return decode_answer(self.client.call(name, kwargs))
-            body = self.client.call(name, msgspec.to_builtins(request))
             answer_type = USE_CASES[name].answer_type()
+            params = msgspec.to_builtins(request)
+            if name == "admit" and params.get("wait_s"):
+                return waiting_admit(
+                    lambda wire: msgspec.json.decode(
+                        self.client.call(name, wire), type=answer_type
+                    ),
+                    params,
+                )
+            body = self.client.call(name, params)
             if USE_CASES[name].streams:  # JSON Lines: an answer per line
                 lines = body.splitlines()
                 return [msgspec.json.decode(line, type=answer_type) for line in lines if line]
@@ -302,6 +317,30 @@ class RemoteService:
 
     def close(self) -> None:
         self.client.close()
+
+
+def waiting_admit(call: Callable[[dict[str, Any]], Any], params: dict[str, Any]) -> Any:
+    """`admit` with `wait_s` through a server (SPEC §12.2): the server holds each request
+    at most HTTP_WAIT_S_MAX, so a longer wait asks again with what is left of it; the
+    entry's ttl is set here, from the whole wait (the server's default is 600 s)."""
+    wait_s = params["wait_s"]
+    ttl_s = queue_ttl_s(
+        queue=True,
+        queue_ttl_s=params.get("queue_ttl_s"),
+        wait_s=wait_s,
+        lease_s=params.get("lease_s"),
+    )
+    fixed = {**params, "queue": True, "queue_ttl_s": ttl_s}
+
+    def poll(remaining_s: float) -> Any:
+        held_s = min(math.ceil(remaining_s), HTTP_WAIT_S_MAX)
+        return call({**fixed, "wait_s": held_s})
+
+    def pause_s(answer: Any) -> float | None:
+        queued = answer.get("queued") if isinstance(answer, dict) else answer.queued
+        return 0.0 if queued is True else None  # the server held it: ask again at once
+
+    return wait_for_admission(poll, pause_s, wait_s)
 
 
 __all__ = ["RemoteLedger", "RemoteService", "is_remote_target"]

@@ -117,3 +117,20 @@ assert HEAD_BYTES_MAX < BODY_BYTES_MAX
 assert 1 <= MAX_BATCH_DEFAULT <= MAX_BATCH_MAX
 assert READ_TIMEOUT_S > LOCK_TIMEOUT_S_DEFAULT, "a call outwaits the lock its commit waits for"
 assert JOURNAL_NAME_BYTES_MAX >= 128
+
+# -- waiting in a queue (SPEC §12.2) ------------------------------------------------------
+
+QUEUE_TTL_S_MAX = 86_400
+"""How long an entry may wait: `--queue-ttl-s` is 1 to this."""
+QUEUE_TTL_S_DEFAULT = 600
+WAIT_S_MAX = 86_400
+"""`--wait-timeout-s` (the API's `wait_s`) is 1 to this."""
+WAIT_S_DEFAULT = 300
+WAIT_TTL_MARGIN_S = 60
+"""With a wait, the ttl defaults to the wait plus this (at most QUEUE_TTL_S_MAX)."""
+
+WAIT_POLL_S_MAX = 1.0
+"""A waiting client polls at most this far apart (sooner at its estimate)."""
+HTTP_WAIT_S_MAX = 60
+"""A server holds one HTTP request at most this long; a longer wait polls again."""
+assert HTTP_WAIT_S_MAX <= WAIT_S_MAX <= QUEUE_TTL_S_MAX

@@ -7,6 +7,8 @@ never a hand-written figure, so changing a limit changes every message about it.
 
 from quotaledger.journal.identifier import IDENTIFIER_CHARS_MAX as IDENTIFIER_CHARS_MAX
 from quotaledger.journal.limits import LINE_BYTES_MAX
+from quotaledger.journal.limits import QUEUE_TTL_S_MAX as _QUEUE_TTL_S_MAX
+from quotaledger.journal.limits import WAIT_S_MAX as _WAIT_S_MAX
 
 # -- the value rules every payload shares (SPEC §8) -------------------------------------
 
@@ -25,6 +27,11 @@ COOLDOWN_S_LIMIT = 86_400
 OBSERVATION_AGE_S_MAX = 86_400
 LEASE_S_MAX = 366 * 86_400
 RETRY_AFTER_S_MAX = 10**9
+
+# -- the queue (SPEC §12.2): the engine's, as a client of a server needs them too --------
+
+QUEUE_TTL_S_MAX = _QUEUE_TTL_S_MAX
+WAIT_S_MAX = _WAIT_S_MAX
 
 # -- host continuation (SPEC §4) ----------------------------------------------------------
 

@@ -76,6 +76,12 @@ SPEND_CAP_EXCEEDED = "spend_cap_exceeded"
 """Spent + reserved + this request's forecast > cap (a release lowers what is reserved)."""
 CAP_REASONS = (SPEND_CAP_REACHED, SPEND_CAP_EXCEEDED)
 
+# -- the queue (SPEC §12.2): after every other reason ----------------------------------
+QUEUE_AHEAD = "queue_ahead"
+"""An entry of equal or higher priority that would block this request is waiting."""
+RUN_NOT_QUEUED = "run_not_queued"
+"""`admit --cancel` of a run that has no entry in the queue: nothing to cancel."""
+
 # -- configure and release (SPEC §3.1, §3.4) -----------------------------------------
 CONFIG_BELOW_OCCUPANCY = "config_below_occupancy"
 RUN_NOT_ACTIVE = "run_not_active"
@@ -115,6 +121,8 @@ ADMISSION_REASONS = (
 
 CAPACITY_REASONS = (
     *ADMISSION_REASONS,
+    QUEUE_AHEAD,
+    RUN_NOT_QUEUED,
     CONFIG_BELOW_OCCUPANCY,
     RUN_NOT_ACTIVE,
     REQUEST_ID_CONFLICT,

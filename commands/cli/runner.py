@@ -10,11 +10,14 @@ call: `quotaledger observe` loads these four commands' options and nothing of
 SPEC order).
 """
 
+from typing import Annotated
+
 import typer
 
-from quotaledger.cli.common import CommandTable, Ctx
+from quotaledger.cli.common import CommandTable, Ctx, duration_option
 from quotaledger.cli.request_options import RequestOptions, request_options
 from quotaledger.console import per_event
+from quotaledger.journal.limits import WAIT_S_DEFAULT
 from quotaledger.render.output import Output
 from quotaledger.usecases.capacity import (
     AdmitRequest,
@@ -57,14 +60,35 @@ def observe(ctx: Ctx, options: RequestOptions) -> Output:
     "admit",
     example="quotaledger admit --goal g --run r1 --case c7 --arm treatment --forecast-tpm 12000",
 )
-@request_options(AdmitRequest)
-def admit(ctx: Ctx, options: RequestOptions) -> Output:
+@request_options(AdmitRequest, api_only=("wait_s",))
+def admit(
+    ctx: Ctx,
+    options: RequestOptions,
+    *,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="Queue, then poll until admitted or --wait-timeout-s is over (needs --lease-s).",
+        ),
+    ] = False,
+    wait_timeout_s: Annotated[
+        int | None,
+        duration_option(
+            "--wait-timeout-s",
+            f"How long --wait waits [default: {WAIT_S_DEFAULT}].",
+        ),
+    ] = None,
+) -> Output:
     """Ask whether a run may start now: take a case slot and a token reservation.
 
     Exit 0 admitted (an identical repeat returns the original receipt), exit 1
-    refused (journaled as capacity.refused unless --dry-run).
+    refused (journaled as capacity.refused unless --dry-run). With --queue (and
+    --lease-s), a refusal that time or a release can cure waits in the goal's queue
+    (exit 1, its position and estimated start); asking again polls it; --cancel
+    takes it out.
     """
-    return per_event.admit(ctx, options)
+    return per_event.admit(ctx, {**options, "wait": wait, "wait_timeout_s": wait_timeout_s})
 
 
 @commands(

@@ -10,6 +10,9 @@ from typing import Any
 
 from quotaledger.console.context import Ctx, request_of
 from quotaledger.console.inputs import check_observe_counts, read_input
+from quotaledger.journal import codes
+from quotaledger.journal.errors import InvalidInput
+from quotaledger.journal.limits import WAIT_S_DEFAULT
 from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
 from quotaledger.services.capacity import CapacityService
@@ -35,7 +38,16 @@ def observe(ctx: Ctx, options: dict[str, Any]) -> Output:
 
 
 def admit(ctx: Ctx, options: dict[str, Any]) -> Output:
-    request = request_of(AdmitRequest, options)
+    options = dict(options)
+    wait, timeout_s = options.pop("wait", False), options.pop("wait_timeout_s", None)
+    if timeout_s is not None and not wait:
+        raise InvalidInput(
+            "--wait-timeout-s is how long --wait waits: give --wait too",
+            code=codes.INVALID_OPTION,
+            option="--wait-timeout-s",
+        )
+    wait_s = (WAIT_S_DEFAULT if timeout_s is None else timeout_s) if wait else None
+    request = request_of(AdmitRequest, options, wait_s=wait_s)
     with ctx.service(CapacityService, write=not request.dry_run) as ledger:
         answer = ledger.admit(request)
     return output_of("admit", request, answer, ctx.shown())

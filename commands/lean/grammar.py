@@ -89,7 +89,7 @@ COMMANDS: dict[str, Any] = {
     ),
     'admit': (
         'admit', True,
-        {'--goal': (0, True), '--run': (1, True), '--case': (2, True), '--arm': (3, True), '--class': (4, True), '--forecast-tpm': (5, True), '--forecast-itpm': (6, True), '--forecast-otpm': (7, True), '--forecast-rpm': (8, True), '--forecast-tokens': (9, True), '--forecast-requests': (10, True), '--forecast-usd': (11, True), '--lease-s': (12, True), '--at': (13, True), '--dry-run': (14, True), '--journal': (15, True), '--json': (16, True), '--no-json': (16, False), '--lock-timeout-s': (17, True)},
+        {'--goal': (0, True), '--run': (1, True), '--case': (2, True), '--arm': (3, True), '--class': (4, True), '--forecast-tpm': (5, True), '--forecast-itpm': (6, True), '--forecast-otpm': (7, True), '--forecast-rpm': (8, True), '--forecast-tokens': (9, True), '--forecast-requests': (10, True), '--forecast-usd': (11, True), '--lease-s': (12, True), '--at': (13, True), '--dry-run': (14, True), '--queue': (15, True), '--queue-ttl-s': (16, True), '--cancel': (17, True), '--wait': (18, True), '--wait-timeout-s': (19, True), '--journal': (20, True), '--json': (21, True), '--no-json': (21, False), '--lock-timeout-s': (22, True)},
         [
             ('goal', 'str', False, True, None, 'goal', 'request'),
             ('run', 'str', False, True, None, 'run', 'request'),
@@ -106,6 +106,11 @@ COMMANDS: dict[str, Any] = {
             ('lease_s', 'duration_s', False, False, None, 'lease_s', 'request'),
             ('at', 'str', False, False, None, 'at', 'request'),
             ('dry_run', 'flag', False, False, False, 'dry_run', 'request'),
+            ('queue', 'flag', False, False, False, 'queue', 'request'),
+            ('queue_ttl_s', 'duration_s', False, False, None, 'queue_ttl_s', 'request'),
+            ('cancel', 'flag', False, False, False, 'cancel', 'request'),
+            ('wait', 'flag', False, False, False, '', ''),
+            ('wait_timeout_s', 'duration_s', False, False, None, '', ''),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),
             ('lock_timeout_s', 'duration', False, False, None, '', 'common'),

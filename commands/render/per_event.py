@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from msgspec import UnsetType
+from msgspec import UNSET, UnsetType
 
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
@@ -31,7 +31,9 @@ def admit_output(request: AdmitRequest, answer: AdmitAnswer, shown: Shown) -> Ou
 def release_output(request: ReleaseRequest, answer: ReleaseAnswer, shown: Shown) -> Output:
     run = request.run
     if answer.released:
-        text = f"released {run}"
+        text = f"released {run}" + promoted_text(answer.promoted)
+    elif answer.dequeued is True:
+        text = f"{run} was queued, not active: out of the queue" + promoted_text(answer.promoted)
     else:
         text = f"{run} is not active ({', '.join(answer.reasons)}); nothing appended"
     return Output(answer, text=text)
@@ -116,6 +118,8 @@ def coverage_text(
 
 
 def admit_text(answer: AdmitAnswer, run: str) -> str:
+    if answer.cancelled is not UNSET or answer.queued is True:
+        return queue_text(answer, run)
     prefix = "would be " if answer.dry_run else ""
     if answer.admitted:
         receipt = answer.receipt
@@ -134,12 +138,40 @@ def admit_text(answer: AdmitAnswer, run: str) -> str:
                 bits.append(f"{name} load {num(d.load)}/{d.target}, forecast {num(d.forecast)}")
         bits += spend_bits(receipt.spend)
         detail = ", ".join(bits) or "no gate limits it"
+        if answer.idempotent and answer.promoted is not UNSET:
+            return f"admitted {run} from the queue (seq {receipt.seq})"
         if answer.idempotent:
             return f"admitted {run} again (replay of seq {receipt.seq}; nothing appended)"
-        return f"{prefix}admitted {run} ({detail})"
+        return f"{prefix}admitted {run} ({detail})" + promoted_text(answer.promoted)
     assert not isinstance(answer.figures, UnsetType) and not isinstance(answer.reasons, UnsetType)
     head = f"{'WOULD BE ' if prefix else ''}REFUSED {run}: {', '.join(answer.reasons)}"
-    return head + "\n  " + figures_text(answer.figures, answer.at)
+    return head + "\n  " + figures_text(answer.figures, answer.at) + promoted_text(answer.promoted)
+
+
+def queue_text(answer: AdmitAnswer, run: str) -> str:
+    """A cancel's answer, or where a queued run stands: `QUEUED r7: position 2 (behind
+    r3), estimated start ..., expires ...`."""
+    if answer.cancelled is True:
+        return f"cancelled {run}: out of the queue" + promoted_text(answer.promoted)
+    if answer.cancelled is False:
+        return f"{run} is not queued ({answer.reason}); nothing appended"
+    assert not isinstance(answer.reasons, UnsetType)
+    ahead = answer.ahead if isinstance(answer.ahead, list) else []
+    behind = f" (behind {', '.join(a.run for a in ahead[-3:])})" if ahead else ""
+    estimate = answer.estimated_start_at
+    start = f"estimated start {estimate}" if isinstance(estimate, str) else "no estimate"
+    return (
+        f"QUEUED {run}: position {answer.position}{behind}, {start}, expires "
+        f"{answer.expires_at}\n  held by {', '.join(answer.reasons)}"
+        + promoted_text(answer.promoted)
+    )
+
+
+def promoted_text(promoted: Any) -> str:
+    """The runs a writer's transaction admitted from the queue (SPEC §12.2)."""
+    if not isinstance(promoted, list) or not promoted:
+        return ""
+    return "\n  promoted from the queue: " + ", ".join(f"{p.goal}/{p.run}" for p in promoted)
 
 
 def spend_bits(spend: cap.SpendFigures | UnsetType) -> list[str]:

@@ -39,6 +39,7 @@ from quotaledger.server.committer import Committer, Work, internal_error
 from quotaledger.server.followups import FollowUps
 from quotaledger.server.readers import Printed, Readers
 from quotaledger.server.telemetry import Telemetry
+from quotaledger.server.waiters import Waiters, retry_after_s
 from quotaledger.usecases.decode import Answer
 from quotaledger.usecases.operator import MetricsRequest
 from quotaledger.usecases.registry import UseCase
@@ -103,6 +104,8 @@ class Api:
         """Set once the server knows its journal and address (`run`)."""
         self._handing: list[Work] = []
         """Requests for the committer taken in this turn of the event loop."""
+        self.waiters = Waiters()
+        """The admits held while their runs wait in a queue."""
 
     def deliver(self, outcomes: list[tuple[Any, Any]]) -> None:
         """From the committer's thread: hand each waiting request its outcome."""
@@ -208,6 +211,8 @@ class Api:
             return await self._log(send, receive, request, cli)
         if case.whole_journal:
             outcome = await self.readers.answer(case.name, request)
+        elif case.name == "admit" and request.wait_s is not None:
+            outcome = await self._held(case, request, receive)
         else:
             outcome = await self._commit(case, request)
         if isinstance(outcome, Error):
@@ -228,7 +233,19 @@ class Api:
         self._handing.append(Work(case, request, ticket))
         if len(self._handing) == 1:
             self.loop.call_soon(self._hand_over)
-        return await ticket
+        outcome = await ticket
+        self.waiters.wake(getattr(outcome, "promoted", None))
+        return outcome
+
+    async def _held(self, case: UseCase, request: Any, receive: Receive) -> Any:
+        """An admit that waits in the queue (SPEC §12.2), held until admitted, refused,
+        its wait over or its client gone."""
+        gone = asyncio.Event()
+        watcher = asyncio.ensure_future(_disconnected(receive, gone.set))
+        try:
+            return await self.waiters.hold(request, lambda once: self._commit(case, once), gone)
+        finally:
+            watcher.cancel()
 
     def _hand_over(self) -> None:
         works, self._handing = self._handing, []
@@ -363,7 +380,10 @@ async def _answer(send: Send, answer: Answer, method: str, rewrite: Rewrite = _u
 
 def _retry_after_s(answer: Answer) -> int | None:
     """Whole seconds until a refused request could pass, where the refusal says when
-    (a cooldown's end); None where only a change of load can tell."""
+    (a queued run's estimated start, a cooldown's end); None where only a change of
+    load can tell."""
+    if getattr(answer, "queued", None) is True:
+        return retry_after_s(answer)
     figures = getattr(answer, "figures", None)
     until = getattr(figures, "cooldown_until", None)
     at = getattr(answer, "at", None)

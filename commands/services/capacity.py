@@ -15,12 +15,17 @@ from typing import TYPE_CHECKING, Any, cast
 import msgspec
 from msgspec import UNSET
 
-from quotaledger.journal import InvalidInput, codes
+from quotaledger.journal import InvalidInput, Transaction, codes
 from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
+from quotaledger.projections import reasons as R
+from quotaledger.projections.capacity import events as cap_events
+from quotaledger.projections.capacity import queue as cq
+from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.queueing import final_records, promote, promoted_of, queue_view
 from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_or_time
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
@@ -32,9 +37,11 @@ from quotaledger.usecases.capacity import (
     RejectRequest,
     ReleaseAnswer,
     ReleaseRequest,
+    RunRef,
     provider_report_of,
 )
 from quotaledger.usecases.decode import event_of, event_or_unset
+from quotaledger.usecases.waiting import pause_until, queue_ttl_s, wait_for_admission
 
 if TYPE_CHECKING:
     from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
@@ -81,6 +88,9 @@ class CapacityService(ServiceBase):
             if repeat is not None:
                 return observe_repeat(repeat, payload, goal)
             pending = txn.append(cap.OBSERVED, goal, payload, at_text)
+            promoted = promote(txn, goal, at_text, [pending])
+        if promoted:
+            pending, *promoted = final_records(txn)
         state = cap.goal_of(self.journal.state.capacity, goal)
         # The answer shows the window's usage only: not the whole evaluation (every
         # dimension, the active runs), which costs 3-4x as much.
@@ -99,27 +109,142 @@ class CapacityService(ServiceBase):
             provider=report,
             lease_until=format_us_or_none(leased.lease_until_us) if leased is not None else None,
             event=event_of(pending),
+            promoted=promoted_of(promoted),
         )
 
     # -- admit -------------------------------------------------------------------------
 
     def admit(self, request: AdmitRequest) -> AdmitAnswer:
-        """Decide whether `run` may start now; journal the admission or the refusal."""
+        """Decide whether `run` may start now; journal the admission or the refusal.
+        With `queue`, a refusal time or a release can cure waits in the queue; with
+        `wait_s`, the call then polls until admitted or the wait is over (SPEC §12.2)."""
+        if request.cancel:
+            return self._cancel(request)
+        ttl_s = ttl_of(request)
+        if not request.wait_s:
+            return self._admit_once(request, ttl_s)
+        once = msgspec.structs.replace(request, wait_s=None, queue=True, queue_ttl_s=ttl_s)
+        return wait_for_admission(
+            lambda remaining_s: self._admit_once(once, ttl_s),
+            pause_s_of,
+            request.wait_s,
+        )
+
+    def _admit_once(self, request: AdmitRequest, ttl_s: int) -> AdmitAnswer:
         goal, dry_run = request.goal, request.dry_run
         asked = request.payload()
         if dry_run and not self.journal.store.writable:
-            # A read-only handle polls without the lock: whatever is durable now.
-            ledger: LedgerState = self.journal.refresh()
-            state = self.require_configured(ledger, goal)
-            at_text = self._time_without_lock(goal, request.at)
-            decision = cap.decide_admission(state, asked, parse_at(at_text))
-            return admit_answer(goal, decision, None, at_text, dry_run=True)
+            return self._dry_admit_unlocked(request, asked)
         with self.journal.transaction() as txn:
-            state = self.require_configured(txn.state, goal)
+            self.require_configured(txn.state, goal)
             at_text = txn.time_for(goal, request.at)
-            decision = cap.decide_admission(state, asked, parse_at(at_text))
-            pending = None if dry_run else conclude(txn, goal, at_text, decision)
-        return admit_answer(goal, decision, pending, at_text, dry_run=dry_run)
+            at_us = parse_at(at_text)
+            decision, pending = _decide_and_append(txn, request, asked, at_text, ttl_s)
+            promoted = (
+                []
+                if dry_run or (decision and not pending)
+                else promote(txn, goal, at_text, [pending] if pending is not None else [])
+            )
+        if promoted:
+            written = final_records(txn)
+            pending, promoted = (
+                (written[0], written[1:]) if pending is not None else (None, written)
+            )
+        mine = next((p for p in promoted if _admits(p, goal, asked.run)), None)
+        if mine is not None:  # admitted from the queue by this very transaction
+            answer = promoted_answer(goal, mine, pending, at_text)
+        elif decision is None or (pending is not None and pending.record.kind == cap_events.QUEUED):
+            state = self.journal.state
+            answer = self._queued_answer(state, goal, asked, at_us, at_text, pending)
+        else:
+            answer = admit_answer(goal, decision, pending, at_text, dry_run=dry_run)
+        answer.promoted = promoted_of(promoted)
+        return answer
+
+    def _dry_admit_unlocked(self, request: AdmitRequest, asked: cap.AdmitRequest) -> AdmitAnswer:
+        """A read-only handle polls without the lock: whatever is durable now."""
+        goal = request.goal
+        ledger: LedgerState = self.journal.refresh()
+        self.require_configured(ledger, goal)
+        at_text = self._time_without_lock(goal, request.at)
+        at_us = parse_at(at_text)
+        view = queue_view(ledger, goal)
+        if cq.entry_of(view, goal, asked.run, at_us) is not None:
+            return self._queued_answer(ledger, goal, asked, at_us, at_text, None)
+        decision = cq.decide_in_queue(view, goal, asked, at_us)
+        return admit_answer(goal, decision, None, at_text, dry_run=True)
+
+    def _queued_answer(
+        self,
+        state: LedgerState,
+        goal: str,
+        asked: cap.AdmitRequest,
+        at_us: int,
+        at_text: str,
+        pending: PendingRecord | None,
+    ) -> AdmitAnswer:
+        """Where a queued run stands as of `at_us` (SPEC §12.2): its position, the runs
+        ahead, its estimate, and the reasons and figures it is held by now."""
+        run = asked.run
+        view = queue_view(state, goal)
+        standing = cq.standing_of(view, goal, run, at_us)
+        if standing is None:  # it left the queue: admitted, or refused by a promotion
+            decision = cq.decide_in_queue(view, goal, asked, at_us)
+            return admit_answer(goal, decision, pending, at_text, dry_run=False)
+        entry = standing.waiting.entry
+        held = cq.decide_in_queue(view, goal, entry.request, at_us)
+        return AdmitAnswer(
+            ok=False,
+            goal=goal,
+            at=at_text,
+            admitted=False,
+            idempotent=False,
+            appended=pending is not None,
+            dry_run=False,
+            queued=True,
+            run=run,
+            position=standing.position,
+            ahead=[RunRef(goal=w.goal, run=w.run) for w in standing.ahead],
+            queued_at=format_us(entry.at_us),
+            expires_at=format_us(entry.expires_us),
+            estimated_start_at=format_us_or_none(standing.estimated_start_us),
+            reasons=list(held.reasons),
+            figures=held.detail.figures,
+            binding_dimension=held.detail.figures.binding_dimension,
+            event=event_of(pending) if pending is not None else None,
+        )
+
+    def _cancel(self, request: AdmitRequest) -> AdmitAnswer:
+        """`admit --cancel`: take the run's entry out of the queue (SPEC §12.2)."""
+        goal, run = request.goal, request.run
+        check_cancel_alone(request)
+        promoted: list[PendingRecord] = []
+        with self.journal.transaction() as txn:
+            self.require_configured(txn.state, goal)
+            at_text = txn.time_for(goal, request.at)
+            view = queue_view(txn.state, goal)
+            entry = cq.entry_of(view, goal, run, parse_at(at_text))
+            pending = None
+            if entry is not None:
+                payload = cap_events.CapacityDequeued(run=run, reason="cancelled")
+                pending = txn.append(cap_events.DEQUEUED, goal, payload, at_text)
+                promoted = promote(txn, goal, at_text, [pending])
+        if promoted:
+            pending, *promoted = final_records(txn)
+        return AdmitAnswer(
+            ok=True,
+            goal=goal,
+            run=run,
+            at=at_text,
+            admitted=False,
+            idempotent=False,
+            appended=pending is not None,
+            dry_run=False,
+            cancelled=pending is not None,
+            reason=UNSET if pending is not None else R.RUN_NOT_QUEUED,
+            event=event_of(pending) if pending is not None else None,
+            promoted=promoted_of(promoted),
+        )
 
     # -- reject ------------------------------------------------------------------------
 
@@ -158,27 +283,46 @@ class CapacityService(ServiceBase):
                 request_id=request_id,
             )
             pending = txn.append(cap.REJECTED, goal, payload, at_text)
-        return rejected_answer(goal, payload, pending)
+            promoted = promote(txn, goal, at_text, [pending])
+        if promoted:
+            pending, *promoted = final_records(txn)
+        answer = rejected_answer(goal, payload, pending)
+        answer.promoted = promoted_of(promoted)
+        return answer
 
     # -- release -----------------------------------------------------------------------
 
     def release(self, request: ReleaseRequest) -> ReleaseAnswer:
-        """Release an active run's case slot and token reservation."""
+        """Release an active run's case slot and token reservation, or take a queued
+        run out of the queue (SPEC §12.2); either promotes into what it frees."""
         goal, run = request.goal, request.run
+        promoted: list[PendingRecord] = []
+        dequeued = False
         with self.journal.transaction() as txn:
             state = self.require_configured(txn.state, goal)
             at_text = txn.time_for(goal, request.at)
-            decision = cap.decide_release(state, run, parse_at(at_text))
+            at_us = parse_at(at_text)
+            decision = cap.decide_release(state, run, at_us)
             pending = conclude(txn, goal, at_text, decision)
+            if pending is None and cq.entry_of(queue_view(txn.state, goal), goal, run, at_us):
+                payload = cap_events.CapacityDequeued(run=run, reason="released")
+                pending = txn.append(cap_events.DEQUEUED, goal, payload, at_text)
+                dequeued = True
+            if pending is not None:
+                promoted = promote(txn, goal, at_text, [pending])
+        if promoted:
+            pending, *promoted = final_records(txn)
         # Releasing a run that is not active is ok: it holds nothing (SPEC §3.4).
         return ReleaseAnswer(
             ok=True,
             goal=goal,
             run=run,
-            released=pending is not None,
+            released=pending is not None and not dequeued,
             appended=pending is not None,
-            reasons=list(decision.reasons),
+            reasons=[] if dequeued else list(decision.reasons),
             event=event_or_unset(pending),
+            dequeued=True if dequeued else UNSET,
+            promoted=promoted_of(promoted),
         )
 
 
@@ -326,3 +470,127 @@ def admit_answer(
         answer.figures = detail.figures
         answer.binding_dimension = detail.figures.binding_dimension
     return answer
+
+
+# -- the queue (SPEC §12.2) --------------------------------------------------------------
+
+
+def ttl_of(request: AdmitRequest) -> int:
+    return queue_ttl_s(
+        queue=request.queue,
+        queue_ttl_s=request.queue_ttl_s,
+        wait_s=request.wait_s,
+        lease_s=request.lease_s,
+    )
+
+
+def check_cancel_alone(request: AdmitRequest) -> None:
+    """`admit --cancel` names a run and nothing it would ask for."""
+    given = [
+        name
+        for name in ("queue", "queue_ttl_s", "wait_s", "dry_run")
+        if getattr(request, name) not in (None, False)
+    ]
+    if given:
+        raise InvalidInput(
+            lambda names: (
+                f"{names('cancel')} takes a run out of the queue: leave out "
+                + ", ".join(map(names, given))
+            ),
+            code=codes.INVALID_OPTION,
+            about=("cancel", *given),
+        )
+
+
+def _decide_and_append(
+    txn: Transaction[LedgerState],
+    request: AdmitRequest,
+    asked: cap.AdmitRequest,
+    at: str,
+    ttl_s: int,
+) -> tuple[cap.AdmissionDecision | None, PendingRecord | None]:
+    """An admit's decision and its own event: an admission, a refusal or a queue
+    entry; None for a poll of a run already queued with this request (it appends
+    nothing: the promotion that follows is what moves it)."""
+    goal, at_us = request.goal, parse_at(at)
+    view = queue_view(txn.state, goal)
+    entry = cq.entry_of(view, goal, asked.run, at_us)
+    if entry is not None and entry.request == asked:
+        return None, None
+    if entry is not None:  # queued with another request
+        decision = different_request(view.decide(goal, asked, at_us), asked)
+    else:
+        decision = cq.decide_in_queue(view, goal, asked, at_us)
+    if request.dry_run:
+        return decision, None
+    if request.queue and queues(decision):
+        payload = cap_events.CapacityQueued(
+            request=asked,
+            reasons=list(decision.reasons),
+            figures=decision.detail.figures,
+            ttl_s=ttl_s,
+        )
+        return decision, txn.append(cap_events.QUEUED, goal, payload, at)
+    return decision, conclude(txn, goal, at, decision)
+
+
+def queues(decision: cap.AdmissionDecision) -> bool:
+    """A refusal that waits in the queue when asked to: every reason queueable."""
+    return (
+        not decision.ok
+        and not decision.idempotent
+        and bool(decision.reasons)
+        and cq.all_queueable(decision.reasons)
+    )
+
+
+def different_request(
+    decision: cap.AdmissionDecision, asked: cap.AdmitRequest
+) -> cap.AdmissionDecision:
+    """A run queued with another request is refused as an active one would be."""
+    figures = decision.detail.figures
+    reasons = (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,)
+    refused = cap.CapacityRefused(request=asked, reasons=list(reasons), figures=figures)
+    return Decision(
+        reasons=reasons,
+        kind=cap.REFUSED,
+        payload=refused,
+        detail=cap.Admission(figures, None, None),
+    )
+
+
+def _admits(pending: PendingRecord, goal: str, run: str) -> bool:
+    return (
+        pending.record.kind == cap.ADMITTED
+        and pending.record.goal == goal
+        and pending.payload.request.run == run
+    )
+
+
+def promoted_answer(
+    goal: str, admitted: PendingRecord, own: PendingRecord | None, at_text: str
+) -> AdmitAnswer:
+    """A queued run admitted by the very transaction that asked (its own queueing, or
+    a poll): the receipt of the promotion (`idempotent` for a poll: it appended nothing)."""
+    receipt = admitted.payload.receipt
+    fields = msgspec.structs.asdict(receipt)
+    return AdmitAnswer(
+        ok=True,
+        goal=goal,
+        at=at_text,
+        admitted=True,
+        idempotent=own is None,
+        appended=own is not None,
+        dry_run=False,
+        receipt=ReceiptView(**fields, seq=admitted.record.seq, hash=admitted.record.hash),
+        event=event_of(own) if own is not None else None,
+    )
+
+
+def pause_s_of(answer: AdmitAnswer) -> float | None:
+    """A waiting run's pause before its next poll (None: no more waiting)."""
+    if answer.queued is not True:
+        return None
+    estimate = answer.estimated_start_at
+    estimate_us = parse_at(estimate) if isinstance(estimate, str) else None
+    return pause_until(estimate_us, parse_at(answer.at))

@@ -18,11 +18,13 @@ from quotaledger.journal.clock import (
     parse_at,
     wall_us,
 )
+from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
+from quotaledger.services.queueing import final_records, promote, promoted_of
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
     CapsView,
@@ -81,6 +83,7 @@ class CapacityStateService(ServiceBase):
                     changes=changes,
                 )
             pending = None
+            promoted: list[PendingRecord] = []
             # Nothing changes (SPEC §8): no event, and a goal that no configure named
             # (`--remove-limit` on a typo) is not created.
             if not unchanged(current, new) or cap.cap_changes(state.caps, caps):
@@ -91,6 +94,10 @@ class CapacityStateService(ServiceBase):
                     **({} if caps is None else caps.members()),
                 )
                 pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
+                # A configuration may let an entry in, or refuse it (SPEC §12.2).
+                promoted = promote(txn, goal, at_text, [pending])
+        if pending is not None and promoted:
+            pending = final_records(txn)[0]
         return ConfigureAnswer(
             ok=True,
             goal=goal,
@@ -99,6 +106,7 @@ class CapacityStateService(ServiceBase):
             explicit=list(new.explicit),
             changes=changes,
             event=event_or_unset(pending),
+            promoted=promoted_of(promoted),
         )
 
     def _caps_after(

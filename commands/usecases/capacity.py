@@ -85,6 +85,26 @@ LeaseSeconds = Annotated[
         whole=True,
     ),
 ]
+QueueTtlSeconds = Annotated[
+    int,
+    msgspec.Meta(ge=1, le=limits.QUEUE_TTL_S_MAX, description="Seconds an entry may wait"),
+    seconds_rule(
+        1,
+        limits.QUEUE_TTL_S_MAX,
+        "{name} must be an integer from {low} to {high}, got {value}",
+        whole=True,
+    ),
+]
+WaitSeconds = Annotated[
+    int,
+    msgspec.Meta(ge=0, le=limits.WAIT_S_MAX, description="Seconds to wait for an admission"),
+    seconds_rule(
+        0,
+        limits.WAIT_S_MAX,
+        "{name} must be an integer from {low} to {high}, got {value}",
+        whole=True,
+    ),
+]
 RetryAfterSeconds = Annotated[
     float,
     msgspec.Meta(ge=0, le=limits.RETRY_AFTER_S_MAX, description="Seconds, fractions allowed"),
@@ -281,6 +301,30 @@ class AdmitRequest(Request):
     ] = None
     at: EventTime = None
     dry_run: Annotated[bool, Meta(description="Decide, but append nothing (for polling).")] = False
+    queue: Annotated[
+        bool,
+        Meta(
+            description="If refused for a reason time or a release can cure, wait in the "
+            "queue (needs a lease)."
+        ),
+    ] = False
+    queue_ttl_s: Annotated[
+        QueueTtlSeconds | None,
+        Meta(
+            description="How long the entry may wait in the queue [default: 600; with a "
+            "wait, the wait + 60 s]."
+        ),
+    ] = None
+    wait_s: Annotated[
+        WaitSeconds | None,
+        Meta(
+            description="Queue, then wait up to this long to be admitted (polling at most "
+            "1 s apart, or at the estimate)."
+        ),
+    ] = None
+    cancel: Annotated[
+        bool, Meta(description="Take the run's entry out of the queue (nothing else given).")
+    ] = False
 
     def payload(self) -> cap.AdmitRequest:
         """What the admission event records of the request: its fields of the same
@@ -322,6 +366,14 @@ class ReleaseRequest(Request):
     at: EventTime = None
 
 
+class RunRef(msgspec.Struct):
+    """A run of a goal: an entry ahead in the queue, or one a writer's transaction
+    admitted from it (`promoted`, SPEC §12.2)."""
+
+    goal: str
+    run: str
+
+
 _ADMIT_PAYLOAD_FIELDS = tuple(
     name for name in cap.AdmitRequest.__struct_fields__ if name != "run_class"
 )
@@ -350,6 +402,7 @@ class ObserveAnswer(Answer, kw_only=True):
     provider: cap.ProviderReport | None
     lease_until: str | None
     event: Event
+    promoted: list[RunRef] | UnsetType = UNSET
 
 
 class ReceiptView(cap.Receipt, frozen=True, kw_only=True):
@@ -377,6 +430,18 @@ class AdmitAnswer(Answer, kw_only=True):
     figures: cap.Figures | UnsetType = UNSET
     binding_dimension: str | UnsetType | None = UNSET
     event: Event | None
+    queued: bool | UnsetType = UNSET
+    """A queued answer (SPEC §12.2): `queued` true, where the run stands."""
+    position: int | UnsetType = UNSET
+    ahead: list[RunRef] | UnsetType = UNSET
+    queued_at: str | UnsetType = UNSET
+    expires_at: str | UnsetType = UNSET
+    estimated_start_at: str | UnsetType | None = UNSET
+    run: str | UnsetType = UNSET
+    cancelled: bool | UnsetType = UNSET
+    reason: str | UnsetType = UNSET
+    """`admit --cancel` of a run that waits in no queue: `run_not_queued`."""
+    promoted: list[RunRef] | UnsetType = UNSET
 
 
 class RejectAnswer(Answer, kw_only=True):
@@ -398,6 +463,7 @@ class RejectAnswer(Answer, kw_only=True):
     detail: str | None
     provider: cap.ProviderReport | UnsetType = UNSET
     event: Event
+    promoted: list[RunRef] | UnsetType = UNSET
 
 
 class ReleaseAnswer(Answer):
@@ -408,3 +474,6 @@ class ReleaseAnswer(Answer):
     appended: bool
     reasons: list[str]
     event: Event | UnsetType = UNSET
+    dequeued: bool | UnsetType = UNSET
+    """`release` of a queued run takes it out of the queue (SPEC §12.2)."""
+    promoted: list[RunRef] | UnsetType = UNSET

@@ -9,6 +9,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections import capacity as cap
+from quotaledger.usecases.capacity import RunRef
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
@@ -92,6 +93,7 @@ class ConfigureAnswer(Answer, kw_only=True):
     explicit: list[str] | UnsetType = UNSET
     changes: dict[str, list[Any]]
     event: Event | UnsetType = UNSET
+    promoted: list[RunRef] | UnsetType = UNSET
 
 
 class Headroom(Answer):

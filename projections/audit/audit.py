@@ -9,6 +9,8 @@ from quotaledger.journal import InvalidInput, Record, codes
 from quotaledger.journal.clock import parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import hosts, settlement
+from quotaledger.projections.capacity.events import CapacityQueued
+from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""
@@ -60,7 +62,7 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
         # which is what a refusal records.
         figures = cap.Figures(**{f: getattr(receipt, f) for f in cap.Figures.__struct_fields__})
         reasons: tuple[str, ...] = ()
-    elif isinstance(payload, cap.CapacityRefused):
+    elif isinstance(payload, cap.CapacityRefused | CapacityQueued):
         figures, reasons = payload.figures, tuple(payload.reasons)
     else:
         return None
@@ -95,7 +97,8 @@ class Audit:
 def audit_decision(goal: cap.GoalCapacity, recorded: RecordedDecision) -> Audit:
     """Re-take a journaled decision on `goal` (folded from every record before it)."""
     at_us = recorded.at_us
-    replayed = cap.decide_admission(goal, recorded.request, at_us)
+    view = goal_queue(recorded.goal, goal)
+    replayed = decide_in_queue(view, recorded.goal, recorded.request, at_us)
     return Audit(recorded, replayed, compare(recorded, replayed))
 
 

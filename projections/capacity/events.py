@@ -17,7 +17,7 @@ from quotaledger.projections.capacity.config import (
     TokenConfig,
 )
 from quotaledger.projections.capacity.money import USD_MAX, Usd, micro_of
-from quotaledger.projections.limits import LEASE_S_MAX, RETRY_AFTER_S_MAX
+from quotaledger.projections.limits import LEASE_S_MAX, QUEUE_TTL_S_MAX, RETRY_AFTER_S_MAX
 from quotaledger.projections.types import (
     IDENTIFIERS_KNOWN,
     TEXT_CHARS_ALWAYS_FIT,
@@ -293,9 +293,44 @@ class CapacityObserved(Payload, frozen=True, kw_only=True, omit_defaults=True):
             check_text("source", source)
 
 
-class CapacityAdmitted(Payload, frozen=True):
+class QueuedRef(Payload, frozen=True):
+    """The queue entry an admission promoted (SPEC §12.2): its `capacity.queued`."""
+
+    seq: Annotated[int, msgspec.Meta(ge=0)]
+    at: CanonicalAt
+
+
+class CapacityAdmitted(Payload, frozen=True, omit_defaults=True):
     request: AdmitRequest
     receipt: Receipt
+    queued: QueuedRef | None = None
+    """A promotion from the queue names the entry it admitted (SPEC §12.2); absent for
+    an admission decided on its own request, which encodes as it always did."""
+
+
+class CapacityQueued(Payload, frozen=True):
+    """A refusal for reasons time or a release can cure, left waiting in the queue
+    (SPEC §12.2): the request, the reasons and figures it was refused on, and how
+    long it may wait (it expires at `at + ttl_s`: a pure function of time)."""
+
+    request: AdmitRequest
+    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]]
+    figures: Figures
+    ttl_s: Annotated[int, msgspec.Meta(ge=1, le=QUEUE_TTL_S_MAX)]
+
+
+DequeueReason = Literal["cancelled", "released", "refused", "moved"]
+
+
+class CapacityDequeued(Payload, frozen=True, omit_defaults=True):
+    """An entry left the queue without an admission (SPEC §12.2): cancelled (`admit
+    --cancel`), released (`release` of a queued run), refused (a later change made it
+    fail a reason that is not queueable: `reasons`) or moved (its goal joined or left
+    a pool). Expiry needs no event."""
+
+    run: Identifier
+    reason: DequeueReason
+    reasons: list[Annotated[str, msgspec.Meta(pattern=r"^[a-z_]{1,64}\Z")]] | None = None
 
 
 class CapacityRefused(Payload, frozen=True):
@@ -350,6 +385,8 @@ ADMITTED = "capacity.admitted"
 REFUSED = "capacity.refused"
 REJECTED = "capacity.rejected"
 RELEASED = "capacity.released"
+QUEUED = "capacity.queued"
+DEQUEUED = "capacity.dequeued"
 PRICE_SET = "price.set"
 
 EVENTS: dict[str, type[Payload]] = {
@@ -359,7 +396,10 @@ EVENTS: dict[str, type[Payload]] = {
     REFUSED: CapacityRefused,
     REJECTED: CapacityRejected,
     RELEASED: CapacityReleased,
+    QUEUED: CapacityQueued,
+    DEQUEUED: CapacityDequeued,
     PRICE_SET: PriceSet,
 }
 """Event kind -> payload Struct."""
-DECISION_KINDS = (ADMITTED, REFUSED)
+DECISION_KINDS = (ADMITTED, REFUSED, QUEUED)
+"""The journaled admission decisions: a queue entry is a refusal that waits."""

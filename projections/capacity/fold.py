@@ -15,7 +15,9 @@ from quotaledger.projections.capacity.events import (
     AdmitRequest,
     CapacityAdmitted,
     CapacityConfigured,
+    CapacityDequeued,
     CapacityObserved,
+    CapacityQueued,
     CapacityRefused,
     CapacityRejected,
     CapacityReleased,
@@ -34,10 +36,10 @@ from quotaledger.projections.capacity.requests import (
 )
 from quotaledger.projections.types import StateStruct
 
-VERSION = "6"
+VERSION = "7"
 """The shape of the checkpointed state (4: the goals' request-id index; 5: whether a
 capacity.configured event names the goal; 6: the day's per-second totals, runs'
-observed totals, spend and prices)."""
+observed totals, spend and prices; 7: the queue)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -141,6 +143,21 @@ class ActiveRun(StateStruct):
         return None if arm is None else ARM_GROUP[arm]
 
 
+class QueueEntry(StateStruct):
+    """A `capacity.queued` entry still waiting (SPEC §12.2). It leaves when its run is
+    admitted or dequeued, and stops waiting at `expires_us` (a pure function of time:
+    the fold drops it once the goal's time reaches that, as it drops ended leases)."""
+
+    request: AdmitRequest
+    reasons: list[str]
+    seq: int
+    at_us: int
+    expires_us: int
+
+    def waiting_at(self, at_us: int) -> bool:
+        return at_us < self.expires_us
+
+
 class GoalCapacity(StateStruct):
     """Everything the fold knows about one goal."""
 
@@ -183,6 +200,14 @@ class GoalCapacity(StateStruct):
     the fold looks for expired runs only once the goal's time reaches it."""
     cooldown_until_us: int | None = None
     streak: int = 0
+    queue: dict[str, QueueEntry] = msgspec.field(default_factory=dict)
+    """The goal's entries in its queue (SPEC §12.2), by run, in seq order."""
+    queue_check_us: int | None = None
+    """No entry expires before this time (as `lease_check_us`)."""
+    queue_waits: list[int] = msgspec.field(default_factory=list)
+    """How many promotions waited at most each bound of `QUEUE_WAIT_BUCKETS_S`, and
+    (last) longer; with `queue_wait_sum_us`: the wait histogram (SPEC §12.2)."""
+    queue_wait_sum_us: int = 0
     admissions_total: int = 0
     refusal_events_total: int = 0
     refusals_total: dict[str, int] = msgspec.field(default_factory=dict)
@@ -332,6 +357,14 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             note_request(goal.request_ids, payload.request_id, seen)
     elif isinstance(payload, CapacityAdmitted):
         _apply_admitted(goal, payload, record, at_us)
+        if goal.queue:
+            entry = goal.queue.pop(payload.request.run, None)
+            if entry is not None and payload.queued is not None:
+                _note_wait(goal, at_us - entry.at_us)
+    elif isinstance(payload, CapacityQueued):
+        _apply_queued(goal, payload, record, at_us)
+    elif isinstance(payload, CapacityDequeued):
+        goal.queue.pop(payload.run, None)
     elif isinstance(payload, CapacityRefused):
         goal.refusal_events_total += 1
         for reason in payload.reasons:
@@ -387,6 +420,8 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             _compact_day(goal)
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
+    if goal.queue_check_us is not None and goal.queue_check_us <= last_us:
+        _expire_entries(goal)
     request_ids = goal.request_ids
     if request_ids and next(iter(request_ids.values())).at_us < last_us - REQUEST_ID_WINDOW_US:
         forget_requests(request_ids, last_us)
@@ -479,9 +514,71 @@ def _apply_admitted(goal: GoalCapacity, p: CapacityAdmitted, record: Record, at_
         goal.lease_check_us = end_us if check_us is None else min(check_us, end_us)
 
 
+QUEUE_WAIT_BUCKETS_S = (0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600, 21600, 86400)
+"""The bounds of the queue wait histogram (`quotaledger_queue_wait_seconds`)."""
+
+
+def _note_wait(goal: GoalCapacity, waited_us: int) -> None:
+    if not goal.queue_waits:
+        goal.queue_waits = [0] * (len(QUEUE_WAIT_BUCKETS_S) + 1)
+    waited_s = waited_us / US_PER_S
+    index = next(
+        (i for i, bound in enumerate(QUEUE_WAIT_BUCKETS_S) if waited_s <= bound),
+        len(QUEUE_WAIT_BUCKETS_S),
+    )
+    goal.queue_waits[index] += 1
+    goal.queue_wait_sum_us += waited_us
+
+
+def _apply_queued(goal: GoalCapacity, p: CapacityQueued, record: Record, at_us: int) -> None:
+    run = p.request.run
+    goal.queue.pop(run, None)  # a run queued again after its entry expired waits anew
+    expires_us = at_us + p.ttl_s * US_PER_S
+    goal.queue[run] = QueueEntry(
+        request=p.request,
+        reasons=list(p.reasons),
+        seq=record.seq,
+        at_us=at_us,
+        expires_us=expires_us,
+    )
+    check_us = goal.queue_check_us
+    goal.queue_check_us = expires_us if check_us is None else min(check_us, expires_us)
+
+
+def _expire_entries(goal: GoalCapacity) -> None:
+    """The goal's time reached an entry's expiry: drop expired entries."""
+    last_us = goal.last_at_us
+    for run in [r for r, e in goal.queue.items() if not e.waiting_at(last_us)]:
+        del goal.queue[run]
+    ends = [e.expires_us for e in goal.queue.values()]
+    goal.queue_check_us = min(ends) if ends else None
+
+
 def _expire_leases(goal: GoalCapacity) -> None:
     """The goal's time reached a lease's end: drop ended runs, find the next check time."""
     for run in [r for r, active in goal.runs.items() if not active.active_at(goal.last_at_us)]:
         del goal.runs[run]
     ends = [r.lease_until_us for r in goal.runs.values() if r.lease_until_us is not None]
     goal.lease_check_us = min(ends) if ends else None
+
+
+def fork_goal(goal: GoalCapacity) -> GoalCapacity:
+    """A copy of `goal` that `apply` may change without touching `goal`: a promotion
+    decides on the goal as its own transaction's events leave it, before they commit.
+
+    Every container `apply` changes is copied (lists and dicts shallowly: a sample is
+    never changed once folded, except by a rebase of totals near 2^62, which a fork
+    does not outlive); the active runs, which observations renew, are copied too."""
+    return msgspec.structs.replace(
+        goal,
+        explicit=list(goal.explicit),
+        samples=list(goal.samples),
+        day_seconds=list(goal.day_seconds),
+        day_totals=list(goal.day_totals),
+        provider=dict(goal.provider),
+        runs={run: msgspec.structs.replace(active) for run, active in goal.runs.items()},
+        queue=dict(goal.queue),
+        queue_waits=list(goal.queue_waits),
+        refusals_total=dict(goal.refusals_total),
+        request_ids=OrderedDict(goal.request_ids),
+    )

@@ -23,11 +23,12 @@ from tests.capacity.capacity_helpers import observed_data
 RULE = re.compile(IDENTIFIER_PATTERN)
 ALL_EVENTS = {**capacity.EVENTS, **hosts.EVENTS, **settlement.EVENTS, **probes.EVENTS}
 
-# Every identifier field, as the payload types declare them (28 fields in 19 types).
+# Every identifier field, as the payload types declare them (29 fields in 20 types).
 EXPECTED = {
     "capacity.observed": ("run", "request_id", "model"),
     "capacity.rejected": ("run", "request_id"),
     "capacity.released": ("run",),
+    "capacity.dequeued": ("run",),
     "price.set": ("model",),
     "host.phase_appended": ("lane", "session", "profile"),
     "host.attempt_started": ("lane", "attempt", "session", "profile"),

@@ -23,8 +23,9 @@ REQUESTS = {
     "reject": RejectRequest,
     "release": ReleaseRequest,
 }
-API_ONLY = {"provider"}
-"""A report already resolved: the CLI reads the provider's headers instead."""
+API_ONLY = {"provider", "wait_s"}
+"""A report already resolved: the CLI reads the provider's headers instead; a wait in
+seconds: the CLI says `--wait [--wait-timeout-s N]`."""
 
 
 def _flat(text: str) -> str:

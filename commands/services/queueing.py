@@ -1,0 +1,107 @@
+"""The queue inside a writer's transaction (SPEC §12.2): the queue a goal waits in,
+and the promotion every write transaction on a goal runs after its own events.
+
+The two places pools plug in are here: `queue_view` (the goals of the queue a goal
+waits in, and the decision for their requests) and `working_state` (the states a
+promotion decides on: the goals of that queue as the transaction's own events leave
+them, before they commit).
+"""
+
+from __future__ import annotations
+
+from msgspec import UNSET, UnsetType
+
+from quotaledger.journal import Transaction
+from quotaledger.journal.clock import format_us, parse_at
+from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND
+from quotaledger.journal.store import PendingRecord
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.capacity import queue as cq
+from quotaledger.projections.capacity.events import (
+    DEQUEUED,
+    QUEUED,
+    QueuedRef,
+)
+from quotaledger.projections.capacity.fold import fork_goal
+from quotaledger.projections.ledger import LedgerState
+from quotaledger.usecases.capacity import RunRef
+
+
+def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
+    """The queue `goal` waits in, as of the folded `state`: its own."""
+    return cq.goal_queue(goal, cap.goal_of(state.capacity, goal))
+
+
+def may_move(state: LedgerState, goal: str, at_us: int, own: list[PendingRecord]) -> bool:
+    """Could a promotion find anything? Only where an entry waits (or was just queued):
+    a writer on a goal with an empty queue pays nothing for it."""
+    if any(p.record.kind == QUEUED for p in own):
+        return True
+    found = state.capacity.goals.get(goal)
+    return found is not None and any(e.waiting_at(at_us) for e in found.queue.values())
+
+
+def working_state(state: LedgerState, goal: str, own: list[PendingRecord]) -> cap.CapacityState:
+    """The goals of `goal`'s queue as the transaction's own events leave them."""
+    work = cap.CapacityState(
+        goals={goal: fork_goal(cap.goal_of(state.capacity, goal))},
+        prices=state.capacity.prices,
+    )
+    for pending in own:
+        cap.apply(work, pending.record, pending.payload)
+    return work
+
+
+def promote(
+    txn: Transaction[LedgerState], goal: str, at: str, own: list[PendingRecord]
+) -> list[PendingRecord]:
+    """Admit the entries at the head of `goal`'s queue that now fit, in order (and
+    dequeue, as refused, those a later change made fail a reason that is not
+    queueable), each at the transaction's one time `at`, after its own events `own`.
+    The promotions' records, as staged (their final seq and hash: `final_records`)."""
+    at_us = parse_at(at)
+    if not may_move(txn.state, goal, at_us, own):
+        return []
+    work = working_state(txn.state, goal, own)
+    first = own[0].record.seq if own else None
+    staged: list[PendingRecord] = []
+    while True:
+        view = cq.goal_queue(goal, work.goals[goal])
+        step = cq.next_step(view, at_us)
+        if step is None:
+            return staged
+        waiting = step.waiting
+        if step.admits:
+            receipt = step.decision.detail.receipt
+            assert receipt is not None
+            seq = waiting.entry.seq
+            if seq == first:
+                # The entry was queued by this transaction's first event, which a
+                # journal.batch record leads once a promotion follows: one seq later.
+                seq += 1
+            ref = QueuedRef(seq=seq, at=format_us(waiting.entry.at_us))
+            payload = cap.CapacityAdmitted(
+                request=waiting.entry.request, receipt=receipt, queued=ref
+            )
+            pending = txn.append(cap.ADMITTED, waiting.goal, payload, at)
+        else:
+            pending = txn.append(DEQUEUED, waiting.goal, step.dequeued(), at)
+        cap.apply(work, pending.record, pending.payload)
+        staged.append(pending)
+
+
+def promoted_of(staged: list[PendingRecord]) -> list[RunRef] | UnsetType:
+    """The admissions among a promotion's records, as a writer's answer lists them
+    (absent when it admitted none)."""
+    found = [
+        RunRef(goal=p.record.goal or "", run=p.payload.request.run)
+        for p in staged
+        if p.record.kind == cap.ADMITTED
+    ]
+    return found if found else UNSET
+
+
+def final_records(txn: Transaction[LedgerState]) -> list[PendingRecord]:
+    """The events a committed transaction wrote, in order, as written (a transaction
+    of several events shifts every seq by the journal.batch record that leads them)."""
+    return [p for p in txn.committed if p.record.kind not in (BATCH_KIND, GENESIS_KIND)]

@@ -1,0 +1,84 @@
+"""The queue through the server (SPEC §12.2, §11): a queued answer over HTTP with its
+Retry-After, and `"wait_s": N` held by the server until a promotion admits the run."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from quotaledger.api import Ledger
+from tests.capacity.capacity_helpers import at
+from tests.server.serving import Answer, Server, serving
+
+
+def _held(server: Server, **params: Any) -> tuple[threading.Thread, list[Answer]]:
+    """POST /v1/admit in a thread of its own (the server holds it)."""
+    answers: list[Answer] = []
+    thread = threading.Thread(target=lambda: answers.append(server.post("admit", **params)))
+    thread.start()
+    return thread, answers
+
+
+def _until_queued(server: Server, run: str) -> None:
+    """Until the held request's entry is in the journal (a barrier, not a sleep)."""
+    for _ in range(600):
+        lines = server.get("log", "goal=g&kind=capacity.queued").body.decode()
+        if f'"run":"{run}"' in lines.replace(" ", ""):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{run} was never queued")
+
+
+def test_a_queued_answer_over_http_carries_retry_after(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        assert server.post("configure", goal="g", max_active_cases=1, at=at(0)).exit_code == 0
+        admitted = server.post("admit", goal="g", run="r1", arm="baseline", lease_s=60, at=at(0))
+        assert admitted.exit_code == 0
+        queued = server.post(
+            "admit", goal="g", run="r2", arm="baseline", lease_s=60, queue=True, at=at(0.5)
+        )
+        assert (queued.status, queued.exit_code) == (200, 1)
+        assert queued.json["queued"] is True and queued.json["position"] == 1
+        assert queued.json["estimated_start_at"] == at(60)
+        assert queued.headers["retry-after"] == "60"  # 59.5 s, rounded up
+        too_long = server.post("admit", goal="g", run="r3", arm="baseline", lease_s=60, wait_s=61)
+        assert (too_long.status, too_long.exit_code) == (400, 2)
+        assert too_long.json["error"]["code"] == "invalid_duration"
+        no_lease = server.post("admit", goal="g", run="r3", arm="baseline", queue=True)
+        assert no_lease.json["error"]["code"] == "lease_required"
+
+
+def test_the_server_answers_a_held_wait_when_a_release_promotes_it(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="r1", arm="baseline")  # no lease: a release frees it
+        thread, answers = _held(server, goal="g", run="r2", arm="baseline", lease_s=60, wait_s=60)
+        _until_queued(server, "r2")
+        released = server.post("release", goal="g", run="r1")
+        assert released.json["promoted"] == [{"goal": "g", "run": "r2"}]
+        thread.join(90)
+        (held,) = answers
+        assert (held.status, held.exit_code) == (200, 0)
+        assert held.json["admitted"] is True and held.json["receipt"]["run"] == "r2"
+
+
+def test_the_server_promotes_a_held_wait_at_its_estimate(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="r1", arm="baseline", lease_s=1)
+        held = server.post("admit", goal="g", run="r2", arm="baseline", lease_s=60, wait_s=30)
+        assert (held.status, held.exit_code) == (200, 0)
+        assert held.json["admitted"] is True
+        log = server.get("log", "goal=g&kind=capacity.admitted").body.decode()
+        assert '"queued"' in log
+
+
+def test_a_remote_ledger_waits_across_held_requests(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="r1", arm="baseline", lease_s=1)
+        with Ledger.open(server.url) as remote:
+            answer = remote.admit(goal="g", run="r2", arm="baseline", lease_s=60, wait_s=20)
+        assert answer["admitted"] is True
