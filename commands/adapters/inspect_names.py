@@ -30,6 +30,7 @@ from quotaledger.journal.environment import (
 )
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.journal.identifier import is_identifier
+from quotaledger.journal.limits import WAIT_S_MAX, WAIT_TTL_MARGIN_S
 
 GOAL_ENV = INSPECT_GOAL_ENV
 """The goal every sample is admitted on: set, the hooks are enabled."""
@@ -48,10 +49,10 @@ ENV_OF: dict[str, str] = {
 
 ARM_DEFAULT = "treatment"
 LEASE_S_DEFAULT = 900
-WAIT_S_DEFAULT = 3600
-WAIT_S_MAX = 86_400
-"""The wait bound's range, as `admit --wait-timeout-s`'s (SPEC §12.2)."""
-QUEUE_TTL_PAST_WAIT_S = 60
+SAMPLE_WAIT_S_DEFAULT = 3600
+"""A sample waits this long for its admission unless told otherwise; the range is
+`admit --wait-timeout-s`'s (WAIT_S_MAX, SPEC §12.2)."""
+QUEUE_TTL_PAST_WAIT_S = WAIT_TTL_MARGIN_S
 """The queue entry outlives the wait by this much (SPEC §13.1), so a waiter's last
 poll still finds it."""
 HASHED_ID_HEX = 16
@@ -104,7 +105,9 @@ def settings(environ: Mapping[str, str]) -> Settings:
         text = environ.get(name, "").strip()
         if text:
             forecasts[parameter] = _number(name, text, whole=parameter != "forecast_usd")
-    wait_s = int(_number(WAIT_S_ENV, environ.get(WAIT_S_ENV, "").strip() or str(WAIT_S_DEFAULT)))
+    wait_s = int(
+        _number(WAIT_S_ENV, environ.get(WAIT_S_ENV, "").strip() or str(SAMPLE_WAIT_S_DEFAULT))
+    )
     if not 1 <= wait_s <= WAIT_S_MAX:
         raise InvalidInput(
             f"{WAIT_S_ENV} must be an integer from 1 to {WAIT_S_MAX}, got {wait_s}",
