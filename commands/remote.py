@@ -121,9 +121,11 @@ def _rewordable(message: str, parameters: list[str]) -> Callable[[Names], str]:
 def checked(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments of a call of `name` checked here, before anything is sent,
     as the local call checks them (the same error, the same code: a NaN, bytes or a
-    timedelta never reaches the wire to be sent as something else), and given as the
+    timedelta never reaches the wire to be sent as something else; a usage body or
+    provider headers read as the service will read them), and given as the
     request holds them (an aware datetime as its RFC 3339 text)."""
     request = decode(USE_CASES[name].request_type(), kwargs, API)
+    request.check_contents()
     return {key: msgspec.to_builtins(getattr(request, key), enc_hook=str) for key in kwargs}
 
 

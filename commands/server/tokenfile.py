@@ -60,7 +60,7 @@ def _insecure_reason(found: os.stat_result) -> str | None:
         return f"it is owned by uid {found.st_uid}, not by the server's user or root"
     mode = stat.S_IMODE(found.st_mode)
     if mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"others may write it (mode {mode:04o})"
+        return f"its group or others may write it (mode {mode:04o})"
     if mode & stat.S_IROTH:
         return f"others may read it (mode {mode:04o})"
     return None

@@ -9,7 +9,6 @@ and returns its answer, the object the CLI prints with `--json`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 import msgspec
@@ -38,13 +37,15 @@ from quotaledger.usecases.capacity import (
     ReleaseAnswer,
     ReleaseRequest,
     RunRef,
+    observed_counts,
+    provider_headers_of,
     provider_report_of,
 )
 from quotaledger.usecases.decode import event_of, event_or_unset
 from quotaledger.usecases.waiting import pause_until, queue_ttl_s, wait_for_admission
 
 if TYPE_CHECKING:
-    from quotaledger.adapters.headers import HeaderSource, ProviderHeaders
+    from quotaledger.adapters.headers import ProviderHeaders
 
 
 class CapacityService(ServiceBase):
@@ -369,69 +370,6 @@ def request_id_of(
 def provider_report(provider: Any) -> cap.ProviderReport | None:
     """A provider report (given, or resolved from headers) checked, in dimension order."""
     return None if provider is None else provider_report_of("provider", provider)
-
-
-def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict[str, Any]:
-    """An observation's counters: from a provider's usage body, or from the count
-    arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
-    if usage is None:  # a runner's every call: nothing to look up
-        return {
-            name: (None if name == "requests" else 0) if value is None else value
-            for name, value in counts.items()
-        }
-    # The provider formats load only when used: `admit` and a plain `observe` (a
-    # runner's every call) never pay for them.
-    from quotaledger.adapters.usage import parse_usage, plain, usage_of
-
-    given = tuple(name for name, value in counts.items() if value is not None)
-    if given:
-        raise InvalidInput(
-            lambda names: (
-                f"{names('usage')} gives the counts: leave out " + ", ".join(map(names, given))
-            ),
-            code=codes.USAGE,
-            about=("usage", *given),
-            option="--usage",
-        )
-    mapped = (
-        parse_usage(usage, usage_format)
-        if isinstance(usage, str)
-        else usage_of(plain(usage), usage_format)
-    )
-    return cast("dict[str, Any]", mapped)
-
-
-def provider_headers_of(
-    source: HeaderSource | None, provider: Mapping[str, Any] | None
-) -> ProviderHeaders | None:
-    """The recognised, checked headers of `--provider-headers` (exit 2 before the
-    journal is touched), or None when none were given."""
-    if source is None:
-        return None
-    from quotaledger.adapters.headers import parse_provider_headers
-
-    if provider is not None:
-        raise InvalidInput(
-            lambda names: (
-                f"give {names('provider_headers')} or a resolved provider report "
-                f"({names('provider')}), not both"
-            ),
-            code=codes.INVALID_OPTION,
-            about=("provider_headers", "provider"),
-            option="--provider-headers",
-        )
-    if not isinstance(source, str | Mapping | list | tuple):
-        raise InvalidInput(
-            lambda name: (
-                f"{name} must be header text or a mapping of names to values, "
-                f"got {type(source).__name__}"
-            ),
-            code=codes.INVALID_PROVIDER_HEADERS,
-            about="provider_headers",
-            option="--provider-headers",
-        )
-    headers = parse_provider_headers(source)
-    return None if headers.empty else headers
 
 
 def admit_answer(

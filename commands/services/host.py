@@ -28,7 +28,6 @@ from quotaledger.journal.clock import (
     format_us,
     parse_at,
     parse_deadline_us,
-    parse_duration_us,
     wall_us,
 )
 from quotaledger.journal.store import PendingRecord
@@ -78,6 +77,7 @@ from quotaledger.usecases.host import (
     LaneFailure,
     Phase,
     Replan,
+    parse_max_phase_us,
 )
 
 T = TypeVar("T", bound=msgspec.Struct)
@@ -164,15 +164,6 @@ def _bound_hash(bind: str) -> str:
     digest = sha256_hex(bind)
     assert digest is not None  # the request's EventHash type checked it
     return digest
-
-
-def _max_phase_us(text: str) -> int:
-    value = parse_duration_us(text, "max_phase")
-    if value <= 0:
-        raise InvalidInput(
-            lambda name: f"{name} must be positive", code=codes.INVALID_DURATION, about="max_phase"
-        )
-    return value
 
 
 def _deadline_us(text: str, at: str) -> int:
@@ -296,7 +287,7 @@ class HostService(ServiceBase):
     def host_phase(self, request: HostPhaseRequest) -> HostPhaseAnswer:
         """Open a lane's first phase, or a further one after a completed attempt."""
         goal, lane = request.goal, request.lane
-        max_phase_us = _max_phase_us(request.max_phase)
+        max_phase_us = parse_max_phase_us(request.max_phase)
         handoff = _handoff_input(request.handoff, request.handoff_sha256)  # read first, always
         with self.journal.transaction() as txn:
             event_at = txn.time_for(goal, request.at)
@@ -417,7 +408,7 @@ class HostService(ServiceBase):
     def host_continue(self, request: HostContinueRequest) -> HostPhaseAnswer:
         """Bind exactly one failure to a new finite phase on the original session."""
         goal, lane = request.goal, request.lane
-        max_phase_us = _max_phase_us(request.max_phase)
+        max_phase_us = parse_max_phase_us(request.max_phase)
         # The handoff file is always read and checked first, before any comparison
         # with an existing phase (SPEC §4.2).
         handoff = _handoff_input(request.handoff, request.handoff_sha256)

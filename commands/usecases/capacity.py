@@ -6,7 +6,8 @@ Answers nest the projection's own Structs where the JSON is theirs (figures, usa
 a provider report, a case config), so what they encode is what they always did.
 """
 
-from typing import TYPE_CHECKING, Annotated, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
@@ -31,6 +32,10 @@ from quotaledger.usecases.fields import (
 Number = int | float
 
 # -- value types -----------------------------------------------------------------------
+
+if TYPE_CHECKING:
+    from quotaledger.adapters.headers import HeaderSource
+    from quotaledger.adapters.headers import ProviderHeaders as ReadHeaders
 
 if TYPE_CHECKING:  # mypy reads a choice as the string it is
     Coverage = str
@@ -257,6 +262,18 @@ class ObserveRequest(Request):
                 code=codes.USAGE,
             )
 
+    def check_contents(self) -> None:
+        observed_counts(
+            self.usage,
+            self.usage_format,
+            uncached_input=self.uncached_input,
+            cached_input=self.cached_input,
+            cache_write_input=self.cache_write_input,
+            output=self.output,
+            requests=self.requests,
+        )
+        provider_headers_of(self.provider_headers, self.provider)
+
 
 class AdmitRequest(Request):
     """Decide whether `run` may start now; journal the admission or the refusal."""
@@ -356,6 +373,9 @@ class RejectRequest(Request):
     provider: ProviderReportField = None
     request_id: RequestIdField = None
     at: EventTime = None
+
+    def check_contents(self) -> None:
+        provider_headers_of(self.provider_headers, self.provider)
 
 
 class ReleaseRequest(Request):
@@ -477,3 +497,69 @@ class ReleaseAnswer(Answer):
     dequeued: bool | UnsetType = UNSET
     """`release` of a queued run takes it out of the queue (SPEC §12.2)."""
     promoted: list[RunRef] | UnsetType = UNSET
+
+
+# -- what the service reads of a request (a client of a server checks it before sending)
+
+
+def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict[str, Any]:
+    """An observation's counters: from a provider's usage body, or from the count
+    arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
+    if usage is None:  # a runner's every call: nothing to look up
+        return {
+            name: (None if name == "requests" else 0) if value is None else value
+            for name, value in counts.items()
+        }
+    # The provider formats load only when used: `admit` and a plain `observe` (a
+    # runner's every call) never pay for them.
+    from quotaledger.adapters.usage import parse_usage, plain, usage_of
+
+    given = tuple(name for name, value in counts.items() if value is not None)
+    if given:
+        raise InvalidInput(
+            lambda names: (
+                f"{names('usage')} gives the counts: leave out " + ", ".join(map(names, given))
+            ),
+            code=codes.USAGE,
+            about=("usage", *given),
+            option="--usage",
+        )
+    mapped = (
+        parse_usage(usage, usage_format)
+        if isinstance(usage, str)
+        else usage_of(plain(usage), usage_format)
+    )
+    return cast("dict[str, Any]", mapped)
+
+
+def provider_headers_of(
+    source: "HeaderSource | None", provider: Mapping[str, Any] | None
+) -> "ReadHeaders | None":
+    """The recognised, checked headers of `--provider-headers` (exit 2 before the
+    journal is touched), or None when none were given."""
+    if source is None:
+        return None
+    from quotaledger.adapters.headers import parse_provider_headers
+
+    if provider is not None:
+        raise InvalidInput(
+            lambda names: (
+                f"give {names('provider_headers')} or a resolved provider report "
+                f"({names('provider')}), not both"
+            ),
+            code=codes.INVALID_OPTION,
+            about=("provider_headers", "provider"),
+            option="--provider-headers",
+        )
+    if not isinstance(source, str | Mapping | list | tuple):
+        raise InvalidInput(
+            lambda name: (
+                f"{name} must be header text or a mapping of names to values, "
+                f"got {type(source).__name__}"
+            ),
+            code=codes.INVALID_PROVIDER_HEADERS,
+            about="provider_headers",
+            option="--provider-headers",
+        )
+    headers = parse_provider_headers(source)
+    return None if headers.empty else headers

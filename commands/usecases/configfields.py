@@ -5,7 +5,10 @@ name `projections.capacity.FIELDS`; `cli.config_options` makes their flags).
 A request type that takes them derives from `ConfigFieldsRequest`. The fields stay
 plain numbers here: their ranges and relations are the config rule's
 (`projections.capacity.config`), which words every problem of a config at once
-(`invalid_config`).
+(`invalid_config`). A given value outside its field's range is out of range whatever
+the journal holds: a client of a server refuses it before sending
+(`check_contents`), in the config rule's words and code; `whatif` refuses it on every
+face (it would otherwise ignore an override of a dimension the goal lacks).
 """
 
 import math
@@ -13,7 +16,7 @@ from typing import Annotated, Any
 
 from quotaledger.journal import codes
 from quotaledger.journal.errors import InvalidInput
-from quotaledger.projections.capacity import FIELDS
+from quotaledger.projections.capacity import CONFIG_RANGES, FIELDS, LIMIT_RANGES
 from quotaledger.usecases.decode import Request
 from quotaledger.usecases.fields import Rule
 
@@ -87,6 +90,15 @@ class ConfigFieldsRequest(Request):
     evaluator_reserve_rpd: int | None = None
     cold_start_reserve_rpd: int | None = None
 
+    INVALID = "invalid capacity config: "
+    """How an invalid config is introduced (the config rule's words)."""
+
+    def check_contents(self) -> None:
+        """A given value outside its field's range, whatever the journal holds: a client
+        of a server refuses it before sending, in the config rule's words (the local
+        call's rule words every problem of the config it makes, derived fields too)."""
+        refuse_out_of_range(self, self.INVALID)
+
     def config_fields(self) -> dict[str, Any]:
         """The given fields, in the config rule's order (None: not given)."""
         return {name: getattr(self, name) for name in FIELDS}
@@ -95,3 +107,36 @@ class ConfigFieldsRequest(Request):
 # The config rule's field list is the one list: this declaration (for the request's
 # types and schema) must name exactly its fields, in its order.
 assert ConfigFieldsRequest.__struct_fields__ == FIELDS
+
+
+def refuse_out_of_range(request: ConfigFieldsRequest, introduced: str) -> None:
+    """`invalid_config` naming every given field outside its range, if any."""
+    problems = [
+        (name, *range_of(name), value)
+        for name, value in request.config_fields().items()
+        if value is not None and not range_of(name)[0] <= value <= range_of(name)[1]
+    ]
+    if not problems:
+        return
+    error = InvalidInput(
+        lambda names: (
+            introduced
+            + "; ".join(
+                f"{names(n)} must be from {lo} to {hi}, got {v}" for n, lo, hi, v in problems
+            )
+        ),
+        code=codes.INVALID_CONFIG,
+        about=tuple(name for name, *_ in problems),
+    )
+    error.context["problems"] = [
+        f"{n} must be from {lo} to {hi}, got {v}" for n, lo, hi, v in problems
+    ]
+    raise error
+
+
+def range_of(name: str) -> tuple[float, float]:
+    """A config field's range, as the config rule's tables state it (a dimension's
+    field, `target_itpm`, by its part's)."""
+    if name in CONFIG_RANGES:
+        return CONFIG_RANGES[name]
+    return LIMIT_RANGES[name.rpartition("_")[0]]

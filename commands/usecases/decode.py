@@ -34,6 +34,13 @@ class Request(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
         """The rules across fields (exactly one of two options, a range in order),
         worded with the caller's `names`; `decode` calls it once each field is valid."""
 
+    def check_contents(self) -> None:
+        """The rules of what a document the request carries holds (a usage body,
+        provider headers), which its service reads anyway as it carries the request
+        out, with these very functions: a client of a server runs them before sending
+        (`remote.checked`), so a bad one is refused there with the local call's error;
+        the local call does not read them twice."""
+
 
 class Answer(msgspec.Struct, kw_only=True):
     """What a use case answers: `--json` prints it, the API returns it as a dict.

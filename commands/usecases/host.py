@@ -14,6 +14,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.journal import codes
+from quotaledger.journal.clock import parse_duration_us
 from quotaledger.journal.errors import InvalidInput
 from quotaledger.projections import hosts
 from quotaledger.projections.limits import ATTEMPTS_MAX
@@ -23,6 +24,7 @@ from quotaledger.usecases.fields import (
     EventHash,
     FreeText,
     Identifier,
+    Rule,
     Sha256,
     Time,
     check_member,
@@ -59,7 +61,33 @@ MaxAttempts = Annotated[
     _AttemptsAllowed,
     range_rule(_AttemptsAllowed, "{name} must be {low}..{high}", codes.INVALID_OPTION),
 ]
-MaxPhase = Annotated[str, msgspec.Meta(description="Longest phase allowed: a duration (7d)")]
+
+
+def parse_max_phase_us(text: str, name: str = "max_phase") -> int:
+    """A lane's longest phase: a positive duration, in microseconds."""
+    value = parse_duration_us(text, name)
+    if value <= 0:
+        raise InvalidInput(
+            lambda named: f"{named} must be positive", code=codes.INVALID_DURATION, about=name
+        )
+    return value
+
+
+def check_max_phase(name: str, value: str) -> str:
+    """`max_phase` checked where the request is decoded (a client of a server refuses
+    a bad one before sending), its error naming `name`."""
+    try:
+        parse_max_phase_us(value)
+    except InvalidInput as error:
+        raise InvalidInput(error.worded(lambda field: name), code=error.code) from None
+    return value
+
+
+MaxPhase = Annotated[
+    str,
+    msgspec.Meta(description="Longest phase allowed: a duration (7d)"),
+    Rule(check_max_phase, always=True, code=codes.INVALID_DURATION, known={"7d"}),
+]
 HandoffPath = Annotated[str, msgspec.Meta(description="Handoff file: regular, UTF-8, <= 256 KiB")]
 
 MAX_PHASE_DEFAULT = "7d"

@@ -9,7 +9,7 @@ from msgspec import UNSET, UnsetType
 from quotaledger.journal import InvalidInput, codes
 from quotaledger.journal.clock import check_moment, parse_at
 from quotaledger.projections import capacity as cap
-from quotaledger.usecases.configfields import ConfigFieldsRequest
+from quotaledger.usecases.configfields import ConfigFieldsRequest, refuse_out_of_range
 from quotaledger.usecases.decode import Answer, Names, Request
 from quotaledger.usecases.fields import Goal, Identifier, Rule, Time, TokenCount, UsdAmount
 from quotaledger.usecases.out_path import check_out_path
@@ -258,7 +258,12 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
     cap_usd: UsdAmount | None = None
     """What if the goal had this dollar cap."""
 
+    INVALID = "the what-if config is invalid: "
+
     def check(self, names: Callable[[str], str]) -> None:
+        # Every face: an override out of its range is refused even where it would not
+        # apply (a dimension the goal does not configure), never silently ignored.
+        refuse_out_of_range(self, self.INVALID)
         range_us(self.since, self.until, names)
 
 

@@ -42,7 +42,7 @@ def _minimal(tmp: Path) -> dict[str, dict[str, Any]]:
     turn = {"goal": G, "agent": "a", "turn": "t"}
     return {
         "configure": {"goal": G, "quota_tpm": 100_000, "max_active_cases": 3},
-        "observe": {"goal": G},
+        "observe": {"goal": G, "uncached_input": 0, "cached_input": 0, "output": 0},
         "admit": {"goal": G, "run": "r"},
         "reject": {"goal": G},
         "release": {"goal": G, "run": "r"},
