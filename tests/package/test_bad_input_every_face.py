@@ -198,5 +198,7 @@ def test_http_bodies_and_query_strings_give_the_apis_code(
                 want = _outcome(getattr(here, method), {**kwargs, field: values[label]})
                 if want != code:
                     problems.append(f"{method} {field}={label}: HTTP {code}, API {want}")
+        assert server.stop() == 0
+        assert "Traceback" not in server.stderr()  # a bad input is never an internal error
     assert not problems, f"{len(problems)} problems:\n" + "\n".join(problems)
     assert served.read_bytes() == before
