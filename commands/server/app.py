@@ -35,11 +35,13 @@ from quotaledger.render.outcome import (
 from quotaledger.render.output import json_line, output_code, printed_text
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.server import routes
-from quotaledger.server.committer import Committer, Work, internal_error
+from quotaledger.server.committer import Committer, Internal, Work, internal_error
 from quotaledger.server.followups import FollowUps
+from quotaledger.server.queue_timers import QueueTimers
 from quotaledger.server.readers import Printed, Readers
 from quotaledger.server.telemetry import Telemetry
 from quotaledger.server.waiters import Waiters, retry_after_s
+from quotaledger.services.capacity import CapacityService
 from quotaledger.usecases.decode import Answer
 from quotaledger.usecases.operator import MetricsRequest
 from quotaledger.usecases.registry import UseCase
@@ -106,6 +108,8 @@ class Api:
         """Requests for the committer taken in this turn of the event loop."""
         self.waiters = Waiters()
         """The admits held while their runs wait in a queue."""
+        self.timers = QueueTimers(self._promote)
+        """A timer per queue served, at its earliest estimate (SPEC §12.2)."""
 
     def deliver(self, outcomes: list[tuple[Any, Any]]) -> None:
         """From the committer's thread: hand each waiting request its outcome."""
@@ -235,7 +239,29 @@ class Api:
             self.loop.call_soon(self._hand_over)
         outcome = await ticket
         self.waiters.wake(getattr(outcome, "promoted", None))
+        self.timers.note(outcome)
         return outcome
+
+    async def _promote(self, goal: str) -> Any:
+        """A queue's timer: promote `goal`'s queue in a write of the server's own, and
+        answer the waiters it admits."""
+        assert self.loop is not None
+        ticket = self.loop.create_future()
+        promotion = Internal("promote", lambda ledger: _promote_queue(ledger, goal))
+        self._handing.append(Work(promotion, None, ticket))
+        if len(self._handing) == 1:
+            self.loop.call_soon(self._hand_over)
+        outcome = await ticket
+        admitted = getattr(outcome, "admitted", None)
+        if admitted:
+            self.waiters.answer(admitted)
+        return outcome
+
+    def watch_queues(self, goals: Iterable[str]) -> None:
+        """At start: look at once at the queues where entries wait (nobody polls them
+        after a restart)."""
+        for goal in goals:
+            self.timers.now(goal)
 
     async def _held(self, case: UseCase, request: Any, receive: Receive) -> Any:
         """An admit that waits in the queue (SPEC §12.2), held until admitted, refused,
@@ -300,6 +326,10 @@ class Api:
             stream.close()
             watcher.cancel()
         return 200
+
+
+def _promote_queue(ledger: Any, goal: str) -> Any:
+    return CapacityService(ledger.journal).promote_queue(goal)
 
 
 def _cli_log(as_json: bool) -> Printed:

@@ -46,10 +46,22 @@ def internal_error(exc: BaseException) -> JournalCorrupt:
     )
 
 
+class Internal:
+    """A write of the server's own, no client's use case (a queue's timer, SPEC §12.2):
+    `call(ledger)`, served in arrival order among the clients' writers."""
+
+    __slots__ = ("call", "name")
+    writes = True
+
+    def __init__(self, name: str, call: Callable[[Ledger], Outcome]) -> None:
+        self.name = name
+        self.call = call
+
+
 class Work:
     __slots__ = ("case", "request", "ticket")
 
-    def __init__(self, case: UseCase, request: Request, ticket: Any) -> None:
+    def __init__(self, case: UseCase | Internal, request: Request | None, ticket: Any) -> None:
         self.case = case
         self.request = request
         self.ticket = ticket
@@ -183,6 +195,9 @@ class Committer:
 
     def _answer(self, work: Work) -> Outcome:
         try:
+            if isinstance(work.case, Internal):
+                return work.case.call(self.ledger)
+            assert work.request is not None  # a client's use case comes with its request
             return self.ledger.answer(work.case.name, work.request)
         except Error as exc:
             return exc

@@ -179,14 +179,25 @@ async def _serve(
     api.loop = loop
     server.stop_on_signals()
     committer.start()
+    api.watch_queues(_queued_goals(ledger))
     try:
         await server.serve(sockets=[sock])
     finally:
+        api.timers.cancel()
         await asyncio.to_thread(committer.stop, DRAIN_S)
     if committer.failure is not None:
         sys.stderr.write(error_line(committer.failure.message, committer.failure.code))
         return 4
     return 0
+
+
+def _queued_goals(ledger: Ledger) -> list[str]:
+    """The goals with an entry in their queue when the server starts (expired ones
+    aside: the timer's promotion then finds nothing)."""
+    state = getattr(ledger.journal, "state", None)  # bench's bare-line skeleton has none
+    capacity = getattr(state, "capacity", None)
+    goals = getattr(capacity, "goals", {})
+    return [name for name, goal in goals.items() if getattr(goal, "queue", None)]
 
 
 __all__ = ["serve"]

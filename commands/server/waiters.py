@@ -1,12 +1,13 @@
 """Requests the server holds while their run waits in a queue (SPEC §12.2).
 
 `POST /v1/admit` with `"wait_s": N` (0..60) queues the run, then the server holds
-the request: it asks again (a poll, which promotes) at the run's estimated start,
-at most 1 s after its last look (other writers, the CLI among them, may promote it
-meanwhile), and at once when another request's answer lists the run as promoted.
-Waiters whose estimates coincide ask in the same turn of the event loop, so one
-group commit promotes them all and answers each. A client that disconnects stops
-its wait; its entry stays until its ttl or a cancel.
+the request until the run is admitted, refused, the wait is over or the client is
+gone. The queue's timer (`queue_timers`) promotes at the earliest estimate and hands
+each waiter it admits its answer (`answer`); a writer whose answer lists the run as
+promoted wakes it to ask again (`wake`); and the waiter asks again itself (a poll,
+which promotes too) at its own estimate, and 1 s apart once that has passed or
+without one, for what other writers (the CLI, another server) may have done. A client that
+disconnects stops its wait; its entry stays until its ttl or a cancel.
 """
 
 from __future__ import annotations
@@ -27,11 +28,21 @@ from quotaledger.usecases.waiting import pause_until, queue_ttl_s
 Poll = Callable[[Any], Awaitable[Any]]
 
 
+class Woken:
+    """A held request's wake-up, and the answer it is woken with, if any."""
+
+    __slots__ = ("answer", "event")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.answer: Any = None
+
+
 class Waiters:
     """The held requests, by (goal, run): each one's wake-up."""
 
     def __init__(self) -> None:
-        self._woken: dict[tuple[str, str], asyncio.Event] = {}
+        self._woken: dict[tuple[str, str], Woken] = {}
 
     def __len__(self) -> int:
         return len(self._woken)
@@ -41,9 +52,18 @@ class Waiters:
         if not self._woken or not isinstance(promoted, list):
             return
         for ref in promoted:
-            event = self._woken.get((ref.goal, ref.run))
-            if event is not None:
-                event.set()
+            woken = self._woken.get((ref.goal, ref.run))
+            if woken is not None:
+                woken.event.set()
+
+    def answer(self, admitted: list[Any]) -> None:
+        """A promotion admitted these runs: their waiters answer with these answers
+        (each the receipt a poll would give), asking nothing more."""
+        for answer in admitted:
+            woken = self._woken.get((answer.goal, answer.receipt.run))
+            if woken is not None:
+                woken.answer = answer
+                woken.event.set()
 
     async def hold(self, request: Any, poll: Poll, gone: asyncio.Event) -> Any:
         """Queue `request` (an admit with `wait_s`), then ask again until it is no longer
@@ -63,7 +83,7 @@ class Waiters:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait_s
         key = (request.goal, request.run)
-        woken = self._woken[key] = asyncio.Event()
+        woken = self._woken[key] = Woken()
         try:
             outcome = await poll(once)
             while getattr(outcome, "queued", None) is True and not gone.is_set():
@@ -71,8 +91,10 @@ class Waiters:
                 if remaining <= 0:
                     break
                 pause = pause_of(outcome)
-                woken.clear()
-                await _first(woken, gone, min(pause, remaining))
+                woken.event.clear()
+                await _first(woken.event, gone, min(pause, remaining))
+                if woken.answer is not None:
+                    return woken.answer
                 if gone.is_set():
                     break
                 outcome = await poll(once)

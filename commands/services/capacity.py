@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET
 
 from quotaledger.journal import InvalidInput, Transaction, codes
-from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
+from quotaledger.journal.clock import format_us, format_us_or_none, parse_at, wall_us
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
@@ -24,7 +24,14 @@ from quotaledger.projections.capacity import queue as cq
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
-from quotaledger.services.queueing import final_records, promote, promoted_of, queue_view
+from quotaledger.services.queueing import (
+    QueuePromotion,
+    final_records,
+    next_estimate_us,
+    promote,
+    promoted_of,
+    queue_view,
+)
 from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_or_time
 from quotaledger.usecases.capacity import (
     AdmitAnswer,
@@ -245,6 +252,29 @@ class CapacityService(ServiceBase):
             reason=UNSET if pending is not None else R.RUN_NOT_QUEUED,
             event=event_of(pending) if pending is not None else None,
             promoted=promoted_of(promoted),
+        )
+
+    def promote_queue(self, goal: str) -> QueuePromotion:
+        """A server's timer on `goal`'s queue (SPEC §12.2): a write transaction on the
+        goal that appends nothing of its own, so it only promotes, at the goal's time
+        now; then when the queue next moves by time alone."""
+        staged: list[PendingRecord] = []
+        at_text = None
+        with self.journal.transaction() as txn:
+            if goal in txn.state.capacity.goals:
+                at_text = txn.time_for(goal)
+                staged = promote(txn, goal, at_text, [])
+        written = final_records(txn) if staged else []
+        at_us = parse_at(at_text) if at_text is not None else wall_us()
+        return QueuePromotion(
+            goal=goal,
+            at=at_text,
+            admitted=[
+                promoted_answer(p.record.goal or goal, p, None, at_text or "")
+                for p in written
+                if p.record.kind == cap.ADMITTED
+            ],
+            next_estimate_us=next_estimate_us(self.journal.state, goal, at_us),
         )
 
     # -- reject ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ them, before they commit).
 
 from __future__ import annotations
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.journal import Transaction
@@ -24,7 +25,7 @@ from quotaledger.projections.capacity.events import (
 )
 from quotaledger.projections.capacity.fold import fork_goal
 from quotaledger.projections.ledger import LedgerState
-from quotaledger.usecases.capacity import RunRef
+from quotaledger.usecases.capacity import AdmitAnswer, RunRef
 
 
 def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
@@ -105,3 +106,30 @@ def final_records(txn: Transaction[LedgerState]) -> list[PendingRecord]:
     """The events a committed transaction wrote, in order, as written (a transaction
     of several events shifts every seq by the journal.batch record that leads them)."""
     return [p for p in txn.committed if p.record.kind not in (BATCH_KIND, GENESIS_KIND)]
+
+
+def next_estimate_us(state: LedgerState, goal: str, at_us: int) -> int | None:
+    """The earliest `estimated_start_at` after `at_us` in the queue `goal` waits in (None:
+    no entry has one): when a server's timer on that queue promotes next. An estimate
+    at `at_us` or before, that this time's promotion did not admit, waits for a write
+    (an observation, for an entry held only by staleness), not for time."""
+    found = state.capacity.goals.get(goal)
+    if found is None or not any(e.waiting_at(at_us) for e in found.queue.values()):
+        return None
+    later = [
+        estimate_us
+        for estimate_us in cq.estimates(queue_view(state, goal), at_us).values()
+        if estimate_us is not None and estimate_us > at_us
+    ]
+    return min(later) if later else None
+
+
+class QueuePromotion(msgspec.Struct, kw_only=True):
+    """What a server's timer on a queue did (SPEC §12.2): the admissions it made, as
+    the records written, at its one time; and when the queue next moves by time."""
+
+    goal: str
+    at: str | None
+    admitted: list[AdmitAnswer]
+    """Each admitted run's answer, as a poll of it would give it now (its receipt)."""
+    next_estimate_us: int | None

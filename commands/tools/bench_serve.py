@@ -17,8 +17,10 @@ rotating per round, so a neighbour's load or the disk's drift falls on all of th
 
 Each reports events/s, p50/p99/max latency, the busiest client's count over the least
 busy one's, and for the servers the server process's CPU per event (/proc/PID/stat).
-Besides: one client alone against the in-process API, and with --compare postgresql
-the server on PostgreSQL at 12 clients against 12 processes of the raw psycopg loop.
+Besides: one client alone against the in-process API; the queue (bench_serve_queue):
+N clients holding `admit` with `wait_s` in one queue, how late after its estimate
+each is answered (p99 <= 50 ms at the largest N); and with --compare postgresql the
+server on PostgreSQL at 12 clients against 12 processes of the raw psycopg loop.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from typing import Any
 from quotaledger.api import Ledger
 from quotaledger.journal.clock import format_us, wall_us
 from quotaledger.tools import bench_serve_clients as clients_
+from quotaledger.tools import bench_serve_queue as queue_
 from quotaledger.tools import bench_serve_slowdisk as slowdisk
 from quotaledger.tools import bench_serve_systems as systems
 from quotaledger.tools.bench import (
@@ -75,6 +78,8 @@ def run_bench_serve(
             makers = _systems(stack, workdir, redis_url, say)
             phases = {n: _measure_at(makers, n, seconds, rounds, say) for n in clients}
         slow_disk = _measure_slow_disk(workdir, max(clients), seconds, rounds, say)
+        say(f"queue: {max(clients)} clients waiting in one queue, answered at their estimates")
+        queue_waits = queue_.measure_queue_waits(workdir, max(clients))
         say(f"in-process API: observe and admit+release, {rounds} x {seconds:g} s each")
         api_eps = in_process_eps(workdir, seconds, rounds)
         postgresql = None
@@ -90,6 +95,13 @@ def run_bench_serve(
         measurements["postgresql"] = {name: summary(p) for name, p in postgresql.items()}
     if slow_disk is not None:
         measurements["slow_disk"] = {name: summary(p) for name, p in slow_disk.items()}
+    figures = judge(measurements, api_eps, max(clients))
+    figures[f"queue_wait_{max(clients)}_answered_p99_ms"] = target(
+        figure(queue_waits["p99_ms"], "ms after the estimate", None),
+        "<=",
+        queue_.ANSWERED_WITHIN_MS,
+        key="value",
+    )
     return {
         "ok": True,
         "at": format_us(wall_us()),
@@ -100,7 +112,8 @@ def run_bench_serve(
         "rounds": rounds,
         "in_process_api_eps": {k: round(v, 1) for k, v in api_eps.items()},
         "measurements": measurements,
-        "figures": judge(measurements, api_eps, max(clients)),
+        "queue_waits": queue_waits,
+        "figures": figures,
         "slow_disk": {"clients": max(clients), "fdatasync_delay_us": slowdisk.SLOW_SYNC_US}
         if slow_disk is not None
         else None,

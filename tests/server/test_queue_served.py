@@ -3,6 +3,7 @@ Retry-After, and `"wait_s": N` held by the server until a promotion admits the r
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -82,3 +83,40 @@ def test_a_remote_ledger_waits_across_held_requests(tmp_path: Path) -> None:
         with Ledger.open(server.url) as remote:
             answer = remote.admit(goal="g", run="r2", arm="baseline", lease_s=60, wait_s=20)
         assert answer["admitted"] is True
+
+
+def _until_admitted(server: Server, run: str) -> dict[str, Any]:
+    """Until `run`'s admission is in the journal (reads only: a reader never appends)."""
+    for _ in range(600):
+        for line in server.get("log", "goal=g&kind=capacity.admitted").body.decode().splitlines():
+            event = json.loads(line)
+            if event["data"]["request"]["run"] == run:
+                return dict(event)
+        time.sleep(0.05)
+    raise AssertionError(f"{run} was never admitted")
+
+
+def test_the_queue_timer_promotes_at_the_estimate_with_nobody_polling(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        first = server.post("admit", goal="g", run="r1", arm="baseline", lease_s=1)
+        queued = server.post("admit", goal="g", run="r2", arm="baseline", lease_s=60, queue=True)
+        assert queued.json["queued"] is True
+        estimate = queued.json["estimated_start_at"]
+        assert estimate == first.json["receipt"]["lease_until"]
+        # No client asks again, nothing else is written: the server's timer promotes.
+        admitted = _until_admitted(server, "r2")
+        assert admitted["at"] >= estimate
+        assert admitted["data"]["queued"]["seq"] == queued.json["event"]["seq"]
+
+
+def test_a_restarted_server_promotes_the_entries_it_finds_waiting(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    with serving(journal) as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="r1", arm="baseline", lease_s=1)
+        queued = server.post("admit", goal="g", run="r2", arm="baseline", lease_s=60, queue=True)
+        assert queued.json["queued"] is True
+    with serving(journal) as server:  # stopped before the lease ended: nobody polls r2
+        admitted = _until_admitted(server, "r2")
+        assert admitted["at"] >= queued.json["estimated_start_at"]
