@@ -229,6 +229,11 @@ class RemoteLedger:
             self.closed = True
             self.client.close()
 
+    def abort(self) -> None:
+        """From another thread: end the call in flight (it raises ServerUnreachable) and
+        refuse later ones; `close` still follows."""
+        self.client.connection.abort()
+
     def __enter__(self) -> RemoteLedger:
         return self
 

@@ -10,24 +10,28 @@ Installed, this module is loaded by every `inspect eval` (the `inspect_ai` entry
 `INSPECT_REQUIRED_HOOKS` can demand) is enabled while `QUOTALEDGER_INSPECT_GOAL` is set.
 Per sample (and epoch), with the run and case of `adapters.inspect_names`:
 - `on_sample_init` (which inspect awaits before the sample runs, outside its time
-  limits) admits it; a sample that is not admitted does not run: the hook raises
-  inspect's `LimitExceededError` naming the refusal's reasons (or the fault that kept
-  the ledger from answering), so the sample ends as an error, never scored as the
-  model's answer;
+  limits) admits it, waiting in the goal's queue (`admit --queue --wait`,
+  `adapters.inspect_admission`) up to `QUOTALEDGER_INSPECT_WAIT_S`; a sample that is
+  not admitted does not run: its entry is withdrawn and the hook raises inspect's
+  `LimitExceededError` naming the refusal's reasons (or the fault that kept the
+  ledger from answering), so the sample ends as an error, never scored as the model's
+  answer; a sample cancelled while it waits withdraws its entry;
 - `on_model_usage` observes each model call with the sample's run (a context variable
   set at init: the usage data names no sample) and its `model`;
 - each HTTP 429 is rejected once with the sample's run: inspect's own retries
   (`on_model_retry`) and the provider SDK's (the 429 responses a model event lists,
   by request id; an event is delivered more than once);
 - `on_sample_end` releases the run; `on_run_end` releases what the ending run of this
-  process still holds (a sample cancelled mid-run has no `on_sample_end`).
+  process still holds (a sample cancelled mid-run has no `on_sample_end`) and
+  withdraws once more the queue entries its cancelled waits left.
 
 The hooks never break an eval on their own faults: a ledger that cannot be reached
 fails the sample's admission (it does not run unadmitted), logged at ERROR; an
 observation or rejection that cannot be written is logged at ERROR with its counts and
 counted in `failures`. Ledger calls run in worker threads, each on a `Ledger` of its
-own (a pool), so a slow fsync or a waiting admission never blocks the event loop or
-another sample's observation.
+own (a pool), so a slow fsync or a waiting admission never blocks the event loop, and
+waiting samples have threads of their own, so they never hold up another sample's
+observation.
 """
 
 from __future__ import annotations
@@ -56,10 +60,11 @@ from inspect_ai.hooks import (
 from inspect_ai.log import transcript
 from inspect_ai.util import LimitExceededError
 
-from quotaledger import Ledger
 from quotaledger.adapters import is_request_id
+from quotaledger.adapters.inspect_admission import THREADS_MAX, Admissions, Ledgers, Waiting
 from quotaledger.adapters.inspect_names import (
     GOAL_ENV,
+    WAIT_S_ENV,
     Settings,
     case_name,
     enabled,
@@ -70,8 +75,6 @@ from quotaledger.adapters.inspect_names import (
 from quotaledger.journal.errors import Error, InvalidInput
 
 RATE_LIMITED = 429
-THREADS_MAX = 64
-"""Ledger calls in flight at once (each holds a worker thread and a `Ledger`)."""
 
 log = logging.getLogger("quotaledger")
 
@@ -90,43 +93,6 @@ _SAMPLE: ContextVar[Held | None] = ContextVar("quotaledger_inspect_sample", defa
 """The sample whose task this is: set by `on_sample_init`, read by `on_model_usage`."""
 
 
-class Ledgers:
-    """Ledgers on one journal, one per call in flight: a waiting call over HTTP holds
-    its connection, and a file journal's lock orders the writers."""
-
-    def __init__(self, target: str) -> None:
-        self.target = target
-        self._free: list[Ledger] = []
-        self._lock = threading.Lock()
-
-    def call(self, method: str, **kwargs: Any) -> dict[str, Any]:
-        """`Ledger.<method>(**kwargs)` on a free ledger (blocking: a worker thread's)."""
-        with self._lock:
-            ledger = self._free.pop() if self._free else None
-        if ledger is None:
-            ledger = Ledger.open(self.target)
-        try:
-            answer: dict[str, Any] = getattr(ledger, method)(**kwargs)
-        except InvalidInput:
-            self._give_back(ledger)
-            raise
-        except BaseException:  # the connection or the journal may be in any state
-            ledger.close()
-            raise
-        self._give_back(ledger)
-        return answer
-
-    def _give_back(self, ledger: Ledger) -> None:
-        with self._lock:
-            self._free.append(ledger)
-
-    def close(self) -> None:
-        with self._lock:
-            free, self._free = self._free, []
-        for ledger in free:
-            ledger.close()
-
-
 @hooks(
     name="quota",
     description="quotaledger: every sample admitted, observed and released on one goal",
@@ -141,6 +107,7 @@ class Quota(Hooks):
         self._held_lock = threading.Lock()
         self._ledgers: Ledgers | None = None
         self._limiter: anyio.CapacityLimiter | None = None
+        self._admissions = Admissions()
 
     def enabled(self) -> bool:
         return enabled(os.environ)
@@ -153,29 +120,26 @@ class Quota(Hooks):
         goal = os.environ.get(GOAL_ENV, "").strip()
         try:
             config = settings(os.environ)
-            answer = await self._in_thread(
-                self._admit, config, run, case, data.sample_id, data.run_id
-            )
+            waiting = Waiting(config.goal, run, data.run_id)
+            request = config.admission(run, case)
+            answer = await self._admissions.wait(self._ledgers_of(config), config, waiting, request)
         except Exception as error:  # the ledger's fault or the settings': it does not run
             why = _described(error)
             log.error("quotaledger: goal %s: sample %s was not admitted: %s", goal, run, why)
             raise _not_admitted(f"goal {goal}: run {run} could not be admitted ({why})") from None
         if not answer.get("admitted"):
             reasons = ", ".join(answer.get("reasons") or ()) or "refused"
-            log.warning("quotaledger: goal %s refused sample %s: %s", goal, run, reasons)
-            raise _not_admitted(f"goal {goal} refused run {run}: {reasons}")
-        _SAMPLE.set(self._held.get(data.sample_id))
-
-    def _admit(
-        self, config: Settings, run: str, case: str, sample_uuid: str, inspect_run: str
-    ) -> dict[str, Any]:
-        """Admit the sample and hold it (here, in the worker thread: a sample cancelled
-        meanwhile is still held, for `on_run_end` to release)."""
-        answer = self._ledgers_of(config).call("admit", **config.admission(run, case))
-        if answer.get("admitted"):
-            with self._held_lock:
-                self._held[sample_uuid] = Held(config.goal, run, inspect_run)
-        return answer
+            if answer.get("queued"):
+                message = f"goal {goal}: run {run} waited {config.wait_s} s in the queue"
+                message += f" ({WAIT_S_ENV}) and was not admitted: {reasons}"
+            else:
+                message = f"goal {goal} refused run {run}: {reasons}"
+            log.warning("quotaledger: %s", message)
+            raise _not_admitted(message)
+        held = Held(config.goal, run, data.run_id)
+        with self._held_lock:
+            self._held[data.sample_id] = held
+        _SAMPLE.set(held)
 
     # -- what the model calls cost ------------------------------------------------------
 
@@ -242,6 +206,9 @@ class Quota(Hooks):
             still = [self._held.pop(uuid) for uuid in ending]
         for held in still:
             await self._release(held)
+        ledgers = self._ledgers
+        if ledgers is not None:
+            await self._admissions.withdraw_left(ledgers, data.run_id)
 
     async def _release(self, held: Held) -> None:
         await self._record("release", {"run": held.run}, "release", goal=held.goal, run=held.run)

@@ -9,6 +9,7 @@ package), httptools a tenth (README, design; docs/performance.md).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import Callable, Iterator, Mapping
@@ -86,6 +87,7 @@ class Connection:
     def __init__(self, target: str) -> None:
         self.target = target
         self._socket: socket.socket | None = None
+        self._aborted = False
         self._token = os.environ.get(TOKEN_ENV, "").strip()
         if target.startswith("unix:"):
             self.host, self.port, self.unix_path = "localhost", 0, target[len("unix:") :]
@@ -104,6 +106,8 @@ class Connection:
             self.host_header = f"{shown}:{self.port}"
 
     def _open(self) -> socket.socket:
+        if self._aborted:
+            raise self.unreachable(ConnectionAbortedError("the connection was aborted"))
         try:
             if self.unix_path:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -123,6 +127,13 @@ class Connection:
         except OSError as exc:
             raise self.unreachable(exc) from None
         return sock
+
+    def _connected(self) -> socket.socket:
+        if self._socket is None:
+            self._socket = self._open()
+        if self._aborted:  # `abort` came while the socket was opening
+            raise _ClosedBeforeAnswer(ConnectionAbortedError("the connection was aborted"))
+        return self._socket
 
     def unreachable(self, exc: BaseException) -> ServerUnreachable:
         detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
@@ -223,9 +234,7 @@ class Connection:
     def _exchange(
         self, head: bytes, body: bytes | None, out: Out | None, endless: bool = False
     ) -> Answer:
-        if self._socket is None:
-            self._socket = self._open()
-        sock = self._socket
+        sock = self._connected()
         try:
             sock.sendall(head + body if body else head)
         except OSError as exc:
@@ -266,6 +275,16 @@ class Connection:
         if self._socket is not None:
             self._socket.close()
         self._socket = None
+
+    def abort(self) -> None:
+        """From another thread: end the request in flight (a held `admit --wait`), which
+        then fails `server_unreachable` without being sent again, and refuse any later
+        one. The server sees the client gone and stops what it held for it."""
+        self._aborted = True
+        sock = self._socket
+        if sock is not None:
+            with contextlib.suppress(OSError):  # not connected yet, or already closed
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def follow(sock: socket.socket) -> None:

@@ -76,14 +76,18 @@ def test_bad_settings_admit_no_sample(journal: str, monkeypatch: pytest.MonkeyPa
         assert [e["kind"] for e in ledger.log(goal="g")] == ["capacity.configured"]
 
 
-def test_run_end_releases_what_the_ending_run_holds(journal: str) -> None:
+def test_run_end_releases_what_the_ending_run_holds(
+    journal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUOTALEDGER_INSPECT_WAIT_S", "1")
     hooks = Quota()
     run(hooks.on_sample_init(init("u1")))
     run(hooks.on_sample_init(init("u2", inspect_run="run2")))
     with pytest.raises(LimitExceededError) as raised:
         run(hooks.on_sample_init(init("u3")))
     assert raised.value.message == (
-        "quotaledger: goal g refused run eval1/u3: target_capacity_exhausted, "
+        "quotaledger: goal g: run eval1/u3 waited 1 s in the queue "
+        "(QUOTALEDGER_INSPECT_WAIT_S) and was not admitted: target_capacity_exhausted, "
         "total_capacity_exhausted, test_capacity_exhausted"
     )
     ended = RunEnd(eval_set_id=None, run_id="run1", exception=None, logs=EvalLogs([]))

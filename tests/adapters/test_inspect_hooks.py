@@ -2,14 +2,17 @@
 `quotaledger serve` and one goal.
 
 Each `inspect eval` costs seconds of CPU, so one scenario checks many properties:
-process A (mockllm, preset outputs carrying their usage) holds two of the goal's
-three slots until the test opens its gate; then process B (inspect's OpenAI provider
-against a 127.0.0.1 stub that answers each sample's first three requests 429) starts
-two samples for the one slot left, and process C has a ledger that cannot be reached.
-Then: the slots were never exceeded, a refused sample and C's sample ended as errors
-naming why (never scored), every model call was observed with its sample's run and
-every 429 rejected once with it, no run is left active, `validity` names exactly the
-throttled sample, and no process looked up or connected to anything but loopback.
+process A (mockllm, preset outputs carrying their usage) starts three samples for the
+goal's two slots: two hold them until the test opens its gate, the third waits in the
+goal's queue; then process B (inspect's OpenAI provider against a 127.0.0.1 stub that
+answers each sample's first three requests 429) queues two more behind it, and
+process C has a ledger that cannot be reached. The gate opened, the queue drains.
+Then: the samples were admitted in queue order and the slots never exceeded, C's
+sample ended as an error naming why (never scored), every model call was observed
+with its sample's run and every 429 rejected once with it, no run is left active and
+no entry queued, `validity` names exactly the throttled samples with their waits, and
+no process looked up or connected to anything but loopback. Another eval, stopped by
+SIGINT while its sample waits, leaves no entry in the queue.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -28,6 +32,7 @@ from typing import Any
 import pytest
 
 from quotaledger import Ledger
+from quotaledger.journal.clock import parse_at
 from tests.adapters.inspect_eval.stub import STUB_INPUT_BASE, Stub
 from tests.server.serving import Server, free_port
 from tests.support import REPO
@@ -36,14 +41,14 @@ HERE = REPO / "tests" / "adapters" / "inspect_eval"
 TASK = HERE / "task.py"
 MOCK_INPUT_BASE = 1000  # task.py: sample N's mockllm answer has 1000 + N uncached input
 MOCK_CACHED = 5
-SLOTS = 3
+SLOTS = 2
 RATE_LIMITED = 3  # the SDK's two retries of its own, then inspect's
 DEADLINE_S = 240.0
 POLL_S = 0.1
 
 
 def inspect_eval(
-    tmp: Path, name: str, samples: str, journal: str, **env: str
+    tmp: Path, name: str, samples: str, journal: str, max_samples: int = 2, **env: str
 ) -> subprocess.Popen[str]:
     """`inspect eval task.py` as process `name`, its logs in tmp/name."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("QUOTALEDGER_", "OPENAI_"))}
@@ -63,7 +68,7 @@ def inspect_eval(
         "--display",
         "none",
         "--max-samples",
-        "2",
+        str(max_samples),
         "--no-fail-on-error",
         *(["--model", env.pop("MODEL")] if "MODEL" in env else []),
     ]
@@ -142,6 +147,24 @@ def most_active(found: list[dict[str, Any]]) -> int:
     return most
 
 
+def still_queued(found: list[dict[str, Any]]) -> list[str]:
+    """The runs whose entry is still in the queue: queued, and neither admitted nor
+    dequeued since (no entry here lives to its ttl)."""
+    queued: list[str] = []
+    for event in found:
+        data = event["data"]
+        run = data.get("run") or data.get("request", {}).get("run")
+        if event["kind"] == "capacity.queued":
+            queued.append(run)
+        elif event["kind"] in ("capacity.admitted", "capacity.dequeued") and run in queued:
+            queued.remove(run)
+    return queued
+
+
+def counted(kind: str, number: int) -> Callable[[list[dict[str, Any]]], bool]:
+    return lambda found: len(kinds(found, kind)) == number
+
+
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[tuple[Server, Ledger]]:
     server = Server(str(tmp_path / "ledger.jsonl")).wait_ready()
@@ -159,27 +182,25 @@ def test_two_evals_share_one_goal(tmp_path: Path, served: tuple[Server, Ledger])
     server, ledger = served
     gate = tmp_path / "gate"
     with Stub(rate_limited=RATE_LIMITED) as stub:
-        # Four samples for three slots: each holds its slot (A's until the gate opens,
-        # B's until the stub answers) until all four were decided.
-        a = inspect_eval(tmp_path, "a", "a0,a 1", server.url, INSPECT_TEST_GATE=str(gate))
+        stub.go.set()
+        c = inspect_eval(tmp_path, "c", "c7", f"http://127.0.0.1:{free_port()}")
+        # Five samples for two slots: A's first two hold them until the gate opens,
+        # A's third queues, then B's two queue behind it.
+        a = inspect_eval(
+            tmp_path, "a", "a0,a 1,a2", server.url, max_samples=3, INSPECT_TEST_GATE=str(gate)
+        )
+        wait_for(ledger, "A's entry in the queue", counted("capacity.queued", 1), a)
         b = inspect_eval(
             tmp_path,
             "b",
-            "b2,b3",
+            "b3,b4",
             server.url,
             MODEL="openai/gpt-test",
             INSPECT_TEST_MODEL="openai",
             OPENAI_BASE_URL=stub.url,
             OPENAI_API_KEY="test",
         )
-        c = inspect_eval(tmp_path, "c", "c4", f"http://127.0.0.1:{free_port()}")
-
-        def decided(found: list[dict[str, Any]]) -> bool:
-            runs = [e for e in found if e["kind"] in ("capacity.admitted", "capacity.refused")]
-            return len(runs) == 4
-
-        wait_for(ledger, "four decisions", decided, a, b)
-        stub.go.set()
+        wait_for(ledger, "B's entries in the queue", counted("capacity.queued", 3), a, b)
         gate.touch()
         for proc in (a, b, c):
             finished(proc)
@@ -187,32 +208,60 @@ def test_two_evals_share_one_goal(tmp_path: Path, served: tuple[Server, Ledger])
     found = events(ledger)
     logs = {name: eval_log(tmp_path / name) for name in "abc"}
     samples = {run: s for name in "ab" for run, s in runs_of(logs[name]).items()}
-    admitted = {e["data"]["request"]["run"] for e in kinds(found, "capacity.admitted")}
-    throttled = admitted & set(runs_of(logs["b"]))
-    check_admissions(found, samples, admitted)
-    check_observations(found, samples, admitted)
+    throttled = set(runs_of(logs["b"]))
+    check_admissions(found, samples)
+    check_observations(found, samples, set(samples))
     check_rejections(found, stub, throttled)
     assert ledger.inspect(goal="g")["goals"]["g"]["active_runs"] == []
-    check_validity(ledger.validity(goal="g"), samples, admitted, throttled)
+    assert still_queued(found) == []
+    check_validity(ledger.validity(goal="g"), found, samples, throttled)
     check_unreachable(logs["c"])
     # no process looked anything up but loopback (no tokenizer was downloaded)
     assert [p.name for p in tmp_path.glob("*.network")] == []
 
 
-def check_admissions(
-    found: list[dict[str, Any]], samples: dict[str, dict[str, Any]], admitted: set[str]
+@pytest.mark.slow  # an `inspect eval` process
+def test_an_eval_stopped_while_its_sample_waits_leaves_no_entry(
+    tmp_path: Path, served: tuple[Server, Ledger]
 ) -> None:
-    """Never above the slots; the refused sample ended as an error naming the reasons,
-    unscored; each case is `<sample id>@<epoch>`, an id outside the identifier rule hashed."""
-    refused = {e["data"]["request"]["run"] for e in kinds(found, "capacity.refused")}
+    server, ledger = served
+    for n in range(SLOTS):  # the goal is full for an hour
+        ledger.admit(goal="g", run=f"holder{n}", case=f"h{n}", arm="treatment", lease_s=3600)
+    d = inspect_eval(tmp_path, "d", "d8", server.url)
+    wait_for(ledger, "the sample's entry in the queue", counted("capacity.queued", 1), d)
+    d.send_signal(signal.SIGINT)  # inspect cancels the waiting sample's task
+    d.communicate(timeout=DEADLINE_S)
+    found = events(ledger)
+    (queued,) = kinds(found, "capacity.queued")
+    run = queued["data"]["request"]["run"]
+    dequeued = [e["data"] for e in kinds(found, "capacity.dequeued")]
+    assert dequeued == [{"run": run, "reason": "cancelled"}]
+    assert still_queued(found) == []
+    assert [e["data"]["request"]["run"] for e in kinds(found, "capacity.admitted")] == [
+        "holder0",
+        "holder1",
+    ]
+
+
+def check_admissions(found: list[dict[str, Any]], samples: dict[str, dict[str, Any]]) -> None:
+    """Never above the slots; every sample admitted, those that waited in queue order
+    (each admission names its entry); each case `<sample id>@<epoch>`, an id outside
+    the identifier rule hashed; every sample scored."""
+    admissions = kinds(found, "capacity.admitted")
+    queued = kinds(found, "capacity.queued")
     assert most_active(found) == SLOTS
-    assert len(admitted) == SLOTS and len(refused) == 1 and set(samples) == admitted | refused
-    (refused_run,) = refused
-    assert "total_capacity_exhausted" in samples[refused_run]["error"]["message"]
-    assert not samples[refused_run].get("scores")
-    assert all(samples[run]["scores"]["match"]["value"] == "C" for run in admitted)
-    decisions = [e for e in found if e["kind"] in ("capacity.admitted", "capacity.refused")]
-    for event in decisions:
+    assert sorted(e["data"]["request"]["run"] for e in admissions) == sorted(samples)
+    assert kinds(found, "capacity.refused") == [] and kinds(found, "capacity.dequeued") == []
+    promoted = [e for e in admissions if e["data"].get("queued")]
+    assert [e["data"]["request"]["run"] for e in promoted] == [
+        e["data"]["request"]["run"] for e in queued
+    ]
+    assert [e["data"]["queued"] for e in promoted] == [
+        {"seq": e["seq"], "at": e["at"]} for e in queued
+    ]
+    assert len(queued) == 3 and len(admissions) == 5
+    assert all(samples[run]["scores"]["match"]["value"] == "C" for run in samples)
+    for event in admissions + queued:
         request = event["data"]["request"]
         sample_id = samples[request["run"]]["id"]
         if " " in sample_id:
@@ -249,17 +298,29 @@ def check_rejections(found: list[dict[str, Any]], stub: Stub, throttled: set[str
 
 def check_validity(
     validity: dict[str, Any],
+    found: list[dict[str, Any]],
     samples: dict[str, dict[str, Any]],
-    admitted: set[str],
     throttled: set[str],
 ) -> None:
-    """`validity`'s rows join inspect's samples by their uuid, and name the throttled."""
-    verdicts = {row["run"]: row["verdict"] for row in validity["runs"]}
-    assert set(verdicts) == set(samples)
-    for run, verdict in verdicts.items():
-        expected = "throttled" if run in throttled else "clean"
-        assert verdict == (expected if run in admitted else "never_admitted")
-    assert validity["counts"]["throttled"] == len(throttled)
+    """`validity`'s rows join inspect's samples by their uuid, name the throttled, and
+    date each wait from its entry: queued_at its `capacity.queued`, waited_s to the
+    admission."""
+    rows = {row["run"]: row for row in validity["runs"]}
+    assert set(rows) == set(samples)
+    queued_at = {e["data"]["request"]["run"]: e["at"] for e in kinds(found, "capacity.queued")}
+    admitted_at = {e["data"]["request"]["run"]: e["at"] for e in kinds(found, "capacity.admitted")}
+    for run, row in rows.items():
+        assert row["verdict"] == ("throttled" if run in throttled else "clean")
+        assert row["queued_at"] == queued_at.get(run)
+        assert row["admitted_at"] == admitted_at[run]
+        if run in queued_at:
+            waited_us = parse_at(admitted_at[run]) - parse_at(queued_at[run])
+            assert row["waited_s"] == pytest.approx(waited_us / 1e6, abs=1e-6)
+            assert row["waited_s"] > 0
+        else:
+            assert row["waited_s"] == 0
+    assert validity["counts"]["throttled"] == len(throttled) == 2
+    assert validity["counts"]["clean"] == 3
 
 
 def check_unreachable(log: dict[str, Any]) -> None:
