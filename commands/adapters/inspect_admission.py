@@ -125,7 +125,9 @@ class Admissions:
         try:
             while True:
                 remaining_s = deadline - anyio.current_time()
-                answer = await self._in_thread(self._ask, ledgers, waiting, queued, remaining_s)
+                answer: dict[str, Any] = await self._in_thread(
+                    self._ask, ledgers, waiting, queued, remaining_s
+                )
                 if answer.get("queued") is not True:  # admitted, or refused outright
                     break
                 remaining_s = deadline - anyio.current_time()
