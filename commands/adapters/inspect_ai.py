@@ -16,6 +16,10 @@ Per sample (and epoch), with the run and case of `adapters.inspect_names`:
   `LimitExceededError` naming the refusal's reasons (or the fault that kept the
   ledger from answering), so the sample ends as an error, never scored as the model's
   answer; a sample cancelled while it waits withdraws its entry;
+- `on_sample_attempt_start` admits a retry (`--retry-on-error`) of a sample that init
+  did not admit (inspect calls init once per sample); refused there, the attempt
+  does not run and `on_sample_scoring` ends it as an error, unscored (an admission
+  at init covers the sample's retries);
 - `on_model_usage` observes each model call with the sample's run (a context variable
   set at init: the usage data names no sample) and its `model`;
 - each HTTP 429 is rejected once with the sample's run: inspect's own retries
@@ -52,12 +56,14 @@ from inspect_ai.hooks import (
     ModelRetry,
     ModelUsageData,
     RunEnd,
+    SampleAttemptStart,
     SampleEnd,
     SampleEvent,
     SampleInit,
+    SampleScoring,
     hooks,
 )
-from inspect_ai.log import transcript
+from inspect_ai.log import EvalSampleSummary, transcript
 from inspect_ai.util import LimitExceededError
 
 from quotaledger.adapters import is_request_id
@@ -108,6 +114,8 @@ class Quota(Hooks):
         self._ledgers: Ledgers | None = None
         self._limiter: anyio.CapacityLimiter | None = None
         self._admissions = Admissions()
+        self._refused: dict[str, str] = {}
+        """Samples whose retry was refused at its start, by uuid: what ends their scoring."""
 
     def enabled(self) -> bool:
         return enabled(os.environ)
@@ -115,12 +123,38 @@ class Quota(Hooks):
     # -- admission ---------------------------------------------------------------------
 
     async def on_sample_init(self, data: SampleInit) -> None:
-        run = run_name(data.eval_id, data.sample_id)
-        case = case_name(data.summary.id, data.summary.epoch)
+        await self._admit(data.eval_id, data.sample_id, data.summary, data.run_id)
+
+    async def on_sample_attempt_start(self, data: SampleAttemptStart) -> None:
+        """A retry (`--retry-on-error`) of a sample that init did not admit: inspect
+        calls `on_sample_init` once per sample, so it is admitted here (inside the
+        sample's time limit). A sample admitted at init keeps that admission for its
+        retries. Refused here, the raise is a limit to inspect, which skips the solver
+        and goes on to scoring: `on_sample_scoring` raises it again, as an error."""
+        if data.sample_id in self._held:
+            return
+        try:
+            await self._admit(data.eval_id, data.sample_id, data.summary, data.run_id)
+        except LimitExceededError as refusal:
+            self._refused[data.sample_id] = refusal.message
+            raise
+
+    async def on_sample_scoring(self, data: SampleScoring) -> None:
+        refusal = self._refused.pop(data.sample_id, None)
+        if refusal is not None:  # never scored: the attempt was not admitted
+            raise LimitExceededError("custom", value=1, limit=0, message=refusal)
+
+    async def _admit(
+        self, eval_id: str, sample_uuid: str, summary: EvalSampleSummary, inspect_run: str
+    ) -> None:
+        """Admit the sample, waiting in the goal's queue; not admitted, raise what ends
+        it as an error naming why."""
+        run = run_name(eval_id, sample_uuid)
+        case = case_name(summary.id, summary.epoch)
         goal = os.environ.get(GOAL_ENV, "").strip()
         try:
             config = settings(os.environ)
-            waiting = Waiting(config.goal, run, data.run_id)
+            waiting = Waiting(config.goal, run, inspect_run)
             request = config.admission(run, case)
             answer = await self._admissions.wait(self._ledgers_of(config), config, waiting, request)
         except Exception as error:  # the ledger's fault or the settings': it does not run
@@ -136,9 +170,9 @@ class Quota(Hooks):
                 message = f"goal {goal} refused run {run}: {reasons}"
             log.warning("quotaledger: %s", message)
             raise _not_admitted(message)
-        held = Held(config.goal, run, data.run_id)
+        held = Held(config.goal, run, inspect_run)
         with self._held_lock:
-            self._held[data.sample_id] = held
+            self._held[sample_uuid] = held
         _SAMPLE.set(held)
 
     # -- what the model calls cost ------------------------------------------------------
@@ -195,6 +229,7 @@ class Quota(Hooks):
     # -- the end of a sample, of a run -----------------------------------------------
 
     async def on_sample_end(self, data: SampleEnd) -> None:
+        self._refused.pop(data.sample_id, None)
         with self._held_lock:
             held = self._held.pop(data.sample_id, None)
         if held is not None:

@@ -48,7 +48,13 @@ POLL_S = 0.1
 
 
 def inspect_eval(
-    tmp: Path, name: str, samples: str, journal: str, max_samples: int = 2, **env: str
+    tmp: Path,
+    name: str,
+    samples: str,
+    journal: str,
+    max_samples: int = 2,
+    options: tuple[str, ...] = (),
+    **env: str,
 ) -> subprocess.Popen[str]:
     """`inspect eval task.py` as process `name`, its logs in tmp/name."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("QUOTALEDGER_", "OPENAI_"))}
@@ -70,6 +76,7 @@ def inspect_eval(
         "--max-samples",
         str(max_samples),
         "--no-fail-on-error",
+        *options,
         *(["--model", env.pop("MODEL")] if "MODEL" in env else []),
     ]
     (tmp / name).mkdir()
@@ -241,6 +248,37 @@ def test_an_eval_stopped_while_its_sample_waits_leaves_no_entry(
         "holder0",
         "holder1",
     ]
+
+
+@pytest.mark.slow  # an `inspect eval` process
+def test_a_retried_sample_is_never_run_unadmitted(
+    tmp_path: Path, served: tuple[Server, Ledger]
+) -> None:
+    """inspect runs `on_sample_init` once: the retry waits at its start, and refused
+    there too, it ends as an error, unscored even with --score-on-error."""
+    server, ledger = served
+    for n in range(SLOTS):  # the goal is full for an hour
+        ledger.admit(goal="g", run=f"holder{n}", case=f"h{n}", arm="treatment", lease_s=3600)
+    options = ("--retry-on-error=1", "--score-on-error")
+    e = inspect_eval(
+        tmp_path, "e", "e9", server.url, options=options, QUOTALEDGER_INSPECT_WAIT_S="1"
+    )
+    finished(e)
+    (sample,) = eval_log(tmp_path / "e")["samples"]
+    run = f"{eval_log(tmp_path / 'e')['eval']['eval_id']}/{sample['uuid']}"
+    found = events(ledger)
+    mine = [
+        e["kind"]
+        for e in found
+        if run in (e["data"].get("run"), e["data"].get("request", {}).get("run"))
+    ]
+    assert mine == ["capacity.queued", "capacity.dequeued"] * 2  # init, then the retry
+    assert still_queued(found) == []
+    waited = f"run {run} waited 1 s in the queue (QUOTALEDGER_INSPECT_WAIT_S) and was not admitted"
+    assert waited in sample["error"]["message"]
+    assert len(sample["error_retries"]) == 1 and waited in sample["error_retries"][0]["message"]
+    assert not sample.get("scores")
+    assert [ev for ev in sample["events"] if ev["event"] == "model"] == []
 
 
 def check_admissions(found: list[dict[str, Any]], samples: dict[str, dict[str, Any]]) -> None:

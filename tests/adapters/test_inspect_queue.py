@@ -12,7 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from inspect_ai._eval.eval import EvalLogs  # the type RunEnd.logs names
-from inspect_ai.hooks import RunEnd, SampleInit
+from inspect_ai.hooks import RunEnd, SampleAttemptStart, SampleInit, SampleScoring
 from inspect_ai.log import EvalSampleSummary
 from inspect_ai.util import LimitExceededError
 
@@ -173,3 +173,35 @@ def test_a_refusal_time_cannot_cure_is_not_queued(
         f"quotaledger: goal g refused run {RUN}: token_forecast_required, usage_observation_stale"
     )
     assert [kind for kind, _ in kinds(journal)] == ["capacity.configured", "capacity.refused"]
+
+
+def attempt(number: int, sample: str = "u1") -> SampleAttemptStart:
+    summary = EvalSampleSummary(id="s1", epoch=1, input="q", target="a")
+    return SampleAttemptStart(None, "run1", "eval1", sample, summary, number)
+
+
+def test_a_retry_of_a_sample_init_did_not_admit_is_admitted_at_its_start(
+    file_journal: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("QUOTALEDGER_INSPECT_WAIT_S", "1")
+    hooks = Quota()
+    with pytest.raises(LimitExceededError):
+        anyio.run(hooks.on_sample_init, init())
+    # refused at the retry's start too: its scoring raises the refusal again
+    with pytest.raises(LimitExceededError) as raised:
+        anyio.run(hooks.on_sample_attempt_start, attempt(2))
+    scoring = SampleScoring(None, "run1", "eval1", "u1")
+    with pytest.raises(LimitExceededError) as again:
+        anyio.run(hooks.on_sample_scoring, scoring)
+    assert again.value.message == raised.value.message
+    assert "waited 1 s in the queue" in raised.value.message
+    with Ledger.open(file_journal) as ledger:
+        ledger.release(goal="g", run="holder")
+    anyio.run(hooks.on_sample_attempt_start, attempt(3))
+    anyio.run(hooks.on_sample_scoring, scoring)  # admitted: scored as usual
+    count = len(kinds(file_journal))
+    anyio.run(hooks.on_sample_attempt_start, attempt(4))  # held: its admission covers it
+    assert (
+        kinds(file_journal)[-1] == ("capacity.admitted", RUN) and len(kinds(file_journal)) == count
+    )
+    assert [held.run for held in hooks._held.values()] == [RUN]
