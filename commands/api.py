@@ -34,6 +34,7 @@ from quotaledger.services.capacity_state import CapacityStateService
 from quotaledger.services.host import HostService
 from quotaledger.services.journal import JournalService
 from quotaledger.services.operator import OperatorService
+from quotaledger.services.pools import PoolsService
 from quotaledger.services.prices import PricesService
 from quotaledger.services.probe import ProbeService
 from quotaledger.services.settlement import SettlementService
@@ -73,6 +74,7 @@ from quotaledger.usecases.operator import (
     ValidityRequest,
     WhatifRequest,
 )
+from quotaledger.usecases.pools import PoolConfigureRequest
 from quotaledger.usecases.prices import PriceSetRequest, PricesRequest
 from quotaledger.usecases.probe import LatestProbeRequest, ProbeRunRequest
 from quotaledger.usecases.settlement import (
@@ -185,6 +187,7 @@ class Ledger(ServiceBase):
     inspect = endpoint(InspectRequest, CapacityStateService.inspect)
     price_set = endpoint(PriceSetRequest, PricesService.price_set)
     prices = endpoint(PricesRequest, PricesService.prices)
+    pool_configure = endpoint(PoolConfigureRequest, PoolsService.pool_configure)
     host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
     host_start = endpoint(HostStartRequest, HostService.host_start)
     host_exit = endpoint(HostExitRequest, HostService.host_exit)

@@ -30,6 +30,7 @@ MODULE_ORDER = (
     "journal",
     "capacity",
     "prices",
+    "pools",
     "host",
     "settlement",
     "probe",

@@ -184,13 +184,20 @@ class Transaction(Generic[S]):
             return format_us(self.wall_us)  # the genesis record this transaction will stage
         return head.goal_last_at.get(goal)
 
-    def time_for(self, goal: str | None, explicit_at: str | None = None) -> str:
-        """The event time for `goal`: implicit never goes back; explicit must not."""
+    def time_for(
+        self, goal: str | None, explicit_at: str | None = None, clock: tuple[str, ...] = ()
+    ) -> str:
+        """The event time for `goal`: implicit never goes back; explicit must not.
+        `clock`: other streams that share the goal's clock (a pool and its members):
+        the time is not before the latest event of any of them either."""
         if goal is not None and not is_identifier(goal):
             raise not_an_identifier("goal", goal, about=True)
-        at = event_time(
-            goal, self.last_at(goal), self.wall_us, explicit_at, self._host.clock_name()
-        )
+        last = self.last_at(goal)
+        for name in clock:
+            other = self.last_at(name)
+            if other is not None and (last is None or other > last):
+                last = other
+        at = event_time(goal, last, self.wall_us, explicit_at, self._host.clock_name())
         self._checked = (goal, at)  # so append need not check this time again
         return at
 

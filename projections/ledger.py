@@ -16,7 +16,13 @@ from quotaledger.journal.chain import Noting, PayloadDecoder, Visitor
 from quotaledger.journal.lazymap import LazyMap, Source
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
-from quotaledger.projections.capacity import CapacityState, GoalCapacity, PriceBook
+from quotaledger.projections.capacity import (
+    CapacityState,
+    GoalCapacity,
+    PoolsState,
+    PoolState,
+    PriceBook,
+)
 from quotaledger.projections.hosts import GoalHosts, HostsState
 from quotaledger.projections.probes import LatestProbe, ProbesState
 from quotaledger.projections.settlement import GoalSettlement, SettlementState
@@ -30,6 +36,7 @@ class LedgerState(StateStruct):
     hosts: HostsState = msgspec.field(default_factory=HostsState)
     settlement: SettlementState = msgspec.field(default_factory=SettlementState)
     probes: ProbesState = msgspec.field(default_factory=ProbesState)
+    pools: PoolsState = msgspec.field(default_factory=PoolsState)
 
 
 class GoalSection(msgspec.Struct, array_like=True, omit_defaults=True):
@@ -43,6 +50,8 @@ class GoalSection(msgspec.Struct, array_like=True, omit_defaults=True):
     probes: int | None = None
     prices: PriceBook | None = None
     """The journal-level section's alone (SPEC §12.4's prices)."""
+    pool: PoolState | None = None
+    """A pool's section (SPEC §12.1: pools and goals share one space of names)."""
 
 
 def goal_maps(state: LedgerState) -> tuple[dict[str, Any], ...]:
@@ -54,7 +63,23 @@ def goal_maps(state: LedgerState) -> tuple[dict[str, Any], ...]:
         state.probes.latest,
         state.probes.count,
         state.capacity.prices,
+        state.pools.pools,
     )
+
+
+def pool_context_of(state: LedgerState, goal: str) -> capacity.PoolContext | None:
+    """The pool `goal` is a member of, with every member's state, or None (SPEC §12.1).
+    Only the pool's members are looked at: with a checkpoint, only their sections load."""
+    found = state.capacity.goals.get(goal)
+    if found is None or found.pool is None:
+        return None
+    name = found.pool.name
+    pool = state.pools.pools.get(name)
+    if pool is None:
+        return None
+    goals = state.capacity.goals
+    members = {m: g for m in pool.members if (g := goals.get(m)) is not None}
+    return capacity.PoolContext(name, pool, members)
 
 
 DomainApply = Callable[[Any, Record, Any], None]
@@ -66,6 +91,7 @@ DOMAINS: tuple[tuple[str, dict[str, type[Any]], DomainApply], ...] = (
     ("hosts", hosts.EVENTS, hosts.apply),
     ("settlement", settlement.EVENTS, settlement.apply),
     ("probes", probes.EVENTS, probes.apply),
+    ("pools", capacity.POOL_EVENTS, capacity.apply_pool),
 )
 """Each domain: its part of the LedgerState, its kinds' payload Structs, its fold step."""
 
@@ -88,6 +114,7 @@ EVENT_KINDS: tuple[str, ...] = (
     *hosts.EVENTS,
     *settlement.EVENTS,
     *probes.EVENTS,
+    *capacity.POOL_EVENTS,
 )
 """Every kind a journal can hold: the journal's own three, then each domain's."""
 
@@ -96,7 +123,7 @@ class LedgerProjector:
     """The `journal.Projector` for quotaledger's domain."""
 
     version = "ledger/1:" + ".".join(
-        (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION)
+        (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION, "pools1")
     )
 
     def __init__(self) -> None:
@@ -171,6 +198,7 @@ class LedgerProjector:
             hosts=HostsState(goals=LazyMap(source)),
             settlement=SettlementState(goals=LazyMap(source)),
             probes=ProbesState(latest=LazyMap(source), count=LazyMap(source)),
+            pools=PoolsState(pools=LazyMap(source)),
         )
 
     def load_section(self, state: LedgerState, key: str, blob: bytes) -> None:

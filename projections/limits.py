@@ -28,6 +28,15 @@ OBSERVATION_AGE_S_MAX = 86_400
 LEASE_S_MAX = 366 * 86_400
 RETRY_AFTER_S_MAX = 10**9
 
+# -- pools (SPEC §12.1) -------------------------------------------------------------------
+
+SHARE_PLACES = 4
+"""A pool share, borrowing or lending limit is a decimal 0..1 with at most this many places."""
+SHARE_UNITS: int = 10**SHARE_PLACES
+"""Shares are kept and compared exactly, in units of 10^-SHARE_PLACES."""
+PRIORITY_MIN = -1000
+PRIORITY_MAX = 1000
+
 # -- the queue (SPEC §12.2): the engine's, as a client of a server needs them too --------
 
 QUEUE_TTL_S_MAX = _QUEUE_TTL_S_MAX

@@ -76,6 +76,36 @@ SPEND_CAP_EXCEEDED = "spend_cap_exceeded"
 """Spent + reserved + this request's forecast > cap (a release lowers what is reserved)."""
 CAP_REASONS = (SPEND_CAP_REACHED, SPEND_CAP_EXCEEDED)
 
+# -- admission: the goal's pool (SPEC §12.1), after the goal's own reasons ---------------
+POOL_COOLDOWN_ACTIVE = "pool_cooldown_active"
+"""A member's provider rejection started the pool's cooldown (queueable, pool-wide)."""
+POOL_FORECAST_REQUIRED = "pool_forecast_required"
+"""The request lacks the forecast of some pool dimension (not queueable)."""
+POOL_FORECAST_EXCEEDS_TARGET = "pool_forecast_exceeds_target"
+"""Some forecast is over the pool's target or the goal's share plus borrowing limit of
+it: it can never fit (not queueable)."""
+POOL_HEADROOM_EXHAUSTED = "pool_headroom_exhausted"
+"""The pool's load plus the forecast is over its target (queueable, pool-wide)."""
+POOL_BORROWING_LIMIT = "pool_borrowing_limit"
+"""The goal's own load plus the forecast is over its share plus borrowing limit
+(queueable; it holds back the goal's own entries only)."""
+POOL_SHARE_PROTECTED = "pool_share_protected"
+"""It fits the pool but would take what another member is guaranteed (queueable,
+pool-wide)."""
+POOL_PROVIDER_EXHAUSTED = "pool_provider_exhausted"
+"""The organisation's live provider report leaves less than the forecast (queueable,
+pool-wide)."""
+POOL_REASONS = (
+    POOL_COOLDOWN_ACTIVE,
+    POOL_FORECAST_REQUIRED,
+    POOL_FORECAST_EXCEEDS_TARGET,
+    POOL_HEADROOM_EXHAUSTED,
+    POOL_BORROWING_LIMIT,
+    POOL_SHARE_PROTECTED,
+    POOL_PROVIDER_EXHAUSTED,
+)
+"""The pool's reasons, in the order they are reported, each once (SPEC §12.1)."""
+
 # -- the queue (SPEC §12.2): after every other reason ----------------------------------
 QUEUE_AHEAD = "queue_ahead"
 """An entry of equal or higher priority that would block this request is waiting."""
@@ -116,6 +146,7 @@ ADMISSION_REASONS = (
     *CASE_GATE_REASONS,
     *TOKEN_GATE_REASONS,
     *CAP_REASONS,
+    *POOL_REASONS,
 )
 """Every reason `decide_admission` can give, in the order it reports them."""
 

@@ -89,7 +89,7 @@ class Ctx(msgspec.Struct):
 
 IDENTIFIER_OPTIONS = {
     **{name: f"--{name}" for name in ("goal", "run", "case", "lane", "attempt", "session")},
-    **{name: f"--{name}" for name in ("profile", "agent", "turn", "task", "replan")},
+    **{name: f"--{name}" for name in ("profile", "agent", "turn", "task", "replan", "pool")},
     "turn_id": "--turn",
     "request_id": "--request-id",
 }

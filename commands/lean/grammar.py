@@ -10,12 +10,12 @@ given), and the options whose values are identifiers (cli/common.py), by paramet
 from typing import Any
 
 # fmt: off
-IDENTIFIERS = {'goal': '--goal', 'run': '--run', 'case': '--case', 'lane': '--lane', 'attempt': '--attempt', 'session': '--session', 'profile': '--profile', 'agent': '--agent', 'turn': '--turn', 'task': '--task', 'replan': '--replan', 'turn_id': '--turn', 'request_id': '--request-id'}
+IDENTIFIERS = {'goal': '--goal', 'run': '--run', 'case': '--case', 'lane': '--lane', 'attempt': '--attempt', 'session': '--session', 'profile': '--profile', 'agent': '--agent', 'turn': '--turn', 'task': '--task', 'replan': '--replan', 'pool': '--pool', 'turn_id': '--turn', 'request_id': '--request-id'}
 
 COMMANDS: dict[str, Any] = {
     'configure': (
         'configure', True,
-        {'--goal': (0, True), '--max-active-cases': (1, True), '--target-active-cases': (2, True), '--max-baseline-cases': (3, True), '--max-test-cases': (4, True), '--reserved-test-cases': (5, True), '--quota-tpm': (6, True), '--target-tpm': (7, True), '--evaluator-reserve-tpm': (8, True), '--cold-start-reserve-tpm': (9, True), '--cached-input-weight': (10, True), '--max-observation-age-s': (11, True), '--cooldown-base-s': (12, True), '--cooldown-max-s': (13, True), '--quota-itpm': (14, True), '--target-itpm': (15, True), '--evaluator-reserve-itpm': (16, True), '--cold-start-reserve-itpm': (17, True), '--quota-otpm': (18, True), '--target-otpm': (19, True), '--evaluator-reserve-otpm': (20, True), '--cold-start-reserve-otpm': (21, True), '--quota-rpm': (22, True), '--target-rpm': (23, True), '--evaluator-reserve-rpm': (24, True), '--cold-start-reserve-rpm': (25, True), '--quota-tpd': (26, True), '--target-tpd': (27, True), '--evaluator-reserve-tpd': (28, True), '--cold-start-reserve-tpd': (29, True), '--quota-rpd': (30, True), '--target-rpd': (31, True), '--evaluator-reserve-rpd': (32, True), '--cold-start-reserve-rpd': (33, True), '--remove-limit': (34, True), '--remove-gate': (35, True), '--cap-tokens': (36, True), '--cap-usd': (37, True), '--cap-since': (38, True), '--remove-cap': (39, True), '--at': (40, True), '--journal': (41, True), '--json': (42, True), '--no-json': (42, False), '--lock-timeout-s': (43, True)},
+        {'--goal': (0, True), '--max-active-cases': (1, True), '--target-active-cases': (2, True), '--max-baseline-cases': (3, True), '--max-test-cases': (4, True), '--reserved-test-cases': (5, True), '--quota-tpm': (6, True), '--target-tpm': (7, True), '--evaluator-reserve-tpm': (8, True), '--cold-start-reserve-tpm': (9, True), '--cached-input-weight': (10, True), '--max-observation-age-s': (11, True), '--cooldown-base-s': (12, True), '--cooldown-max-s': (13, True), '--quota-itpm': (14, True), '--target-itpm': (15, True), '--evaluator-reserve-itpm': (16, True), '--cold-start-reserve-itpm': (17, True), '--quota-otpm': (18, True), '--target-otpm': (19, True), '--evaluator-reserve-otpm': (20, True), '--cold-start-reserve-otpm': (21, True), '--quota-rpm': (22, True), '--target-rpm': (23, True), '--evaluator-reserve-rpm': (24, True), '--cold-start-reserve-rpm': (25, True), '--quota-tpd': (26, True), '--target-tpd': (27, True), '--evaluator-reserve-tpd': (28, True), '--cold-start-reserve-tpd': (29, True), '--quota-rpd': (30, True), '--target-rpd': (31, True), '--evaluator-reserve-rpd': (32, True), '--cold-start-reserve-rpd': (33, True), '--remove-limit': (34, True), '--remove-gate': (35, True), '--cap-tokens': (36, True), '--cap-usd': (37, True), '--cap-since': (38, True), '--remove-cap': (39, True), '--pool': (40, True), '--pool-share': (41, True), '--pool-borrowing-limit': (42, True), '--pool-lending-limit': (43, True), '--priority': (44, True), '--leave-pool': (45, True), '--at': (46, True), '--journal': (47, True), '--json': (48, True), '--no-json': (48, False), '--lock-timeout-s': (49, True)},
         [
             ('goal', 'str', False, True, None, 'goal', 'request'),
             ('max_active_cases', 'int', False, False, None, 'max_active_cases', 'request'),
@@ -57,6 +57,12 @@ COMMANDS: dict[str, Any] = {
             ('cap_usd', 'float', False, False, None, 'cap_usd', 'request'),
             ('cap_since', 'str', False, False, None, 'cap_since', 'request'),
             ('remove_cap', 'str', True, False, [], 'remove_cap', 'request'),
+            ('pool', 'str', False, False, None, 'pool', 'request'),
+            ('pool_share', 'float', False, False, None, 'pool_share', 'request'),
+            ('pool_borrowing_limit', 'float', False, False, None, 'pool_borrowing_limit', 'request'),
+            ('pool_lending_limit', 'float', False, False, None, 'pool_lending_limit', 'request'),
+            ('priority', 'int', False, False, None, 'priority', 'request'),
+            ('leave_pool', 'flag', False, False, False, 'leave_pool', 'request'),
             ('at', 'str', False, False, None, 'at', 'request'),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),
@@ -175,6 +181,37 @@ COMMANDS: dict[str, Any] = {
         'prices', False,
         {'--at': (0, True), '--journal': (1, True), '--json': (2, True), '--no-json': (2, False), '--lock-timeout-s': (3, True)},
         [
+            ('at', 'str', False, False, None, 'at', 'request'),
+            ('journal', 'str', False, False, None, '', 'common'),
+            ('json_', 'flag', False, False, None, '', 'common'),
+            ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
+        ],
+    ),
+    'pool configure': (
+        'pool_configure', True,
+        {'--pool': (0, True), '--quota-tpm': (1, True), '--target-tpm': (2, True), '--quota-itpm': (3, True), '--target-itpm': (4, True), '--quota-otpm': (5, True), '--target-otpm': (6, True), '--quota-rpm': (7, True), '--target-rpm': (8, True), '--quota-tpd': (9, True), '--target-tpd': (10, True), '--quota-rpd': (11, True), '--target-rpd': (12, True), '--cached-input-weight': (13, True), '--cooldown-base-s': (14, True), '--cooldown-max-s': (15, True), '--cap-tokens': (16, True), '--cap-usd': (17, True), '--cap-since': (18, True), '--remove-cap': (19, True), '--remove-limit': (20, True), '--at': (21, True), '--journal': (22, True), '--json': (23, True), '--no-json': (23, False), '--lock-timeout-s': (24, True)},
+        [
+            ('pool', 'str', False, True, None, 'pool', 'request'),
+            ('quota_tpm', 'int', False, False, None, 'quota_tpm', 'request'),
+            ('target_tpm', 'int', False, False, None, 'target_tpm', 'request'),
+            ('quota_itpm', 'int', False, False, None, 'quota_itpm', 'request'),
+            ('target_itpm', 'int', False, False, None, 'target_itpm', 'request'),
+            ('quota_otpm', 'int', False, False, None, 'quota_otpm', 'request'),
+            ('target_otpm', 'int', False, False, None, 'target_otpm', 'request'),
+            ('quota_rpm', 'int', False, False, None, 'quota_rpm', 'request'),
+            ('target_rpm', 'int', False, False, None, 'target_rpm', 'request'),
+            ('quota_tpd', 'int', False, False, None, 'quota_tpd', 'request'),
+            ('target_tpd', 'int', False, False, None, 'target_tpd', 'request'),
+            ('quota_rpd', 'int', False, False, None, 'quota_rpd', 'request'),
+            ('target_rpd', 'int', False, False, None, 'target_rpd', 'request'),
+            ('cached_input_weight', 'float', False, False, None, 'cached_input_weight', 'request'),
+            ('cooldown_base_s', 'int', False, False, None, 'cooldown_base_s', 'request'),
+            ('cooldown_max_s', 'int', False, False, None, 'cooldown_max_s', 'request'),
+            ('cap_tokens', 'int', False, False, None, 'cap_tokens', 'request'),
+            ('cap_usd', 'float', False, False, None, 'cap_usd', 'request'),
+            ('cap_since', 'str', False, False, None, 'cap_since', 'request'),
+            ('remove_cap', 'str', True, False, [], 'remove_cap', 'request'),
+            ('remove_limit', 'str', True, False, [], 'remove_limit', 'request'),
             ('at', 'str', False, False, None, 'at', 'request'),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),

@@ -24,6 +24,7 @@ from quotaledger.projections.capacity import queue as cq
 from quotaledger.projections.decision import Decision
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase, conclude
+from quotaledger.services.pooling import pool_clock
 from quotaledger.services.queueing import (
     QueuePromotion,
     final_records,
@@ -80,7 +81,9 @@ class CapacityService(ServiceBase):
         model = from_body if request.model is None else request.model
         with self.journal.transaction() as txn:
             self.require_configured(txn.state, goal)
-            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
+            repeat, at_text, at_us = repeat_or_time(
+                txn, goal, request_id, request.at, pool_clock(txn.state, goal)
+            )
             report = fixed_report
             if headers is not None:
                 report = provider_report(headers.resolve(at_us).provider)
@@ -145,7 +148,7 @@ class CapacityService(ServiceBase):
             return self._dry_admit_unlocked(request, asked)
         with self.journal.transaction() as txn:
             self.require_configured(txn.state, goal)
-            at_text = txn.time_for(goal, request.at)
+            at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal))
             at_us = parse_at(at_text)
             decision, pending = _decide_and_append(txn, request, asked, at_text, ttl_s)
             promoted = (
@@ -229,7 +232,7 @@ class CapacityService(ServiceBase):
         promoted: list[PendingRecord] = []
         with self.journal.transaction() as txn:
             self.require_configured(txn.state, goal)
-            at_text = txn.time_for(goal, request.at)
+            at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal))
             view = queue_view(txn.state, goal)
             entry = cq.entry_of(view, goal, run, parse_at(at_text))
             pending = None
@@ -290,7 +293,9 @@ class CapacityService(ServiceBase):
         request_id = request_id_of(request.request_id, {}, headers)
         with self.journal.transaction() as txn:
             state = self.require_configured(txn.state, goal)
-            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
+            repeat, at_text, at_us = repeat_or_time(
+                txn, goal, request_id, request.at, pool_clock(txn.state, goal)
+            )
             if headers is not None:
                 resolved = headers.resolve(at_us)
                 report = provider_report(resolved.provider)
@@ -314,9 +319,13 @@ class CapacityService(ServiceBase):
                 request_id=request_id,
             )
             pending = txn.append(cap.REJECTED, goal, payload, at_text)
-            promoted = promote(txn, goal, at_text, [pending])
-        if promoted:
-            pending, *promoted = final_records(txn)
+            own = [pending]
+            if state.pool is not None:  # a 429 from the shared key cools the pool down
+                own.append(pool_cooldown(txn, state.pool.name, goal, payload, at_text, at_us))
+            promoted = promote(txn, goal, at_text, own)
+        if promoted or len(own) > 1:
+            pending, *written = final_records(txn)
+            promoted = [p for p in written if p.record.kind not in cap.POOL_EVENTS]
         answer = rejected_answer(goal, payload, pending)
         answer.promoted = promoted_of(promoted)
         return answer
@@ -331,7 +340,7 @@ class CapacityService(ServiceBase):
         dequeued = False
         with self.journal.transaction() as txn:
             state = self.require_configured(txn.state, goal)
-            at_text = txn.time_for(goal, request.at)
+            at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal))
             at_us = parse_at(at_text)
             decision = cap.decide_release(state, run, at_us)
             pending = conclude(txn, goal, at_text, decision)
@@ -355,6 +364,31 @@ class CapacityService(ServiceBase):
             dequeued=True if dequeued else UNSET,
             promoted=promoted_of(promoted),
         )
+
+
+def pool_cooldown(
+    txn: Transaction[LedgerState],
+    name: str,
+    goal: str,
+    rejected: cap.CapacityRejected,
+    at_text: str,
+    at_us: int,
+) -> PendingRecord:
+    """`pool.cooldown` under the pool's name, in the rejection's transaction (SPEC
+    §12.1): §3.2's rule with the pool's terms, the rejection's Retry-After and a streak
+    counted across the members."""
+    pool = txn.state.pools.pools.get(name) or cap.PoolState()
+    plan = cap.plan_pool_rejection(pool, at_us, rejected.retry_after_s)
+    payload = cap.PoolCooldown(
+        goal=goal,
+        run=rejected.run,
+        retry_after_s=plan.retry_after_s,
+        cooldown_s=plan.cooldown_s,
+        clamped=plan.clamped,
+        cooldown_until=format_us(plan.cooldown_until_us),
+        streak=plan.streak,
+    )
+    return txn.append(cap.POOL_COOLDOWN, name, payload, at_text)
 
 
 # -- building answers ------------------------------------------------------------------

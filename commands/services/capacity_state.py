@@ -7,6 +7,8 @@ runner's per-event command loads neither these views nor their types.
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 
 from quotaledger.journal import InvalidInput, codes
@@ -21,9 +23,12 @@ from quotaledger.journal.clock import (
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
+from quotaledger.projections.capacity import events as cap_events
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
+from quotaledger.services.pooling import pool_clock
+from quotaledger.services.pools import Membership, membership_after, require_not_pool
 from quotaledger.services.queueing import final_records, promote, promoted_of
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
@@ -50,25 +55,49 @@ class CapacityStateService(ServiceBase):
     # -- configure ---------------------------------------------------------------------
 
     def configure(self, request: ConfigureRequest) -> ConfigureAnswer:
-        """Change a goal's capacity config: only the fields given change (SPEC §3.5)."""
+        """Change a goal's capacity config: only the fields given change (SPEC §3.5),
+        and its pool membership (SPEC §12.1)."""
         goal = request.goal
         remove_limit, remove_gate = tuple(request.remove_limit), tuple(request.remove_gate)
         given = cap.given_fields(request.config_fields())
         capping = _names_caps(request)
-        if not given and not remove_limit and not remove_gate and not capping:
+        pooling = request.leave_pool or any(
+            value is not None
+            for value in (
+                request.pool,
+                request.pool_share,
+                request.pool_borrowing_limit,
+                request.pool_lending_limit,
+                request.priority,
+            )
+        )
+        if not given and not remove_limit and not remove_gate and not capping and not pooling:
             raise _nothing_to_configure()
         # The rule needs the goal's config: an invalid result raises inside the
         # transaction, which then appends nothing.
         with self.journal.transaction() as txn:
-            at_text = txn.time_for(goal, request.at)
+            require_not_pool(txn.state, goal)
             state = cap.goal_of(txn.state.capacity, goal)
+            membership = membership_after(
+                txn.state,
+                goal,
+                state,
+                pool=request.pool,
+                share=request.pool_share,
+                borrowing_limit=request.pool_borrowing_limit,
+                lending_limit=request.pool_lending_limit,
+                priority=request.priority,
+                leave=request.leave_pool,
+            )
+            at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal) + membership.clock)
             current = cap.Config(state.cases, state.tokens, tuple(state.explicit))
             new = cap.reconfigure(
                 current, given, remove_limits=remove_limit, remove_gates=remove_gate
             )
             caps = self._caps_after(request, state, at_text, txn.wall_us) if capping else state.caps
-            config = config_view(new.cases, new.tokens, caps)
+            config = config_view(new.cases, new.tokens, caps, membership.pool, membership.priority)
             changes = cap.changes(current, new) | cap.cap_changes(state.caps, caps)
+            changes |= _pool_changes(state, membership)
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
             if below:
@@ -83,20 +112,38 @@ class CapacityStateService(ServiceBase):
                     changes=changes,
                 )
             pending = None
+            several = False
             promoted: list[PendingRecord] = []
             # Nothing changes (SPEC §8): no event, and a goal that no configure named
             # (`--remove-limit` on a typo) is not created.
-            if not unchanged(current, new) or cap.cap_changes(state.caps, caps):
+            if (
+                not unchanged(current, new)
+                or cap.cap_changes(state.caps, caps)
+                or membership.events
+                or membership.priority != state.priority
+            ):
                 payload = cap.CapacityConfigured(
                     cases=new.cases,
                     tokens=new.tokens,
                     explicit=list(new.explicit),
                     **({} if caps is None else caps.members()),
+                    pool=membership.pool,
+                    priority=membership.priority,
                 )
                 pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
+                own = [pending]
+                if membership.moved:  # its entries leave the queue they waited in
+                    now_us = parse_at(at_text)
+                    for run, entry in list(state.queue.items()):
+                        if entry.waiting_at(now_us):
+                            moved = cap_events.CapacityDequeued(run=run, reason="moved")
+                            own.append(txn.append(cap_events.DEQUEUED, goal, moved, at_text))
+                for name, event in membership.events:
+                    own.append(txn.append(cap.POOL_MEMBERSHIP, name, event, at_text))
                 # A configuration may let an entry in, or refuse it (SPEC §12.2).
-                promoted = promote(txn, goal, at_text, [pending])
-        if pending is not None and promoted:
+                promoted = promote(txn, goal, at_text, own)
+                several = len(own) > 1 or bool(promoted)
+        if pending is not None and several:
             pending = final_records(txn)[0]
         return ConfigureAnswer(
             ok=True,
@@ -163,15 +210,36 @@ class CapacityStateService(ServiceBase):
 
 
 def config_view(
-    cases: cap.CaseConfig | None, tokens: cap.TokenConfig | None, caps: cap.Caps | None = None
+    cases: cap.CaseConfig | None,
+    tokens: cap.TokenConfig | None,
+    caps: cap.Caps | None = None,
+    pool: cap.PoolRef | None = None,
+    priority: int = 0,
 ) -> ConfigView:
     """The config as answers show it: `limits` always present (events omit it when empty),
-    `caps` when the goal has one."""
+    `caps` when the goal has one, `pool` and `priority` when it is in a pool or has one."""
     shown = None if tokens is None else TokensView(**msgspec.structs.asdict(tokens))
-    if caps is None:
-        return ConfigView(cases=cases, tokens=shown)
-    caps_view = CapsView(cap_tokens=caps.cap_tokens, cap_usd=caps.cap_usd, cap_since=caps.cap_since)
-    return ConfigView(cases=cases, tokens=shown, caps=caps_view)
+    view = ConfigView(cases=cases, tokens=shown)
+    if caps is not None:
+        view.caps = CapsView(
+            cap_tokens=caps.cap_tokens, cap_usd=caps.cap_usd, cap_since=caps.cap_since
+        )
+    if pool is not None or priority:
+        view.pool = pool
+        view.priority = priority
+    return view
+
+
+def _pool_changes(state: cap.GoalCapacity, membership: Membership) -> dict[str, list[Any]]:
+    """`pool` and `priority` as `changes` lists them, when they change."""
+    found: dict[str, list[Any]] = {}
+    old = None if state.pool is None else msgspec.to_builtins(state.pool)
+    new = None if membership.pool is None else msgspec.to_builtins(membership.pool)
+    if old != new:
+        found["pool"] = [old, new]
+    if state.priority != membership.priority:
+        found["priority"] = [state.priority, membership.priority]
+    return found
 
 
 def spend_view(spend: cap.Spend) -> SpendView:

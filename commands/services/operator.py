@@ -24,7 +24,7 @@ from quotaledger.journal.clock import (
 )
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.ledger import LedgerState
+from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase, seq_out_of_range
@@ -151,7 +151,8 @@ class OperatorService(ServiceBase):
             assert recorded is not None
 
             goal_state = cap.goal_of(before.capacity, recorded.goal)
-            result = au.audit_decision(goal_state, recorded)
+            pool = pool_context_of(before, recorded.goal)
+            result = au.audit_decision(goal_state, recorded, pool)
             explanation = explanation_of(
                 goal_state, recorded.request, recorded.at_us, result.replayed
             )

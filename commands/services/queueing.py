@@ -24,13 +24,15 @@ from quotaledger.projections.capacity.events import (
     QueuedRef,
 )
 from quotaledger.projections.capacity.fold import fork_goal
-from quotaledger.projections.ledger import LedgerState
+from quotaledger.projections.ledger import LedgerState, pool_context_of
+from quotaledger.services.pooling import pool_after
 from quotaledger.usecases.capacity import AdmitAnswer, RunRef
 
 
 def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
-    """The queue `goal` waits in, as of the folded `state`: its own."""
-    return cq.goal_queue(goal, cap.goal_of(state.capacity, goal))
+    """The queue `goal` waits in, as of the folded `state`: its own, deciding in its
+    pool for a pooled goal."""
+    return cq.goal_queue(goal, cap.goal_of(state.capacity, goal), pool_context_of(state, goal))
 
 
 def may_move(state: LedgerState, goal: str, at_us: int, own: list[PendingRecord]) -> bool:
@@ -49,7 +51,8 @@ def working_state(state: LedgerState, goal: str, own: list[PendingRecord]) -> ca
         prices=state.capacity.prices,
     )
     for pending in own:
-        cap.apply(work, pending.record, pending.payload)
+        if pending.record.kind in cap.EVENTS:  # a pool's own events fold apart (pool_after)
+            cap.apply(work, pending.record, pending.payload)
     return work
 
 
@@ -64,10 +67,11 @@ def promote(
     if not may_move(txn.state, goal, at_us, own):
         return []
     work = working_state(txn.state, goal, own)
+    pool = pool_after(txn.state, goal, work.goals[goal], own)
     first = own[0].record.seq if own else None
     staged: list[PendingRecord] = []
     while True:
-        view = cq.goal_queue(goal, work.goals[goal])
+        view = cq.goal_queue(goal, work.goals[goal], pool)
         step = cq.next_step(view, at_us)
         if step is None:
             return staged

@@ -55,14 +55,19 @@ def repeat_of(
 
 
 def repeat_or_time(
-    txn: Transaction[LedgerState], goal: str, request_id: str | None, at: str | None
+    txn: Transaction[LedgerState],
+    goal: str,
+    request_id: str | None,
+    at: str | None,
+    clock: tuple[str, ...] = (),
 ) -> tuple[Repeat | None, str, int]:
     """The repeat the request is (if it is one) and its time: a repeat's is the first
-    one's (its text empty: it appends nothing), any other's is taken under the lock."""
+    one's (its text empty: it appends nothing), any other's is taken under the lock
+    (`clock`: the streams sharing the goal's clock, SPEC §12.1)."""
     repeat = repeat_of(txn, goal, request_id, at)
     if repeat is not None:  # answered as if made at the first one's time
         return repeat, "", repeat.seen.at_us
-    at_text = txn.time_for(goal, at)
+    at_text = txn.time_for(goal, at, clock)
     return None, at_text, parse_at(at_text)
 
 

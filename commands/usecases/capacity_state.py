@@ -12,7 +12,14 @@ from quotaledger.projections import capacity as cap
 from quotaledger.usecases.capacity import RunRef
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Event, Request
-from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
+from quotaledger.usecases.fields import (
+    Identifier,
+    PoolFraction,
+    Priority,
+    Time,
+    TokenCount,
+    UsdAmount,
+)
 
 Number = int | float
 
@@ -41,6 +48,18 @@ class ConfigureRequest(ConfigFieldsRequest, kw_only=True):
     time counts what was observed since."""
     remove_cap: list[str] = msgspec.field(default_factory=list)
     """Caps to remove: tokens, usd."""
+    pool: Identifier | None = None
+    """Join this pool (SPEC §12.1), or change the terms in it."""
+    pool_share: PoolFraction | None = None
+    """The goal's nominal fraction of every pool dimension's target (0..1, 4 places)."""
+    pool_borrowing_limit: PoolFraction | None = None
+    """How much beyond its share the goal may use [default: 1 - share]."""
+    pool_lending_limit: PoolFraction | None = None
+    """How much of its share others may borrow while it is unused [default: share]."""
+    priority: Priority | None = None
+    """Its queue entries' priority, -1000..1000 [default: 0]."""
+    leave_pool: bool = False
+    """Leave the goal's pool."""
 
 
 class InspectRequest(Request):
@@ -78,6 +97,9 @@ class ConfigView(Answer):
     tokens: TokensView | None
     caps: CapsView | UnsetType = UNSET
     """The spend caps (SPEC §12.4), when the goal has one."""
+    pool: cap.PoolRef | UnsetType | None = UNSET
+    """The goal's pool and its terms (SPEC §12.1), when it is or was just in one."""
+    priority: int | UnsetType = UNSET
 
 
 class ConfigureAnswer(Answer, kw_only=True):

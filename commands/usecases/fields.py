@@ -283,6 +283,59 @@ UsdAmount = Annotated[
     Rule(check_usd, always=True, code=codes.INVALID_USD),
 ]
 """Dollars, or dollars per million tokens (SPEC §12.4): kept exact, as micro-dollars."""
+
+
+def check_pool_fraction(name: str, value: object) -> object:
+    """A pool share, borrowing or lending limit (SPEC §12.1): a decimal 0..1 with at most
+    4 places, kept exactly in units of 10^-4."""
+    from quotaledger.projections.capacity.events import share_units
+
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not 0 <= value <= 1
+        or share_units(value) is None
+    ):
+        raise InvalidInput(
+            f"{name} must be a decimal from 0 to 1 with at most {limits.SHARE_PLACES} "
+            f"places, got {value!r}",
+            code=codes.INVALID_POOL_SHARE,
+            option=name,
+        )
+    return value
+
+
+PoolFraction = Annotated[
+    int | float,
+    msgspec.Meta(description="A fraction of a pool, 0..1, at most 4 decimal places"),
+    Rule(check_pool_fraction, always=True, code=codes.INVALID_POOL_SHARE),
+]
+
+
+def check_priority(name: str, value: object) -> object:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not (limits.PRIORITY_MIN <= value <= limits.PRIORITY_MAX)
+    ):
+        raise InvalidInput(
+            f"{name} must be an integer from {limits.PRIORITY_MIN} to {limits.PRIORITY_MAX}, "
+            f"got {value!r}",
+            code=codes.INVALID_CONFIG,
+            option=name,
+        )
+    return value
+
+
+Priority = Annotated[
+    int,
+    msgspec.Meta(
+        ge=limits.PRIORITY_MIN,
+        le=limits.PRIORITY_MAX,
+        description=f"A queue priority, {limits.PRIORITY_MIN}..{limits.PRIORITY_MAX}",
+    ),
+    Rule(check_priority, code=codes.INVALID_CONFIG),
+]
 FreeText = Annotated[
     str,
     # Characters, a first and cheap bound: the rule counts the UTF-8 bytes.

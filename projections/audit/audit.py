@@ -94,10 +94,13 @@ class Audit:
         return not self.differences
 
 
-def audit_decision(goal: cap.GoalCapacity, recorded: RecordedDecision) -> Audit:
-    """Re-take a journaled decision on `goal` (folded from every record before it)."""
+def audit_decision(
+    goal: cap.GoalCapacity, recorded: RecordedDecision, pool: cap.PoolContext | None = None
+) -> Audit:
+    """Re-take a journaled decision on `goal` (folded from every record before it), in
+    its pool (every member folded as far) for a pooled goal."""
     at_us = recorded.at_us
-    view = goal_queue(recorded.goal, goal)
+    view = goal_queue(recorded.goal, goal, pool)
     replayed = decide_in_queue(view, recorded.goal, recorded.request, at_us)
     return Audit(recorded, replayed, compare(recorded, replayed))
 

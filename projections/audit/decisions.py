@@ -21,7 +21,7 @@ from quotaledger.projections.audit.audit import (
     audit_settlement,
     recorded_decision,
 )
-from quotaledger.projections.ledger import PROJECTOR, LedgerState
+from quotaledger.projections.ledger import PROJECTOR, LedgerState, pool_context_of
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,8 @@ def redecide(state: LedgerState, record: Record, payload: Any) -> tuple[str, ...
         if recorded is None:
             return None
         goal = cap.goal_of(state.capacity, recorded.goal)
-        return audit_decision(goal, recorded).differences
+        pool = pool_context_of(state, recorded.goal)
+        return audit_decision(goal, recorded, pool).differences
     if record.kind in SETTLEMENT_DECISION_KINDS:
         return audit_settlement(state.settlement, record, payload).differences
     return None

@@ -40,6 +40,13 @@ from quotaledger.projections.capacity.events import (
 )
 from quotaledger.projections.capacity.fold import DAY_US, WINDOW_US, ActiveRun, GoalCapacity
 from quotaledger.projections.capacity.money import micro_of
+from quotaledger.projections.capacity.pool_decision import (
+    PoolContext,
+    pool_cooldown_terms,
+    pool_evaluate,
+    pool_verdict,
+)
+from quotaledger.projections.capacity.pool_fold import PoolState
 from quotaledger.projections.decision import Decision
 
 
@@ -69,23 +76,40 @@ AdmissionDecision = Decision[Admission]
 `capacity.refused`; an idempotent replay appends nothing."""
 
 
-def decide_admission(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> AdmissionDecision:
+def decide_admission(
+    goal: GoalCapacity,
+    request: AdmitRequest,
+    at_us: int,
+    pool: PoolContext | None = None,
+    name: str | None = None,
+) -> AdmissionDecision:
     """May `request` start at `at_us`? Pure: the same answer for the same inputs.
 
     `goal` is the goal's state folded up to (not including) the decision; `at_us` is the
-    decision's time, at or after the goal's latest folded event. `admit`, `audit` and
-    `whatif` all decide with this one function.
+    decision's time, at or after the goal's latest folded event. For a goal in a pool,
+    `pool` is its pool (every member folded as far) and `name` the goal's name: the
+    pool's reasons follow the goal's own (SPEC §12.1). `admit`, `audit`, `whatif` and
+    `verify --decisions` all decide with this one function.
     """
     ev = evaluate(goal, at_us)
+    verdict = None
+    if pool is not None and name is not None and goal.pool is not None:
+        ctx = pool.with_member(name, goal)
+        verdict = pool_verdict(pool_evaluate(ctx, at_us), ctx, name, goal, request)
     original = next((r for r in ev.active_runs if r.request.run == request.run), None)
     if original is not None:
         figures = ev.figures(request, request.run_class)
+        if verdict is not None:
+            figures = msgspec.structs.replace(figures, pool=verdict.figures)
         if original.request == request:
             detail = Admission(figures, original.receipt, original)
             return Decision(idempotent=True, detail=detail)
         return _refusal(request, (R.RUN_EXISTS_WITH_DIFFERENT_REQUEST,), figures, original)
     reasons = refusal_reasons(ev, request)
     figures = ev.figures(request, request.run_class, binding_dimension(reasons))
+    if verdict is not None:
+        reasons += verdict.reasons
+        figures = msgspec.structs.replace(figures, pool=verdict.figures)
     if reasons:
         return _refusal(request, reasons, figures, None)
     receipt = _receipt(ev, figures, request)
@@ -361,10 +385,28 @@ def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: Number | None)
     tokens = goal.tokens
     base_s = tokens.cooldown_base_s if tokens is not None else DEFAULT_COOLDOWN_BASE_S
     max_s = tokens.cooldown_max_s if tokens is not None else DEFAULT_COOLDOWN_MAX_S
-    previous_us = goal.cooldown_until_us
+    return plan_cooldown(goal.cooldown_until_us, goal.streak, base_s, max_s, at_us, retry_after_s)
+
+
+def plan_pool_rejection(pool: PoolState, at_us: int, retry_after_s: Number | None) -> CooldownPlan:
+    """The pool's cooldown a member's provider rejection at `at_us` starts (SPEC §12.1):
+    §3.2's rule with the pool's terms and a streak counted across its members."""
+    base_s, max_s = pool_cooldown_terms(pool)
+    return plan_cooldown(pool.cooldown_until_us, pool.streak, base_s, max_s, at_us, retry_after_s)
+
+
+def plan_cooldown(
+    previous_us: int | None,
+    previous_streak: int,
+    base_s: int,
+    max_s: int,
+    at_us: int,
+    retry_after_s: Number | None,
+) -> CooldownPlan:
+    """SPEC §3.2's bounded cooldown, given the last cooldown's end and streak."""
     # A rejection soon after the last cooldown continues the streak; a quiet spell resets it.
     continues = previous_us is not None and at_us < previous_us + max_s * US_PER_S
-    streak = goal.streak + 1 if continues else 1
+    streak = previous_streak + 1 if continues else 1
     wanted_s = retry_after_s if retry_after_s is not None else base_s * 2 ** min(streak - 1, 64)
     cooldown_s = min(wanted_s, max_s)
     until_us = at_us + seconds_us(cooldown_s)

@@ -354,10 +354,13 @@ class Evaluation(msgspec.Struct, frozen=True):
     active_runs: tuple[ActiveRun, ...]
     active_cases: ActiveCases
     spend: "Spend"
+    pooled: bool = False
+    """The goal is a member of a pool (SPEC §12.1): configured without gates of its
+    own, and its provider reports count at the pool, not here."""
 
     @property
     def configured(self) -> bool:
-        return self.cases is not None or self.tokens is not None or self.spend.capped
+        return self.cases is not None or self.tokens is not None or self.spend.capped or self.pooled
 
     @property
     def minute_gate(self) -> bool:
@@ -498,8 +501,10 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
     every: dict[Dimension, DimensionState] = {}
     configured: dict[Dimension, DimensionState] = {}
     weight = usage.weight
+    # A pooled goal's provider reports are the organisation's: they count at its pool.
+    reports = goal.provider if goal.pool is None else {}
     for dimension in MINUTE_DIMENSIONS:
-        report = goal.provider.get(dimension)
+        report = reports.get(dimension)
         view = None
         if report is not None and report.at_us <= at_us:
             since = dimension_usage(_difference(now_totals, report.totals), weight, dimension)
@@ -545,6 +550,7 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         active_runs=tuple(runs),
         active_cases=active_counts(runs),
         spend=spend_at(goal, runs, weight),
+        pooled=goal.pool is not None,
     )
 
 

@@ -17,7 +17,15 @@ from quotaledger.projections.capacity.config import (
     TokenConfig,
 )
 from quotaledger.projections.capacity.money import USD_MAX, Usd, micro_of
-from quotaledger.projections.limits import LEASE_S_MAX, QUEUE_TTL_S_MAX, RETRY_AFTER_S_MAX
+from quotaledger.projections.limits import (
+    LEASE_S_MAX,
+    PRIORITY_MAX,
+    PRIORITY_MIN,
+    QUEUE_TTL_S_MAX,
+    RETRY_AFTER_S_MAX,
+    SHARE_PLACES,
+    SHARE_UNITS,
+)
 from quotaledger.projections.types import (
     IDENTIFIERS_KNOWN,
     TEXT_CHARS_ALWAYS_FIT,
@@ -48,6 +56,67 @@ def check_usd(name: str, value: Usd | None) -> None:
     """A payload's dollars take at most 6 decimals (SPEC §12.4)."""
     if value is not None and micro_of(value) is None:
         raise ValueError(f"{name} must be dollars with at most 6 decimals, got {value!r}")
+
+
+# -- a pool's shares (SPEC §12.1) -------------------------------------------------------
+
+ShareFraction = (
+    Annotated[int, msgspec.Meta(ge=0, le=1)] | Annotated[float, msgspec.Meta(ge=0.0, le=1.0)]
+)
+"""A share, borrowing or lending limit of a pool: a decimal 0..1 with at most 4 places
+(`check_share`), kept exactly in units of 10^-4 (`share_units`)."""
+Priority = Annotated[int, msgspec.Meta(ge=PRIORITY_MIN, le=PRIORITY_MAX)]
+
+
+def share_units(value: Number) -> int | None:
+    """`value` in units of 10^-4 (0.33 -> 3300), or None when it has more places: the
+    decimal the user wrote, never its binary float's noise."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value * SHARE_UNITS
+    scaled = round(value * SHARE_UNITS)
+    if (
+        abs(value * SHARE_UNITS - scaled) > 1e-6
+        or round(scaled / SHARE_UNITS, SHARE_PLACES) != value
+    ):
+        return None
+    return scaled
+
+
+def share_number(units: int) -> Number:
+    """Units of 10^-4 as the JSON number they were written as (3300 -> 0.33, 10000 -> 1)."""
+    if units % SHARE_UNITS == 0:
+        return units // SHARE_UNITS
+    return round(units / SHARE_UNITS, SHARE_PLACES)
+
+
+def check_share(name: str, value: Number | None) -> None:
+    if value is not None and share_units(value) is None:
+        raise ValueError(f"{name} must be a decimal 0..1 with at most 4 places, got {value!r}")
+
+
+class PoolRef(Payload, frozen=True):
+    """A goal's membership of a pool as its `capacity.configured` records it."""
+
+    name: Identifier
+    share: ShareFraction
+    borrowing_limit: ShareFraction
+    lending_limit: ShareFraction
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("share", "borrowing_limit", "lending_limit"):
+            check_share(name, getattr(self, name))
+
+    @property
+    def units(self) -> tuple[int, int, int]:
+        """share, borrowing limit, lending limit in units of 10^-4."""
+        return (
+            share_units(self.share) or 0,
+            share_units(self.borrowing_limit) or 0,
+            share_units(self.lending_limit) or 0,
+        )
 
 
 # -- event payloads (SPEC §3.1) --------------------------------------------------------
@@ -133,6 +202,34 @@ class SpendUnit(Payload, frozen=True):
 SpendFigures = dict[Literal["tokens", "usd"], SpendUnit]
 
 
+class PoolDimensionFigures(Payload, frozen=True):
+    """One pool dimension's numbers in a pooled decision (SPEC §12.1). `share` is the
+    goal's nominal part of the target (share x target), `goal_load` its own load,
+    `borrowed` what it uses beyond its share, `protected_others` what the other members
+    are guaranteed and do not use, `headroom` what the goal may still take."""
+
+    usage: Number
+    reserved: Number
+    provider_used: int | None
+    load: Number
+    target: int
+    forecast: int | None
+    share: Number
+    goal_load: Number
+    borrowed: Number
+    protected_others: Number
+    headroom: Number
+
+
+class PoolFigures(Payload, frozen=True):
+    """The pool's part of a pooled decision's figures (SPEC §12.1)."""
+
+    name: Identifier
+    binding_dimension: Dimension | None
+    cooldown_until: CanonicalAt | None
+    dimensions: dict[Dimension, PoolDimensionFigures]
+
+
 class Figures(Payload, frozen=True, kw_only=True):
     """The numbers a decision used, as of its time."""
 
@@ -162,6 +259,8 @@ class Figures(Payload, frozen=True, kw_only=True):
     spend: SpendFigures | UnsetType = UNSET
     """Each capped unit's spend, reservations, forecast and cap (SPEC §12.4); absent
     for a goal without caps (so figures without caps encode as they always did)."""
+    pool: PoolFigures | UnsetType = UNSET
+    """The pool's numbers (SPEC §12.1); absent for a goal in no pool."""
 
 
 class Receipt(Figures, frozen=True, kw_only=True):
@@ -242,6 +341,10 @@ class CapacityConfigured(Payload, frozen=True, omit_defaults=True):
     cap_counted: CapCounted | None = None
     """What the goal had spent since `cap_since` before this event (read once from the
     journal when `cap_since` is set: the fold keeps the running total from here)."""
+    pool: PoolRef | None = None
+    """The pool the goal is a member of (SPEC §12.1), or null."""
+    priority: Priority = 0
+    """Its entries' priority in its queue (SPEC §12.2)."""
 
     def __post_init__(self) -> None:
         super().__post_init__()

@@ -22,6 +22,7 @@ from quotaledger.projections.capacity.events import (
     CapacityRejected,
     CapacityReleased,
     Caps,
+    PoolRef,
     PriceSet,
     ProviderReport,
     Receipt,
@@ -36,10 +37,10 @@ from quotaledger.projections.capacity.requests import (
 )
 from quotaledger.projections.types import StateStruct
 
-VERSION = "7"
+VERSION = "8"
 """The shape of the checkpointed state (4: the goals' request-id index; 5: whether a
 capacity.configured event names the goal; 6: the day's per-second totals, runs'
-observed totals, spend and prices; 7: the queue)."""
+observed totals, spend and prices; 7: the queue; 8: pools)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -169,6 +170,9 @@ class GoalCapacity(StateStruct):
     `cap_since` is the caps' `counted` plus the totals since."""
     explicit: list[str] = msgspec.field(default_factory=list)
     """The latest configure's `explicit` (SPEC §3.5)."""
+    pool: PoolRef | None = None
+    """The pool the goal is a member of (SPEC §12.1)."""
+    priority: int = 0
     configured: bool = False
     """A `capacity.configured` event names the goal: the capacity writers refuse
     `unknown_goal` until one does (SPEC §8), whatever its gates."""
@@ -388,6 +392,7 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         goal.explicit = list(payload.explicit)
         goal.configured = True
         goal.caps = payload.caps
+        goal.pool, goal.priority = payload.pool, payload.priority
         goal.cap_totals = goal.totals
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us

@@ -32,6 +32,7 @@ from quotaledger.projections.capacity.events import (
     CapacityRefused,
 )
 from quotaledger.projections.capacity.fold import ActiveRun, GoalCapacity, QueueEntry
+from quotaledger.projections.capacity.pool_decision import PoolContext, pool_change_points
 from quotaledger.projections.decision import Decision
 
 # -- reasons ---------------------------------------------------------------------------
@@ -48,10 +49,10 @@ QUEUEABLE_REASONS = frozenset(
         R.USAGE_OBSERVATION_STALE,
         R.SPEND_CAP_EXCEEDED,
         R.QUEUE_AHEAD,
-        # The pool's (SPEC §12.1), by name until pools define them.
-        "pool_cooldown_active",
-        "pool_borrowing_limit",
-        "pool_share_protected",
+        # The pool's (SPEC §12.1).
+        R.POOL_COOLDOWN_ACTIVE,
+        R.POOL_BORROWING_LIMIT,
+        R.POOL_SHARE_PROTECTED,
         "pool_spend_cap_exceeded",
     }
 )
@@ -61,10 +62,10 @@ QUEUEABLE_SUFFIXES = ("headroom_exhausted", "evaluator_reserve_protected", "prov
 
 POOL_WIDE_REASONS = frozenset(
     {
-        "pool_cooldown_active",
-        "pool_headroom_exhausted",
-        "pool_share_protected",
-        "pool_provider_exhausted",
+        R.POOL_COOLDOWN_ACTIVE,
+        R.POOL_HEADROOM_EXHAUSTED,
+        R.POOL_SHARE_PROTECTED,
+        R.POOL_PROVIDER_EXHAUSTED,
         "pool_spend_cap_exceeded",
     }
 )
@@ -108,15 +109,19 @@ class QueueView:
     """The goals that wait in one queue (by name) and the decision for a request of
     one of them. A goal's own queue holds that goal alone; a pool's, its members."""
 
-    __slots__ = ("goals", "key")
+    __slots__ = ("goals", "key", "pool")
 
-    def __init__(self, key: str, goals: Mapping[str, GoalCapacity]) -> None:
+    def __init__(
+        self, key: str, goals: Mapping[str, GoalCapacity], pool: PoolContext | None = None
+    ) -> None:
         self.key = key
         self.goals = dict(goals)
+        self.pool = pool
+        """The pool of the goals (SPEC §12.1), whose reasons their decisions include."""
 
     def decide(self, goal: str, request: AdmitRequest, at_us: int) -> AdmissionDecision:
         """The admission decision for `goal`'s request, queue aside."""
-        return decide_admission(self.goals[goal], request, at_us)
+        return decide_admission(self.goals[goal], request, at_us, self.pool, goal)
 
     def priority(self, goal: str) -> int:
         """The priority `goal`'s entries wait at (a pool member's configured one)."""
@@ -124,7 +129,7 @@ class QueueView:
 
     def replaced(self, goal: str, state: GoalCapacity) -> QueueView:
         """The same queue with `goal`'s state replaced (a simulation's)."""
-        return type(self)(self.key, {**self.goals, goal: state})
+        return type(self)(self.key, {**self.goals, goal: state}, self.pool)
 
     def waiting(self, at_us: int) -> list[Waiting]:
         """The entries waiting at `at_us`, in queue order."""
@@ -138,9 +143,9 @@ class QueueView:
         return found
 
 
-def goal_queue(goal: str, state: GoalCapacity) -> QueueView:
-    """The queue a goal outside any pool waits in: its own."""
-    return QueueView(goal, {goal: state})
+def goal_queue(goal: str, state: GoalCapacity, pool: PoolContext | None = None) -> QueueView:
+    """The queue a goal waits in: its own (for a pooled goal, deciding with its pool)."""
+    return QueueView(goal, {goal: state}, pool)
 
 
 def entry_of(view: QueueView, goal: str, run: str, at_us: int) -> QueueEntry | None:
@@ -317,6 +322,8 @@ def _candidates(view: QueueView, goal: str, start_us: int, ahead: list[Waiting])
     """`start_us`, then the times after it where the goal's state changes by time alone
     (an entry ahead expiring among them)."""
     points = set(change_points_after(view.goals[goal], start_us))
+    if view.pool is not None:
+        points.update(pool_change_points(view.pool, start_us))
     points.update(w.entry.expires_us for w in ahead if w.entry.expires_us > start_us)
     return [start_us, *sorted(points)]
 

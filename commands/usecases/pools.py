@@ -1,0 +1,74 @@
+"""The pools' use cases (SPEC §12.1): `pool configure`.
+
+A pool is a named limit several goals share: its events (`pool.configured`,
+`pool.membership`, `pool.cooldown`) are appended under its name, which no goal may
+take (pools and goals share one space of names).
+"""
+
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from quotaledger.usecases.decode import Answer, Event, Request
+from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
+
+Number = int | float
+
+
+class PoolConfigureRequest(Request, kw_only=True):
+    """Create or change a pool: only the fields given change (SPEC §12.1). A target
+    never set explicitly follows its quota (90%); `remove_limit` removes dimensions."""
+
+    pool: Identifier
+    quota_tpm: int | None = None
+    target_tpm: int | None = None
+    quota_itpm: int | None = None
+    target_itpm: int | None = None
+    quota_otpm: int | None = None
+    target_otpm: int | None = None
+    quota_rpm: int | None = None
+    target_rpm: int | None = None
+    quota_tpd: int | None = None
+    target_tpd: int | None = None
+    quota_rpd: int | None = None
+    target_rpd: int | None = None
+    cached_input_weight: float | None = None
+    cooldown_base_s: int | None = None
+    cooldown_max_s: int | None = None
+    cap_tokens: TokenCount | None = None
+    """Spend cap: tokens the members spend together from `cap_since`."""
+    cap_usd: UsdAmount | None = None
+    """Spend cap in US dollars from `cap_since` (at most 6 decimals)."""
+    cap_since: Time | None = None
+    """Where the caps count from [default: when the first cap was configured]."""
+    remove_cap: list[str] = msgspec.field(default_factory=list)
+    remove_limit: list[str] = msgspec.field(default_factory=list)
+    at: Time | None = None
+
+
+class PoolLimitView(Answer):
+    quota: int
+    target: int
+
+
+class PoolConfigView(Answer):
+    limits: dict[str, PoolLimitView]
+    cached_input_weight: float
+    cooldown_base_s: int
+    cooldown_max_s: int
+    cap_tokens: int | None
+    cap_usd: Number | None
+    cap_since: str | None
+
+
+class PoolConfigureAnswer(Answer, kw_only=True):
+    """`pool configure`: appended, or nothing when nothing changes."""
+
+    ok: bool
+    pool: str
+    appended: bool
+    config: PoolConfigView
+    explicit: list[str]
+    changes: dict[str, list[Any]]
+    event: Event | UnsetType = UNSET
