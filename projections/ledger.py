@@ -123,7 +123,7 @@ class LedgerProjector:
     """The `journal.Projector` for quotaledger's domain."""
 
     version = "ledger/1:" + ".".join(
-        (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION, "pools1")
+        (capacity.VERSION, hosts.VERSION, settlement.VERSION, probes.VERSION)
     )
 
     def __init__(self) -> None:

@@ -32,6 +32,27 @@ from quotaledger.usecases.capacity_state import (
 commands = CommandTable()
 
 
+def _option(flag: str, text: str) -> typer.models.OptionInfo:
+    return typer.Option(flag, help=text, show_default=False)
+
+
+PoolOpt = Annotated[str | None, _option("--pool", "Join this pool (pool configure made it).")]
+PoolShareOpt = Annotated[
+    float | None,
+    _option("--pool-share", "Fraction of every pool target the goal is owed, 0-1 (4 places)."),
+]
+PoolBorrowingOpt = Annotated[
+    float | None,
+    _option("--pool-borrowing-limit", "How much beyond its share it may use [1 - share]."),
+]
+PoolLendingOpt = Annotated[
+    float | None,
+    _option("--pool-lending-limit", "How much of its share others may borrow [share]."),
+]
+PriorityOpt = Annotated[int | None, _option("--priority", "Queue priority, -1000-1000 [0].")]
+LeavePoolOpt = Annotated[bool, _option("--leave-pool", "Leave the goal's pool.")]
+
+
 def register(app: typer.Typer) -> None:
     commands.add_to(app)
 
@@ -71,43 +92,12 @@ def configure(
         list[str] | None,
         choice_option("--remove-cap", CAP_UNITS, "Remove a spend cap (repeatable)."),
     ] = None,
-    pool: Annotated[
-        str | None,
-        typer.Option("--pool", help="Join this pool (pool configure made it).", show_default=False),
-    ] = None,
-    pool_share: Annotated[
-        float | None,
-        typer.Option(
-            "--pool-share",
-            help="Fraction of every pool target the goal is owed, 0-1 (4 places).",
-            show_default=False,
-        ),
-    ] = None,
-    pool_borrowing_limit: Annotated[
-        float | None,
-        typer.Option(
-            "--pool-borrowing-limit",
-            help="How much beyond its share it may use [default: 1 - share].",
-            show_default=False,
-        ),
-    ] = None,
-    pool_lending_limit: Annotated[
-        float | None,
-        typer.Option(
-            "--pool-lending-limit",
-            help="How much of its share others may borrow while unused [default: share].",
-            show_default=False,
-        ),
-    ] = None,
-    priority: Annotated[
-        int | None,
-        typer.Option(
-            "--priority", help="Its queue entries' priority, -1000-1000 [0].", show_default=False
-        ),
-    ] = None,
-    leave_pool: Annotated[
-        bool, typer.Option("--leave-pool", help="Leave the goal's pool.", show_default=False)
-    ] = False,
+    pool: PoolOpt = None,
+    pool_share: PoolShareOpt = None,
+    pool_borrowing_limit: PoolBorrowingOpt = None,
+    pool_lending_limit: PoolLendingOpt = None,
+    priority: PriorityOpt = None,
+    leave_pool: LeavePoolOpt = False,
     at: AtOpt = None,
 ) -> Output:
     """Change a goal's case gate, token gate and spend caps: only the flags given change.

@@ -6,6 +6,7 @@ from typing import Any
 
 from msgspec import UnsetType
 
+from quotaledger.projections import capacity as cap
 from quotaledger.render import readable
 from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
@@ -69,6 +70,14 @@ def config_summary(config: ConfigView) -> str:
         amounts = [f"{num(caps.cap_tokens)} tokens"] if caps.cap_tokens is not None else []
         amounts += [f"${num(caps.cap_usd)}"] if caps.cap_usd is not None else []
         parts.append(f"spend cap {' and '.join(amounts)} since {caps.cap_since}")
+    pool = config.pool
+    if isinstance(pool, cap.PoolRef):
+        parts.append(
+            f"pool {pool.name} share {num(pool.share)} (borrowing limit "
+            f"{num(pool.borrowing_limit)}, lending limit {num(pool.lending_limit)})"
+        )
+    if isinstance(config.priority, int) and config.priority:
+        parts.append(f"priority {config.priority}")
     return "; ".join(parts) if parts else "no gate"
 
 

@@ -137,6 +137,7 @@ def admit_text(answer: AdmitAnswer, run: str) -> str:
             if name in cap.DAILY_DIMENSIONS:  # what the run may spend in the day
                 bits.append(f"{name} load {num(d.load)}/{d.target}, forecast {num(d.forecast)}")
         bits += spend_bits(receipt.spend)
+        bits += pool_bits(receipt.pool)
         detail = ", ".join(bits) or "no gate limits it"
         if answer.idempotent and answer.promoted is not UNSET:
             return f"admitted {run} from the queue (seq {receipt.seq})"
@@ -211,7 +212,33 @@ def figures_text(figures: cap.Figures, at: str | None) -> str:
         cooldown = cooldown_text(figures.cooldown_until, at)
         lines.append(coverage_text(figures, with_last=True) + ", " + cooldown)
     lines += ["spend: " + bit for bit in spend_bits(figures.spend)]
+    lines += pool_lines(figures.pool, at)
     return "\n  ".join(lines) if lines else "no gate configured"
+
+
+def pool_bits(pool: cap.PoolFigures | UnsetType) -> list[str]:
+    """An admission's pool dimensions: `pool org tpm load 500/1000 (own 500 of share 500)`."""
+    if isinstance(pool, UnsetType):
+        return []
+    return [
+        f"pool {pool.name} {name} load {num(d.load)}/{d.target} (own {num(d.goal_load)} of "
+        f"share {num(d.share)}), forecast {num(d.forecast)}"
+        for name, d in pool.dimensions.items()
+    ]
+
+
+def pool_lines(pool: cap.PoolFigures | UnsetType, at: str | None) -> list[str]:
+    """A refusal's pool figures, one line a dimension, then the pool's cooldown."""
+    if isinstance(pool, UnsetType):
+        return []
+    lines = [
+        f"pool {pool.name} {name}: load {num(d.load)} (own {num(d.goal_load)}, share "
+        f"{num(d.share)}, borrowed {num(d.borrowed)}) + forecast {num(d.forecast)} vs target "
+        f"{d.target}; others guaranteed {num(d.protected_others)}; headroom {num(d.headroom)}"
+        for name, d in pool.dimensions.items()
+    ]
+    lines.append(f"pool {pool.name}: " + cooldown_text(pool.cooldown_until, at))
+    return lines
 
 
 def dimension_lines(

@@ -81,9 +81,7 @@ class CapacityService(ServiceBase):
         model = from_body if request.model is None else request.model
         with self.journal.transaction() as txn:
             self.require_configured(txn.state, goal)
-            repeat, at_text, at_us = repeat_or_time(
-                txn, goal, request_id, request.at, pool_clock(txn.state, goal)
-            )
+            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             report = fixed_report
             if headers is not None:
                 report = provider_report(headers.resolve(at_us).provider)
@@ -293,9 +291,7 @@ class CapacityService(ServiceBase):
         request_id = request_id_of(request.request_id, {}, headers)
         with self.journal.transaction() as txn:
             state = self.require_configured(txn.state, goal)
-            repeat, at_text, at_us = repeat_or_time(
-                txn, goal, request_id, request.at, pool_clock(txn.state, goal)
-            )
+            repeat, at_text, at_us = repeat_or_time(txn, goal, request_id, request.at)
             if headers is not None:
                 resolved = headers.resolve(at_us)
                 report = provider_report(resolved.provider)

@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from quotaledger.journal import InvalidInput, codes
+from quotaledger.journal import InvalidInput, Transaction, codes
 from quotaledger.journal.clock import (
     canonical_at,
     check_not_in_future,
@@ -61,16 +61,7 @@ class CapacityStateService(ServiceBase):
         remove_limit, remove_gate = tuple(request.remove_limit), tuple(request.remove_gate)
         given = cap.given_fields(request.config_fields())
         capping = _names_caps(request)
-        pooling = request.leave_pool or any(
-            value is not None
-            for value in (
-                request.pool,
-                request.pool_share,
-                request.pool_borrowing_limit,
-                request.pool_lending_limit,
-                request.priority,
-            )
-        )
+        pooling = _names_pool(request)
         if not given and not remove_limit and not remove_gate and not capping and not pooling:
             raise _nothing_to_configure()
         # The rule needs the goal's config: an invalid result raises inside the
@@ -78,17 +69,7 @@ class CapacityStateService(ServiceBase):
         with self.journal.transaction() as txn:
             require_not_pool(txn.state, goal)
             state = cap.goal_of(txn.state.capacity, goal)
-            membership = membership_after(
-                txn.state,
-                goal,
-                state,
-                pool=request.pool,
-                share=request.pool_share,
-                borrowing_limit=request.pool_borrowing_limit,
-                lending_limit=request.pool_lending_limit,
-                priority=request.priority,
-                leave=request.leave_pool,
-            )
+            membership = _membership(txn.state, goal, state, request)
             at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal) + membership.clock)
             current = cap.Config(state.cases, state.tokens, tuple(state.explicit))
             new = cap.reconfigure(
@@ -101,45 +82,17 @@ class CapacityStateService(ServiceBase):
             active = cap.evaluate(state, parse_at(at_text)).active_cases
             below = cap.config_below_occupancy(active, new.cases)
             if below:
-                return ConfigureAnswer(
-                    ok=False,
-                    goal=goal,
-                    appended=False,
-                    reasons=[R.CONFIG_BELOW_OCCUPANCY],
-                    detail=below,
-                    active_cases=active,
-                    config=config,
-                    changes=changes,
-                )
+                return _below_answer(goal, below, active, config, changes)
             pending = None
             several = False
             promoted: list[PendingRecord] = []
             # Nothing changes (SPEC §8): no event, and a goal that no configure named
             # (`--remove-limit` on a typo) is not created.
-            if (
-                not unchanged(current, new)
-                or cap.cap_changes(state.caps, caps)
-                or membership.events
-                or membership.priority != state.priority
-            ):
-                payload = cap.CapacityConfigured(
-                    cases=new.cases,
-                    tokens=new.tokens,
-                    explicit=list(new.explicit),
-                    **({} if caps is None else caps.members()),
-                    pool=membership.pool,
-                    priority=membership.priority,
-                )
-                pending = txn.append(cap.CONFIGURED, goal, payload, at_text)
-                own = [pending]
-                if membership.moved:  # its entries leave the queue they waited in
-                    now_us = parse_at(at_text)
-                    for run, entry in list(state.queue.items()):
-                        if entry.waiting_at(now_us):
-                            moved = cap_events.CapacityDequeued(run=run, reason="moved")
-                            own.append(txn.append(cap_events.DEQUEUED, goal, moved, at_text))
-                for name, event in membership.events:
-                    own.append(txn.append(cap.POOL_MEMBERSHIP, name, event, at_text))
+            changed = not unchanged(current, new) or cap.cap_changes(state.caps, caps)
+            if changed or membership.events or membership.priority != state.priority:
+                payload = _configured(new, caps, membership)
+                own = _append_configured(txn, goal, state, payload, membership, at_text)
+                pending = own[0]
                 # A configuration may let an entry in, or refuse it (SPEC §12.2).
                 promoted = promote(txn, goal, at_text, own)
                 several = len(own) > 1 or bool(promoted)
@@ -228,6 +181,85 @@ def config_view(
         view.pool = pool
         view.priority = priority
     return view
+
+
+def _below_answer(
+    goal: str, below: list[str], active: cap.ActiveCases, config: ConfigView, changes: Any
+) -> ConfigureAnswer:
+    """The refusal of case limits below the runs already active (SPEC §3.1)."""
+    return ConfigureAnswer(
+        ok=False,
+        goal=goal,
+        appended=False,
+        reasons=[R.CONFIG_BELOW_OCCUPANCY],
+        detail=below,
+        active_cases=active,
+        config=config,
+        changes=changes,
+    )
+
+
+def _configured(
+    new: cap.Config, caps: cap.Caps | None, membership: Membership
+) -> cap.CapacityConfigured:
+    return cap.CapacityConfigured(
+        cases=new.cases,
+        tokens=new.tokens,
+        explicit=list(new.explicit),
+        **({} if caps is None else caps.members()),
+        pool=membership.pool,
+        priority=membership.priority,
+    )
+
+
+def _names_pool(request: ConfigureRequest) -> bool:
+    """The configure names the goal's pool membership or priority (SPEC §12.1)."""
+    terms = (
+        request.pool,
+        request.pool_share,
+        request.pool_borrowing_limit,
+        request.pool_lending_limit,
+        request.priority,
+    )
+    return request.leave_pool or any(value is not None for value in terms)
+
+
+def _membership(
+    ledger: LedgerState, goal: str, state: cap.GoalCapacity, request: ConfigureRequest
+) -> Membership:
+    return membership_after(
+        ledger,
+        goal,
+        state,
+        pool=request.pool,
+        share=request.pool_share,
+        borrowing_limit=request.pool_borrowing_limit,
+        lending_limit=request.pool_lending_limit,
+        priority=request.priority,
+        leave=request.leave_pool,
+    )
+
+
+def _append_configured(
+    txn: Transaction[LedgerState],
+    goal: str,
+    state: cap.GoalCapacity,
+    payload: cap.CapacityConfigured,
+    membership: Membership,
+    at_text: str,
+) -> list[PendingRecord]:
+    """The configure's events: `capacity.configured`, the goal's queue entries leaving
+    when it joins or leaves a pool, and `pool.membership` under each pool's name."""
+    own = [txn.append(cap.CONFIGURED, goal, payload, at_text)]
+    if membership.moved:
+        now_us = parse_at(at_text)
+        for run, entry in list(state.queue.items()):
+            if entry.waiting_at(now_us):
+                moved = cap_events.CapacityDequeued(run=run, reason="moved")
+                own.append(txn.append(cap_events.DEQUEUED, goal, moved, at_text))
+    for name, event in membership.events:
+        own.append(txn.append(cap.POOL_MEMBERSHIP, name, event, at_text))
+    return own
 
 
 def _pool_changes(state: cap.GoalCapacity, membership: Membership) -> dict[str, list[Any]]:

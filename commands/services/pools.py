@@ -13,7 +13,11 @@ from quotaledger.journal import InvalidInput, Journal, codes
 from quotaledger.journal.clock import canonical_at, check_not_in_future
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.capacity.pool_config import pool_config_of, pool_reconfigure
+from quotaledger.projections.capacity.pool_config import (
+    pool_config_of,
+    pool_flat,
+    pool_reconfigure,
+)
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.projections.limits import SHARE_UNITS
 from quotaledger.services.base import KNOWN_GOALS_SHOWN, ServiceBase
@@ -55,6 +59,7 @@ class PoolsService(ServiceBase):
                 "nothing to configure: give a pool's limits, cooldown or caps",
                 code=codes.INVALID_CONFIG,
             )
+        check_choices(request)
         with self.journal.transaction() as txn:
             require_not_goal(self.journal, txn.state, name)
             pool = txn.state.pools.pools.get(name)
@@ -79,6 +84,21 @@ class PoolsService(ServiceBase):
         )
 
 
+def check_choices(request: PoolConfigureRequest) -> None:
+    """The removals name units and dimensions (input errors first, whatever the state)."""
+    for field, given, choices in (
+        ("remove_cap", request.remove_cap, cap.CAP_UNITS),
+        ("remove_limit", request.remove_limit, cap.DIMENSIONS),
+    ):
+        for value in given:
+            if value not in choices:
+                raise InvalidInput(
+                    lambda name, v=value, c=choices: f"{name} takes {', '.join(c)}, got {v!r}",
+                    code=codes.INVALID_CONFIG,
+                    about=field,
+                )
+
+
 def caps_after(
     request: PoolConfigureRequest, current: cap.PoolConfigured | None, at: str, wall_us: int
 ) -> dict[str, Any]:
@@ -88,12 +108,6 @@ def caps_after(
     usd = None if current is None else current.cap_usd
     since = None if current is None else current.cap_since
     for unit in request.remove_cap:
-        if unit not in cap.CAP_UNITS:
-            raise InvalidInput(
-                lambda name, unit=unit: f"{name} takes tokens or usd, got {unit!r}",
-                code=codes.INVALID_CONFIG,
-                about="remove_cap",
-            )
         if unit == "tokens":
             tokens = None
         else:
@@ -114,8 +128,6 @@ def pool_changes(
     current: cap.PoolConfigured | None, new: cap.PoolConfigured
 ) -> dict[str, list[Any]]:
     """Every field that changed, as [old, new] (a new pool: every field set)."""
-    from quotaledger.projections.capacity.pool_config import pool_flat
-
     old, now = pool_flat(current), pool_flat(new)
     for caps_of, flat in ((current, old), (new, now)):
         for field in CAP_NAMES:
@@ -215,7 +227,7 @@ def _share_error(text: str, about: str) -> InvalidInput:
     )
 
 
-def membership_after(  # noqa: C901, PLR0912, PLR0915
+def membership_after(
     state: LedgerState,
     goal: str,
     current: cap.GoalCapacity,
@@ -242,59 +254,38 @@ def membership_after(  # noqa: C901, PLR0912, PLR0915
         if v is not None
     ]
     if leave:
-        if pool is not None or terms_given:
-            raise InvalidInput(
-                lambda names: f"{names('leave_pool')} takes no pool terms",
-                code=codes.INVALID_OPTION,
-                about=("leave_pool", *(["pool"] if pool is not None else []), *terms_given),
-            )
-        if old is None:
-            return Membership(None, new_priority, [], ())
-        clock = _clock_of(state, old.name, goal)
-        left = cap.PoolMembership(goal=goal, left=True)
-        return Membership(None, new_priority, [(old.name, left)], clock, moved=True)
+        return _leaving(state, goal, old, pool, terms_given, new_priority)
     target = pool if pool is not None else (old.name if old is not None else None)
     if target is None:
         if terms_given:
             raise _share_error("{name} needs --pool (the goal is in no pool)", terms_given[0])
         return Membership(None, new_priority, [], ())
     same = old is not None and old.name == target
-    old_units = old.units if same and old is not None else None
-    if share is None and old_units is None:
-        raise _share_error(f"joining pool {target!r} needs {{name}}", "pool_share")
-    share_u = _units(share) if share is not None else old_units[0]  # type: ignore[index]
-    if borrowing_limit is not None:
-        borrow_u = _units(borrowing_limit)
-    elif old_units is not None and old_units[1] != SHARE_UNITS - old_units[0]:
-        borrow_u = old_units[1]  # set explicitly before: it stays
-    else:
-        borrow_u = SHARE_UNITS - share_u
-    if lending_limit is not None:
-        lend_u = _units(lending_limit)
-    elif old_units is not None and old_units[2] != old_units[0]:
-        lend_u = old_units[2]
-    else:
-        lend_u = share_u
-    if share_u + borrow_u > SHARE_UNITS:
-        raise _share_error(
-            f"share + borrowing limit must be <= 1, got {_number(share_u)} + {_number(borrow_u)}",
-            "pool_borrowing_limit",
-        )
-    if lend_u > share_u:
-        raise _share_error(
-            f"lending limit must be <= share, got {_number(lend_u)} > {_number(share_u)}",
-            "pool_lending_limit",
-        )
+    share_u, borrow_u, lend_u = _terms(
+        target,
+        old.units if same and old is not None else None,
+        share,
+        borrowing_limit,
+        lending_limit,
+    )
     found = require_pool(state, target)
-    others = {m: t.share for m, t in found.members.items() if m != goal}
-    if sum(others.values()) + share_u > SHARE_UNITS:
-        listed = ", ".join(f"{m}={_number(u)}" for m, u in {**others, goal: share_u}.items())
-        raise InvalidInput(
-            f"pool {target!r} would be overcommitted: shares {listed} sum to more than 1",
-            code=codes.POOL_OVERCOMMITTED,
-            pool=target,
-            shares={m: _number(u) for m, u in {**others, goal: share_u}.items()},
-        )
+    _check_overcommitted(found, target, goal, share_u)
+    return _joining(state, goal, old, found, target, (share_u, borrow_u, lend_u), new_priority)
+
+
+def _joining(
+    state: LedgerState,
+    goal: str,
+    old: cap.PoolRef | None,
+    found: cap.PoolState,
+    target: str,
+    units: tuple[int, int, int],
+    priority: int,
+) -> Membership:
+    """The goal in pool `target` on these terms: a `pool.membership` unless its terms
+    there are already these (and, when it moves, its leaving the old pool)."""
+    share_u, borrow_u, lend_u = units
+    same = old is not None and old.name == target
     ref = cap.PoolRef(
         name=target,
         share=_number(share_u),
@@ -307,23 +298,90 @@ def membership_after(  # noqa: C901, PLR0912, PLR0915
         events.append((old.name, cap.PoolMembership(goal=goal, left=True)))
         clock += _clock_of(state, old.name, goal)
     member = found.members.get(goal)
-    unchanged = (
-        same
-        and member is not None
-        and (member.share, member.borrowing_limit, member.lending_limit)
-        == (share_u, borrow_u, lend_u)
-        and member.priority == new_priority
-    )
-    if not unchanged:
+    terms = None if member is None else (member.share, member.borrowing_limit, member.lending_limit)
+    if not same or terms != units or member is None or member.priority != priority:
         joined = cap.PoolMembership(
             goal=goal,
             share=ref.share,
             borrowing_limit=ref.borrowing_limit,
             lending_limit=ref.lending_limit,
-            priority=new_priority,
+            priority=priority,
         )
         events.append((target, joined))
-    return Membership(ref, new_priority, events, clock, moved=not same)
+    return Membership(ref, priority, events, clock, moved=not same)
+
+
+def _leaving(
+    state: LedgerState,
+    goal: str,
+    old: cap.PoolRef | None,
+    pool: str | None,
+    terms_given: list[str],
+    priority: int,
+) -> Membership:
+    """`--leave-pool`: the goal leaves its pool (nothing to do when in none)."""
+    if pool is not None or terms_given:
+        raise InvalidInput(
+            lambda names: f"{names('leave_pool')} takes no pool terms",
+            code=codes.INVALID_OPTION,
+            about=("leave_pool", *(["pool"] if pool is not None else []), *terms_given),
+        )
+    if old is None:
+        return Membership(None, priority, [], ())
+    clock = _clock_of(state, old.name, goal)
+    left = cap.PoolMembership(goal=goal, left=True)
+    return Membership(None, priority, [(old.name, left)], clock, moved=True)
+
+
+def _check_overcommitted(found: cap.PoolState, target: str, goal: str, share_u: int) -> None:
+    """The members' shares, the goal's new one included, sum to at most 1."""
+    shares = {m: t.share for m, t in found.members.items() if m != goal}
+    shares[goal] = share_u
+    if sum(shares.values()) > SHARE_UNITS:
+        listed = ", ".join(f"{m}={_number(u)}" for m, u in shares.items())
+        raise InvalidInput(
+            f"pool {target!r} would be overcommitted: shares {listed} sum to more than 1",
+            code=codes.POOL_OVERCOMMITTED,
+            pool=target,
+            shares={m: _number(u) for m, u in shares.items()},
+        )
+
+
+def _terms(
+    target: str,
+    old: tuple[int, int, int] | None,
+    share: float | None,
+    borrowing_limit: float | None,
+    lending_limit: float | None,
+) -> tuple[int, int, int]:
+    """share, borrowing and lending limits in units of 10^-4 after the configure: what
+    is given, else what was set before, else the defaults (1 - share, and share)."""
+    if share is None and old is None:
+        raise _share_error(f"joining pool {target!r} needs {{name}}", "pool_share")
+    share_u = _units(share) if share is not None else old[0]  # type: ignore[index]
+    if borrowing_limit is not None:
+        borrow_u = _units(borrowing_limit)
+    elif old is not None and old[1] != SHARE_UNITS - old[0]:
+        borrow_u = old[1]  # set explicitly before: it stays
+    else:
+        borrow_u = SHARE_UNITS - share_u
+    if lending_limit is not None:
+        lend_u = _units(lending_limit)
+    elif old is not None and old[2] != old[0]:
+        lend_u = old[2]
+    else:
+        lend_u = share_u
+    if share_u + borrow_u > SHARE_UNITS:
+        raise _share_error(
+            f"share + borrowing limit must be <= 1, got {_number(share_u)} + {_number(borrow_u)}",
+            "pool_borrowing_limit",
+        )
+    if lend_u > share_u:
+        raise _share_error(
+            f"lending limit must be <= share, got {_number(lend_u)} > {_number(share_u)}",
+            "pool_lending_limit",
+        )
+    return share_u, borrow_u, lend_u
 
 
 def _clock_of(state: LedgerState, pool: str, goal: str) -> tuple[str, ...]:

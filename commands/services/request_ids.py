@@ -19,6 +19,7 @@ from quotaledger.journal.clock import canonical_at, event_time, format_us, parse
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.pooling import pool_clock
 from quotaledger.usecases.capacity import ObserveAnswer, RejectAnswer
 from quotaledger.usecases.decode import Event
 
@@ -59,15 +60,14 @@ def repeat_or_time(
     goal: str,
     request_id: str | None,
     at: str | None,
-    clock: tuple[str, ...] = (),
 ) -> tuple[Repeat | None, str, int]:
     """The repeat the request is (if it is one) and its time: a repeat's is the first
-    one's (its text empty: it appends nothing), any other's is taken under the lock
-    (`clock`: the streams sharing the goal's clock, SPEC §12.1)."""
+    one's (its text empty: it appends nothing), any other's is taken under the lock,
+    on the clock of the goal's pool (SPEC §12.1)."""
     repeat = repeat_of(txn, goal, request_id, at)
     if repeat is not None:  # answered as if made at the first one's time
         return repeat, "", repeat.seen.at_us
-    at_text = txn.time_for(goal, at, clock)
+    at_text = txn.time_for(goal, at, pool_clock(txn.state, goal))
     return None, at_text, parse_at(at_text)
 
 

@@ -20,6 +20,7 @@ from quotaledger.journal.identifier import (
     not_an_identifier,
 )
 from quotaledger.projections import limits
+from quotaledger.projections.capacity.events import share_units
 from quotaledger.projections.capacity.money import USD_DECIMALS, USD_MAX, micro_of
 from quotaledger.projections.limits import (
     FREE_TEXT_BYTES_MAX,
@@ -288,8 +289,6 @@ UsdAmount = Annotated[
 def check_pool_fraction(name: str, value: object) -> object:
     """A pool share, borrowing or lending limit (SPEC §12.1): a decimal 0..1 with at most
     4 places, kept exactly in units of 10^-4."""
-    from quotaledger.projections.capacity.events import share_units
-
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)

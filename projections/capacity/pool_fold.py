@@ -9,7 +9,6 @@ import msgspec
 from quotaledger.journal import Record
 from quotaledger.journal.clock import parse_at
 from quotaledger.projections.capacity.pool_events import (
-    POOL_EVENTS,
     PoolConfigured,
     PoolCooldown,
     PoolMembership,
@@ -75,5 +74,3 @@ def fork_pool(pool: PoolState) -> PoolState:
     return msgspec.structs.replace(pool, members=dict(pool.members))
 
 
-EVENTS = POOL_EVENTS
-VERSION = "1"

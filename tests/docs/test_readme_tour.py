@@ -25,7 +25,7 @@ from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text(encoding="utf-8")
-GROUPS = {"host", "turn", "budget", "probe", "price"}
+GROUPS = {"host", "turn", "budget", "probe", "price", "pool"}
 
 
 def tour_lines() -> list[str]:

@@ -64,6 +64,10 @@ def _capacity() -> dict[str, Case]:
             {"model": "m", "input_usd_per_mtok": 2.5, "output_usd_per_mtok": 10},
         ),
         "prices": ([], {}),
+        "pool_configure": (
+            ["--pool", "org", "--quota-tpm", "1000", "--target-tpm", "900"],
+            {"pool": "org", "quota_tpm": 1000, "target_tpm": 900},
+        ),
     }
 
 
