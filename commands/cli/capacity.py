@@ -1,7 +1,7 @@
 """Capacity commands (SPEC §3.5): configure and inspect here; observe, admit, reject and
 release, which a runner calls per event, in cli/runner.py (listed here in SPEC order)."""
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -32,7 +32,7 @@ from quotaledger.usecases.capacity_state import (
 commands = CommandTable()
 
 
-def _option(flag: str, text: str) -> typer.models.OptionInfo:
+def _option(flag: str, text: str) -> Any:
     return typer.Option(flag, help=text, show_default=False)
 
 

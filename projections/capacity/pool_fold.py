@@ -72,5 +72,3 @@ def apply_pool(state: PoolsState, record: Record, payload: Any) -> None:
 def fork_pool(pool: PoolState) -> PoolState:
     """A copy `apply_pool` may change without touching `pool`."""
     return msgspec.structs.replace(pool, members=dict(pool.members))
-
-
