@@ -48,6 +48,7 @@ from quotaledger.projections.hosts import (
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.projections.limits import HANDOFF_BYTES_MAX
 from quotaledger.services.base import ServiceBase, conclude, unknown_name
+from quotaledger.services.pools import require_not_pool
 from quotaledger.usecases.decode import event_or_unset
 from quotaledger.usecases.fields import sha256_hex
 from quotaledger.usecases.host import (
@@ -290,6 +291,7 @@ class HostService(ServiceBase):
         max_phase_us = parse_max_phase_us(request.max_phase)
         handoff = _handoff_input(request.handoff, request.handoff_sha256)  # read first, always
         with self.journal.transaction() as txn:
+            require_not_pool(txn.state, goal)  # one space of names (SPEC §12.1)
             event_at = txn.time_for(goal, request.at)
             state = self._goal_hosts(txn.state, goal)
             decided = PhaseRequest(

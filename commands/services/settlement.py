@@ -31,6 +31,7 @@ from quotaledger.projections.settlement import (
     TurnDecision,
 )
 from quotaledger.services.base import ServiceBase, conclude, unknown_name
+from quotaledger.services.pools import require_not_pool
 from quotaledger.usecases.decode import Answer, builtins, event_or_unset
 from quotaledger.usecases.settlement import (
     AgentStatus,
@@ -100,6 +101,7 @@ class SettlementService(ServiceBase):
         in the last `window_hours` reach `allowed_units` (0 pauses new turns)."""
         goal = request.goal
         with self.journal.transaction() as txn:
+            require_not_pool(txn.state, goal)  # one space of names (SPEC §12.1)
             at = txn.time_for(goal, request.at)
             state = txn.state.settlement
             decision = settlement.decide_budget(
@@ -114,6 +116,7 @@ class SettlementService(ServiceBase):
         in progress, or the goal's budget window is exhausted."""
         goal = request.goal
         with self.journal.transaction() as txn:
+            require_not_pool(txn.state, goal)  # one space of names (SPEC §12.1)
             at = txn.time_for(goal, request.at)
             state = txn.state.settlement
             decision = settlement.decide_open(
