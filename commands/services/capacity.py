@@ -263,7 +263,7 @@ class CapacityService(ServiceBase):
         at_text = None
         with self.journal.transaction() as txn:
             if goal in txn.state.capacity.goals:
-                at_text = txn.time_for(goal)
+                at_text = txn.time_for(goal, None, pool_clock(txn.state, goal))
                 staged = promote(txn, goal, at_text, [])
         written = final_records(txn) if staged else []
         at_us = parse_at(at_text) if at_text is not None else wall_us()
