@@ -10,6 +10,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from quotaledger.projections.capacity.pool_config import POOL_FIELDS, checked_given
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
 
@@ -45,6 +46,11 @@ class PoolConfigureRequest(Request, kw_only=True):
     remove_cap: list[str] = msgspec.field(default_factory=list)
     remove_limit: list[str] = msgspec.field(default_factory=list)
     at: Time | None = None
+
+    def check_contents(self) -> None:
+        """A value outside its field's range, whatever the journal holds: a client of a
+        server refuses it before sending, in the pool rule's words and code."""
+        checked_given({name: getattr(self, name) for name in POOL_FIELDS})
 
 
 class PoolLimitView(Answer):
