@@ -74,7 +74,7 @@ from quotaledger.usecases.operator import (
     ValidityRequest,
     WhatifRequest,
 )
-from quotaledger.usecases.pools import PoolConfigureRequest
+from quotaledger.usecases.pools import PoolConfigureRequest, PoolsRequest
 from quotaledger.usecases.prices import PriceSetRequest, PricesRequest
 from quotaledger.usecases.probe import LatestProbeRequest, ProbeRunRequest
 from quotaledger.usecases.settlement import (
@@ -188,6 +188,7 @@ class Ledger(ServiceBase):
     price_set = endpoint(PriceSetRequest, PricesService.price_set)
     prices = endpoint(PricesRequest, PricesService.prices)
     pool_configure = endpoint(PoolConfigureRequest, PoolsService.pool_configure)
+    pools = endpoint(PoolsRequest, PoolsService.pools)
     host_phase = endpoint(HostPhaseRequest, HostService.host_phase)
     host_start = endpoint(HostStartRequest, HostService.host_start)
     host_exit = endpoint(HostExitRequest, HostService.host_exit)

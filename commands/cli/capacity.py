@@ -136,6 +136,9 @@ def inspect(
             help="Show the state as of this record (each goal at its last event up to it).",
         ),
     ] = None,
+    pool: Annotated[
+        str | None, typer.Option("--pool", help="A pool instead: its members and loads.")
+    ] = None,
 ) -> Output:
     """Show each goal's config, usage, reservations, active runs and what to do next.
 

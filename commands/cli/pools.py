@@ -11,16 +11,18 @@ from quotaledger.projections.capacity import CAP_UNITS, DIMENSIONS
 from quotaledger.render.answers import output_of
 from quotaledger.render.output import Output
 from quotaledger.services.pools import PoolsService
-from quotaledger.usecases.pools import PoolConfigureRequest
+from quotaledger.usecases.pools import PoolConfigureRequest, PoolsRequest
 
 pool_commands = CommandTable()
+commands = CommandTable()
 
 
 def register(app: typer.Typer) -> None:
-    """Add `pool configure` to the quotaledger app."""
+    """Add `pool configure` and `pools` to the quotaledger app."""
     pool = typer.Typer(help="Pools: one provider limit several goals share.", no_args_is_help=True)
     app.add_typer(pool, name="pool")
     pool_commands.add_to(pool)
+    commands.add_to(app)
 
 
 def _int(flag: str, text: str) -> Any:
@@ -93,3 +95,18 @@ def configure(
     with ctx.service(PoolsService, write=True) as ledger:
         answer = ledger.pool_configure(request)
     return output_of("pool_configure", request, answer, ctx.shown())
+
+
+@commands("pools", example="quotaledger pools")
+def pools(
+    ctx: Ctx,
+    at: Annotated[
+        str | None, typer.Option("--at", help="The pools as of this time (RFC 3339).")
+    ] = None,
+) -> Output:
+    """Show every pool: each dimension's load against its target, each member's share,
+    load, borrowing and guaranteed part, the cooldown and the queue."""
+    request = request_of(PoolsRequest, {"at": at})
+    with ctx.service(PoolsService, write=False) as ledger:
+        answer = ledger.pools(request)
+    return output_of("pools", request, answer, ctx.shown())

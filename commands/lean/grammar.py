@@ -152,11 +152,12 @@ COMMANDS: dict[str, Any] = {
     ),
     'inspect': (
         'inspect', False,
-        {'--goal': (0, True), '--at': (1, True), '--seq': (2, True), '--journal': (3, True), '--json': (4, True), '--no-json': (4, False), '--lock-timeout-s': (5, True)},
+        {'--goal': (0, True), '--at': (1, True), '--seq': (2, True), '--pool': (3, True), '--journal': (4, True), '--json': (5, True), '--no-json': (5, False), '--lock-timeout-s': (6, True)},
         [
             ('goal', 'str', False, False, None, 'goal', 'request'),
             ('at', 'str', False, False, None, 'at', 'request'),
             ('seq', 'int', False, False, None, 'seq', 'request'),
+            ('pool', 'str', False, False, None, 'pool', 'request'),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),
             ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
@@ -212,6 +213,16 @@ COMMANDS: dict[str, Any] = {
             ('cap_since', 'str', False, False, None, 'cap_since', 'request'),
             ('remove_cap', 'str', True, False, [], 'remove_cap', 'request'),
             ('remove_limit', 'str', True, False, [], 'remove_limit', 'request'),
+            ('at', 'str', False, False, None, 'at', 'request'),
+            ('journal', 'str', False, False, None, '', 'common'),
+            ('json_', 'flag', False, False, None, '', 'common'),
+            ('lock_timeout_s', 'duration', False, False, None, '', 'common'),
+        ],
+    ),
+    'pools': (
+        'pools', False,
+        {'--at': (0, True), '--journal': (1, True), '--json': (2, True), '--no-json': (2, False), '--lock-timeout-s': (3, True)},
+        [
             ('at', 'str', False, False, None, 'at', 'request'),
             ('journal', 'str', False, False, None, '', 'common'),
             ('json_', 'flag', False, False, None, '', 'common'),

@@ -10,6 +10,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.render import readable
 from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
+from quotaledger.render.pools import pool_lines
 from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
     ConfigView,
@@ -115,6 +116,10 @@ def usage_text(goal: GoalView) -> str:
 
 
 def inspect_text(answer: InspectAnswer) -> str:
+    if isinstance(answer.pools, dict):
+        return "\n".join(
+            line for name, pool in answer.pools.items() for line in pool_lines(name, pool)
+        )
     if not answer.goals:
         return "no goals"
     blocks = []

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from quotaledger.render.per_event import num
-from quotaledger.usecases.pools import PoolConfigureAnswer
+from quotaledger.render.per_event import cooldown_text, num
+from quotaledger.usecases.pools import PoolConfigureAnswer, PoolsAnswer, PoolView
 
 
 def pool_configure_text(answer: PoolConfigureAnswer) -> str:
@@ -26,3 +26,43 @@ def pool_configure_text(answer: PoolConfigureAnswer) -> str:
     for field, (old, new) in answer.changes.items():
         lines.append(f"  {field}: {old} -> {new}")
     return "\n".join(lines)
+
+
+def pool_lines(name: str, pool: PoolView) -> list[str]:
+    """One pool: each dimension's load against its target, each member's share, load
+    and borrowing, the cooldown and the queue."""
+    lines = [f"pool {name} as of {pool.at}: {cooldown_text(pool.cooldown_until, pool.at)}"]
+    for dimension, d in pool.dimensions.items():
+        provider = "" if d.provider_used is None else f", provider says {num(d.provider_used)}"
+        lines.append(
+            f"  {dimension}: load {num(d.load)}/{num(d.target)} (quota {num(d.quota)}; usage "
+            f"{num(d.usage)}, reserved {num(d.reserved)}{provider})"
+        )
+    for goal, member in pool.members.items():
+        loads = ", ".join(
+            f"{dimension} {num(m.load)} (borrowed {num(m.borrowed)}, guaranteed unused "
+            f"{num(m.protected)})"
+            for dimension, m in member.dimensions.items()
+        )
+        lines.append(
+            f"  member {goal}: share {num(member.share)}, borrowing limit "
+            f"{num(member.borrowing_limit)}, lending limit {num(member.lending_limit)}, "
+            f"priority {member.priority}" + (f"; {loads}" if loads else "")
+        )
+    if not pool.members:
+        lines.append("  no members (configure --goal G --pool P --pool-share F)")
+    lines.append(f"  queue: {pool.queue_length} waiting")
+    if isinstance(pool.provider, dict):
+        for dimension, report in pool.provider.items():
+            live = "live" if report.live else "expired"
+            lines.append(
+                f"  provider {dimension}: {num(report.remaining)} of {num(report.limit)} left "
+                f"({live}, reported {report.reported_at})"
+            )
+    return lines
+
+
+def pools_text(answer: PoolsAnswer) -> str:
+    if not answer.pools:
+        return "no pools (quotaledger pool configure)"
+    return "\n".join(line for name, pool in answer.pools.items() for line in pool_lines(name, pool))

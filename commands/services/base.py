@@ -99,19 +99,35 @@ class ServiceBase:
     # -- reading state ------------------------------------------------------------
 
     def known_goals(self) -> list[str]:
-        """Every goal with an event in the journal (as this handle last read it)."""
-        return sorted(goal for goal in self.journal.head.goal_last_at if goal is not None)
+        """Every goal with an event in the journal (as this handle last read it); a
+        pool's stream is no goal's (SPEC §12.1)."""
+        return sorted(
+            name
+            for name in self.journal.head.goal_last_at
+            if name is not None and not self.is_pool(name)
+        )
+
+    def is_pool(self, name: str) -> bool:
+        """`name` is a pool's (as far as this handle folded: an unfolded reader knows
+        none)."""
+        return self.journal.folded and name in self.journal.state.pools.pools
 
     def require_goal(self, goal: str) -> str:
         """`goal`, if an event names it; else `unknown_goal` (exit 2) naming the closest
-        known goals (SPEC §7): for readers, where a typo would read as an empty goal."""
+        known goals (SPEC §7): for readers, where a typo would read as an empty goal.
+        A pool's name is no goal's: `unknown_goal`, pointing at `inspect --pool`."""
         check_identifier("goal", goal, about=True)
+        if goal not in self.journal.head.goal_last_at and self.journal.corruption is None:
+            self.journal.refresh()  # a long-lived handle: others may have added it
         if goal in self.journal.head.goal_last_at:
+            if self.is_pool(goal):
+                raise InvalidInput(
+                    f"{goal!r} is a pool, not a goal: quotaledger inspect --pool {goal}",
+                    code=codes.UNKNOWN_GOAL,
+                    goal=goal,
+                    closest=[],
+                )
             return goal
-        if self.journal.corruption is None:  # a long-lived handle: others may have added it
-            self.journal.refresh()
-            if goal in self.journal.head.goal_last_at:
-                return goal
         raise unknown_goal(goal, self.known_goals())
 
     def require_configured(self, state: LedgerState, goal: str) -> cap.GoalCapacity:

@@ -28,7 +28,12 @@ from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.pooling import pool_clock
-from quotaledger.services.pools import Membership, membership_after, require_not_pool
+from quotaledger.services.pools import (
+    Membership,
+    PoolsService,
+    membership_after,
+    require_not_pool,
+)
 from quotaledger.services.queueing import final_records, promote, promoted_of
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
@@ -140,6 +145,15 @@ class CapacityStateService(ServiceBase):
     def inspect(self, request: InspectRequest) -> InspectAnswer:
         """Every goal (or one) as of now, as of time `at`, or as of record `seq`."""
         goal, at, seq = request.goal, request.at, request.seq
+        if request.pool is not None:
+            if goal is not None:
+                raise InvalidInput(
+                    lambda names: f"give {names('goal')} or {names('pool')}, not both",
+                    code=codes.INVALID_OPTION,
+                    about=("goal", "pool"),
+                )
+            pools = PoolsService(self.journal).inspect_pool(request.pool, at, seq)
+            return InspectAnswer(ok=True, pools=pools.pools)
         if goal is not None:
             self.require_goal(goal)
         if at is None and seq is None:

@@ -31,6 +31,7 @@ from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
+from quotaledger.services.pool_metrics import POOL_FAMILIES, pool_metrics
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -436,6 +437,8 @@ class OperatorService(ServiceBase):
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
             _goal_metrics(families, name, state, goal_at_us)
+        if goal is None:  # SPEC §12.1's families: every pool, on its own clock
+            pool_metrics(families, ledger, at_us, now_us)
         families["quotaledger_journal_head_seq"].samples.append(
             MetricSample({}, self.journal.head.seq)
         )
@@ -638,7 +641,10 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 def metric_families() -> dict[str, MetricFamily]:
-    return {name: MetricFamily(kind, help_text) for name, kind, help_text in _FAMILIES}
+    return {
+        name: MetricFamily(kind, help_text)
+        for name, kind, help_text in (*_FAMILIES, *POOL_FAMILIES)
+    }
 
 
 def _goal_metrics(

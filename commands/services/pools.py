@@ -10,7 +10,8 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import InvalidInput, Journal, codes
-from quotaledger.journal.clock import canonical_at, check_not_in_future
+from quotaledger.journal.clock import canonical_at, check_not_in_future, parse_at, wall_us
+from quotaledger.journal.clock import canonical_at as _canonical_at
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.capacity.pool_config import (
@@ -21,12 +22,16 @@ from quotaledger.projections.capacity.pool_config import (
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.projections.limits import SHARE_UNITS
 from quotaledger.services.base import KNOWN_GOALS_SHOWN, ServiceBase
+from quotaledger.services.pool_views import pool_context, pool_last_us, pool_view
 from quotaledger.usecases.decode import event_or_unset
 from quotaledger.usecases.pools import (
     PoolConfigureAnswer,
     PoolConfigureRequest,
     PoolConfigView,
     PoolLimitView,
+    PoolsAnswer,
+    PoolsRequest,
+    PoolView,
 )
 
 POOL_FIELD_NAMES = (
@@ -81,6 +86,41 @@ class PoolsService(ServiceBase):
             explicit=list(config.explicit),
             changes=changes,
             event=event_or_unset(pending),
+        )
+
+    def pools(self, request: PoolsRequest) -> PoolsAnswer:
+        """Every pool, now (on each pool's clock) or as of `at`."""
+        if request.at is None:
+            self.journal.refresh()
+            ledger: LedgerState = self.journal.state
+        else:
+            ledger = self._state_as_of(at=request.at)
+        at_us = None if request.at is None else parse_at(_canonical_at(request.at))
+        found = {
+            name: self._view(ledger, name, at_us, with_provider=False)
+            for name in sorted(ledger.pools.pools)
+            if ledger.pools.pools[name].config is not None
+        }
+        return PoolsAnswer(ok=True, pools=found)
+
+    def _view(
+        self, ledger: LedgerState, name: str, at_us: int | None, *, with_provider: bool
+    ) -> PoolView:
+        ctx = pool_context(ledger, name)
+        when = at_us if at_us is not None else max(wall_us(), pool_last_us(ctx))
+        return pool_view(ctx, when, with_provider=with_provider)
+
+    def inspect_pool(self, name: str, at: str | None, seq: int | None) -> PoolsAnswer:
+        """`inspect --pool P`: the pool as `pools` shows it, with its provider reports."""
+        if at is None and seq is None:
+            self.journal.refresh()
+        ledger: LedgerState = self._state_as_of(at=at, seq=seq)
+        require_pool(ledger, name)
+        at_us = None if at is None else parse_at(_canonical_at(at))
+        if seq is not None:
+            at_us = pool_last_us(pool_context(ledger, name))
+        return PoolsAnswer(
+            ok=True, pools={name: self._view(ledger, name, at_us, with_provider=True)}
         )
 
 

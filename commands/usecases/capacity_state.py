@@ -20,6 +20,7 @@ from quotaledger.usecases.fields import (
     TokenCount,
     UsdAmount,
 )
+from quotaledger.usecases.pools import PoolView
 
 Number = int | float
 
@@ -73,6 +74,9 @@ class InspectRequest(Request):
     goal: Identifier | None = None
     at: Time | None = None
     seq: int | None = None
+    pool: Identifier | None = None
+    """A pool instead of goals (SPEC §12.1): its dimensions, members, queue and the
+    provider reports its members recorded."""
 
 
 # -- answers ---------------------------------------------------------------------------
@@ -210,4 +214,7 @@ class GoalView(Answer):
 
 class InspectAnswer(Answer):
     ok: bool
-    goals: dict[str, GoalView]
+    goals: dict[str, GoalView] | UnsetType = UNSET
+    """Every goal, or one (absent for `inspect --pool`)."""
+    pools: dict[str, PoolView] | UnsetType = UNSET
+    """`inspect --pool P`: the pool (SPEC §12.1)."""

@@ -78,3 +78,63 @@ class PoolConfigureAnswer(Answer, kw_only=True):
     explicit: list[str]
     changes: dict[str, list[Any]]
     event: Event | UnsetType = UNSET
+
+
+class PoolsRequest(Request):
+    """Every pool (as of time `at`, or now): its dimensions, members and queue."""
+
+    at: Time | None = None
+
+
+class PoolDimensionView(Answer):
+    quota: int
+    target: int
+    usage: Number
+    reserved: Number
+    provider_used: int | None
+    load: Number
+
+
+class MemberDimensionView(Answer):
+    load: Number
+    borrowed: Number
+    """What the member uses beyond its share of the target."""
+    protected: Number
+    """What of its share it does not use and does not lend: no other member may take it."""
+
+
+class PoolMemberView(Answer):
+    share: Number
+    borrowing_limit: Number
+    lending_limit: Number
+    priority: int
+    dimensions: dict[str, MemberDimensionView]
+
+
+class PoolProviderView(Answer):
+    limit: int | None
+    remaining: int | None
+    reset_at: str | None
+    reported_at: str
+    live: bool
+    used: int | None
+    config_above_provider_limit: bool
+
+
+class PoolView(Answer):
+    """One pool in `pools` and `inspect --pool` (SPEC §12.1)."""
+
+    at: str
+    dimensions: dict[str, PoolDimensionView]
+    cooldown_until: str | None
+    members: dict[str, PoolMemberView]
+    queue_length: int
+    spend: Any
+    provider: dict[str, PoolProviderView] | UnsetType = UNSET
+    """`inspect --pool` only: the latest provider report of each dimension any member
+    recorded (they count at the pool, once)."""
+
+
+class PoolsAnswer(Answer):
+    ok: bool
+    pools: dict[str, PoolView]

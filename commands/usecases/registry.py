@@ -138,6 +138,7 @@ _ROWS = (
     UseCase("price_set", "prices", True, "prices", text="prices.price_set_text"),
     UseCase("prices", "prices", False, "prices", text="prices.prices_text"),
     UseCase("pool_configure", "pools", True, "pools", text="pools.pool_configure_text"),
+    UseCase("pools", "pools", False, "pools", text="pools.pools_text"),
     UseCase("host_phase", "host", True, "host", text="host.phase_text"),
     UseCase("host_start", "host", True, "host", text="host.start_text"),
     UseCase("host_exit", "host", True, "host", text="host.exit_text"),

@@ -50,6 +50,7 @@ def _minimal(tmp: Path) -> dict[str, dict[str, Any]]:
         "price_set": {"model": "m", "input_usd_per_mtok": 1, "output_usd_per_mtok": 2},
         "prices": {},
         "pool_configure": {"pool": "pool-p", "quota_tpm": 1000},
+        "pools": {},
         "host_phase": {**lane, "deadline": "+1h"},
         "host_start": {**lane, "attempt": "a1", "session": "s", "profile": "p"},
         "host_exit": {"goal": G, "attempt": "a1"},

@@ -68,6 +68,7 @@ def _capacity() -> dict[str, Case]:
             ["--pool", "org", "--quota-tpm", "1000", "--target-tpm", "900"],
             {"pool": "org", "quota_tpm": 1000, "target_tpm": 900},
         ),
+        "pools": ([], {}),
     }
 
 

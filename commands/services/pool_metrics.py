@@ -1,0 +1,51 @@
+"""The pools' `metrics` families (SPEC §12.1): each pool dimension's load and target,
+each member's load and what it borrows beyond its share."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.capacity.pool_decision import number, part_of
+from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.pool_views import pool_context, pool_last_us
+from quotaledger.usecases.operator import MetricFamily, MetricSample
+
+POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
+    ("quotaledger_pool_load", "gauge", "Per pool dimension: max(members' loads, provider use)."),
+    ("quotaledger_pool_target", "gauge", "Per pool dimension: the target its members share."),
+    ("quotaledger_pool_goal_load", "gauge", "Per pool dimension: one member's own load."),
+    (
+        "quotaledger_pool_borrowed",
+        "gauge",
+        "Per pool dimension: what a member uses beyond its share of the target.",
+    ),
+)
+
+
+def pool_metrics(
+    families: dict[str, MetricFamily], ledger: LedgerState, at_us: int | None, now_us: int
+) -> None:
+    """Every configured pool's samples, as of `at_us` (else now, on the pool's clock)."""
+    for name in sorted(ledger.pools.pools):
+        pool = ledger.pools.pools[name]
+        if pool.config is None:
+            continue
+        ctx = pool_context(ledger, name)
+        when = at_us if at_us is not None else max(now_us, pool_last_us(ctx))
+        pe = cap.pool_evaluate(ctx, when)
+        for dimension, d in pe.dimensions.items():
+            labels = {"pool": name, "dimension": dimension}
+            families["quotaledger_pool_load"].samples.append(MetricSample(labels, number(d.load)))
+            families["quotaledger_pool_target"].samples.append(MetricSample(labels, d.target))
+            for goal, member in pool.members.items():
+                found = d.members.get(goal)
+                load = found.load if found is not None else Fraction(0)
+                borrowed = max(Fraction(0), load - part_of(member.share, d.target))
+                goal_labels = {"pool": name, "goal": goal, "dimension": dimension}
+                families["quotaledger_pool_goal_load"].samples.append(
+                    MetricSample(goal_labels, number(load))
+                )
+                families["quotaledger_pool_borrowed"].samples.append(
+                    MetricSample(goal_labels, number(borrowed))
+                )

@@ -1,0 +1,123 @@
+"""Pools' readers (SPEC §12.1): `pools`, `inspect --pool P`, goal readers refusing a
+pool's name and pool readers a goal's, the metrics families, on the API, the CLI and
+the server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from quotaledger import Error, Ledger
+from tests.capacity.capacity_helpers import at
+from tests.server.serving import serving
+
+
+def borrowing(ledger: Any) -> None:
+    """a borrows 200 beyond its 500 while b (lending 100 of its 500) idles."""
+    ledger.pool_configure(pool="org", quota_tpm=1000, target_tpm=1000, at=at(0))
+    ledger.configure(goal="a", pool="org", pool_share=0.5, priority=3, at=at(0))
+    ledger.configure(goal="b", pool="org", pool_share=0.5, pool_lending_limit=0.1, at=at(0))
+    assert ledger.admit(goal="a", run="r1", forecast_tpm=600, at=at(1))["admitted"]
+    report = {"tpm": {"limit": 5000, "remaining": 4000, "reset_at": at(50)}}
+    ledger.observe(goal="b", uncached_input=0, cached_input=0, output=0, provider=report, at=at(2))
+
+
+EXPECTED = {
+    "dimensions": {
+        "tpm": {
+            "quota": 1000,
+            "target": 1000,
+            "usage": 0,
+            "reserved": 600,
+            "provider_used": 1000,
+            "load": 1000,
+        }
+    },
+    "cooldown_until": None,
+    "members": {
+        "a": {
+            "share": 0.5,
+            "borrowing_limit": 0.5,
+            "lending_limit": 0.5,
+            "priority": 3,
+            "dimensions": {"tpm": {"load": 600, "borrowed": 100, "protected": 0}},
+        },
+        "b": {
+            "share": 0.5,
+            "borrowing_limit": 0.5,
+            "lending_limit": 0.1,
+            "priority": 0,
+            "dimensions": {"tpm": {"load": 0, "borrowed": 0, "protected": 400}},
+        },
+    },
+    "queue_length": 0,
+    "spend": None,
+}
+
+
+def test_pools_and_inspect_pool(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        borrowing(ledger)
+        pools = ledger.pools(at=at(3))
+        assert pools["pools"]["org"] == {"at": at(3), **EXPECTED}
+        one = ledger.inspect(pool="org", at=at(3))
+        assert set(one) == {"ok", "pools"}
+        shown = one["pools"]["org"]
+        assert shown["provider"]["tpm"]["used"] == 1000 and shown["provider"]["tpm"]["live"]
+        assert shown["members"] == EXPECTED["members"]
+
+
+def test_goal_readers_refuse_a_pool_and_pool_readers_a_goal(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        borrowing(ledger)
+        for call in (ledger.inspect, ledger.validity, ledger.host_status):
+            with pytest.raises(Error) as raised:
+                call(goal="org")
+            assert raised.value.code == "unknown_goal"
+            assert "inspect --pool org" in raised.value.message
+        with pytest.raises(Error) as raised:
+            ledger.inspect(pool="a")
+        assert raised.value.code == "unknown_pool"
+        assert sorted(ledger.goals()["goals"]) == ["a", "b"]
+
+
+def test_metrics_families(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        borrowing(ledger)
+        metrics = ledger.metrics(at=at(3))["metrics"]
+
+    def samples(name: str) -> dict[tuple[tuple[str, str], ...], Any]:
+        return {tuple(sorted(s["labels"].items())): s["value"] for s in metrics[name]["samples"]}
+
+    pool_tpm = (("dimension", "tpm"), ("pool", "org"))
+    assert samples("quotaledger_pool_load") == {pool_tpm: 1000}
+    assert samples("quotaledger_pool_target") == {pool_tpm: 1000}
+    a = (("dimension", "tpm"), ("goal", "a"), ("pool", "org"))
+    b = (("dimension", "tpm"), ("goal", "b"), ("pool", "org"))
+    assert samples("quotaledger_pool_goal_load") == {a: 600, b: 0}
+    assert samples("quotaledger_pool_borrowed") == {a: 100, b: 0}
+
+
+def test_the_cli_prints_pools(cli: Any) -> None:
+    assert cli("pool", "configure", "--pool", "org", "--quota-rpm", "100").code == 0
+    assert cli("configure", "--goal", "g", "--pool", "org", "--pool-share", "0.25").code == 0
+    done = cli("pools")
+    assert done.code == 0 and done.json["pools"]["org"]["members"]["g"]["share"] == 0.25
+
+
+def test_the_server_serves_pools(tmp_path: Path) -> None:
+    with serving(tmp_path / "s.jsonl") as server:
+        made = server.post("pool_configure", pool="org", quota_tpm=1000)
+        assert made.status == 200 and made.json["appended"]
+        joined = server.post("configure", goal="g", pool="org", pool_share=0.5)
+        assert joined.json["config"]["pool"]["share"] == 0.5
+        admitted = server.post("admit", goal="g", run="r1", forecast_tpm=100)
+        assert admitted.json["receipt"]["pool"]["name"] == "org"
+        listed = server.get("pools")
+        assert listed.json["pools"]["org"]["members"]["g"]["dimensions"]["tpm"]["load"] == 100
+        document = server.call("GET", "/openapi.json").json
+        assert "/v1/pool_configure" in document["paths"] and "/v1/pools" in document["paths"]
+        bad = server.post("configure", goal="g2", pool="org", pool_share=0.6)
+        assert bad.status == 400 and bad.json["error"]["code"] == "pool_overcommitted"
