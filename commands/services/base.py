@@ -112,15 +112,16 @@ class ServiceBase:
         none)."""
         return self.journal.folded and name in self.journal.state.pools.pools
 
-    def require_goal(self, goal: str) -> str:
+    def require_goal(self, goal: str, *, pools_too: bool = False) -> str:
         """`goal`, if an event names it; else `unknown_goal` (exit 2) naming the closest
         known goals (SPEC §7): for readers, where a typo would read as an empty goal.
-        A pool's name is no goal's: `unknown_goal`, pointing at `inspect --pool`."""
+        A pool's name is no goal's: `unknown_goal`, pointing at `inspect --pool`
+        (`pools_too`: a reader of any stream, `log`, takes a pool's too)."""
         check_identifier("goal", goal, about=True)
         if goal not in self.journal.head.goal_last_at and self.journal.corruption is None:
             self.journal.refresh()  # a long-lived handle: others may have added it
         if goal in self.journal.head.goal_last_at:
-            if self.is_pool(goal):
+            if not pools_too and self.is_pool(goal):
                 raise InvalidInput(
                     f"{goal!r} is a pool, not a goal: quotaledger inspect --pool {goal}",
                     code=codes.UNKNOWN_GOAL,

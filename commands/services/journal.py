@@ -147,7 +147,7 @@ class JournalService(ServiceBase):
         """
         keep = LogFilter.of(request)
         if request.goal is not None:
-            self.require_goal(request.goal)
+            self.require_goal(request.goal, pools_too=True)  # a pool's stream too
         return self._log(keep, request.limit, request.last, request.follow, wait or _poll_wait)
 
     def _log(

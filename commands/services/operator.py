@@ -31,7 +31,7 @@ from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
-from quotaledger.services.pool_metrics import POOL_FAMILIES, pool_metrics
+from quotaledger.services.pool_metrics import pool_metrics
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -641,10 +641,7 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 def metric_families() -> dict[str, MetricFamily]:
-    return {
-        name: MetricFamily(kind, help_text)
-        for name, kind, help_text in (*_FAMILIES, *POOL_FAMILIES)
-    }
+    return {name: MetricFamily(kind, help_text) for name, kind, help_text in _FAMILIES}
 
 
 def _goal_metrics(

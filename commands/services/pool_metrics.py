@@ -26,8 +26,13 @@ POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
 def pool_metrics(
     families: dict[str, MetricFamily], ledger: LedgerState, at_us: int | None, now_us: int
 ) -> None:
-    """Every configured pool's samples, as of `at_us` (else now, on the pool's clock)."""
-    for name in sorted(ledger.pools.pools):
+    """Every configured pool's samples, as of `at_us` (else now, on the pool's clock);
+    the families are added only where a pool is."""
+    names = [name for name in sorted(ledger.pools.pools) if ledger.pools.pools[name].config]
+    if names:
+        for family, kind, help_text in POOL_FAMILIES:
+            families[family] = MetricFamily(kind, help_text)
+    for name in names:
         pool = ledger.pools.pools[name]
         if pool.config is None:
             continue

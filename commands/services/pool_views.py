@@ -10,7 +10,12 @@ from fractions import Fraction
 
 from quotaledger.journal.clock import format_us, format_us_or_none
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.capacity.pool_decision import PoolDimension, number, part_of
+from quotaledger.projections.capacity.pool_decision import (
+    PoolDimension,
+    latest_report,
+    number,
+    part_of,
+)
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.usecases.pools import (
     MemberDimensionView,
@@ -96,8 +101,6 @@ def pool_view(ctx: cap.PoolContext, at_us: int, *, with_provider: bool = False) 
 
 def provider_views(ctx: cap.PoolContext, at_us: int) -> dict[str, PoolProviderView]:
     """The latest provider report of each dimension any member recorded."""
-    from quotaledger.projections.capacity.pool_decision import latest_report
-
     found: dict[str, PoolProviderView] = {}
     limits = ctx.state.config.limits if ctx.state.config is not None else {}
     for dimension in cap.MINUTE_DIMENSIONS:
