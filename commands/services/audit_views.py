@@ -25,7 +25,12 @@ SAMPLES_PER_CONTRIBUTOR = 20
 
 
 def explanation_of(
-    goal: cap.GoalCapacity, request: cap.AdmitRequest, at_us: int, decision: cap.AdmissionDecision
+    goal: cap.GoalCapacity,
+    request: cap.AdmitRequest,
+    at_us: int,
+    decision: cap.AdmissionDecision,
+    pool: cap.PoolContext | None = None,
+    name: str | None = None,
 ) -> Explanation:
     """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
     figures = decision.detail.figures
@@ -38,7 +43,7 @@ def explanation_of(
     if decision.ok:
         earliest: str | None = format_us(at_us)  # it was admissible right then
     else:
-        earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us))
+        earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us, pool, name))
     samples = cap.window_samples(goal, at_us)
     ev = cap.evaluate(goal, at_us)
     return Explanation(
@@ -73,6 +78,7 @@ def explanation_of(
         target_active_cases=figures.target_active_cases,
         max_active_cases=figures.max_active_cases,
         spend=figures.spend,
+        pool=figures.pool,
         reservations=reservations_of(goal, at_us),
         window=Window(
             start=format_us(at_us - cap.WINDOW_US),

@@ -155,7 +155,7 @@ class OperatorService(ServiceBase):
             pool = pool_context_of(before, recorded.goal)
             result = au.audit_decision(goal_state, recorded, pool)
             explanation = explanation_of(
-                goal_state, recorded.request, recorded.at_us, result.replayed
+                goal_state, recorded.request, recorded.at_us, result.replayed, pool, recorded.goal
             )
             return capacity_audit(result, explanation)
         return settlement_audit(au.audit_settlement(before.settlement, record, payload))

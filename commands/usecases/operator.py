@@ -218,6 +218,8 @@ class Explanation(msgspec.Struct, kw_only=True):
     max_active_cases: int | UnsetType | None = UNSET
     spend: cap.SpendFigures | UnsetType = UNSET
     """A capped goal's spend at the decision (SPEC §12.5: `figures.spend`'s shape)."""
+    pool: cap.PoolFigures | UnsetType = UNSET
+    """A pooled decision's pool figures (SPEC §12.5), its members rebuilt before it."""
     reservations: list[Reservation] | UnsetType = UNSET
     window: Window | UnsetType = UNSET
     idempotent_replay: bool | UnsetType = UNSET

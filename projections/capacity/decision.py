@@ -42,6 +42,7 @@ from quotaledger.projections.capacity.fold import DAY_US, WINDOW_US, ActiveRun, 
 from quotaledger.projections.capacity.money import micro_of
 from quotaledger.projections.capacity.pool_decision import (
     PoolContext,
+    pool_change_points,
     pool_cooldown_terms,
     pool_evaluate,
     pool_verdict,
@@ -359,12 +360,24 @@ def change_points_after(
     return sorted(p for p in points if p > at_us)
 
 
-def earliest_admissible_us(goal: GoalCapacity, request: AdmitRequest, at_us: int) -> int | None:
+def earliest_admissible_us(
+    goal: GoalCapacity,
+    request: AdmitRequest,
+    at_us: int,
+    pool: PoolContext | None = None,
+    name: str | None = None,
+) -> int | None:
     """The earliest time after `at_us` at which `request` would pass had nothing else
     happened (samples ageing out, cooldown ending, leases expiring, provider reports
-    lapsing: every dimension); None if never."""
-    for point_us in change_points_after(goal, at_us):
-        if decide_admission(goal, request, point_us).ok:
+    lapsing: every dimension, and for a pooled goal every member's and the pool's
+    own); None if never."""
+    points = set(change_points_after(goal, at_us))
+    if pool is not None:
+        for member in pool.members.values():
+            points.update(change_points_after(member, at_us))
+        points.update(pool_change_points(pool, at_us))
+    for point_us in sorted(points):
+        if decide_admission(goal, request, point_us, pool, name).ok:
             return point_us
     return None
 

@@ -121,3 +121,21 @@ def test_the_server_serves_pools(tmp_path: Path) -> None:
         assert "/v1/pool_configure" in document["paths"] and "/v1/pools" in document["paths"]
         bad = server.post("configure", goal="g2", pool="org", pool_share=0.6)
         assert bad.status == 400 and bad.json["error"]["code"] == "pool_overcommitted"
+
+
+def test_audit_of_a_pooled_decision(tmp_path: Path) -> None:
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        ledger.pool_configure(pool="org", quota_tpm=1000, target_tpm=1000, at=at(0))
+        ledger.configure(goal="a", pool="org", pool_share=0.5, at=at(0))
+        ledger.configure(goal="b", pool="org", pool_share=0.5, at=at(0))  # lends it all
+        ledger.observe(goal="b", uncached_input=300, cached_input=0, output=0, at=at(1))
+        assert ledger.admit(goal="a", run="r1", forecast_tpm=500, at=at(2))["admitted"]
+        refused = ledger.admit(goal="a", run="r2", forecast_tpm=250, at=at(3))
+        assert refused["reasons"] == ["pool_headroom_exhausted"]
+        audit = ledger.audit(seq=refused["event"]["seq"])
+        assert audit["reproduced"] is True
+        explanation = audit["explanation"]
+        assert explanation["binding_constraint"] == "pool_headroom_exhausted"
+        assert explanation["pool"]["dimensions"]["tpm"]["load"] == 800
+        # b's 300 leaves the window at 61 s: then 500 + 250 fits.
+        assert explanation["earliest_admissible_at"] == at(61)
