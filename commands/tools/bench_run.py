@@ -45,6 +45,7 @@ from quotaledger.tools.bench import (
 from quotaledger.tools.bench_daily import measure_daily
 from quotaledger.tools.bench_goals import measure_goals
 from quotaledger.tools.bench_pg import measure_postgresql
+from quotaledger.tools.bench_pools import measure_pools
 from quotaledger.tools.bench_process import (
     STARTUP_RUNS,
     compiled_env,
@@ -77,6 +78,7 @@ def run_bench(
         step(f"operators: inspect, audit, whatif, report on {observations:,} observations")
         figures.update(measure_operators(f"{workdir}/operators.jsonl", observations, env=env))
         figures.update(measure_goals(workdir, min(events, GOALS_MANY), step, env))
+        figures.update(measure_pools(workdir, step, env))
         step("daily windows: an event's CPU with 10^6 and 10^3 observations in the day")
         figures["daily_event_cpu_us"] = measure_daily(events)
         if writers is not None:

@@ -139,3 +139,23 @@ def test_audit_of_a_pooled_decision(tmp_path: Path) -> None:
         assert explanation["pool"]["dimensions"]["tpm"]["load"] == 800
         # b's 300 leaves the window at 61 s: then 500 + 250 fits.
         assert explanation["earliest_admissible_at"] == at(61)
+
+
+def test_a_pooled_command_decodes_its_pools_sections_alone(tmp_path: Path) -> None:
+    """SPEC §12.1's cost: a decision folds the pool and its members, not the other goals."""
+    journal = str(tmp_path / "c.jsonl")
+    with Ledger.open(journal, checkpoint_every=10**9) as ledger:
+        ledger.pool_configure(pool="org", quota_tpm=1000, at=at(0))
+        for n in range(3):
+            ledger.configure(goal=f"m{n}", pool="org", pool_share=0.25, at=at(0))
+        for n in range(50):
+            ledger.configure(goal=f"g{n}", max_active_cases=2, at=at(0))
+        ledger.checkpoint()
+    with Ledger.open(journal) as ledger:
+        assert ledger.admit(goal="m1", run="r", forecast_tpm=10, at=at(1))["admitted"]
+        source = ledger.journal._fold.source
+        assert source is not None and source.loaded == {"m1", "m0", "m2", "org"}
+    with Ledger.open(journal, write=False) as ledger:
+        assert ledger.inspect(pool="org")["pools"]["org"]["dimensions"]["tpm"]["load"] == 10
+        source = ledger.journal._fold.source
+        assert source is not None and source.loaded == {"m1", "m0", "m2", "org"}
