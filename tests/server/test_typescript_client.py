@@ -58,3 +58,7 @@ def test_a_generated_typescript_client_drives_the_server(tmp_path: Path) -> None
     assert results["price_seq"] > 0
     assert (results["cached_price"], results["spend_usd"]) == (2.5, 0.0)
     assert (results["bad_status"], results["bad_code"]) == (400, "invalid_identifier")
+    assert results["pool_seq"] > 0
+    assert results["pool_headroom"] == 600
+    assert results["pool_reasons"] == ["pool_share_protected"]
+    assert results["pool_borrowed"] == 100

@@ -44,7 +44,7 @@ const released = await client.POST("/v1/release", { body: { goal: "ts", run: "a"
 results.release = must("release", released.data, released.error).ok;
 
 const inspected = await client.GET("/v1/inspect", { params: { query: { goal: "ts" } } });
-const goals = must("inspect", inspected.data, inspected.error).goals;
+const goals = must("inspect", inspected.data, inspected.error).goals ?? {};
 results.active = Object.keys(goals).length;
 
 const audited = await client.GET("/v1/audit", {
@@ -62,6 +62,33 @@ results.cached_price = must("prices", prices.data, prices.error).prices["ts-mode
   ?.cached_input_usd_per_mtok;
 const spend = goals["ts"]?.spend;
 results.spend_usd = spend === undefined ? null : spend.usd;
+
+// Pools (SPEC §12.1): a pool, two members, a pooled admission and the pool's figures.
+const pool = await client.POST("/v1/pool_configure", {
+  body: { pool: "ts-pool", quota_tpm: 1000, target_tpm: 1000 },
+});
+results.pool_seq = must("pool_configure", pool.data, pool.error).event?.seq;
+const joinedA = await client.POST("/v1/configure", {
+  body: { goal: "ts-a", pool: "ts-pool", pool_share: 0.5 },
+});
+must("configure", joinedA.data, joinedA.error);
+const joinedB = await client.POST("/v1/configure", {
+  body: { goal: "ts-b", pool: "ts-pool", pool_share: 0.5, pool_lending_limit: 0.1 },
+});
+must("configure", joinedB.data, joinedB.error);
+const pooled = await client.POST("/v1/admit", {
+  body: { goal: "ts-a", run: "p1", forecast_tpm: 600 },
+});
+results.pool_headroom = must("admit", pooled.data, pooled.error).receipt?.pool?.dimensions
+  ?.tpm?.headroom;
+const guarded = await client.POST("/v1/admit", {
+  body: { goal: "ts-a", run: "p2", forecast_tpm: 1 },
+});
+results.pool_reasons = guarded.data?.reasons;
+const listed = await client.GET("/v1/pools", {});
+results.pool_borrowed = must("pools", listed.data, listed.error).pools["ts-pool"]?.members[
+  "ts-a"
+]?.dimensions["tpm"]?.borrowed;
 
 const bad = await client.POST("/v1/admit", {
   body: { goal: "ts", run: "bad run!", arm: "baseline", forecast_tpm: 1 },
