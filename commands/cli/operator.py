@@ -112,8 +112,18 @@ def audit(
 @config_options(show_defaults=False)
 def whatif(
     ctx: Ctx,
-    goal: GoalOpt,
     config: ConfigOptions,
+    goal: Annotated[
+        str | None, typer.Option("--goal", help="The goal to replay (or --pool).")
+    ] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="Replay every member of this pool instead (its limits)."),
+    ] = None,
+    share: Annotated[
+        list[str] | None,
+        typer.Option("--share", help="With --pool: G=F, member G's share F (repeatable)."),
+    ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
     cap_tokens: CapTokensOpt = None,
@@ -133,7 +143,7 @@ def whatif(
     one). Nothing is written.
     """
     values = {"goal": goal, "since": since, "until": until, **config}
-    values |= {"cap_tokens": cap_tokens, "cap_usd": cap_usd}
+    values |= {"cap_tokens": cap_tokens, "cap_usd": cap_usd, "pool": pool, "share": share or []}
     request = decode(WhatifRequest, values, CLI)
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,

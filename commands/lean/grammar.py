@@ -473,9 +473,8 @@ COMMANDS: dict[str, Any] = {
     ),
     'whatif': (
         'whatif', False,
-        {'--goal': (0, True), '--max-active-cases': (1, True), '--target-active-cases': (2, True), '--max-baseline-cases': (3, True), '--max-test-cases': (4, True), '--reserved-test-cases': (5, True), '--quota-tpm': (6, True), '--target-tpm': (7, True), '--evaluator-reserve-tpm': (8, True), '--cold-start-reserve-tpm': (9, True), '--cached-input-weight': (10, True), '--max-observation-age-s': (11, True), '--cooldown-base-s': (12, True), '--cooldown-max-s': (13, True), '--quota-itpm': (14, True), '--target-itpm': (15, True), '--evaluator-reserve-itpm': (16, True), '--cold-start-reserve-itpm': (17, True), '--quota-otpm': (18, True), '--target-otpm': (19, True), '--evaluator-reserve-otpm': (20, True), '--cold-start-reserve-otpm': (21, True), '--quota-rpm': (22, True), '--target-rpm': (23, True), '--evaluator-reserve-rpm': (24, True), '--cold-start-reserve-rpm': (25, True), '--quota-tpd': (26, True), '--target-tpd': (27, True), '--evaluator-reserve-tpd': (28, True), '--cold-start-reserve-tpd': (29, True), '--quota-rpd': (30, True), '--target-rpd': (31, True), '--evaluator-reserve-rpd': (32, True), '--cold-start-reserve-rpd': (33, True), '--since': (34, True), '--until': (35, True), '--cap-tokens': (36, True), '--cap-usd': (37, True), '--verbose': (38, True), '--journal': (39, True), '--json': (40, True), '--no-json': (40, False), '--lock-timeout-s': (41, True), '--at': (42, True)},
+        {'--max-active-cases': (0, True), '--target-active-cases': (1, True), '--max-baseline-cases': (2, True), '--max-test-cases': (3, True), '--reserved-test-cases': (4, True), '--quota-tpm': (5, True), '--target-tpm': (6, True), '--evaluator-reserve-tpm': (7, True), '--cold-start-reserve-tpm': (8, True), '--cached-input-weight': (9, True), '--max-observation-age-s': (10, True), '--cooldown-base-s': (11, True), '--cooldown-max-s': (12, True), '--quota-itpm': (13, True), '--target-itpm': (14, True), '--evaluator-reserve-itpm': (15, True), '--cold-start-reserve-itpm': (16, True), '--quota-otpm': (17, True), '--target-otpm': (18, True), '--evaluator-reserve-otpm': (19, True), '--cold-start-reserve-otpm': (20, True), '--quota-rpm': (21, True), '--target-rpm': (22, True), '--evaluator-reserve-rpm': (23, True), '--cold-start-reserve-rpm': (24, True), '--quota-tpd': (25, True), '--target-tpd': (26, True), '--evaluator-reserve-tpd': (27, True), '--cold-start-reserve-tpd': (28, True), '--quota-rpd': (29, True), '--target-rpd': (30, True), '--evaluator-reserve-rpd': (31, True), '--cold-start-reserve-rpd': (32, True), '--goal': (33, True), '--pool': (34, True), '--share': (35, True), '--since': (36, True), '--until': (37, True), '--cap-tokens': (38, True), '--cap-usd': (39, True), '--verbose': (40, True), '--journal': (41, True), '--json': (42, True), '--no-json': (42, False), '--lock-timeout-s': (43, True), '--at': (44, True)},
         [
-            ('goal', 'str', False, True, None, 'goal', 'request'),
             ('max_active_cases', 'int', False, False, None, 'max_active_cases', 'request'),
             ('target_active_cases', 'int', False, False, None, 'target_active_cases', 'request'),
             ('max_baseline_cases', 'int', False, False, None, 'max_baseline_cases', 'request'),
@@ -509,6 +508,9 @@ COMMANDS: dict[str, Any] = {
             ('target_rpd', 'int', False, False, None, 'target_rpd', 'request'),
             ('evaluator_reserve_rpd', 'int', False, False, None, 'evaluator_reserve_rpd', 'request'),
             ('cold_start_reserve_rpd', 'int', False, False, None, 'cold_start_reserve_rpd', 'request'),
+            ('goal', 'str', False, False, None, 'goal', 'request'),
+            ('pool', 'str', False, False, None, 'pool', 'request'),
+            ('share', 'str', True, False, [], 'share', 'request'),
             ('since', 'str', False, False, None, 'since', 'request'),
             ('until', 'str', False, False, None, 'until', 'request'),
             ('cap_tokens', 'int', False, False, None, 'cap_tokens', 'request'),

@@ -233,8 +233,9 @@ def _host_cell(host: RunHost | None) -> str:
 
 def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = True) -> str:
     flips = answer.flips
+    subject = f"pool {answer.pool}" if isinstance(answer.pool, str) else f"goal {answer.goal}"
     lines = [
-        f"whatif for goal {answer.goal}: {plural(answer.decisions, 'decision')} "
+        f"whatif for {subject}: {plural(answer.decisions, 'decision')} "
         f"replayed, {plural(len(flips), 'flip')}",
     ]
     if flips:
@@ -242,7 +243,7 @@ def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = T
             [
                 str(f.seq),
                 f.at,
-                f.run,
+                f.run if isinstance(f.goal, UnsetType) else f"{f.goal}/{f.run}",
                 "admitted" if f.recorded_admitted else "refused",
                 "admitted" if f.whatif_admitted else "refused",
                 ", ".join(f.whatif_reasons) or "-",

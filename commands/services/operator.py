@@ -24,6 +24,8 @@ from quotaledger.journal.clock import (
 )
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
+from quotaledger.projections.audit.pool_whatif import PoolWhatIf
+from quotaledger.projections.capacity.pool_config import POOL_FIELDS
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
@@ -32,6 +34,7 @@ from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
 from quotaledger.services.pool_metrics import pool_metrics
+from quotaledger.services.pools import require_pool
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -39,6 +42,7 @@ from quotaledger.usecases.operator import (
     AuditEvent,
     AuditRequest,
     Explanation,
+    Flip,
     Gates,
     GoalsAnswer,
     GoalsRequest,
@@ -60,6 +64,7 @@ from quotaledger.usecases.operator import (
     WhatifAnswer,
     WhatifRequest,
     range_us,
+    shares_of,
 )
 
 Progress = Callable[[int], None]
@@ -72,6 +77,15 @@ def _ignore(record: Record, payload: Any, line: bytes) -> None:
 
 
 def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
+    feed = fold.feed
+
+    def visit(record: Record, payload: Any, line: bytes) -> None:
+        feed(record, payload)
+
+    return visit
+
+
+def _pool_feeder(fold: PoolWhatIf) -> Callable[[Record, Any, bytes], None]:
     feed = fold.feed
 
     def visit(record: Record, payload: Any, line: bytes) -> None:
@@ -278,9 +292,12 @@ class OperatorService(ServiceBase):
     def whatif(self, request: WhatifRequest, progress: Progress | None = None) -> WhatifAnswer:
         """Replay the goal's recorded admission requests under a changed config."""
 
+        if request.pool is not None:
+            return self._pool_whatif(request, request.pool, progress)
         # A handle opened with fold=False learns its goals from the pass that feeds the
         # replay: the goal is checked after it (an invalid what-if config raises in it).
         goal = request.goal
+        assert goal is not None  # the request's check: a goal or a pool
         if self.journal.folded:
             self.require_goal(goal)
         since_us, until_us = range_us(request.since, request.until, API)
@@ -296,6 +313,60 @@ class OperatorService(ServiceBase):
             decisions=replay.decisions,
             flips=[flip_of(flip) for flip in replay.flips],
             changes={**overrides.fields, **overrides.caps},
+            range=Range(replay.first_at, replay.last_at),
+        )
+
+    def _pool_whatif(
+        self, request: WhatifRequest, pool: str, progress: Progress | None
+    ) -> WhatifAnswer:
+        """`whatif --pool P`: every member's recorded requests under changed pool limits
+        or shares (SPEC §12.1)."""
+        limits = {
+            name: value
+            for name, value in request.config_fields().items()
+            if value is not None and name in POOL_FIELDS
+        }
+        others = [
+            name
+            for name, value in request.config_fields().items()
+            if value is not None and name not in POOL_FIELDS
+        ]
+        if others or request.cap_tokens is not None or request.cap_usd is not None:
+            raise InvalidInput(
+                lambda names: (
+                    "whatif --pool changes the pool's quotas, targets and shares "
+                    f"only, not {', '.join(map(names, others or ['cap_tokens']))}"
+                ),
+                code=codes.INVALID_OPTION,
+                about=tuple(others) or ("cap_tokens",),
+            )
+        replay = PoolWhatIf(pool, limits, shares_of(request.share))
+        self.journal.replay(_pool_feeder(replay), progress=progress)
+        require_pool(replay.state, pool)
+        return WhatifAnswer(
+            ok=True,
+            goal=None,
+            pool=pool,
+            assumptions=replay.assumptions(),
+            decisions=replay.decisions,
+            flips=[
+                Flip(
+                    seq=f.seq,
+                    goal=f.goal,
+                    run=f.run,
+                    at=f.at,
+                    recorded_admitted=f.recorded_admitted,
+                    whatif_admitted=f.whatif_admitted,
+                    whatif_reasons=list(f.whatif_reasons),
+                    recorded_reasons=list(f.recorded_reasons),
+                    whatif_idempotent=False,
+                )
+                for f in replay.flips
+            ],
+            changes={
+                **limits,
+                **{f"share {g}": cap.share_number(u) for g, u in replay.shares.items()},
+            },
             range=Range(replay.first_at, replay.last_at),
         )
 

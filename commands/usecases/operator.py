@@ -252,25 +252,67 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
     """Replay the goal's recorded admission requests under a changed config (the
     config fields given), over the journal or the range `since`..`until`."""
 
-    goal: Identifier
+    goal: Identifier | None = None
     since: Time | None = None
     until: Time | None = None
     cap_tokens: TokenCount | None = None
     """What if the goal had this token cap (SPEC §12.4)."""
     cap_usd: UsdAmount | None = None
     """What if the goal had this dollar cap."""
+    pool: Identifier | None = None
+    """Replay every member of this pool instead (SPEC §12.1): the quota and target
+    fields then change the pool's limits."""
+    share: list[str] = msgspec.field(default_factory=list)
+    """With `pool`: `G=F`, what if member G had share F."""
 
     INVALID = "the what-if config is invalid: "
 
     def check(self, names: Callable[[str], str]) -> None:
         # Every face: an override out of its range is refused even where it would not
         # apply (a dimension the goal does not configure), never silently ignored.
+        if (self.goal is None) == (self.pool is None):
+            raise InvalidInput(
+                lambda name: f"give {name('goal')} or {name('pool')}: one of them",
+                code=codes.INVALID_OPTION,
+                about=("goal", "pool"),
+            )
+        if self.pool is None and self.share:
+            raise InvalidInput(
+                lambda name: f"{name('share')} goes with {name('pool')}",
+                code=codes.INVALID_OPTION,
+                about=("share", "pool"),
+            )
+        shares_of(self.share)
         refuse_out_of_range(self, self.INVALID)
         range_us(self.since, self.until, names)
 
 
-class Flip(msgspec.Struct, kw_only=True):
+def shares_of(given: list[str]) -> dict[str, int]:
+    """`G=F` pairs as goal -> share in units of 10^-4 (`invalid_pool_share`)."""
+    found: dict[str, int] = {}
+    for pair in given:
+        goal, _, fraction = pair.partition("=")
+        try:
+            value = float(fraction)
+        except ValueError:
+            value = -1.0
+        units = cap.share_units(value) if 0 <= value <= 1 else None
+        if not goal or units is None:
+            raise InvalidInput(
+                lambda name, p=pair: (
+                    f"{name} takes GOAL=FRACTION (0..1, at most 4 places), got {p!r}"
+                ),
+                code=codes.INVALID_POOL_SHARE,
+                about="share",
+            )
+        found[goal] = units
+    return found
+
+
+class Flip(msgspec.Struct, kw_only=True, omit_defaults=True):
     seq: int
+    goal: str | UnsetType = UNSET
+    """The member that flipped (`whatif --pool`)."""
     run: str
     at: str
     recorded_admitted: bool
@@ -287,12 +329,13 @@ class Range(msgspec.Struct):
 
 class WhatifAnswer(Answer):
     ok: bool
-    goal: str
+    goal: str | None
     assumptions: list[str]
     decisions: int
     flips: list[Flip]
     changes: dict[str, Number]
     range: Range
+    pool: str | UnsetType = UNSET
 
 
 # -- report ------------------------------------------------------------------------------

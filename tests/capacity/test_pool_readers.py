@@ -159,3 +159,37 @@ def test_a_pooled_command_decodes_its_pools_sections_alone(tmp_path: Path) -> No
         assert ledger.inspect(pool="org")["pools"]["org"]["dimensions"]["tpm"]["load"] == 10
         source = ledger.journal._fold.source
         assert source is not None and source.loaded == {"m1", "m0", "m2", "org"}
+
+
+def test_whatif_over_a_pool(tmp_path: Path, cli: Any, journal_path: str) -> None:
+    with Ledger.open(journal_path) as ledger:
+        ledger.pool_configure(pool="org", quota_tpm=1000, target_tpm=1000, at=at(0))
+        ledger.configure(goal="a", pool="org", pool_share=0.5, at=at(0))
+        ledger.configure(goal="b", pool="org", pool_share=0.5, pool_lending_limit=0.1, at=at(0))
+        assert ledger.admit(goal="a", run="r1", forecast_tpm=600, at=at(1))["admitted"]
+        assert ledger.admit(goal="a", run="r2", forecast_tpm=50, at=at(2))["reasons"] == [
+            "pool_share_protected"
+        ]
+        # b at 0.4 guarantees 400 - 100 = 300: 650 + 300 fits the 1000.
+        shared = ledger.whatif(pool="org", share=["b=0.4"])
+        assert [(f["goal"], f["run"], f["whatif_admitted"]) for f in shared["flips"]] == [
+            ("a", "r2", True)
+        ]
+        assert shared["changes"] == {"share b": 0.4} and shared["decisions"] == 2
+        lower = ledger.whatif(pool="org", target_tpm=500)
+        assert [(f["run"], f["whatif_reasons"]) for f in lower["flips"]] == [
+            ("r1", ["pool_forecast_exceeds_target", "pool_headroom_exhausted",
+                    "pool_borrowing_limit"]),
+            ("r2", []),
+        ]  # fmt: skip
+        for bad, code in (
+            ({"pool": "org", "share": ["b=1.5"]}, "invalid_pool_share"),
+            ({"goal": "a", "share": ["b=0.4"]}, "invalid_option"),
+            ({"goal": "a", "pool": "org"}, "invalid_option"),
+            ({"pool": "a"}, "unknown_pool"),
+        ):
+            with pytest.raises(Error) as raised:
+                ledger.whatif(**bad)
+            assert raised.value.code == code, bad
+    done = cli("whatif", "--pool", "org", "--share", "b=0.4")
+    assert done.code == 0 and done.json["flips"][0]["run"] == "r2"
