@@ -24,6 +24,19 @@ SAMPLES_PER_CONTRIBUTOR = 20
 """Samples shown per contributing run (the count of all of them is given too)."""
 
 
+def _earliest(
+    goal: cap.GoalCapacity,
+    request: cap.AdmitRequest,
+    at_us: int,
+    decision: cap.AdmissionDecision,
+    pool: cap.PoolContext | None,
+    name: str | None,
+) -> str | None:
+    if decision.ok:
+        return format_us(at_us)  # it was admissible right then
+    return format_us_or_none(cap.earliest_admissible_us(goal, request, at_us, pool, name))
+
+
 def explanation_of(
     goal: cap.GoalCapacity,
     request: cap.AdmitRequest,
@@ -40,10 +53,7 @@ def explanation_of(
     # item 3), computed by the formula whenever the request carries a forecast.
     if any(reason in R.TOKEN_GATE_REASONS for reason in reasons):
         shortfall = cap.shortfall_tpm(figures, request.run_class)
-    if decision.ok:
-        earliest: str | None = format_us(at_us)  # it was admissible right then
-    else:
-        earliest = format_us_or_none(cap.earliest_admissible_us(goal, request, at_us, pool, name))
+    earliest = _earliest(goal, request, at_us, decision, pool, name)
     samples = cap.window_samples(goal, at_us)
     ev = cap.evaluate(goal, at_us)
     return Explanation(
