@@ -46,8 +46,7 @@ def explanation_of(
     name: str | None = None,
 ) -> Explanation:
     """Why `decision` came out as it did (SPEC §7's `explanation`, plus context)."""
-    figures = decision.detail.figures
-    reasons = decision.reasons
+    figures, reasons = decision.detail.figures, decision.reasons
     shortfall = None
     # SPEC §7: "when a token reason refused it" -- any reason of the token gate (§3.3
     # item 3), computed by the formula whenever the request carries a forecast.
