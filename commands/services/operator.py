@@ -297,7 +297,13 @@ class OperatorService(ServiceBase):
         # A handle opened with fold=False learns its goals from the pass that feeds the
         # replay: the goal is checked after it (an invalid what-if config raises in it).
         goal = request.goal
-        assert goal is not None  # the request's check: a goal or a pool
+        if goal is None:  # after the journal was read: its errors come first
+            self.journal.replay(lambda record, payload, line: None, progress=progress)
+            raise InvalidInput(
+                lambda name: f"give {name('goal')} or {name('pool')}: whose decisions to replay",
+                code=codes.INVALID_OPTION,
+                about=("goal", "pool"),
+            )
         if self.journal.folded:
             self.require_goal(goal)
         since_us, until_us = range_us(request.since, request.until, API)

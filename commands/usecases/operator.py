@@ -270,9 +270,9 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
     def check(self, names: Callable[[str], str]) -> None:
         # Every face: an override out of its range is refused even where it would not
         # apply (a dimension the goal does not configure), never silently ignored.
-        if (self.goal is None) == (self.pool is None):
+        if self.goal is not None and self.pool is not None:
             raise InvalidInput(
-                lambda name: f"give {name('goal')} or {name('pool')}: one of them",
+                lambda name: f"give {name('goal')} or {name('pool')}, not both",
                 code=codes.INVALID_OPTION,
                 about=("goal", "pool"),
             )

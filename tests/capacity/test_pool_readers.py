@@ -187,6 +187,7 @@ def test_whatif_over_a_pool(tmp_path: Path, cli: Any, journal_path: str) -> None
             ({"goal": "a", "share": ["b=0.4"]}, "invalid_option"),
             ({"goal": "a", "pool": "org"}, "invalid_option"),
             ({"pool": "a"}, "unknown_pool"),
+            ({}, "invalid_option"),
         ):
             with pytest.raises(Error) as raised:
                 ledger.whatif(**bad)

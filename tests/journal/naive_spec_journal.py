@@ -25,6 +25,8 @@ HEX64_RE = re.compile(r"[0-9a-f]{64}")
 # §3.1, §4.1, §5.1, §6). `journal.repaired` is what `repair` logs (§2.4 "logged").
 SPEC_KINDS: dict[str, set[str]] = {
     "journal.created": {"journal_id", "format"},
+    # §2.4 item 5: a transaction of several records is led by its announcement.
+    "journal.batch": {"records"},
     "capacity.configured": {"cases", "tokens"},
     "capacity.observed": {
         "run",
@@ -74,6 +76,27 @@ SPEC_KINDS: dict[str, set[str]] = {
         "cached_input_usd_per_mtok",
         "cache_write_usd_per_mtok",
         "output_usd_per_mtok",
+    },
+    # §12.1: a pool's own stream (its name in the envelope's goal).
+    "pool.configured": {
+        "limits",
+        "cached_input_weight",
+        "cooldown_base_s",
+        "cooldown_max_s",
+        "cap_tokens",
+        "cap_usd",
+        "cap_since",
+        "explicit",
+    },
+    "pool.membership": {"goal"},
+    "pool.cooldown": {
+        "goal",
+        "run",
+        "retry_after_s",
+        "cooldown_s",
+        "clamped",
+        "cooldown_until",
+        "streak",
     },
     "probe.observed": {
         "command",
@@ -193,7 +216,17 @@ def _check_payload(seq: int, offset: int, top: dict[str, Any]) -> None:
 LATER_MEMBERS: dict[str, set[str]] = {
     # §12.4: caps (the members pool.configured has, §12.1, and what was counted since
     # cap_since) and the model an observation's dollars come from.
-    "capacity.configured": {"explicit", "cap_tokens", "cap_usd", "cap_since", "cap_counted"},
+    "capacity.configured": {
+        "explicit",
+        "cap_tokens",
+        "cap_usd",
+        "cap_since",
+        "cap_counted",
+        "pool",
+        "priority",
+    },
+    # §12.1: a goal joins with its terms, or leaves.
+    "pool.membership": {"share", "borrowing_limit", "lending_limit", "priority", "left"},
     "capacity.observed": {"cache_write_input", "provider", "model"},
     "capacity.rejected": {"provider"},
 }

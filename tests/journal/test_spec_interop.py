@@ -44,6 +44,8 @@ def test_quotaledger_journal_with_every_kind_verifies_independently(tmp_path: Pa
     code, out = rl("probe", "run", "--goal", "p", "--input-revision", "rév-1", "--", "true",
                    journal=journal)  # fmt: skip
     assert code == 0, out
+    # A member's 429 cools its pool down (pool.cooldown, SPEC §12.1).
+    assert rl("reject", "--goal", "demo-pool-nightly", journal=journal)[0] == 0
     code, out = rl("release", "--goal", "demo-campaign", "--run", "ghost", journal=journal)
     assert code == 0 and out["appended"] is False
 
