@@ -24,13 +24,16 @@ from quotaledger.journal.clock import (
 )
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
+from quotaledger.projections.capacity.fold import QUEUE_WAIT_BUCKETS_S
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
+from quotaledger.services.audit_queue import is_queue_decision, queue_explanation
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
+from quotaledger.services.queueing import held_in_queue, queue_view
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -156,7 +159,14 @@ class OperatorService(ServiceBase):
             explanation = explanation_of(
                 goal_state, recorded.request, recorded.at_us, result.replayed
             )
-            return capacity_audit(result, explanation)
+            if not is_queue_decision(record, payload):
+                return capacity_audit(result, explanation)
+            explanation.queue = queue_explanation(self.journal, record, payload)
+            answer = capacity_audit(result, explanation)
+            if not all(d.reproduced for d in explanation.queue.decisions):
+                answer.ok = False  # the entry's other decision is not reproduced
+                answer.reasons = [NOT_REPRODUCED]
+            return answer
         return settlement_audit(au.audit_settlement(before.settlement, record, payload))
 
     def _first_decision(self, request: AuditRequest) -> tuple[Record, Any]:
@@ -253,9 +263,13 @@ class OperatorService(ServiceBase):
         goals: dict[str, GoalSummary] = {}
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
-            ev = cap.evaluate(state, at_us if at_us is not None else max(now_us, state.last_at_us))
+            goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
+            ev = cap.evaluate(state, goal_at_us)
             domains = _domains(ledger, name)
-            next_action: str | None = cap.next_action(ev, clock_ahead=ahead(name))
+            held = bool(state.queue) and held_in_queue(queue_view(ledger, name), name, goal_at_us)
+            next_action: str | None = cap.next_action(
+                ev, clock_ahead=ahead(name), held_in_queue=held
+            )
             if "capacity" not in domains and next_action == "configure":
                 # Host or settlement work alone waits for no capacity configuration:
                 # no capacity action to take (a clock ahead still is one).
@@ -633,6 +647,17 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "US dollars of the priced observations since cap_since; all of them without a cap.",
     ),
     ("quotaledger_spend_cap", "gauge", "A spend cap, by unit (tokens, usd)."),
+    ("quotaledger_queue_length", "gauge", "Entries waiting in the queue now."),
+    (
+        "quotaledger_queue_oldest_seconds",
+        "gauge",
+        "Seconds the oldest entry waiting in the queue has waited (0 when none waits).",
+    ),
+    (
+        "quotaledger_queue_wait_seconds",
+        "histogram",
+        "Seconds each entry admitted from the queue waited, from queued to admitted.",
+    ),
     ("quotaledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
 )
 
@@ -689,6 +714,33 @@ def _goal_metrics(
     add("quotaledger_rejections_total", state.rejections_total)
     add("quotaledger_releases_total", state.releases_total)
     _spend_metrics(families, goal, ev.spend)
+    _queue_metrics(families, goal, state, at_us)
+
+
+def _queue_metrics(
+    families: dict[str, MetricFamily], queue: str, state: cap.GoalCapacity, at_us: int
+) -> None:
+    """SPEC §12.2's families, for a queue that ever held an entry (a goal's own queue:
+    labelled by the goal's name)."""
+    if not state.queue and not state.queue_waits:
+        return
+
+    def add(name: str, value: Number, suffix: str = "", **labels: str) -> None:
+        sample = MetricSample({"queue": queue, **labels}, value, suffix)
+        families[name].samples.append(sample)
+
+    waiting = [e for e in state.queue.values() if e.waiting_at(at_us)]
+    add("quotaledger_queue_length", len(waiting))
+    oldest_us = min((e.at_us for e in waiting), default=at_us)
+    add("quotaledger_queue_oldest_seconds", au.seconds(max(0, at_us - oldest_us)))
+    counts = state.queue_waits or [0] * (len(QUEUE_WAIT_BUCKETS_S) + 1)
+    bounds = [f"{bound:g}" for bound in QUEUE_WAIT_BUCKETS_S] + ["+Inf"]
+    total = 0
+    for bound, count in zip(bounds, counts, strict=True):
+        total += count
+        add("quotaledger_queue_wait_seconds", total, "_bucket", le=bound)
+    add("quotaledger_queue_wait_seconds", au.seconds(state.queue_wait_sum_us), "_sum")
+    add("quotaledger_queue_wait_seconds", total, "_count")
 
 
 def _spend_metrics(families: dict[str, MetricFamily], goal: str, spend: cap.Spend) -> None:

@@ -27,6 +27,7 @@ from quotaledger.projections.capacity.fold import fork_goal
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.services.pooling import pool_after
 from quotaledger.usecases.capacity import AdmitAnswer, RunRef
+from quotaledger.usecases.capacity_state import QueueEntryView
 
 
 def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
@@ -137,3 +138,36 @@ class QueuePromotion(msgspec.Struct, kw_only=True):
     admitted: list[AdmitAnswer]
     """Each admitted run's answer, as a poll of it would give it now (its receipt)."""
     next_estimate_us: int | None
+
+
+def held_in_queue(view: cq.QueueView, goal: str, at_us: int) -> bool:
+    """Does an entry of `goal` wait that cannot start now (`next_action`
+    `wait_in_queue`)? One that could would start at the next write on the queue."""
+    state = view.goals.get(goal)
+    if state is None or not state.queue:
+        return False
+    return any(
+        not cq.decide_in_queue(view, goal, entry.request, at_us).ok
+        for entry in state.queue.values()
+        if entry.waiting_at(at_us)
+    )
+
+
+def queue_rows(view: cq.QueueView, at_us: int) -> list[QueueEntryView]:
+    """`inspect`'s `queue` (SPEC §12.2): every entry waiting at `at_us`, in order, with
+    its estimate and the reasons it is held by now."""
+    return [
+        QueueEntryView(
+            goal=s.waiting.goal,
+            run=s.waiting.run,
+            priority=s.waiting.priority,
+            position=s.position,
+            queued_at=format_us(s.waiting.entry.at_us),
+            expires_at=format_us(s.waiting.entry.expires_us),
+            estimated_start_at=cq.format_us_or_none(s.estimated_start_us),
+            reasons=list(
+                cq.decide_in_queue(view, s.waiting.goal, s.waiting.entry.request, at_us).reasons
+            ),
+        )
+        for s in cq.standings(view, at_us)
+    ]

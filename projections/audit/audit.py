@@ -45,6 +45,8 @@ class RecordedDecision:
     reasons: tuple[str, ...]
     figures: cap.Figures
     receipt: cap.Receipt | None
+    queued_at: str | None = None
+    """A promotion's: when its entry was queued (SPEC §12.2)."""
 
     @property
     def at_us(self) -> int:
@@ -56,8 +58,10 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
     if record.goal is None:
         return None
     receipt: cap.Receipt | None = None
+    queued_at = None
     if isinstance(payload, cap.CapacityAdmitted):
         receipt = payload.receipt
+        queued_at = None if payload.queued is None else payload.queued.at
         # A receipt is the figures plus what the admission took; keep just the figures,
         # which is what a refusal records.
         figures = cap.Figures(**{f: getattr(receipt, f) for f in cap.Figures.__struct_fields__})
@@ -77,6 +81,7 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
         reasons,
         figures,
         receipt,
+        queued_at,
     )
 
 
