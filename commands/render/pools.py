@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotaledger.render.per_event import num
+from quotaledger.render.per_event import num, promoted_text
 from quotaledger.usecases.pools import PoolConfigureAnswer
 
 
@@ -25,4 +25,4 @@ def pool_configure_text(answer: PoolConfigureAnswer) -> str:
         lines.append(f"caps: {', '.join(c for c in caps if c)} since {config.cap_since}")
     for field, (old, new) in answer.changes.items():
         lines.append(f"  {field}: {old} -> {new}")
-    return "\n".join(lines)
+    return "\n".join(lines) + promoted_text(answer.promoted)

@@ -20,6 +20,7 @@ from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.capacity import queue as cq
 from quotaledger.projections.capacity.events import DEQUEUED, QUEUED
+from quotaledger.projections.ledger import pool_context_of
 from quotaledger.services.queueing import queue_view
 from quotaledger.usecases.operator import QueueDecision, QueueExplanation, QueueFreedBy
 
@@ -69,7 +70,8 @@ def _redecide(journal: Journal[Any], record: Record, payload: Any) -> QueueDecis
     before = journal.fold_as_of(seq=record.seq - 1, use_checkpoint=False)[0]
     recorded = au.recorded_decision(record, payload)
     assert recorded is not None
-    result = au.audit_decision(cap.goal_of(before.capacity, recorded.goal), recorded)
+    goal = cap.goal_of(before.capacity, recorded.goal)
+    result = au.audit_decision(goal, recorded, pool_context_of(before, recorded.goal))
     return QueueDecision(
         seq=record.seq,
         kind=record.kind,

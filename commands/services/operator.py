@@ -446,10 +446,21 @@ class OperatorService(ServiceBase):
         names = sorted(ledger.capacity.goals) if goal is None else [goal]
         now_us = wall_us()
         families = metric_families()
+        queues: dict[str, tuple[list[cap.GoalCapacity], int]] = {}
         for name in names:
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
             _goal_metrics(families, name, state, goal_at_us)
+            if name in queues or not (state.queue or state.queue_waits):
+                continue
+            view = queue_view(ledger, name)  # a pooled goal's queue is its pool's
+            members = list(view.goals.values())
+            queue_at_us = (
+                goal_at_us if at_us is not None else max(now_us, *(m.last_at_us for m in members))
+            )
+            queues.setdefault(view.key, (members, queue_at_us))
+        for key, (members, queue_at_us) in sorted(queues.items()):
+            _queue_metrics(families, key, members, queue_at_us)
         families["quotaledger_journal_head_seq"].samples.append(
             MetricSample({}, self.journal.head.seq)
         )
@@ -714,32 +725,33 @@ def _goal_metrics(
     add("quotaledger_rejections_total", state.rejections_total)
     add("quotaledger_releases_total", state.releases_total)
     _spend_metrics(families, goal, ev.spend)
-    _queue_metrics(families, goal, state, at_us)
 
 
 def _queue_metrics(
-    families: dict[str, MetricFamily], queue: str, state: cap.GoalCapacity, at_us: int
+    families: dict[str, MetricFamily], queue: str, members: list[cap.GoalCapacity], at_us: int
 ) -> None:
-    """SPEC §12.2's families, for a queue that ever held an entry (a goal's own queue:
-    labelled by the goal's name)."""
-    if not state.queue and not state.queue_waits:
-        return
+    """SPEC §12.2's families, for a queue that ever held an entry: a goal's own,
+    labelled by its name, or a pool's (its members' entries and waits), by the pool's."""
 
     def add(name: str, value: Number, suffix: str = "", **labels: str) -> None:
         sample = MetricSample({"queue": queue, **labels}, value, suffix)
         families[name].samples.append(sample)
 
-    waiting = [e for e in state.queue.values() if e.waiting_at(at_us)]
+    waiting = [e for m in members for e in m.queue.values() if e.waiting_at(at_us)]
     add("quotaledger_queue_length", len(waiting))
     oldest_us = min((e.at_us for e in waiting), default=at_us)
     add("quotaledger_queue_oldest_seconds", au.seconds(max(0, at_us - oldest_us)))
-    counts = state.queue_waits or [0] * (len(QUEUE_WAIT_BUCKETS_S) + 1)
+    counts = [0] * (len(QUEUE_WAIT_BUCKETS_S) + 1)
+    for member in members:
+        for index, count in enumerate(member.queue_waits):
+            counts[index] += count
     bounds = [f"{bound:g}" for bound in QUEUE_WAIT_BUCKETS_S] + ["+Inf"]
     total = 0
     for bound, count in zip(bounds, counts, strict=True):
         total += count
         add("quotaledger_queue_wait_seconds", total, "_bucket", le=bound)
-    add("quotaledger_queue_wait_seconds", au.seconds(state.queue_wait_sum_us), "_sum")
+    waited_us = sum(m.queue_wait_sum_us for m in members)
+    add("quotaledger_queue_wait_seconds", au.seconds(waited_us), "_sum")
     add("quotaledger_queue_wait_seconds", total, "_count")
 
 
