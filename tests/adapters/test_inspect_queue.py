@@ -237,3 +237,22 @@ def test_an_aborted_ask_ends_and_the_ledger_asks_no_more(server_journal: str) ->
     with pytest.raises(ServerUnreachable):
         ledger.inspect(goal="g")
     ledger.close()
+
+
+def test_a_retry_whose_wait_is_cut_short_is_not_scored(file_journal: str) -> None:
+    hooks = Quota()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(hooks.on_sample_attempt_start, attempt(2))
+            await until_queued(file_journal)
+            group.cancel_scope.cancel()  # as the sample's time limit does
+
+    anyio.run(main)
+    with pytest.raises(LimitExceededError) as raised:
+        anyio.run(hooks.on_sample_scoring, SampleScoring(None, "run1", "eval1", "u1"))
+    assert raised.value.message == (
+        f"quotaledger: goal g: run {RUN} was not admitted: its wait in the queue was cut "
+        "short (the sample's time limit, or a cancel)"
+    )
+    assert queue_of(file_journal) == [] and hooks._held == {}
