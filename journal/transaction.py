@@ -27,6 +27,7 @@ from quotaledger.journal.clock import (
     event_time,
     format_us,
     is_canonical_at,
+    max_clock_skew_us,
 )
 from quotaledger.journal.errors import Error, InvalidInput, StorageFailure, TimeRegression
 from quotaledger.journal.identifier import is_identifier, not_an_identifier
@@ -107,6 +108,7 @@ class Transaction(Generic[S]):
         "_decoder",
         "_goal_last_at",
         "_host",
+        "_latest",
         "_more",
         "_pending",
         "_pending_bytes",
@@ -131,6 +133,10 @@ class Transaction(Generic[S]):
         """The last kind appended (the very string) and its decoder: a batch's kinds
         repeat."""
         self.wall_us = 0
+        self._latest: str | None = None
+        """The latest time an event may have (the clock-skew bound past `wall_us`), as
+        canonical text: a batch of explicit times (an import, a window built at once)
+        compares each with it instead of parsing it (canonical times sort as text)."""
 
     def __enter__(self) -> Transaction[S]:
         self._host.begin()
@@ -221,7 +227,11 @@ class Transaction(Generic[S]):
                 at=at,
                 last_at=last,
             )
-        check_not_in_future(at, self.wall_us, last, self._host.clock_name())
+        latest = self._latest
+        if latest is None:  # once per transaction: the bound as an `at`, compared as text
+            latest = self._latest = format_us(self.wall_us + max_clock_skew_us())
+        if at > latest and (last is None or at > last):
+            check_not_in_future(at, self.wall_us, last, self._host.clock_name())  # refuses
 
     def append(self, kind: str, goal: str | None, payload: Any, at: str) -> PendingRecord:
         """Stage one event; it becomes durable when the transaction commits.

@@ -165,8 +165,9 @@ class Admissions:
             await self._in_thread(_withdraw, ledgers, waiting)
         except Exception as error:
             log.error(
-                "quotaledger: goal %s: the queue entry of run %s was not withdrawn (%s: %s); "
-                "it lasts until its ttl unless this inspect run's end withdraws it",
+                "quotaledger: goal %s: the queue entry of run %s, if it was queued, was not "
+                "withdrawn (%s: %s): it lasts until its ttl unless this inspect run's end "
+                "withdraws it",
                 waiting.goal,
                 waiting.run,
                 type(error).__name__,

@@ -130,13 +130,22 @@ class Quota(Hooks):
         calls `on_sample_init` once per sample, so it is admitted here (inside the
         sample's time limit). A sample admitted at init keeps that admission for its
         retries. Refused here, the raise is a limit to inspect, which skips the solver
-        and goes on to scoring: `on_sample_scoring` raises it again, as an error."""
+        and goes on to scoring: `on_sample_scoring` raises it again, as an error; so
+        does a wait that the sample's time limit cut short (a cancellation here)."""
         if data.sample_id in self._held:
             return
         try:
             await self._admit(data.eval_id, data.sample_id, data.summary, data.run_id)
         except LimitExceededError as refusal:
             self._refused[data.sample_id] = refusal.message
+            raise
+        except anyio.get_cancelled_exc_class():
+            run = run_name(data.eval_id, data.sample_id)
+            goal = os.environ.get(GOAL_ENV, "").strip()
+            self._refused[data.sample_id] = (
+                f"quotaledger: goal {goal}: run {run} was not admitted: its wait in the queue "
+                "was cut short (the sample's time limit, or a cancel)"
+            )
             raise
 
     async def on_sample_scoring(self, data: SampleScoring) -> None:

@@ -20,6 +20,7 @@ from quotaledger.usecases.operator import (
     GoalsAnswer,
     MetricsAnswer,
     MetricsRequest,
+    QueueExplanation,
     RunHost,
     ValidityAnswer,
     WhatifAnswer,
@@ -28,7 +29,7 @@ from quotaledger.usecases.operator import (
 
 
 def audit_output(request: AuditRequest, answer: AuditAnswer, shown: Shown) -> Output:
-    code = EXIT_OK if answer.reproduced else EXIT_REFUSED
+    code = EXIT_OK if answer.ok else EXIT_REFUSED  # both of a queued entry's decisions
     return Output(answer, text=audit_text(answer), exit_code=code)
 
 
@@ -111,7 +112,28 @@ def audit_text(answer: AuditAnswer) -> str:
     if not isinstance(ex.settlement, UnsetType):
         lines.append(f"  binding constraint: {ex.binding_constraint or '-'}")
         return "\n".join(lines)
+    if not isinstance(ex.queue, UnsetType):
+        lines += queue_wait_lines(ex.queue)
     return "\n".join([*lines, "", *_capacity_explanation_lines(ex, recorded.reasons, event.at)])
+
+
+def queue_wait_lines(wait: QueueExplanation) -> list[str]:
+    """A queued entry's wait (SPEC §12.5): held by what, freed by what, when."""
+    freed = (
+        "time alone" if wait.freed_by is None else (f"seq {wait.freed_by.seq} {wait.freed_by.kind}")
+    )
+    started = wait.admitted_at or f"not admitted ({wait.left or 'waiting or expired'})"
+    lines = [
+        f"  queued at {wait.queued_at}, position {wait.position or '-'}, held by "
+        f"{', '.join(wait.held_by) or '-'}",
+        f"  estimated start {wait.estimated_start_at or '-'}, actual start {started}",
+    ]
+    if wait.admitted_at is not None:
+        lines.append(f"  waited {readable.num(wait.waited_s)} s; freed by {freed}")
+    for decision in wait.decisions:
+        verdict = "reproduced" if decision.reproduced else "NOT REPRODUCED"
+        lines.append(f"  seq {decision.seq} {decision.kind}: {verdict}")
+    return lines
 
 
 def _capacity_explanation_lines(ex: Explanation, reasons: list[str], at: str) -> list[str]:

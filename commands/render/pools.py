@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from quotaledger.render.per_event import cooldown_text, num
+from quotaledger.render.per_event import cooldown_text, num, promoted_text
 from quotaledger.usecases.pools import PoolConfigureAnswer, PoolsAnswer, PoolView
 
 
@@ -25,7 +25,7 @@ def pool_configure_text(answer: PoolConfigureAnswer) -> str:
         lines.append(f"caps: {', '.join(c for c in caps if c)} since {config.cap_since}")
     for field, (old, new) in answer.changes.items():
         lines.append(f"  {field}: {old} -> {new}")
-    return "\n".join(lines)
+    return "\n".join(lines) + promoted_text(answer.promoted)
 
 
 def pool_lines(name: str, pool: PoolView) -> list[str]:

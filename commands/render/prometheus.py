@@ -16,7 +16,8 @@ def prometheus_text(answer: MetricsAnswer) -> str:
             labels = ",".join(
                 f'{key}="{_escape_label(str(value))}"' for key, value in sample.labels.items()
             )
-            selector = f"{name}{{{labels}}}" if labels else name
+            full = name + sample.suffix
+            selector = f"{full}{{{labels}}}" if labels else full
             lines.append(f"{selector} {_number(sample.value)}")
     return "\n".join(lines) + "\n"
 

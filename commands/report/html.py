@@ -11,7 +11,7 @@ from __future__ import annotations
 from html import escape
 from typing import Any
 
-from quotaledger.journal.clock import format_us
+from quotaledger.journal.clock import US_PER_S, format_us, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.render import readable
@@ -40,6 +40,8 @@ th { background: #f4f4f4; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .reason { display: inline-block; background: #fde2e1; color: #8b1a1a; border-radius: 3px;
           padding: 0 4px; margin: 1px 2px 1px 0; font-family: monospace; }
+.queued { display: inline-block; background: #fff4ce; color: #6b4e00; border-radius: 3px;
+          padding: 0 4px; margin: 1px 2px 1px 0; font-size: 12px; }
 .note { color: #555; font-size: 12px; }
 .scroll { overflow-x: auto; }
 table.inner { width: auto; margin: 0; }
@@ -210,8 +212,11 @@ def refusals_table(
     for d in refusals:
         f, r = d.figures, d.request
         reasons = "".join(f'<span class="reason">{escape(x)}</span>' for x in d.reasons)
+        waits = d.kind == "capacity.queued"
+        if waits:  # a refusal that waits in the queue (SPEC §12.2)
+            reasons = '<span class="queued">queued, waits</span>' + reasons
         rows.append(
-            f'<tr class="refusal" id="seq-{d.seq}">'
+            f'<tr class="refusal{" queued" if waits else ""}" id="seq-{d.seq}">'
             + _td(d.seq, num=True)
             + _time_td(d.at, day)
             + _td(r.run)
@@ -260,11 +265,18 @@ def admissions_table(admissions: list[au.RecordedDecision], day: str | None = No
     for d in admissions:
         r = d.request
         lease = d.receipt.lease_until if d.receipt is not None else None
+        run = _td(r.run)
+        if d.queued_at is not None:  # a promotion: how long it waited (SPEC §12.2)
+            waited_s = (d.at_us - parse_at(d.queued_at)) / US_PER_S
+            run = (
+                f'<td>{escape(r.run)} <span class="queued" title="queued at '
+                f'{escape(d.queued_at)}">waited {_num(waited_s)} s in the queue</span></td>'
+            )
         rows.append(
-            '<tr class="admission">'
+            f'<tr class="admission{" promoted" if d.queued_at is not None else ""}">'
             + _td(d.seq, num=True)
             + _time_td(d.at, day)
-            + _td(r.run)
+            + run
             + _td(r.arm or "-")
             + _td(r.run_class)
             + f"<td>{_dimensions_cell(d.figures)}</td>"

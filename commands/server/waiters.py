@@ -87,16 +87,18 @@ class Waiters:
         try:
             outcome = await poll(once)
             while getattr(outcome, "queued", None) is True and not gone.is_set():
+                if woken.answer is not None:  # admitted while its poll was answered
+                    return woken.answer
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                pause = pause_of(outcome)
-                woken.event.clear()
-                await _first(woken.event, gone, min(pause, remaining))
+                if not woken.event.is_set():  # a wake during the poll: ask at once
+                    await _first(woken.event, gone, min(pause_of(outcome), remaining))
                 if woken.answer is not None:
                     return woken.answer
                 if gone.is_set():
                     break
+                woken.event.clear()  # before the poll: a wake while it runs is kept
                 outcome = await poll(once)
         finally:
             if self._woken.get(key) is woken:

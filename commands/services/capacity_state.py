@@ -24,6 +24,7 @@ from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity import events as cap_events
+from quotaledger.projections.capacity import queue as cq
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
@@ -34,7 +35,14 @@ from quotaledger.services.pools import (
     membership_after,
     require_not_pool,
 )
-from quotaledger.services.queueing import final_records, promote, promoted_of
+from quotaledger.services.queueing import (
+    final_records,
+    held_in_queue,
+    promote,
+    promoted_of,
+    queue_rows,
+    queue_view,
+)
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
     CapsView,
@@ -172,7 +180,8 @@ class CapacityStateService(ServiceBase):
                 at_us = state.last_at_us
             else:
                 at_us = max(now_us, state.last_at_us)
-            result[name] = inspect_goal(state, at_us, clock_ahead=ahead(name))
+            view = queue_view(ledger, name)
+            result[name] = inspect_goal(name, state, at_us, view, clock_ahead=ahead(name))
         return InspectAnswer(ok=True, goals=result)
 
 
@@ -312,9 +321,17 @@ def spend_view(spend: cap.Spend) -> SpendView:
     )
 
 
-def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = False) -> GoalView:
-    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`; `clock_ahead`: its
-    last event is beyond the clock-skew bound ahead of this machine's clock."""
+def inspect_goal(
+    name: str,
+    state: cap.GoalCapacity,
+    at_us: int,
+    view: cq.QueueView,
+    *,
+    clock_ahead: bool = False,
+) -> GoalView:
+    """One goal as of `at_us`, in the shape of SPEC §8's `inspect`, with `view`, the
+    queue it waits in; `clock_ahead`: its last event is beyond the clock-skew bound
+    ahead of this machine's clock."""
     ev = cap.evaluate(state, at_us)
     return GoalView(
         at=format_us(at_us),
@@ -337,7 +354,9 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = Fal
         provider=provider_views(ev),
         admission_ready=cap.admission_ready(ev),
         clock_ahead=clock_ahead,
-        next_action=cap.next_action(ev, clock_ahead=clock_ahead),
+        next_action=cap.next_action(
+            ev, clock_ahead=clock_ahead, held_in_queue=held_in_queue(view, name, at_us)
+        ),
         totals=Totals(
             admissions=state.admissions_total,
             refusals=state.refusal_events_total,
@@ -346,6 +365,7 @@ def inspect_goal(state: cap.GoalCapacity, at_us: int, *, clock_ahead: bool = Fal
             releases=state.releases_total,
         ),
         spend=spend_view(ev.spend),
+        queue=queue_rows(view, at_us) if any(g.queue for g in view.goals.values()) else [],
     )
 
 

@@ -24,17 +24,18 @@ from quotaledger.journal.clock import (
 )
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
-from quotaledger.projections.audit.pool_whatif import PoolWhatIf
-from quotaledger.projections.capacity.pool_config import POOL_FIELDS
+from quotaledger.projections.capacity.fold import QUEUE_WAIT_BUCKETS_S
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
+from quotaledger.services.audit_queue import is_queue_decision, queue_explanation
 from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
 from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
 from quotaledger.services.pool_metrics import pool_metrics
-from quotaledger.services.pools import require_pool
+from quotaledger.services.pool_whatif import pool_whatif
+from quotaledger.services.queueing import held_in_queue, queue_view
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -42,7 +43,6 @@ from quotaledger.usecases.operator import (
     AuditEvent,
     AuditRequest,
     Explanation,
-    Flip,
     Gates,
     GoalsAnswer,
     GoalsRequest,
@@ -64,7 +64,6 @@ from quotaledger.usecases.operator import (
     WhatifAnswer,
     WhatifRequest,
     range_us,
-    shares_of,
 )
 
 Progress = Callable[[int], None]
@@ -77,15 +76,6 @@ def _ignore(record: Record, payload: Any, line: bytes) -> None:
 
 
 def _feeder(fold: au.WhatIf) -> Callable[[Record, Any, bytes], None]:
-    feed = fold.feed
-
-    def visit(record: Record, payload: Any, line: bytes) -> None:
-        feed(record, payload)
-
-    return visit
-
-
-def _pool_feeder(fold: PoolWhatIf) -> Callable[[Record, Any, bytes], None]:
     feed = fold.feed
 
     def visit(record: Record, payload: Any, line: bytes) -> None:
@@ -171,7 +161,14 @@ class OperatorService(ServiceBase):
             explanation = explanation_of(
                 goal_state, recorded.request, recorded.at_us, result.replayed, pool, recorded.goal
             )
-            return capacity_audit(result, explanation)
+            if not is_queue_decision(record, payload):
+                return capacity_audit(result, explanation)
+            explanation.queue = queue_explanation(self.journal, record, payload)
+            answer = capacity_audit(result, explanation)
+            if not all(d.reproduced for d in explanation.queue.decisions):
+                answer.ok = False  # the entry's other decision is not reproduced
+                answer.reasons = [NOT_REPRODUCED]
+            return answer
         return settlement_audit(au.audit_settlement(before.settlement, record, payload))
 
     def _first_decision(self, request: AuditRequest) -> tuple[Record, Any]:
@@ -268,9 +265,13 @@ class OperatorService(ServiceBase):
         goals: dict[str, GoalSummary] = {}
         for name in self.known_goals():
             state = cap.goal_of(ledger.capacity, name)
-            ev = cap.evaluate(state, at_us if at_us is not None else max(now_us, state.last_at_us))
+            goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
+            ev = cap.evaluate(state, goal_at_us)
             domains = _domains(ledger, name)
-            next_action: str | None = cap.next_action(ev, clock_ahead=ahead(name))
+            held = bool(state.queue) and held_in_queue(queue_view(ledger, name), name, goal_at_us)
+            next_action: str | None = cap.next_action(
+                ev, clock_ahead=ahead(name), held_in_queue=held
+            )
             if "capacity" not in domains and next_action == "configure":
                 # Host or settlement work alone waits for no capacity configuration:
                 # no capacity action to take (a clock ahead still is one).
@@ -293,7 +294,7 @@ class OperatorService(ServiceBase):
         """Replay the goal's recorded admission requests under a changed config."""
 
         if request.pool is not None:
-            return self._pool_whatif(request, request.pool, progress)
+            return pool_whatif(self.journal, request, request.pool, progress)
         # A handle opened with fold=False learns its goals from the pass that feeds the
         # replay: the goal is checked after it (an invalid what-if config raises in it).
         goal = request.goal
@@ -319,60 +320,6 @@ class OperatorService(ServiceBase):
             decisions=replay.decisions,
             flips=[flip_of(flip) for flip in replay.flips],
             changes={**overrides.fields, **overrides.caps},
-            range=Range(replay.first_at, replay.last_at),
-        )
-
-    def _pool_whatif(
-        self, request: WhatifRequest, pool: str, progress: Progress | None
-    ) -> WhatifAnswer:
-        """`whatif --pool P`: every member's recorded requests under changed pool limits
-        or shares (SPEC §12.1)."""
-        limits = {
-            name: value
-            for name, value in request.config_fields().items()
-            if value is not None and name in POOL_FIELDS
-        }
-        others = [
-            name
-            for name, value in request.config_fields().items()
-            if value is not None and name not in POOL_FIELDS
-        ]
-        if others or request.cap_tokens is not None or request.cap_usd is not None:
-            raise InvalidInput(
-                lambda names: (
-                    "whatif --pool changes the pool's quotas, targets and shares "
-                    f"only, not {', '.join(map(names, others or ['cap_tokens']))}"
-                ),
-                code=codes.INVALID_OPTION,
-                about=tuple(others) or ("cap_tokens",),
-            )
-        replay = PoolWhatIf(pool, limits, shares_of(request.share))
-        self.journal.replay(_pool_feeder(replay), progress=progress)
-        require_pool(replay.state, pool)
-        return WhatifAnswer(
-            ok=True,
-            goal=None,
-            pool=pool,
-            assumptions=replay.assumptions(),
-            decisions=replay.decisions,
-            flips=[
-                Flip(
-                    seq=f.seq,
-                    goal=f.goal,
-                    run=f.run,
-                    at=f.at,
-                    recorded_admitted=f.recorded_admitted,
-                    whatif_admitted=f.whatif_admitted,
-                    whatif_reasons=list(f.whatif_reasons),
-                    recorded_reasons=list(f.recorded_reasons),
-                    whatif_idempotent=False,
-                )
-                for f in replay.flips
-            ],
-            changes={
-                **limits,
-                **{f"share {g}": cap.share_number(u) for g, u in replay.shares.items()},
-            },
             range=Range(replay.first_at, replay.last_at),
         )
 
@@ -510,10 +457,21 @@ class OperatorService(ServiceBase):
         names = sorted(ledger.capacity.goals) if goal is None else [goal]
         now_us = wall_us()
         families = metric_families()
+        queues: dict[str, tuple[list[cap.GoalCapacity], int]] = {}
         for name in names:
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
             _goal_metrics(families, name, state, goal_at_us)
+            if name in queues or not (state.queue or state.queue_waits):
+                continue
+            view = queue_view(ledger, name)  # a pooled goal's queue is its pool's
+            members = list(view.goals.values())
+            queue_at_us = (
+                goal_at_us if at_us is not None else max(now_us, *(m.last_at_us for m in members))
+            )
+            queues.setdefault(view.key, (members, queue_at_us))
+        for key, (members, queue_at_us) in sorted(queues.items()):
+            _queue_metrics(families, key, members, queue_at_us)
         if goal is None:  # SPEC §12.1's families: every pool, on its own clock
             pool_metrics(families, ledger, at_us, now_us)
         families["quotaledger_journal_head_seq"].samples.append(
@@ -713,6 +671,17 @@ _FAMILIES: tuple[tuple[str, str, str], ...] = (
         "US dollars of the priced observations since cap_since; all of them without a cap.",
     ),
     ("quotaledger_spend_cap", "gauge", "A spend cap, by unit (tokens, usd)."),
+    ("quotaledger_queue_length", "gauge", "Entries waiting in the queue now."),
+    (
+        "quotaledger_queue_oldest_seconds",
+        "gauge",
+        "Seconds the oldest entry waiting in the queue has waited (0 when none waits).",
+    ),
+    (
+        "quotaledger_queue_wait_seconds",
+        "histogram",
+        "Seconds each entry admitted from the queue waited, from queued to admitted.",
+    ),
     ("quotaledger_journal_head_seq", "gauge", "Sequence number of the journal's last record."),
 )
 
@@ -769,6 +738,34 @@ def _goal_metrics(
     add("quotaledger_rejections_total", state.rejections_total)
     add("quotaledger_releases_total", state.releases_total)
     _spend_metrics(families, goal, ev.spend)
+
+
+def _queue_metrics(
+    families: dict[str, MetricFamily], queue: str, members: list[cap.GoalCapacity], at_us: int
+) -> None:
+    """SPEC §12.2's families, for a queue that ever held an entry: a goal's own,
+    labelled by its name, or a pool's (its members' entries and waits), by the pool's."""
+
+    def add(name: str, value: Number, suffix: str = "", **labels: str) -> None:
+        sample = MetricSample({"queue": queue, **labels}, value, suffix)
+        families[name].samples.append(sample)
+
+    waiting = [e for m in members for e in m.queue.values() if e.waiting_at(at_us)]
+    add("quotaledger_queue_length", len(waiting))
+    oldest_us = min((e.at_us for e in waiting), default=at_us)
+    add("quotaledger_queue_oldest_seconds", au.seconds(max(0, at_us - oldest_us)))
+    counts = [0] * (len(QUEUE_WAIT_BUCKETS_S) + 1)
+    for member in members:
+        for index, count in enumerate(member.queue_waits):
+            counts[index] += count
+    bounds = [f"{bound:g}" for bound in QUEUE_WAIT_BUCKETS_S] + ["+Inf"]
+    total = 0
+    for bound, count in zip(bounds, counts, strict=True):
+        total += count
+        add("quotaledger_queue_wait_seconds", total, "_bucket", le=bound)
+    waited_us = sum(m.queue_wait_sum_us for m in members)
+    add("quotaledger_queue_wait_seconds", au.seconds(waited_us), "_sum")
+    add("quotaledger_queue_wait_seconds", total, "_count")
 
 
 def _spend_metrics(families: dict[str, MetricFamily], goal: str, spend: cap.Spend) -> None:

@@ -23,6 +23,7 @@ from quotaledger.projections.ledger import LedgerState
 from quotaledger.projections.limits import SHARE_UNITS
 from quotaledger.services.base import KNOWN_GOALS_SHOWN, ServiceBase
 from quotaledger.services.pool_views import pool_context, pool_last_us, pool_view
+from quotaledger.services.queueing import final_records, promote, promoted_of
 from quotaledger.usecases.decode import event_or_unset
 from quotaledger.usecases.pools import (
     PoolConfigureAnswer,
@@ -76,8 +77,13 @@ class PoolsService(ServiceBase):
             config = pool_config_of(flat, explicit, caps)
             changes = pool_changes(current, config)
             pending: PendingRecord | None = None
+            promoted: list[PendingRecord] = []
             if current is None or changes or config.explicit != current.explicit:
                 pending = txn.append(cap.POOL_CONFIGURED, name, config, at_text)
+                if members:  # a new limit may let the pool's queue in (SPEC §12.2)
+                    promoted = promote(txn, members[0], at_text, [pending])
+        if promoted:
+            pending = final_records(txn)[0]
         return PoolConfigureAnswer(
             ok=True,
             pool=name,
@@ -86,6 +92,7 @@ class PoolsService(ServiceBase):
             explicit=list(config.explicit),
             changes=changes,
             event=event_or_unset(pending),
+            promoted=promoted_of(promoted),
         )
 
     def pools(self, request: PoolsRequest) -> PoolsAnswer:

@@ -27,12 +27,22 @@ from quotaledger.projections.capacity.fold import fork_goal
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.services.pooling import pool_after
 from quotaledger.usecases.capacity import AdmitAnswer, RunRef
+from quotaledger.usecases.capacity_state import QueueEntryView
 
 
 def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
-    """The queue `goal` waits in, as of the folded `state`: its own, deciding in its
-    pool for a pooled goal."""
-    return cq.goal_queue(goal, cap.goal_of(state.capacity, goal), pool_context_of(state, goal))
+    """The queue `goal` waits in, as of the folded `state`: its own, or its pool's (one
+    queue for every member, deciding in the pool)."""
+    pool = pool_context_of(state, goal)
+    if pool is None:
+        return cq.goal_queue(goal, cap.goal_of(state.capacity, goal))
+    return cq.pool_queue(pool.with_member(goal, cap.goal_of(state.capacity, goal)))
+
+
+def queue_goals(state: LedgerState, goal: str) -> list[str]:
+    """The goals whose entries wait in `goal`'s queue: its pool's members, or itself."""
+    pool = pool_context_of(state, goal)
+    return [goal] if pool is None else sorted({goal, *pool.members})
 
 
 def may_move(state: LedgerState, goal: str, at_us: int, own: list[PendingRecord]) -> bool:
@@ -40,14 +50,22 @@ def may_move(state: LedgerState, goal: str, at_us: int, own: list[PendingRecord]
     a writer on a goal with an empty queue pays nothing for it."""
     if any(p.record.kind == QUEUED for p in own):
         return True
-    found = state.capacity.goals.get(goal)
-    return found is not None and any(e.waiting_at(at_us) for e in found.queue.values())
+    goals = state.capacity.goals
+    return any(
+        e.waiting_at(at_us)
+        for name in queue_goals(state, goal)
+        if (found := goals.get(name)) is not None
+        for e in found.queue.values()
+    )
 
 
 def working_state(state: LedgerState, goal: str, own: list[PendingRecord]) -> cap.CapacityState:
-    """The goals of `goal`'s queue as the transaction's own events leave them."""
+    """The goals of `goal`'s queue (its pool's members, for a pooled goal) as the
+    transaction's own events leave them."""
     work = cap.CapacityState(
-        goals={goal: fork_goal(cap.goal_of(state.capacity, goal))},
+        goals={
+            name: fork_goal(cap.goal_of(state.capacity, name)) for name in queue_goals(state, goal)
+        },
         prices=state.capacity.prices,
     )
     for pending in own:
@@ -68,10 +86,12 @@ def promote(
         return []
     work = working_state(txn.state, goal, own)
     pool = pool_after(txn.state, goal, work.goals[goal], own)
+    if pool is not None:  # every member as this transaction leaves it
+        pool = cap.PoolContext(pool.name, pool.state, work.goals)
     first = own[0].record.seq if own else None
     staged: list[PendingRecord] = []
     while True:
-        view = cq.goal_queue(goal, work.goals[goal], pool)
+        view = cq.goal_queue(goal, work.goals[goal]) if pool is None else cq.pool_queue(pool)
         step = cq.next_step(view, at_us)
         if step is None:
             return staged
@@ -137,3 +157,36 @@ class QueuePromotion(msgspec.Struct, kw_only=True):
     admitted: list[AdmitAnswer]
     """Each admitted run's answer, as a poll of it would give it now (its receipt)."""
     next_estimate_us: int | None
+
+
+def held_in_queue(view: cq.QueueView, goal: str, at_us: int) -> bool:
+    """Does an entry of `goal` wait that cannot start now (`next_action`
+    `wait_in_queue`)? One that could would start at the next write on the queue."""
+    state = view.goals.get(goal)
+    if state is None or not state.queue:
+        return False
+    return any(
+        not cq.decide_in_queue(view, goal, entry.request, at_us).ok
+        for entry in state.queue.values()
+        if entry.waiting_at(at_us)
+    )
+
+
+def queue_rows(view: cq.QueueView, at_us: int) -> list[QueueEntryView]:
+    """`inspect`'s `queue` (SPEC §12.2): every entry waiting at `at_us`, in order, with
+    its estimate and the reasons it is held by now."""
+    return [
+        QueueEntryView(
+            goal=s.waiting.goal,
+            run=s.waiting.run,
+            priority=s.waiting.priority,
+            position=s.position,
+            queued_at=format_us(s.waiting.entry.at_us),
+            expires_at=format_us(s.waiting.entry.expires_us),
+            estimated_start_at=cq.format_us_or_none(s.estimated_start_us),
+            reasons=list(
+                cq.decide_in_queue(view, s.waiting.goal, s.waiting.entry.request, at_us).reasons
+            ),
+        )
+        for s in cq.standings(view, at_us)
+    ]

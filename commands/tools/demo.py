@@ -17,7 +17,14 @@ from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 from quotaledger.render import followup
 from quotaledger.render.capacity import inspect_text
 from quotaledger.render.operator import audit_text
-from quotaledger.tools import demo_capacity, demo_host, demo_pools, demo_settlement, demo_spend
+from quotaledger.tools import (
+    demo_capacity,
+    demo_host,
+    demo_pools,
+    demo_queue,
+    demo_settlement,
+    demo_spend,
+)
 from quotaledger.tools.demo_files import fresh_path, remember
 from quotaledger.usecases.capacity_state import InspectAnswer
 from quotaledger.usecases.decode import typed
@@ -32,7 +39,7 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         say(f"demo: moved the previous demo journal aside to {moved}")
     say(f"demo: a fresh journal at {path}\n")
     with Ledger.open(path) as ledger:
-        limits_at, spend_at, pools_at, capacity_at = _session_starts(ledger)
+        limits_at, spend_at, queue_at, pools_at, capacity_at = _session_starts(ledger)
         # Marked as the demo's once its genesis is durable: the next run may rotate it.
         journal_id = ledger.journal.head.journal_id
         if journal_id is not None:
@@ -42,6 +49,8 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
         limits = demo_capacity.run_limits(ledger, say, limits_at)
         say("")
         spend = demo_spend.run_spend(ledger, say, spend_at)
+        say("")
+        queue = demo_queue.run_queue(ledger, say, queue_at)
         say("")
         pools = demo_pools.run_pools(ledger, say, pools_at)
         say("")
@@ -72,6 +81,7 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
             "cap_refusal_reasons": spend["cap_refusal"]["reasons"],
             "spent_usd": spend["spend"]["usd"],
         },
+        "queue": queue,
         "pools": {
             "pool": pools["pool"],
             "borrowed": pools["borrowed"],
@@ -85,8 +95,8 @@ def run_demo(path: str, say: Say) -> dict[str, Any]:
     }
 
 
-def _session_starts(ledger: Ledger) -> tuple[str, str, str, str]:
-    """When the scripted sessions start (limits, spend, pools, capacity): one after another,
+def _session_starts(ledger: Ledger) -> tuple[str, str, str, str, str]:
+    """When the scripted sessions start (limits, spend, queue, pools, capacity): one after another,
     the last ending a second before now. A session is dated in the past, never ahead
     of the wall clock, so a user's `--at now` right after the demo is no time
     regression; the journal is created at the first session's start, so its
@@ -95,6 +105,7 @@ def _session_starts(ledger: Ledger) -> tuple[str, str, str, str]:
     spans_s = (
         demo_capacity.LIMITS_SESSION_S,
         demo_spend.SESSION_S,
+        demo_queue.SESSION_S,
         demo_pools.SESSION_S,
         demo_capacity.SESSION_S,
     )
@@ -104,8 +115,8 @@ def _session_starts(ledger: Ledger) -> tuple[str, str, str, str]:
     for span_s in spans_s:
         starts.append(format_us(start_us))
         start_us += round((span_s + 1) * US_PER_S)
-    limits_at, spend_at, pools_at, capacity_at = starts
-    return limits_at, spend_at, pools_at, capacity_at
+    limits_at, spend_at, queue_at, pools_at, capacity_at = starts
+    return limits_at, spend_at, queue_at, pools_at, capacity_at
 
 
 def demo_text(result: dict[str, Any]) -> str:

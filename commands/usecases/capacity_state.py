@@ -184,6 +184,20 @@ class Totals(Answer):
     releases: int
 
 
+class QueueEntryView(Answer):
+    """An entry of the queue a goal waits in (SPEC §12.2), in queue order."""
+
+    goal: str
+    run: str
+    priority: int
+    position: int
+    queued_at: str
+    expires_at: str
+    estimated_start_at: str | None
+    reasons: list[str]
+    """What holds it now."""
+
+
 class GoalView(Answer):
     """One goal in `inspect` (SPEC §8)."""
 
@@ -210,6 +224,8 @@ class GoalView(Answer):
     next_action: str
     totals: Totals
     spend: SpendView
+    queue: list[QueueEntryView]
+    """The queue the goal waits in (its own; SPEC §12.2), empty when none waits."""
 
 
 class InspectAnswer(Answer):

@@ -15,6 +15,7 @@ import math
 import re
 import typing
 from collections.abc import Callable, Container, Mapping
+from math import isfinite
 from typing import Any, TypeVar
 
 import msgspec
@@ -135,8 +136,10 @@ def decode(
 
 def _decode(request_type: type[R], values: Mapping[str, Any], names: Names, strict: bool) -> R:
     plan = _plan(request_type)
-    _refuse_huge_integers(request_type, values, names, strict)
-    _refuse_non_finite(plan, values, names)
+    plain = _plain(values)
+    if not plain:
+        _refuse_huge_integers(request_type, values, names, strict)
+        _refuse_non_finite(plan, values, names)
     if plan.times:
         values = {
             key: (_moment(names(key), value) if key in plan.times else value)
@@ -148,7 +151,8 @@ def _decode(request_type: type[R], values: Mapping[str, Any], names: Names, stri
         raise _worded(request_type, plan, values, str(error), names) from None
     except UnicodeEncodeError:  # a lone surrogate (undecodable argv bytes) in a string
         raise _not_text(plan, values, names) from None
-    _refuse_non_json(request, plan, names)
+    if not plain:  # else every field JSON takes any value of holds JSON or its default
+        _refuse_non_json(request, plan, names)
     return _checked(request, plan, names)
 
 
@@ -160,6 +164,24 @@ _STAND_IN = _HUGE - 1
 
 def _is_huge(value: Any) -> bool:
     return type(value) is int and abs(value).bit_length() >= _HUGE_BITS and abs(value) >= _HUGE
+
+
+def _plain(values: Mapping[str, Any]) -> bool:
+    """Whether every value is text, None, a bool, an integer short of `_HUGE` or a
+    finite float: nothing the screens refuse (huge integers, NaN and infinities, what
+    JSON cannot carry), which a runner's every call then does not walk again, one
+    function call a value."""
+    for value in values.values():
+        kind = type(value)
+        if kind is str or value is None or kind is bool:
+            continue
+        if kind is int:
+            if -_HUGE < value < _HUGE:
+                continue
+        elif kind is float and isfinite(value):
+            continue
+        return False
+    return True
 
 
 def _refuse_huge_integers(

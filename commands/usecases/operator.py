@@ -182,6 +182,44 @@ class Window(msgspec.Struct, kw_only=True):
     rule: str
 
 
+class QueueFreedBy(msgspec.Struct):
+    """The writer's own event in the transaction that promoted an entry."""
+
+    seq: int
+    kind: str
+
+
+class QueueDecision(msgspec.Struct):
+    """One of a queued entry's two decisions, re-taken on the state before it."""
+
+    seq: int
+    kind: str
+    reproduced: bool
+    reasons: list[str]
+    differences: list[str]
+
+
+class QueueExplanation(msgspec.Struct, kw_only=True):
+    """A queued request's wait (SPEC §12.5): where it stood when queued, what held it,
+    what freed it (null: time alone, the promotion came with no event of its own),
+    and its estimate against its actual start."""
+
+    queued_at: str
+    position: int | None
+    estimated_start_at: str | None
+    admitted_at: str | None
+    waited_s: Number | None
+    held_by: list[str]
+    freed_by: QueueFreedBy | None
+    started_after_estimate_s: Number | None
+    """The actual start minus the estimate given at queue time."""
+    left: str | None
+    """How it left the queue without an admission (cancelled, released, refused,
+    moved; expired when queued anew), null when admitted or still there."""
+    decisions: list[QueueDecision]
+    """The refusal at queue time and the promotion, each re-taken."""
+
+
 class Explanation(msgspec.Struct, kw_only=True):
     """Why a decision came out as it did: SPEC §7's keys (the capacity ones null for a
     settlement decision), then a capacity decision's context, or a settlement
@@ -225,6 +263,8 @@ class Explanation(msgspec.Struct, kw_only=True):
     idempotent_replay: bool | UnsetType = UNSET
     settlement: dict[str, Any] | UnsetType = UNSET
     """A settlement decision's view, as its command answers it (keys by kind)."""
+    queue: QueueExplanation | UnsetType = UNSET
+    """A queued request's or a promotion's wait (SPEC §12.5)."""
 
 
 class AuditAnswer(Answer, kw_only=True):
@@ -439,9 +479,11 @@ class MetricsRequest(Request):
     out: OutFile | None = None
 
 
-class MetricSample(msgspec.Struct):
+class MetricSample(msgspec.Struct, omit_defaults=True):
     labels: dict[str, str]
     value: Number | None
+    suffix: str = ""
+    """A histogram's sample: `_bucket`, `_sum` or `_count` after the family's name."""
 
 
 class MetricFamily(msgspec.Struct):

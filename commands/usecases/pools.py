@@ -11,6 +11,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS, checked_given
+from quotaledger.usecases.capacity import RunRef
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
 
@@ -78,6 +79,8 @@ class PoolConfigureAnswer(Answer, kw_only=True):
     explicit: list[str]
     changes: dict[str, list[Any]]
     event: Event | UnsetType = UNSET
+    promoted: list[RunRef] | UnsetType = UNSET
+    """The members' queued runs this configure admitted (SPEC §12.2)."""
 
 
 class PoolsRequest(Request):

@@ -10,7 +10,7 @@ from quotaledger.journal.clock import parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import hosts, settlement
 from quotaledger.projections.capacity.events import CapacityQueued
-from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue
+from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue, pool_queue
 
 TOP_CONTRIBUTORS = 5
 """Runs listed in an explanation's window composition."""
@@ -45,6 +45,8 @@ class RecordedDecision:
     reasons: tuple[str, ...]
     figures: cap.Figures
     receipt: cap.Receipt | None
+    queued_at: str | None = None
+    """A promotion's: when its entry was queued (SPEC §12.2)."""
 
     @property
     def at_us(self) -> int:
@@ -56,8 +58,10 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
     if record.goal is None:
         return None
     receipt: cap.Receipt | None = None
+    queued_at = None
     if isinstance(payload, cap.CapacityAdmitted):
         receipt = payload.receipt
+        queued_at = None if payload.queued is None else payload.queued.at
         # A receipt is the figures plus what the admission took; keep just the figures,
         # which is what a refusal records.
         figures = cap.Figures(**{f: getattr(receipt, f) for f in cap.Figures.__struct_fields__})
@@ -77,6 +81,7 @@ def recorded_decision(record: Record, payload: Any) -> RecordedDecision | None:
         reasons,
         figures,
         receipt,
+        queued_at,
     )
 
 
@@ -100,7 +105,10 @@ def audit_decision(
     """Re-take a journaled decision on `goal` (folded from every record before it), in
     its pool (every member folded as far) for a pooled goal."""
     at_us = recorded.at_us
-    view = goal_queue(recorded.goal, goal, pool)
+    if pool is None:
+        view = goal_queue(recorded.goal, goal)
+    else:  # the pool's one queue: every member's entries (SPEC §12.2)
+        view = pool_queue(pool.with_member(recorded.goal, goal))
     replayed = decide_in_queue(view, recorded.goal, recorded.request, at_us)
     return Audit(recorded, replayed, compare(recorded, replayed))
 

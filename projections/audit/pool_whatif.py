@@ -21,7 +21,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
 from quotaledger.projections.capacity.events import QUEUED
 from quotaledger.projections.capacity.pool_config import pool_config_of, pool_reconfigure
-from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue
+from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue, pool_queue
 from quotaledger.projections.ledger import PROJECTOR, pool_context_of
 from quotaledger.projections.limits import SHARE_UNITS
 
@@ -85,7 +85,7 @@ class PoolWhatIf:
             self.first_at = record.at
         self.last_at = record.at
         ctx = pool_context_of(self.state, goal)
-        view = goal_queue(goal, state, ctx)
+        view = goal_queue(goal, state) if ctx is None else pool_queue(ctx.with_member(goal, state))
         decision = decide_in_queue(view, goal, recorded.request, recorded.at_us)
         self.decisions += 1
         if decision.ok != recorded.admitted:

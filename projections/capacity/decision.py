@@ -471,10 +471,11 @@ def admission_ready(ev: Evaluation) -> bool:
     return not cap_reasons(ev.spend, READY_PROBE)
 
 
-def next_action(ev: Evaluation, *, clock_ahead: bool = False) -> str:
-    """What the goal's operator or runner should do next (SPEC §3.5, first that applies).
-    `clock_ahead`: the goal's last event is beyond the clock-skew bound ahead of the
-    wall clock (SPEC §2.2), which only the operator can put right."""
+def next_action(ev: Evaluation, *, clock_ahead: bool = False, held_in_queue: bool = False) -> str:
+    """What the goal's operator or runner should do next (SPEC §3.5, §12.4's order:
+    the first that applies). `clock_ahead`: the goal's last event is beyond the
+    clock-skew bound ahead of the wall clock (SPEC §2.2), which only the operator can
+    put right; `held_in_queue`: an entry of the goal waits that cannot start now."""
     cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
     if not ev.configured:
         return "configure"
@@ -499,6 +500,8 @@ def next_action(ev: Evaluation, *, clock_ahead: bool = False) -> str:
     )
     if over_cases or over_tokens:
         return "release_runs"
+    if held_in_queue:
+        return "wait_in_queue"
     if admission_ready(ev):
         return "backfill_to_target"
     return "hold_at_target"

@@ -1,6 +1,7 @@
 """The queue (SPEC §12.2): who waits, in what order, who is admitted next and when.
 
-A queue is a key (a goal's name; its pool's, for a pooled goal) and the goals that
+A queue is a key (a goal's name; its pool's, for a pooled goal: one queue per pool,
+its members' entries ordered by their goals' priority, then seq) and the goals that
 wait in it. Its entries are the `capacity.queued` events of those goals, each kept in
 its own goal's state (`GoalCapacity.queue`); the queue is their merge, by priority
 descending then seq ascending. Everything here is a pure function of the goals'
@@ -124,12 +125,14 @@ class QueueView:
         return decide_admission(self.goals[goal], request, at_us, self.pool, goal)
 
     def priority(self, goal: str) -> int:
-        """The priority `goal`'s entries wait at (a pool member's configured one)."""
-        return 0
+        """The priority `goal`'s entries wait at (its configured one, SPEC §12.1)."""
+        return self.goals[goal].priority
 
     def replaced(self, goal: str, state: GoalCapacity) -> QueueView:
-        """The same queue with `goal`'s state replaced (a simulation's)."""
-        return type(self)(self.key, {**self.goals, goal: state}, self.pool)
+        """The same queue with `goal`'s state replaced (a simulation's); a pool's
+        decisions then see it too."""
+        pool = None if self.pool is None else self.pool.with_member(goal, state)
+        return type(self)(self.key, {**self.goals, goal: state}, pool)
 
     def waiting(self, at_us: int) -> list[Waiting]:
         """The entries waiting at `at_us`, in queue order."""
@@ -143,9 +146,14 @@ class QueueView:
         return found
 
 
-def goal_queue(goal: str, state: GoalCapacity, pool: PoolContext | None = None) -> QueueView:
-    """The queue a goal waits in: its own (for a pooled goal, deciding with its pool)."""
-    return QueueView(goal, {goal: state}, pool)
+def goal_queue(goal: str, state: GoalCapacity) -> QueueView:
+    """The queue a goal outside any pool waits in: its own."""
+    return QueueView(goal, {goal: state})
+
+
+def pool_queue(pool: PoolContext) -> QueueView:
+    """The queue of a pool (SPEC §12.2): every member's entries, in one order."""
+    return QueueView(pool.name, pool.members, pool)
 
 
 def entry_of(view: QueueView, goal: str, run: str, at_us: int) -> QueueEntry | None:
@@ -322,8 +330,10 @@ def _candidates(view: QueueView, goal: str, start_us: int, ahead: list[Waiting])
     """`start_us`, then the times after it where the goal's state changes by time alone
     (an entry ahead expiring among them)."""
     points = set(change_points_after(view.goals[goal], start_us))
-    if view.pool is not None:
+    if view.pool is not None:  # another member's load leaving by time frees the pool
         points.update(pool_change_points(view.pool, start_us))
+        for state in view.goals.values():
+            points.update(change_points_after(state, start_us))
     points.update(w.entry.expires_us for w in ahead if w.entry.expires_us > start_us)
     return [start_us, *sorted(points)]
 

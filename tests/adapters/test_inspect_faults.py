@@ -96,3 +96,21 @@ def test_run_end_releases_what_the_ending_run_holds(
         active = ledger.inspect(goal="g")["goals"]["g"]["active_runs"]
         released = [e["data"]["run"] for e in ledger.log(kind="capacity.released")]
     assert [a["run"] for a in active] == ["eval1/u2"] and released == ["eval1/u1"]
+
+
+def test_a_ledger_out_of_reach_admits_nothing_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    monkeypatch.setenv("QUOTALEDGER_INSPECT_GOAL", "g")
+    monkeypatch.setenv("QUOTALEDGER_JOURNAL", f"http://127.0.0.1:{free_port()}")
+    with (
+        caplog.at_level(logging.ERROR, logger="quotaledger"),
+        pytest.raises(LimitExceededError) as raised,
+    ):
+        run(Quota().on_sample_init(init("u1")))
+    assert raised.value.message.startswith(
+        "quotaledger: goal g: run eval1/u1 could not be admitted (server_unreachable: "
+    )
+    withdrawal, admission = (record.getMessage() for record in caplog.records)
+    assert "the queue entry of run eval1/u1, if it was queued, was not withdrawn" in withdrawal
+    assert admission.startswith("quotaledger: goal g: sample eval1/u1 was not admitted: ")

@@ -4,6 +4,7 @@ slot held by another run, so the premise (the sample waits) is the journal's."""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,7 +17,7 @@ from inspect_ai.hooks import RunEnd, SampleAttemptStart, SampleInit, SampleScori
 from inspect_ai.log import EvalSampleSummary
 from inspect_ai.util import LimitExceededError
 
-from quotaledger import Ledger
+from quotaledger import Ledger, ServerUnreachable
 from quotaledger.adapters.inspect_admission import pause_s
 from quotaledger.adapters.inspect_ai import Quota
 from tests.server.serving import Server
@@ -205,3 +206,53 @@ def test_a_retry_of_a_sample_init_did_not_admit_is_admitted_at_its_start(
         kinds(file_journal)[-1] == ("capacity.admitted", RUN) and len(kinds(file_journal)) == count
     )
     assert [held.run for held in hooks._held.values()] == [RUN]
+
+
+def test_an_aborted_ask_ends_and_the_ledger_asks_no_more(server_journal: str) -> None:
+    """What a withdrawal does to a server's held ask: it fails at once (held, it would
+    answer `queued` after its wait) and the ledger refuses later calls."""
+    ledger = Ledger.open(server_journal)
+    outcome: list[Any] = []
+
+    def ask() -> None:
+        try:
+            outcome.append(
+                ledger.admit(
+                    goal="g", run=RUN, case="s1@1", arm="treatment", lease_s=900, wait_s=60
+                )
+            )
+        except Exception as error:
+            outcome.append(error)
+
+    thread = threading.Thread(target=ask)
+    thread.start()
+    deadline = time.monotonic() + BARRIER_S
+    while ("capacity.queued", RUN) not in kinds(server_journal):
+        assert time.monotonic() < deadline, "the ask never queued"
+        time.sleep(0.05)
+    ledger.abort()  # type: ignore[attr-defined]  # the remote Ledger's
+    thread.join()
+    (error,) = outcome
+    assert isinstance(error, ServerUnreachable)
+    with pytest.raises(ServerUnreachable):
+        ledger.inspect(goal="g")
+    ledger.close()
+
+
+def test_a_retry_whose_wait_is_cut_short_is_not_scored(file_journal: str) -> None:
+    hooks = Quota()
+
+    async def main() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(hooks.on_sample_attempt_start, attempt(2))
+            await until_queued(file_journal)
+            group.cancel_scope.cancel()  # as the sample's time limit does
+
+    anyio.run(main)
+    with pytest.raises(LimitExceededError) as raised:
+        anyio.run(hooks.on_sample_scoring, SampleScoring(None, "run1", "eval1", "u1"))
+    assert raised.value.message == (
+        f"quotaledger: goal g: run {RUN} was not admitted: its wait in the queue was cut "
+        "short (the sample's time limit, or a cancel)"
+    )
+    assert queue_of(file_journal) == [] and hooks._held == {}

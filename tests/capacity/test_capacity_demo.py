@@ -7,7 +7,7 @@ import json
 
 from quotaledger.api import Ledger
 from quotaledger.projections import reasons as R
-from quotaledger.tools import demo_capacity
+from quotaledger.tools import demo_capacity, demo_queue
 from tests.support import run_cli
 
 
@@ -48,3 +48,14 @@ def test_demo_limits_chapter_shows_rpm_provider_and_audit(journal_path):
     assert audit["explanation"]["binding_dimension"] == "rpm"
     assert audit["explanation"]["shortfall"] == {"rpm": 1}
     assert any("from elsewhere" in line for line in said)
+
+
+def test_demo_queue_chapter_starts_a_run_at_its_estimate(journal_path):
+    said: list[str] = []
+    with Ledger.open(journal_path) as ledger:
+        result = demo_queue.run_queue(ledger, said.append, "2026-11-29T14:00:00Z")
+    assert result["estimated_start_at"] == "2026-11-29T14:00:30.000000Z"
+    assert result["started_at"] == result["estimated_start_at"]
+    assert result["behind_estimate"] == "2026-11-29T14:01:30.000000Z"  # after q-002's lease
+    assert result["promoted_by_release"] == [{"goal": demo_queue.QUEUE_GOAL, "run": "q-003"}]
+    assert any("QUEUED q-002: position 1" in line for line in said)

@@ -22,7 +22,7 @@ AT_RE = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{6}Z")
 HEX64_RE = re.compile(r"[0-9a-f]{64}")
 
 # The payload members of every kind, as the spec's event tables list them (§2.1, §2.4,
-# §3.1, §4.1, §5.1, §6). `journal.repaired` is what `repair` logs (§2.4 "logged").
+# §3.1, §4.1, §5.1, §6, §12.2). `journal.repaired` is what `repair` logs (§2.4 "logged").
 SPEC_KINDS: dict[str, set[str]] = {
     "journal.created": {"journal_id", "format"},
     # §2.4 item 5: a transaction of several records is led by its announcement.
@@ -49,6 +49,8 @@ SPEC_KINDS: dict[str, set[str]] = {
         "detail",
     },
     "capacity.released": {"run"},
+    "capacity.queued": {"request", "reasons", "figures", "ttl_s"},
+    "capacity.dequeued": {"run", "reason"},
     "host.phase_appended": {
         "lane",
         "phase",
@@ -229,6 +231,9 @@ LATER_MEMBERS: dict[str, set[str]] = {
     "pool.membership": {"share", "borrowing_limit", "lending_limit", "priority", "left"},
     "capacity.observed": {"cache_write_input", "provider", "model"},
     "capacity.rejected": {"provider"},
+    # §12.2: a promotion names its queue entry; a refusal on promotion, its reasons.
+    "capacity.admitted": {"queued"},
+    "capacity.dequeued": {"reasons"},
 }
 
 

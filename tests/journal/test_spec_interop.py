@@ -48,6 +48,13 @@ def test_quotaledger_journal_with_every_kind_verifies_independently(tmp_path: Pa
     assert rl("reject", "--goal", "demo-pool-nightly", journal=journal)[0] == 0
     code, out = rl("release", "--goal", "demo-campaign", "--run", "ghost", journal=journal)
     assert code == 0 and out["appended"] is False
+    # A queue entry cancelled (capacity.dequeued, SPEC §12.2).
+    assert rl("configure", "--goal", "qq", "--max-active-cases", "1", journal=journal)[0] == 0
+    held = ("admit", "--goal", "qq", "--arm", "baseline", "--lease-s", "60")
+    assert rl(*held, "--run", "r1", journal=journal)[0] == 0
+    assert rl(*held, "--run", "r2", "--queue", journal=journal)[0] == 1
+    code, out = rl("admit", "--goal", "qq", "--run", "r2", "--cancel", journal=journal)
+    assert code == 0 and out["cancelled"] is True
 
     parsed = read_journal(journal.read_bytes())
     kinds = {r["kind"] for r in parsed.records}

@@ -157,3 +157,26 @@ def test_the_api_refuses_a_future_time_in_a_transaction(journal: Path) -> None:
             )
             txn.append("capacity.observed", "g", payload, "2062-12-01T06:00:00.000000Z")
         assert ledger.journal.head.seq == head
+
+
+def test_a_batch_of_explicit_times_is_bounded_to_the_microsecond(journal: Path) -> None:
+    """A transaction compares each explicit time with the bound as text (canonical
+    times sort as text): the bound itself is taken, a microsecond past it refused."""
+    payload = (
+        b'{"run":null,"uncached_input":1,"cached_input":0,"output":0,'
+        b'"requests":null,"coverage":"measured","source":null}'
+    )
+    with Ledger.open(str(journal)) as ledger:
+        head = ledger.journal.head.seq
+        with ledger.journal.transaction() as txn:
+            bound_us = txn.wall_us + 300 * 1_000_000  # QUOTALEDGER_MAX_CLOCK_SKEW_S's default
+            txn.append("capacity.observed", "g", payload, format_us(bound_us - 1))
+            txn.append("capacity.observed", "g", payload, format_us(bound_us))
+        assert ledger.journal.head.seq == head + 3  # the batch record and the two events
+        with (
+            pytest.raises(Error, match="ahead of this machine's clock"),
+            ledger.journal.transaction() as txn,
+        ):
+            txn.append("capacity.observed", "h", payload, format_us(txn.wall_us))
+            txn.append("capacity.observed", "h", payload, format_us(txn.wall_us + 300_000_001))
+        assert ledger.journal.head.seq == head + 3

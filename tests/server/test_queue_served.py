@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from quotaledger.api import Ledger
-from tests.capacity.capacity_helpers import at
+from tests.capacity.capacity_helpers import at, finish, spawn
 from tests.server.serving import Answer, Server, serving
 
 
@@ -120,3 +120,32 @@ def test_a_restarted_server_promotes_the_entries_it_finds_waiting(tmp_path: Path
     with serving(journal) as server:  # stopped before the lease ended: nobody polls r2
         admitted = _until_admitted(server, "r2")
         assert admitted["at"] >= queued.json["estimated_start_at"]
+
+
+def test_a_cli_waiter_and_a_server_waiter_on_one_journal(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    with serving(journal) as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="blocker", arm="baseline")  # a release frees it
+        cli = spawn(
+            str(journal), "admit", "--goal", "g", "--run", "w-cli", "--arm", "baseline",
+            "--lease-s", "600", "--wait", "--wait-timeout-s", "120",
+        )  # fmt: skip
+        _until_queued(server, "w-cli")
+        thread, answers = _held(
+            server, goal="g", run="w-http", arm="baseline", lease_s=600, wait_s=60
+        )
+        _until_queued(server, "w-http")
+        # The queue: the CLI's entry first, the server's behind it.
+        released = server.post("release", goal="g", run="blocker")
+        assert released.json["promoted"] == [{"goal": "g", "run": "w-cli"}]
+        ((code, answer),) = finish([cli])  # it sees its admission at its next poll
+        assert (code, answer["receipt"]["run"]) == (0, "w-cli")
+        released = server.post("release", goal="g", run="w-cli")
+        assert released.json["promoted"] == [{"goal": "g", "run": "w-http"}]
+        thread.join(90)
+        (held,) = answers
+        assert held.exit_code == 0 and held.json["receipt"]["run"] == "w-http"
+        log = server.get("log", "goal=g&kind=capacity.admitted").body.decode().splitlines()
+    runs = [json.loads(line)["data"]["request"]["run"] for line in log]
+    assert runs == ["blocker", "w-cli", "w-http"]  # each once, in queue order

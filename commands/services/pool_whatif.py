@@ -1,0 +1,81 @@
+"""`whatif --pool P` (SPEC §12.1): every member's recorded requests replayed under
+changed pool limits or shares (`projections.audit.pool_whatif`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from quotaledger.journal import InvalidInput, Journal, Record, codes
+from quotaledger.projections import capacity as cap
+from quotaledger.projections.audit.pool_whatif import PoolWhatIf
+from quotaledger.projections.capacity.pool_config import POOL_FIELDS
+from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.pools import require_pool
+from quotaledger.usecases.operator import Flip, Range, WhatifAnswer, WhatifRequest, shares_of
+
+Progress = Callable[[int], None]
+
+
+def pool_whatif(
+    journal: Journal[LedgerState], request: WhatifRequest, pool: str, progress: Progress | None
+) -> WhatifAnswer:
+    """`whatif --pool P`: every member's recorded requests under changed pool limits
+    or shares (SPEC §12.1)."""
+    limits = {
+        name: value
+        for name, value in request.config_fields().items()
+        if value is not None and name in POOL_FIELDS
+    }
+    others = [
+        name
+        for name, value in request.config_fields().items()
+        if value is not None and name not in POOL_FIELDS
+    ]
+    if others or request.cap_tokens is not None or request.cap_usd is not None:
+        raise InvalidInput(
+            lambda names: (
+                "whatif --pool changes the pool's quotas, targets and shares "
+                f"only, not {', '.join(map(names, others or ['cap_tokens']))}"
+            ),
+            code=codes.INVALID_OPTION,
+            about=tuple(others) or ("cap_tokens",),
+        )
+    replay = PoolWhatIf(pool, limits, shares_of(request.share))
+    journal.replay(_pool_feeder(replay), progress=progress)
+    require_pool(replay.state, pool)
+    return WhatifAnswer(
+        ok=True,
+        goal=None,
+        pool=pool,
+        assumptions=replay.assumptions(),
+        decisions=replay.decisions,
+        flips=[
+            Flip(
+                seq=f.seq,
+                goal=f.goal,
+                run=f.run,
+                at=f.at,
+                recorded_admitted=f.recorded_admitted,
+                whatif_admitted=f.whatif_admitted,
+                whatif_reasons=list(f.whatif_reasons),
+                recorded_reasons=list(f.recorded_reasons),
+                whatif_idempotent=False,
+            )
+            for f in replay.flips
+        ],
+        changes={
+            **limits,
+            **{f"share {g}": cap.share_number(u) for g, u in replay.shares.items()},
+        },
+        range=Range(replay.first_at, replay.last_at),
+    )
+
+
+def _pool_feeder(fold: PoolWhatIf) -> Callable[[Record, Any, bytes], None]:
+    feed = fold.feed
+
+    def visit(record: Record, payload: Any, line: bytes) -> None:
+        feed(record, payload)
+
+    return visit
