@@ -11,6 +11,7 @@ from quotaledger.render import readable
 from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
 from quotaledger.render.pools import pool_lines
+from quotaledger.render.queue import queue_lines
 from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
     ConfigView,
@@ -163,26 +164,6 @@ def inspect_text(answer: InspectAnswer) -> str:
             ]
             header = ["RUN", "CASE", "ARM", "CLASS", "FORECAST", "ADMITTED_AT", "LEASE_UNTIL"]
             lines.append("    " + table(rows, header).replace("\n", "\n    "))
-        lines += queue_lines(goal)
+        lines += queue_lines(goal.queue)
         blocks.append("\n".join(lines))
     return "\n".join(blocks)
-
-
-def queue_lines(goal: GoalView) -> list[str]:
-    """The queue the goal waits in (SPEC §12.2), in order: none when nobody waits."""
-    if not goal.queue:
-        return []
-    queued = [
-        [
-            str(e.position),
-            f"{e.goal}/{e.run}",
-            e.queued_at,
-            e.estimated_start_at or "-",
-            e.expires_at,
-            ",".join(e.reasons) or "-",
-        ]
-        for e in goal.queue
-    ]
-    header = ["POS", "RUN", "QUEUED_AT", "ESTIMATED_START", "EXPIRES_AT", "HELD_BY"]
-    table_text = "    " + table(queued, header).replace("\n", "\n    ")
-    return [f"  queue: {len(goal.queue)} waiting", table_text]

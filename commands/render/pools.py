@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from quotaledger.render.per_event import cooldown_text, num, promoted_text
+from quotaledger.render.queue import queue_lines
 from quotaledger.usecases.pools import PoolConfigureAnswer, PoolsAnswer, PoolView
 
 
@@ -51,7 +52,10 @@ def pool_lines(name: str, pool: PoolView) -> list[str]:
         )
     if not pool.members:
         lines.append("  no members (configure --goal G --pool P --pool-share F)")
-    lines.append(f"  queue: {pool.queue_length} waiting")
+    if isinstance(pool.queue, list) and pool.queue:
+        lines += queue_lines(pool.queue)
+    else:
+        lines.append(f"  queue: {pool.queue_length} waiting")
     if isinstance(pool.provider, dict):
         for dimension, report in pool.provider.items():
             live = "live" if report.live else "expired"

@@ -10,6 +10,7 @@ from fractions import Fraction
 
 from quotaledger.journal.clock import format_us, format_us_or_none
 from quotaledger.projections import capacity as cap
+from quotaledger.projections.capacity import queue as cq
 from quotaledger.projections.capacity.pool_decision import (
     PoolDimension,
     latest_report,
@@ -17,6 +18,7 @@ from quotaledger.projections.capacity.pool_decision import (
     part_of,
 )
 from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.queueing import queue_rows
 from quotaledger.usecases.pools import (
     MemberDimensionView,
     PoolDimensionView,
@@ -96,6 +98,7 @@ def pool_view(ctx: cap.PoolContext, at_us: int, *, with_provider: bool = False) 
     )
     if with_provider:
         view.provider = provider_views(ctx, at_us)
+        view.queue = queue_rows(cq.pool_queue(ctx), at_us)
     return view
 
 

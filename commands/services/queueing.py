@@ -26,8 +26,7 @@ from quotaledger.projections.capacity.events import (
 from quotaledger.projections.capacity.fold import fork_goal
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.services.pooling import pool_after
-from quotaledger.usecases.capacity import AdmitAnswer, RunRef
-from quotaledger.usecases.capacity_state import QueueEntryView
+from quotaledger.usecases.capacity import AdmitAnswer, QueueEntryView, RunRef
 
 
 def queue_view(state: LedgerState, goal: str) -> cq.QueueView:

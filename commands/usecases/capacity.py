@@ -563,3 +563,17 @@ def provider_headers_of(
         )
     headers = parse_provider_headers(source)
     return None if headers.empty else headers
+
+
+class QueueEntryView(Answer):
+    """An entry of the queue a goal waits in (SPEC §12.2), in queue order."""
+
+    goal: str
+    run: str
+    priority: int
+    position: int
+    queued_at: str
+    expires_at: str
+    estimated_start_at: str | None
+    reasons: list[str]
+    """What holds it now."""

@@ -9,7 +9,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections import capacity as cap
-from quotaledger.usecases.capacity import RunRef
+from quotaledger.usecases.capacity import QueueEntryView, RunRef
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import (
@@ -182,20 +182,6 @@ class Totals(Answer):
     refusals_by_reason: dict[str, int]
     rejections: int
     releases: int
-
-
-class QueueEntryView(Answer):
-    """An entry of the queue a goal waits in (SPEC §12.2), in queue order."""
-
-    goal: str
-    run: str
-    priority: int
-    position: int
-    queued_at: str
-    expires_at: str
-    estimated_start_at: str | None
-    reasons: list[str]
-    """What holds it now."""
 
 
 class GoalView(Answer):

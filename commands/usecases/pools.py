@@ -11,7 +11,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS, checked_given
-from quotaledger.usecases.capacity import RunRef
+from quotaledger.usecases.capacity import QueueEntryView, RunRef
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
 
@@ -136,6 +136,9 @@ class PoolView(Answer):
     provider: dict[str, PoolProviderView] | UnsetType = UNSET
     """`inspect --pool` only: the latest provider report of each dimension any member
     recorded (they count at the pool, once)."""
+    queue: list[QueueEntryView] | UnsetType = UNSET
+    """`inspect --pool` only: the pool's queue (SPEC §12.2), every entry waiting now, in
+    order, with its estimate and the reasons that hold it."""
 
 
 class PoolsAnswer(Answer):

@@ -113,3 +113,16 @@ def test_metrics_label_a_pools_queue_by_the_pool(ledger: Any) -> None:
     assert lengths == [{"labels": {"queue": "org"}, "value": 2}]
     oldest = answer["metrics"]["quotaledger_queue_oldest_seconds"]["samples"]
     assert oldest == [{"labels": {"queue": "org"}, "value": 3.0}]  # a's, from 2
+
+
+def test_inspect_pool_shows_the_pools_queue_as_its_members_see_it(ledger: Any) -> None:
+    _join(ledger, "a")
+    _join(ledger, "b", priority=5)
+    assert _admit(ledger, "a", "r1", 1, 1000)["admitted"]
+    _admit(ledger, "a", "r2", 2, 500, queue=True)
+    _admit(ledger, "b", "r3", 3, 500, queue=True)
+    pool = ledger.inspect(pool="org", at=at(4))["pools"]["org"]
+    assert pool["queue"] == ledger.inspect(goal="a", at=at(4))["goals"]["a"]["queue"]
+    assert [(e["goal"], e["run"]) for e in pool["queue"]] == [("b", "r3"), ("a", "r2")]
+    assert pool["queue_length"] == 2
+    assert "queue" not in ledger.pools(at=at(4))["pools"]["org"]  # `pools` gives the count
