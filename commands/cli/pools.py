@@ -5,7 +5,14 @@ from typing import Annotated, Any
 
 import typer
 
-from quotaledger.cli.common import AtOpt, CommandTable, Ctx, choice_option, request_of
+from quotaledger.cli.common import (
+    AtOpt,
+    CommandTable,
+    Ctx,
+    choice_option,
+    duration_option,
+    request_of,
+)
 from quotaledger.cli.config_options import CapTokensOpt, CapUsdOpt
 from quotaledger.projections.capacity import CAP_UNITS, DIMENSIONS
 from quotaledger.render.answers import output_of
@@ -25,13 +32,13 @@ def register(app: typer.Typer) -> None:
     commands.add_to(app)
 
 
-def _int(flag: str, text: str) -> Any:
+def _option(flag: str, text: str) -> Any:
     return typer.Option(flag, help=text, show_default=False)
 
 
 def _limit(kind: str, dimension: str) -> Any:
     what = "the provider's quota" if kind == "quota" else "what to fill [default: 90% of quota]"
-    return _int(f"--{kind}-{dimension}", f"{dimension}: {what}.")
+    return _option(f"--{kind}-{dimension}", f"{dimension}: {what}.")
 
 
 @pool_commands(
@@ -55,19 +62,23 @@ def configure(
     target_rpd: Annotated[int | None, _limit("target", "rpd")] = None,
     cached_input_weight: Annotated[
         float | None,
-        _int("--cached-input-weight", "How much a cached input token counts, 0-1 [default: 1.0]."),
+        _option(
+            "--cached-input-weight", "How much a cached input token counts, 0-1 [default: 1.0]."
+        ),
     ] = None,
     cooldown_base_s: Annotated[
-        int | None, _int("--cooldown-base-s", "First cooldown after a member's 429 [15].")
+        int | None,
+        duration_option("--cooldown-base-s", "First cooldown after a member's 429 [15s]."),
     ] = None,
     cooldown_max_s: Annotated[
-        int | None, _int("--cooldown-max-s", "Longest cooldown, Retry-After included [300].")
+        int | None,
+        duration_option("--cooldown-max-s", "Longest cooldown, Retry-After included [300s]."),
     ] = None,
     cap_tokens: CapTokensOpt = None,
     cap_usd: CapUsdOpt = None,
     cap_since: Annotated[
         str | None,
-        _int("--cap-since", "Caps count from this time [default: when first configured]."),
+        _option("--cap-since", "Caps count from this time [default: when first configured]."),
     ] = None,
     remove_cap: Annotated[
         list[str] | None,

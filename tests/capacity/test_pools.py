@@ -171,6 +171,18 @@ def test_bad_input_through_the_cli_writes_nothing(cli: Any, journal_path: str) -
     assert Path(journal_path).read_bytes() == before
 
 
+def test_pool_cooldowns_take_durations_as_a_goals_do(cli: Any, journal_path: str) -> None:
+    done = cli("pool", "configure", "--pool", "org", "--cooldown-base-s", "1m",
+               "--cooldown-max-s", "1h", "--quota-tpm", "100")  # fmt: skip
+    assert done.code == 0, done.stdout
+    assert done.json["changes"]["cooldown_base_s"] == [None, 60]
+    assert done.json["changes"]["cooldown_max_s"] == [None, 3600]
+    before = Path(journal_path).read_bytes()
+    half = cli("pool", "configure", "--pool", "org", "--cooldown-base-s", "1.5s")
+    assert half.code == 2 and half.json["error"]["code"] == "invalid_duration", half.stdout
+    assert Path(journal_path).read_bytes() == before
+
+
 # -- one clock per pool ------------------------------------------------------------------
 
 
