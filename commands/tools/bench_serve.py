@@ -8,6 +8,9 @@ rotating per round, so a neighbour's load or the disk's drift falls on all of th
                       (`observe`; `admit` then `release`, one event each);
 - skeleton            the same server appending bare lines (bench_skeleton): its CPU
                       per event is what the HTTP layer and the group commit cost alone;
+- bare_asgi           the same uvicorn + httptools + uvloop stack running a bare ASGI
+                      application that answers a fixed small JSON body
+                      (bench_bare_asgi): what the HTTP stack costs alone;
 - sqlite              N processes: WAL, synchronous=FULL, BEGIN IMMEDIATE, a plain
                       INSERT, COMMIT per event;
 - redis               N clients on raw RESP: EVALSHA of a rate-limit script per event,
@@ -129,13 +132,13 @@ Makers = dict[str, tuple[clients_.MakeStep, int | None]]
 
 
 def _systems(stack: ExitStack, workdir: str, redis_url: str | None, say: Say) -> Makers:
-    say("starting: quotaledger serve, its bare-line skeleton, redis, sqlite")
+    say("starting: quotaledger serve, its bare-line skeleton, a bare ASGI app, redis, sqlite")
     journal = f"{workdir}/serve.jsonl"
     with Ledger.open(journal, checkpoint_every=10**12) as ledger:
         full_window(ledger)  # a busy goal, as the single-writer figures have it
     payload = next(payloads(1))
     line = sample_lines(workdir, [payload])[0]
-    port, bare_port = systems.free_port(), systems.free_port()
+    port, bare_port, asgi_port = systems.free_port(), systems.free_port(), systems.free_port()
     server = stack.enter_context(
         systems.http_server(systems.serve_command(journal, port), port, f"{workdir}/serve.log")
     )
@@ -144,6 +147,11 @@ def _systems(stack: ExitStack, workdir: str, redis_url: str | None, say: Say) ->
             systems.skeleton_command(f"{workdir}/bare.jsonl", bare_port),
             bare_port,
             f"{workdir}/skeleton.log",
+        )
+    )
+    bare_asgi = stack.enter_context(
+        systems.http_server(
+            systems.bare_asgi_command(asgi_port), asgi_port, f"{workdir}/bare_asgi.log"
         )
     )
     redis = stack.enter_context(
@@ -157,6 +165,10 @@ def _systems(stack: ExitStack, workdir: str, redis_url: str | None, say: Say) ->
             server.pid,
         ),
         "skeleton": (clients_.http_steps(skeleton.port, clients_.observe_request), skeleton.pid),
+        "bare_asgi": (
+            clients_.http_steps(bare_asgi.port, clients_.observe_request),
+            bare_asgi.pid,
+        ),
         "sqlite": (clients_.sqlite_steps(f"{workdir}/bench.db", payload), None),
         "redis": (
             clients_.redis_steps(
@@ -293,6 +305,8 @@ AT_LEAST = {
 P99_TO_REDIS_MAX = 2.0
 BUSIEST_TO_LEAST_MAX = 1.25
 CPU_TO_SKELETON_MAX = 1.3
+SKELETON_TO_BARE_ASGI_MAX = {12: 1.25, 32: 1.25}
+"""Issue 42: the skeleton's CPU per event over the bare ASGI app's, at the N stated."""
 ALONE_TO_API_MIN = 0.5
 PG_TO_RAW_MIN = 3.0
 SLOW_DISK_TO_LOOP_MIN = {32: 15.0}
@@ -324,7 +338,15 @@ def judge(
         n = int(key)
         for workload in WORKLOADS:
             figures.update(_workload_figures(workload, n, at, api_eps))
+        if "bare_asgi" in at:
+            figures[f"skeleton_{n}_cpu_vs_bare_asgi"] = target(
+                _cpu(at["skeleton"], at["bare_asgi"]), "<=", SKELETON_TO_BARE_ASGI_MAX.get(n)
+            )
     return figures
+
+
+def _cpu(ours: dict[str, Any], base: dict[str, Any]) -> dict[str, Any]:
+    return figure(ours["server_cpu_us_per_event"], "us/event", base["server_cpu_us_per_event"])
 
 
 def _workload_figures(
@@ -348,12 +370,10 @@ def _workload_figures(
         key="value",
     )
     figures[f"{name}_cpu_vs_skeleton"] = target(
-        figure(
-            ours["server_cpu_us_per_event"], "us/event", at["skeleton"]["server_cpu_us_per_event"]
-        ),
-        "<=",
-        CPU_TO_SKELETON_MAX,
+        _cpu(ours, at["skeleton"]), "<=", CPU_TO_SKELETON_MAX
     )
+    if "bare_asgi" in at:
+        figures[f"{name}_cpu_vs_bare_asgi"] = target(_cpu(ours, at["bare_asgi"]), "<=", None)
     if n == 1:
         figures[f"{name}_vs_in_process_api"] = target(
             figure(eps, "events/s", api_eps[workload]), ">=", ALONE_TO_API_MIN

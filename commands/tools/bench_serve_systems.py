@@ -62,6 +62,10 @@ def skeleton_command(path: str, port: int) -> list[str]:
     return [sys.executable, "-m", "quotaledger.tools.bench_skeleton", path, f"127.0.0.1:{port}"]
 
 
+def bare_asgi_command(port: int) -> list[str]:
+    return [sys.executable, "-m", "quotaledger.tools.bench_bare_asgi", f"127.0.0.1:{port}"]
+
+
 @contextmanager
 def http_server(command: list[str], port: int, log_path: str) -> Iterator[Process]:
     """Run `command` (a server on `port`) until the block ends; ready once /healthz
