@@ -87,14 +87,17 @@ class ServiceBase:
 
     # -- time -------------------------------------------------------------------------
 
-    def _time_without_lock(self, goal: str, at: str | None) -> str:
+    def _time_without_lock(self, goal: str, at: str | None, clock: tuple[str, ...] = ()) -> str:
         """A goal's event time by a writer's rules, for work done before (or without)
         the lock: a dry run, or a probe that checks --at before it runs the command.
 
-        The journal's last durable time for the goal stands in for the locked one.
+        The journal's last durable time for the goal stands in for the locked one;
+        `clock`: the other streams that share the goal's clock (its pool and the pool's
+        members, SPEC §12.1), as `Transaction.time_for` takes them.
         """
-        last = self.journal.head.goal_last_at.get(goal)
-        return event_time(goal, last, wall_us(), at)
+        last_at = self.journal.head.goal_last_at
+        times = [t for name in (goal, *clock) if (t := last_at.get(name)) is not None]
+        return event_time(goal, max(times, default=None), wall_us(), at)
 
     # -- reading state ------------------------------------------------------------
 

@@ -175,7 +175,7 @@ class CapacityService(ServiceBase):
         goal = request.goal
         ledger: LedgerState = self.journal.refresh()
         self.require_configured(ledger, goal)
-        at_text = self._time_without_lock(goal, request.at)
+        at_text = self._time_without_lock(goal, request.at, pool_clock(ledger, goal))
         at_us = parse_at(at_text)
         view = queue_view(ledger, goal)
         if cq.entry_of(view, goal, asked.run, at_us) is not None:

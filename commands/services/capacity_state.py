@@ -25,7 +25,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity import events as cap_events
 from quotaledger.projections.capacity import queue as cq
-from quotaledger.projections.ledger import LedgerState
+from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.services.base import ServiceBase
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.pooling import pool_clock
@@ -181,7 +181,10 @@ class CapacityStateService(ServiceBase):
             else:
                 at_us = max(now_us, state.last_at_us)
             view = queue_view(ledger, name)
-            result[name] = inspect_goal(name, state, at_us, view, clock_ahead=ahead(name))
+            pool = pool_context_of(ledger, name)
+            result[name] = inspect_goal(
+                name, state, at_us, view, clock_ahead=ahead(name), pool=pool
+            )
         return InspectAnswer(ok=True, goals=result)
 
 
@@ -328,11 +331,14 @@ def inspect_goal(
     view: cq.QueueView,
     *,
     clock_ahead: bool = False,
+    pool: cap.PoolContext | None = None,
 ) -> GoalView:
     """One goal as of `at_us`, in the shape of SPEC §8's `inspect`, with `view`, the
     queue it waits in; `clock_ahead`: its last event is beyond the clock-skew bound
-    ahead of this machine's clock."""
+    ahead of this machine's clock; `pool`: the pool it is a member of, whose reasons
+    its readiness includes (SPEC §12.1)."""
     ev = cap.evaluate(state, at_us)
+    pool_reasons = cap.ready_pool_reasons(state, at_us, pool, name)
     return GoalView(
         at=format_us(at_us),
         config=config_view(ev.cases, ev.tokens, state.caps),
@@ -352,10 +358,13 @@ def inspect_goal(
         active_counts=ev.active_cases,
         dimensions=dimension_views(ev),
         provider=provider_views(ev),
-        admission_ready=cap.admission_ready(ev),
+        admission_ready=cap.admission_ready(ev, pool_reasons),
         clock_ahead=clock_ahead,
         next_action=cap.next_action(
-            ev, clock_ahead=clock_ahead, held_in_queue=held_in_queue(view, name, at_us)
+            ev,
+            clock_ahead=clock_ahead,
+            held_in_queue=held_in_queue(view, name, at_us),
+            pool_reasons=pool_reasons,
         ),
         totals=Totals(
             admissions=state.admissions_total,

@@ -45,7 +45,7 @@ from quotaledger.projections.hosts import (
     ReturnRequest,
     StartRequest,
 )
-from quotaledger.projections.ledger import LedgerState
+from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.projections.limits import HANDOFF_BYTES_MAX
 from quotaledger.services.base import ServiceBase, conclude, unknown_name
 from quotaledger.services.pools import require_not_pool
@@ -603,7 +603,9 @@ def _capacity_readiness(state: LedgerState, goal: str, at_us: int) -> Readiness:
     if goal_capacity.cases is None and goal_capacity.tokens is None:
         return Readiness(capacity_ready=True, has_token_gate=False)
     evaluation = capacity.evaluate(goal_capacity, at_us)
+    pool = pool_context_of(state, goal)
+    pool_reasons = capacity.ready_pool_reasons(goal_capacity, at_us, pool, goal)
     return Readiness(
-        capacity_ready=capacity.admission_ready(evaluation),
+        capacity_ready=capacity.admission_ready(evaluation, pool_reasons),
         has_token_gate=goal_capacity.tokens is not None,
     )

@@ -256,7 +256,9 @@ class OperatorService(ServiceBase):
         or as of `at`."""
         at = request.at
         at_us = None if at is None else parse_at(canonical_at(at))
-        if at is None:
+        if not self.journal.folded:
+            self.journal.replay(_ignore)  # a handle opened with fold=False: fold it first
+        elif at is None:
             self.journal.refresh()
         ledger: LedgerState = self.journal.state if at is None else self._state_as_of(at=at)
         last_at = self.journal.head.goal_last_at
@@ -269,8 +271,11 @@ class OperatorService(ServiceBase):
             ev = cap.evaluate(state, goal_at_us)
             domains = _domains(ledger, name)
             held = bool(state.queue) and held_in_queue(queue_view(ledger, name), name, goal_at_us)
+            pool_reasons = cap.ready_pool_reasons(
+                state, goal_at_us, pool_context_of(ledger, name), name
+            )
             next_action: str | None = cap.next_action(
-                ev, clock_ahead=ahead(name), held_in_queue=held
+                ev, clock_ahead=ahead(name), held_in_queue=held, pool_reasons=pool_reasons
             )
             if "capacity" not in domains and next_action == "configure":
                 # Host or settlement work alone waits for no capacity configuration:
@@ -282,7 +287,7 @@ class OperatorService(ServiceBase):
                 dimensions=_dimensions(ev.tokens),
                 active_runs=ev.active_cases.total,
                 last_event_at=last_at[name],
-                admission_ready=cap.admission_ready(ev),
+                admission_ready=cap.admission_ready(ev, pool_reasons),
                 clock_ahead=ahead(name),
                 next_action=next_action,
             )
@@ -461,7 +466,7 @@ class OperatorService(ServiceBase):
         for name in names:
             state = cap.goal_of(ledger.capacity, name)
             goal_at_us = at_us if at_us is not None else max(now_us, state.last_at_us)
-            _goal_metrics(families, name, state, goal_at_us)
+            _goal_metrics(families, name, state, goal_at_us, pool_context_of(ledger, name))
             if name in queues or not (state.queue or state.queue_waits):
                 continue
             view = queue_view(ledger, name)  # a pooled goal's queue is its pool's
@@ -472,8 +477,11 @@ class OperatorService(ServiceBase):
             queues.setdefault(view.key, (members, queue_at_us))
         for key, (members, queue_at_us) in sorted(queues.items()):
             _queue_metrics(families, key, members, queue_at_us)
-        if goal is None:  # SPEC §12.1's families: every pool, on its own clock
+        # SPEC §12.1's families: every pool, on its own clock; a pooled goal's pool.
+        if goal is None:
             pool_metrics(families, ledger, at_us, now_us)
+        elif (pool := pool_context_of(ledger, goal)) is not None:
+            pool_metrics(families, ledger, at_us, now_us, only=pool.name)
         families["quotaledger_journal_head_seq"].samples.append(
             MetricSample({}, self.journal.head.seq)
         )
@@ -691,7 +699,11 @@ def metric_families() -> dict[str, MetricFamily]:
 
 
 def _goal_metrics(
-    families: dict[str, MetricFamily], goal: str, state: cap.GoalCapacity, at_us: int
+    families: dict[str, MetricFamily],
+    goal: str,
+    state: cap.GoalCapacity,
+    at_us: int,
+    pool: cap.PoolContext | None = None,
 ) -> None:
 
     ev = cap.evaluate(state, at_us)
@@ -730,7 +742,8 @@ def _goal_metrics(
     add("quotaledger_cooldown_remaining_seconds", au.seconds(remaining_us))
     add("quotaledger_observation_stale", int(ev.tokens is not None and ev.observation_stale))
     add("quotaledger_usage_unmetered", int(ev.usage.unmetered_in_window))
-    add("quotaledger_admission_ready", int(cap.admission_ready(ev)))
+    pool_reasons = cap.ready_pool_reasons(state, at_us, pool, goal)
+    add("quotaledger_admission_ready", int(cap.admission_ready(ev, pool_reasons)))
     add("quotaledger_admissions_total", state.admissions_total)
     for reason, count in sorted(state.refusals_total.items()):
         add("quotaledger_refusals_total", count, reason=reason)

@@ -24,11 +24,16 @@ POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
 
 
 def pool_metrics(
-    families: dict[str, MetricFamily], ledger: LedgerState, at_us: int | None, now_us: int
+    families: dict[str, MetricFamily],
+    ledger: LedgerState,
+    at_us: int | None,
+    now_us: int,
+    only: str | None = None,
 ) -> None:
-    """Every configured pool's samples, as of `at_us` (else now, on the pool's clock);
-    the families are added only where a pool is."""
-    names = [name for name in sorted(ledger.pools.pools) if ledger.pools.pools[name].config]
+    """Every configured pool's samples (`only`: that pool's alone), as of `at_us` (else
+    now, on the pool's clock); the families are added only where a pool is."""
+    pools = ledger.pools.pools
+    names = [name for name in sorted(pools) if pools[name].config and only in (None, name)]
     if names:
         for family, kind, help_text in POOL_FAMILIES:
             families[family] = MetricFamily(kind, help_text)

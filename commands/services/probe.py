@@ -24,6 +24,7 @@ from quotaledger.journal.filestore import FileStore
 from quotaledger.projections import probes
 from quotaledger.services import probe_io
 from quotaledger.services.base import ServiceBase
+from quotaledger.services.pools import require_not_pool
 from quotaledger.usecases.decode import Event, event_of
 from quotaledger.usecases.probe import (
     LatestObservation,
@@ -49,6 +50,8 @@ class ProbeService(ServiceBase):
         paths = list(dict.fromkeys(request.candidates))  # repeated --candidate counts once
         if request.at is not None:  # refuse a backwards --at now, not after the command ran
             self._time_without_lock(goal, request.at)
+        if self.journal.folded:  # a pool's name is no goal's (SPEC §12.1), before it runs
+            require_not_pool(self.journal.state, goal)
         if probe_io.resolve_command(argv) is None:
             raise InvalidInput(
                 f"command {argv[0]!r} not found or not executable",
@@ -95,6 +98,7 @@ class ProbeService(ServiceBase):
         The append checks the payload against its schema (inputs were checked before)."""
         try:
             with self.journal.transaction() as txn:
+                require_not_pool(txn.state, goal)  # one space of names (SPEC §12.1)
                 pending = txn.append(probes.OBSERVED, goal, observation, txn.time_for(goal, at))
         except Error as error:
             # The command already ran: hand its result back with the error so the

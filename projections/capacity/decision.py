@@ -459,10 +459,25 @@ READY_PROBE = AdmitRequest(
 """The request `admission_ready` asks about: a solver forecasting 1 in every dimension."""
 
 
-def admission_ready(ev: Evaluation) -> bool:
+def ready_pool_reasons(
+    goal: GoalCapacity, at_us: int, pool: PoolContext | None, name: str
+) -> tuple[str, ...]:
+    """The pool's reasons (SPEC §12.1) for the request `admission_ready` asks about, as
+    `decide_admission` gives them: none for a goal in no pool. Decided at `at_us` or,
+    if later, the pool's clock (its and every member's latest event), as an admit
+    would be."""
+    if pool is None or goal.pool is None:
+        return ()
+    ctx = pool.with_member(name, goal)
+    clock_us = max((m.last_at_us for m in ctx.members.values()), default=0)
+    at_us = max(at_us, ctx.state.last_at_us, clock_us)
+    return pool_verdict(pool_evaluate(ctx, at_us), ctx, name, goal, READY_PROBE).reasons
+
+
+def admission_ready(ev: Evaluation, pool_reasons: tuple[str, ...] = ()) -> bool:
     """Would a solver run forecasting 1 per dimension pass the token gate, with a case
-    slot free?"""
-    if not ev.configured:
+    slot free, and its pool (`pool_reasons`: `ready_pool_reasons`) let it in?"""
+    if not ev.configured or pool_reasons:
         return False
     if ev.cases is not None and ev.active_cases.total >= ev.cases.target_active_cases:
         return False
@@ -471,11 +486,18 @@ def admission_ready(ev: Evaluation) -> bool:
     return not cap_reasons(ev.spend, READY_PROBE)
 
 
-def next_action(ev: Evaluation, *, clock_ahead: bool = False, held_in_queue: bool = False) -> str:
+def next_action(
+    ev: Evaluation,
+    *,
+    clock_ahead: bool = False,
+    held_in_queue: bool = False,
+    pool_reasons: tuple[str, ...] = (),
+) -> str:
     """What the goal's operator or runner should do next (SPEC §3.5, §12.4's order:
     the first that applies). `clock_ahead`: the goal's last event is beyond the
     clock-skew bound ahead of the wall clock (SPEC §2.2), which only the operator can
-    put right; `held_in_queue`: an entry of the goal waits that cannot start now."""
+    put right; `held_in_queue`: an entry of the goal waits that cannot start now;
+    `pool_reasons`: its pool's (`ready_pool_reasons`), whose cooldown is waited for."""
     cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
     if not ev.configured:
         return "configure"
@@ -485,7 +507,7 @@ def next_action(ev: Evaluation, *, clock_ahead: bool = False, held_in_queue: boo
         return "spend_cap_reached"
     if ev.spend.cap_usd_micro is not None and ev.usage.totals[7]:
         return "price_models"  # unpriced tokens in the last 60 s (SPEC §12.4)
-    if tokens is not None and ev.cooldown_active:
+    if (tokens is not None and ev.cooldown_active) or R.POOL_COOLDOWN_ACTIVE in pool_reasons:
         return "wait_for_cooldown"
     if ev.minute_gate and (ev.observation_stale or ev.usage.unmetered_in_window):
         return "observe_usage"
@@ -502,6 +524,6 @@ def next_action(ev: Evaluation, *, clock_ahead: bool = False, held_in_queue: boo
         return "release_runs"
     if held_in_queue:
         return "wait_in_queue"
-    if admission_ready(ev):
+    if admission_ready(ev, pool_reasons):
         return "backfill_to_target"
     return "hold_at_target"

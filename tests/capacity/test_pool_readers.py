@@ -194,3 +194,68 @@ def test_whatif_over_a_pool(tmp_path: Path, cli: Any, journal_path: str) -> None
             assert raised.value.code == code, bad
     done = cli("whatif", "--pool", "org", "--share", "b=0.4")
     assert done.code == 0 and done.json["flips"][0]["run"] == "r2"
+
+
+def test_a_pooled_goals_readiness_is_its_pools_too(tmp_path: Path) -> None:
+    """`inspect --goal`, `goals` and the metrics' `admission_ready` and `next_action`
+    include the pool's reasons (SPEC §3.5, §12.1): a goal whose pool refuses a forecast
+    of 1 is not ready, and a pool's cooldown is waited for."""
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        ledger.pool_configure(pool="org", quota_tpm=1000, target_tpm=1000, at=at(0))
+        ledger.configure(goal="a", pool="org", pool_share=0.5, at=at(0))
+        ledger.configure(goal="b", pool="org", pool_share=0.5, at=at(0))
+        fresh = ledger.inspect(goal="b", at=at(0))["goals"]["b"]
+        assert (fresh["admission_ready"], fresh["next_action"]) == (True, "backfill_to_target")
+        assert ledger.admit(goal="a", run="r1", forecast_tpm=1000, at=at(1))["admitted"]
+        refused = ledger.admit(goal="b", run="r2", forecast_tpm=1, dry_run=True, at=at(2))
+        assert refused["reasons"] == ["pool_headroom_exhausted"]
+        full = ledger.inspect(goal="b", at=at(2))["goals"]["b"]
+        assert (full["admission_ready"], full["next_action"]) == (False, "hold_at_target")
+        summary = ledger.goals(at=at(2))["goals"]["b"]
+        assert (summary["admission_ready"], summary["next_action"]) == (False, "hold_at_target")
+        metrics = ledger.metrics(goal="b", at=at(2))["metrics"]
+        assert metrics["quotaledger_admission_ready"]["samples"][0]["value"] == 0
+        ledger.release(goal="a", run="r1", at=at(3))
+        ledger.reject(goal="a", at=at(4))  # the pool's cooldown: 15 s
+        cooling = ledger.inspect(goal="b", at=at(5))["goals"]["b"]
+        assert (cooling["admission_ready"], cooling["next_action"]) == (False, "wait_for_cooldown")
+        after = ledger.inspect(goal="b", at=at(20))["goals"]["b"]
+        assert (after["admission_ready"], after["next_action"]) == (True, "backfill_to_target")
+
+
+def test_goals_hide_pools_on_every_handle(tmp_path: Path) -> None:
+    """`goals` lists goals only (SPEC §12.1), whatever the handle folded: a reader with
+    a checkpoint, a reader that has folded nothing yet, now or as of a time."""
+    from quotaledger.services.operator import OperatorService
+    from quotaledger.usecases.operator import GoalsRequest
+
+    journal = str(tmp_path / "c.jsonl")
+    with Ledger.open(journal, checkpoint_every=2) as ledger:
+        borrowing(ledger)
+        ledger.checkpoint()
+    with Ledger.open(journal, write=False) as reader:
+        assert sorted(reader.goals()["goals"]) == ["a", "b"]
+        assert sorted(reader.goals(at=at(3))["goals"]) == ["a", "b"]
+    for when in (None, at(3)):
+        with OperatorService.open_unfolded(journal) as service:
+            assert sorted(service.goals(GoalsRequest(at=when)).goals) == ["a", "b"]
+
+
+def test_a_pooled_goals_metrics_include_its_pool(tmp_path: Path) -> None:
+    """`metrics --goal G` of a pooled goal has its pool's families (SPEC §12.1), and no
+    other pool's."""
+    with Ledger.open(str(tmp_path / "j.jsonl")) as ledger:
+        borrowing(ledger)
+        ledger.pool_configure(pool="other", quota_tpm=500, at=at(0))
+        ledger.configure(goal="c", pool="other", pool_share=1, at=at(0))
+        ledger.configure(goal="lone", quota_tpm=100, at=at(0))
+        metrics = ledger.metrics(goal="a", at=at(3))["metrics"]
+        lone = ledger.metrics(goal="lone", at=at(3))["metrics"]
+    loads = {
+        (s["labels"]["pool"], s["labels"]["dimension"]): s["value"]
+        for s in metrics["quotaledger_pool_load"]["samples"]
+    }
+    assert loads == {("org", "tpm"): 1000}
+    goal_loads = {s["labels"]["goal"] for s in metrics["quotaledger_pool_goal_load"]["samples"]}
+    assert goal_loads == {"a", "b"}
+    assert "quotaledger_pool_load" not in lone

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from quotaledger import Error, Ledger
+from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 from quotaledger.projections import reasons as R
 from tests.capacity.capacity_helpers import at
 
@@ -195,6 +196,27 @@ def test_a_pooled_goal_shares_the_pools_clock(ledger: Any) -> None:
         ledger.observe(goal="a", **ZERO, at=at(5))
     assert raised.value.code == "time_regression"
     assert ledger.observe(goal="a", **ZERO, at=at(10))["ok"]
+
+
+def test_an_unlocked_dry_run_decides_on_the_pools_clock(tmp_path: Path) -> None:
+    """A read-only handle's `admit --dry-run` takes the time a real admit would: the
+    pool's clock (SPEC §12.1), not the goal's own last event."""
+    path = str(tmp_path / "j.jsonl")
+    ahead = format_us(wall_us() + 120 * US_PER_S)  # within the clock-skew bound
+    with Ledger.open(path) as writer:
+        pool_of(writer, quota_tpm=1000)
+        join(writer, "a", 0.5)
+        join(writer, "b", 0.5)
+        assert writer.admit(goal="a", run="r1", forecast_tpm=100, at=ahead)["admitted"]
+        with pytest.raises(Error) as locked:
+            writer.admit(goal="b", run="r2", forecast_tpm=100, dry_run=True, at=at(5))
+        assert locked.value.code == "time_regression"
+    with Ledger.open(path, write=False) as reader:
+        with pytest.raises(Error) as unlocked:
+            reader.admit(goal="b", run="r2", forecast_tpm=100, dry_run=True, at=at(5))
+        assert unlocked.value.code == "time_regression"
+        dry = reader.admit(goal="b", run="r2", forecast_tpm=100, dry_run=True)
+        assert dry["admitted"] and dry["at"] == ahead
 
 
 # -- the decision: every reason, alone and together -----------------------------------------

@@ -218,3 +218,22 @@ def test_help_has_an_example():
 def _repo_cwd(monkeypatch):
     monkeypatch.chdir(Path(__file__).resolve().parents[2])
     monkeypatch.delenv("QUOTALEDGER_JSON", raising=False)
+
+
+def test_a_pools_name_is_no_goal_to_probe(journal_path, tmp_path):
+    """Pools and goals share one space of names (SPEC §12.1): `probe run --goal P` of a
+    pool is `name_taken` (exit 2), before the command runs, nothing journaled."""
+    made = run_cli("pool", "configure", "--journal", journal_path, "--pool", "org",
+                   "--quota-tpm", "1000", "--json")  # fmt: skip
+    assert made.code == 0, made.stderr
+    marker = tmp_path / "marker"
+    before = Path(journal_path).read_bytes()
+    result = run_cli(
+        "probe", "run", "--journal", journal_path, "--json", "--goal", "org",
+        "--", "touch", str(marker),
+    )  # fmt: skip
+    assert result.code == 2, result.stdout
+    assert result.json["error"]["code"] == "name_taken"
+    assert "pool" in result.json["error"]["message"]
+    assert not marker.exists()
+    assert Path(journal_path).read_bytes() == before
