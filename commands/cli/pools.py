@@ -96,10 +96,9 @@ def configure(
     target by their shares, may borrow what others leave unused up to their borrowing
     limit, and never take what another member is guaranteed.
     """
-    options = dict(locals())
     request = request_of(
         PoolConfigureRequest,
-        options,
+        dict(locals()),
         remove_cap=remove_cap or [],
         remove_limit=remove_limit or [],
     )
