@@ -79,7 +79,10 @@ def pool_context_of(state: LedgerState, goal: str) -> capacity.PoolContext | Non
         return None
     goals = state.capacity.goals
     members = {m: g for m in pool.members if (g := goals.get(m)) is not None}
-    return capacity.PoolContext(name, pool, members)
+    former = {
+        f: g for f in pool.former if f not in pool.members and (g := goals.get(f)) is not None
+    }
+    return capacity.PoolContext(name, pool, members, former)
 
 
 DomainApply = Callable[[Any, Record, Any], None]

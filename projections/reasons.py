@@ -95,6 +95,12 @@ pool-wide)."""
 POOL_PROVIDER_EXHAUSTED = "pool_provider_exhausted"
 """The organisation's live provider report leaves less than the forecast (queueable,
 pool-wide)."""
+POOL_SPEND_CAP_REACHED = "pool_spend_cap_reached"
+"""The pool's members together spent its cap: nothing new starts (not queueable)."""
+POOL_SPEND_CAP_EXCEEDED = "pool_spend_cap_exceeded"
+"""The pool's spent + reserved + this request's forecast > its cap (queueable,
+pool-wide: a release lowers what is reserved)."""
+POOL_CAP_REASONS = (POOL_SPEND_CAP_REACHED, POOL_SPEND_CAP_EXCEEDED)
 POOL_REASONS = (
     POOL_COOLDOWN_ACTIVE,
     POOL_FORECAST_REQUIRED,
@@ -147,6 +153,7 @@ ADMISSION_REASONS = (
     *TOKEN_GATE_REASONS,
     *CAP_REASONS,
     *POOL_REASONS,
+    *POOL_CAP_REASONS,
 )
 """Every reason `decide_admission` can give, in the order it reports them."""
 

@@ -10,14 +10,13 @@ from quotaledger.projections import capacity as cap
 from quotaledger.render import readable
 from quotaledger.render.output import table
 from quotaledger.render.per_event import cooldown_text, coverage_text, dimension_lines, num
-from quotaledger.render.pools import pool_lines
+from quotaledger.render.pools import pool_lines, spend_text
 from quotaledger.render.queue import queue_lines
 from quotaledger.usecases.capacity_state import (
     ConfigureAnswer,
     ConfigView,
     GoalView,
     InspectAnswer,
-    SpendView,
 )
 
 
@@ -81,22 +80,6 @@ def config_summary(config: ConfigView) -> str:
     if isinstance(config.priority, int) and config.priority:
         parts.append(f"priority {config.priority}")
     return "; ".join(parts) if parts else "no gate"
-
-
-def spend_text(spend: SpendView) -> str:
-    """Spend since cap_since (all of it without a cap), against each cap."""
-    since = "in total" if spend.since is None else f"since {spend.since}"
-    text = f"spend {since}: {num(spend.tokens)} tokens, ${num(spend.usd)}"
-    if spend.unpriced_tokens:
-        text += f" ({spend.unpriced_tokens} tokens unpriced)"
-    if spend.cap_tokens is not None:
-        text += f"; {num(spend.remaining_tokens)} of {spend.cap_tokens} tokens left"
-    if spend.cap_usd is not None:
-        text += f"; ${num(spend.remaining_usd)} of ${num(spend.cap_usd)} left"
-    reserved = spend.reserved_tokens or spend.reserved_usd
-    if reserved and (spend.cap_tokens is not None or spend.cap_usd is not None):
-        text += f" after reserved {num(spend.reserved_tokens)} tokens, ${num(spend.reserved_usd)}"
-    return text
 
 
 def usage_text(goal: GoalView) -> str:

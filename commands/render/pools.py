@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from quotaledger.render.per_event import cooldown_text, num, promoted_text
 from quotaledger.render.queue import queue_lines
+from quotaledger.usecases.capacity import SpendView
 from quotaledger.usecases.pools import PoolConfigureAnswer, PoolsAnswer, PoolView
 
 
@@ -52,6 +53,9 @@ def pool_lines(name: str, pool: PoolView) -> list[str]:
         )
     if not pool.members:
         lines.append("  no members (configure --goal G --pool P --pool-share F)")
+    spend = pool.spend
+    if spend.cap_tokens is not None or spend.cap_usd is not None or spend.usd:
+        lines.append(f"  {spend_text(spend)}")
     if isinstance(pool.queue, list) and pool.queue:
         lines += queue_lines(pool.queue)
     else:
@@ -70,3 +74,19 @@ def pools_text(answer: PoolsAnswer) -> str:
     if not answer.pools:
         return "no pools (quotaledger pool configure)"
     return "\n".join(line for name, pool in answer.pools.items() for line in pool_lines(name, pool))
+
+
+def spend_text(spend: SpendView) -> str:
+    """Spend since cap_since (all of it without a cap), against each cap."""
+    since = "in total" if spend.since is None else f"since {spend.since}"
+    text = f"spend {since}: {num(spend.tokens)} tokens, ${num(spend.usd)}"
+    if spend.unpriced_tokens:
+        text += f" ({spend.unpriced_tokens} tokens unpriced)"
+    if spend.cap_tokens is not None:
+        text += f"; {num(spend.remaining_tokens)} of {spend.cap_tokens} tokens left"
+    if spend.cap_usd is not None:
+        text += f"; ${num(spend.remaining_usd)} of ${num(spend.cap_usd)} left"
+    reserved = spend.reserved_tokens or spend.reserved_usd
+    if reserved and (spend.cap_tokens is not None or spend.cap_usd is not None):
+        text += f" after reserved {num(spend.reserved_tokens)} tokens, ${num(spend.reserved_usd)}"
+    return text

@@ -43,6 +43,7 @@ from quotaledger.services.queueing import (
     queue_rows,
     queue_view,
 )
+from quotaledger.services.spend_views import spend_view
 from quotaledger.usecases.capacity_state import (
     ActiveRunView,
     CapsView,
@@ -55,7 +56,6 @@ from quotaledger.usecases.capacity_state import (
     InspectAnswer,
     InspectRequest,
     ProviderView,
-    SpendView,
     TokensView,
     Totals,
 )
@@ -298,30 +298,6 @@ def _pool_changes(state: cap.GoalCapacity, membership: Membership) -> dict[str, 
     if state.priority != membership.priority:
         found["priority"] = [state.priority, membership.priority]
     return found
-
-
-def spend_view(spend: cap.Spend) -> SpendView:
-    """`inspect`'s spend (SPEC §12.4): remaining = cap - spent - reserved, negative when
-    overspent, null without that cap."""
-    usd = cap.usd_number
-    remaining_tokens = None
-    if spend.cap_tokens is not None:
-        remaining_tokens = cap.tidy(spend.cap_tokens - spend.tokens - spend.reserved_tokens)
-    remaining_usd = None
-    if spend.cap_usd_micro is not None:
-        remaining_usd = usd(spend.cap_usd_micro - spend.usd_micro - spend.reserved_usd_micro)
-    return SpendView(
-        since=format_us_or_none(spend.since_us),
-        tokens=spend.tokens,
-        usd=usd(spend.usd_micro),
-        unpriced_tokens=spend.unpriced_tokens,
-        cap_tokens=spend.cap_tokens,
-        cap_usd=None if spend.cap_usd_micro is None else usd(spend.cap_usd_micro),
-        reserved_tokens=spend.reserved_tokens,
-        reserved_usd=usd(spend.reserved_usd_micro),
-        remaining_tokens=remaining_tokens,
-        remaining_usd=remaining_usd,
-    )
 
 
 def inspect_goal(

@@ -1,5 +1,6 @@
 """The pools' `metrics` families (SPEC §12.1): each pool dimension's load and target,
-each member's load and what it borrows beyond its share."""
+each member's load and what it borrows beyond its share; the pool's spend and caps
+(SPEC §12.4, labelled by pool as the goals' are by goal)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ POOL_FAMILIES: tuple[tuple[str, str, str], ...] = (
         "gauge",
         "Per pool dimension: what a member uses beyond its share of the target.",
     ),
+    (
+        "quotaledger_pool_spend_tokens_total",
+        "counter",
+        "Tokens the pool's members spent (summed as tpm with the pool's weight) since its "
+        "cap_since; all of it without a cap.",
+    ),
+    (
+        "quotaledger_pool_spend_usd_total",
+        "counter",
+        "US dollars of the members' priced observations since the pool's cap_since; all of "
+        "them without a cap.",
+    ),
+    ("quotaledger_pool_spend_cap", "gauge", "A pool's spend cap, by unit (tokens, usd)."),
 )
 
 
@@ -44,6 +58,7 @@ def pool_metrics(
         ctx = pool_context(ledger, name)
         when = at_us if at_us is not None else max(now_us, pool_last_us(ctx))
         pe = cap.pool_evaluate(ctx, when)
+        _spend_samples(families, name, pe.spend)
         for dimension, d in pe.dimensions.items():
             labels = {"pool": name, "dimension": dimension}
             families["quotaledger_pool_load"].samples.append(MetricSample(labels, number(d.load)))
@@ -59,3 +74,15 @@ def pool_metrics(
                 families["quotaledger_pool_borrowed"].samples.append(
                     MetricSample(goal_labels, number(borrowed))
                 )
+
+
+def _spend_samples(families: dict[str, MetricFamily], pool: str, spend: cap.Spend) -> None:
+    def add(family: str, value: int | float, **labels: str) -> None:
+        families[family].samples.append(MetricSample({"pool": pool, **labels}, value))
+
+    add("quotaledger_pool_spend_tokens_total", spend.tokens)
+    add("quotaledger_pool_spend_usd_total", cap.usd_number(spend.usd_micro))
+    if spend.cap_tokens is not None:
+        add("quotaledger_pool_spend_cap", spend.cap_tokens, unit="tokens")
+    if spend.cap_usd_micro is not None:
+        add("quotaledger_pool_spend_cap", cap.usd_number(spend.cap_usd_micro), unit="usd")

@@ -19,6 +19,7 @@ from quotaledger.projections.capacity.pool_decision import (
 )
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.queueing import queue_rows
+from quotaledger.services.spend_views import spend_view
 from quotaledger.usecases.pools import (
     MemberDimensionView,
     PoolDimensionView,
@@ -33,7 +34,10 @@ def pool_context(state: LedgerState, name: str) -> cap.PoolContext:
     pool = state.pools.pools[name]
     goals = state.capacity.goals
     members = {m: g for m in pool.members if (g := goals.get(m)) is not None}
-    return cap.PoolContext(name, pool, members)
+    former = {
+        f: g for f in pool.former if f not in pool.members and (g := goals.get(f)) is not None
+    }
+    return cap.PoolContext(name, pool, members, former)
 
 
 def pool_last_us(ctx: cap.PoolContext) -> int:
@@ -94,7 +98,7 @@ def pool_view(ctx: cap.PoolContext, at_us: int, *, with_provider: bool = False) 
         cooldown_until=format_us_or_none(pe.cooldown_until_us),
         members=members,
         queue_length=queue_length,
-        spend=None,
+        spend=spend_view(pe.spend),
     )
     if with_provider:
         view.provider = provider_views(ctx, at_us)

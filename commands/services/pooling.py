@@ -3,6 +3,8 @@ its clock, and its pool as a decision needs it."""
 
 from __future__ import annotations
 
+import msgspec
+
 from quotaledger.journal.store import PendingRecord
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState, pool_context_of
@@ -35,4 +37,4 @@ def pool_after(
         scratch = cap.PoolsState(pools={ctx.name: pool})
         for pending in pool_events:
             cap.apply_pool(scratch, pending.record, pending.payload)
-    return cap.PoolContext(ctx.name, pool, {**ctx.members, goal: work})
+    return msgspec.structs.replace(ctx, state=pool, members={**ctx.members, goal: work})

@@ -74,6 +74,10 @@ class PoolsService(ServiceBase):
             at_text = txn.time_for(name, request.at, members)
             flat, explicit = pool_reconfigure(current, fields, remove_limits=request.remove_limit)
             caps = caps_after(request, current, at_text, txn.wall_us)
+            if caps and (current is None or caps["cap_since"] != current.cap_since):
+                caps |= self._counted(txn.state, name, caps["cap_since"], at_text)
+            elif caps and current is not None:  # the same cap_since: the same count
+                caps |= {"cap_counted": current.cap_counted, "cap_total": current.cap_total}
             config = pool_config_of(flat, explicit, caps)
             changes = pool_changes(current, config)
             pending: PendingRecord | None = None
@@ -94,6 +98,26 @@ class PoolsService(ServiceBase):
             event=event_or_unset(pending),
             promoted=promoted_of(promoted),
         )
+
+    def _counted(
+        self, ledger: LedgerState, name: str, since: str, at: str
+    ) -> dict[str, cap.CapCounted]:
+        """`cap_counted` (what the members spent from `since` to now, read from the
+        journal once unless nothing can have been observed since) and `cap_total` (the
+        pool's total now): the fold keeps the running total after (SPEC §12.4)."""
+        pool = ledger.pools.pools.get(name)
+        if pool is None:
+            zero = cap.counted_of(cap.ZERO_TOTALS)
+            return {"cap_counted": zero, "cap_total": zero}
+        ctx = pool_context(ledger, name)
+        since_us = parse_at(since)
+        if since_us > pool_last_us(ctx):
+            counted = cap.ZERO_TOTALS  # no member observed anything at or after since
+        else:
+            records = ((record, payload) for record, payload, _ in self.journal.records())
+            counted = cap.pool_counted_in_records(records, name, since_us)
+        total = cap.pool_total(ctx)
+        return {"cap_counted": cap.counted_of(counted), "cap_total": cap.counted_of(total)}
 
     def pools(self, request: PoolsRequest) -> PoolsAnswer:
         """Every pool, now (on each pool's clock) or as of `at`."""
@@ -167,8 +191,21 @@ def caps_after(
         since = canonical_at(request.cap_since)
         check_not_in_future(since, wall_us)
     if tokens is None and usd is None:
+        if request.cap_since is not None:
+            raise InvalidInput(
+                lambda name: f"{name} needs a cap (cap_tokens or cap_usd)",
+                code=codes.INVALID_CONFIG,
+                about="cap_since",
+            )
         return {}
-    return {"cap_tokens": tokens, "cap_usd": usd, "cap_since": since or at}
+    since = since or at
+    if since > at:
+        raise InvalidInput(
+            lambda name: f"{name} {since} is after the configure's time {at}",
+            code=codes.INVALID_CONFIG,
+            about="cap_since",
+        )
+    return {"cap_tokens": tokens, "cap_usd": usd, "cap_since": since}
 
 
 def pool_changes(
@@ -301,7 +338,7 @@ def membership_after(
         if v is not None
     ]
     if leave:
-        return _leaving(state, goal, old, pool, terms_given, new_priority)
+        return _leaving(state, goal, current, pool, terms_given, new_priority)
     target = pool if pool is not None else (old.name if old is not None else None)
     if target is None:
         if terms_given:
@@ -317,13 +354,19 @@ def membership_after(
     )
     found = require_pool(state, target)
     _check_overcommitted(found, target, goal, share_u)
-    return _joining(state, goal, old, found, target, (share_u, borrow_u, lend_u), new_priority)
+    return _joining(state, goal, current, found, target, (share_u, borrow_u, lend_u), new_priority)
+
+
+def _left(goal: str, current: cap.GoalCapacity) -> cap.PoolMembership:
+    """The goal leaves its pool (what it spent there stays the pool's: its own fold
+    keeps it, SPEC §12.4)."""
+    return cap.PoolMembership(goal=goal, left=True)
 
 
 def _joining(
     state: LedgerState,
     goal: str,
-    old: cap.PoolRef | None,
+    current: cap.GoalCapacity,
     found: cap.PoolState,
     target: str,
     units: tuple[int, int, int],
@@ -332,6 +375,7 @@ def _joining(
     """The goal in pool `target` on these terms: a `pool.membership` unless its terms
     there are already these (and, when it moves, its leaving the old pool)."""
     share_u, borrow_u, lend_u = units
+    old = current.pool
     same = old is not None and old.name == target
     ref = cap.PoolRef(
         name=target,
@@ -342,7 +386,7 @@ def _joining(
     events: list[tuple[str, cap.PoolMembership]] = []
     clock = _clock_of(state, target, goal)
     if old is not None and not same:
-        events.append((old.name, cap.PoolMembership(goal=goal, left=True)))
+        events.append((old.name, _left(goal, current)))
         clock += _clock_of(state, old.name, goal)
     member = found.members.get(goal)
     terms = None if member is None else (member.share, member.borrowing_limit, member.lending_limit)
@@ -361,7 +405,7 @@ def _joining(
 def _leaving(
     state: LedgerState,
     goal: str,
-    old: cap.PoolRef | None,
+    current: cap.GoalCapacity,
     pool: str | None,
     terms_given: list[str],
     priority: int,
@@ -373,11 +417,11 @@ def _leaving(
             code=codes.INVALID_OPTION,
             about=("leave_pool", *(["pool"] if pool is not None else []), *terms_given),
         )
+    old = current.pool
     if old is None:
         return Membership(None, priority, [], ())
     clock = _clock_of(state, old.name, goal)
-    left = cap.PoolMembership(goal=goal, left=True)
-    return Membership(None, priority, [(old.name, left)], clock, moved=True)
+    return Membership(None, priority, [(old.name, _left(goal, current))], clock, moved=True)
 
 
 def _check_overcommitted(found: cap.PoolState, target: str, goal: str, share_u: int) -> None:

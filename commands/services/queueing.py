@@ -86,7 +86,7 @@ def promote(
     work = working_state(txn.state, goal, own)
     pool = pool_after(txn.state, goal, work.goals[goal], own)
     if pool is not None:  # every member as this transaction leaves it
-        pool = cap.PoolContext(pool.name, pool.state, work.goals)
+        pool = msgspec.structs.replace(pool, members=work.goals)
     first = own[0].record.seq if own else None
     staged: list[PendingRecord] = []
     while True:

@@ -577,3 +577,18 @@ class QueueEntryView(Answer):
     estimated_start_at: str | None
     reasons: list[str]
     """What holds it now."""
+
+
+class SpendView(Answer):
+    """A goal's spend (SPEC §12.4): since `cap_since` (its whole history without a cap)."""
+
+    since: str | None
+    tokens: Number
+    usd: float
+    unpriced_tokens: int
+    cap_tokens: int | None
+    cap_usd: float | None
+    reserved_tokens: Number
+    reserved_usd: float
+    remaining_tokens: Number | None
+    remaining_usd: float | None

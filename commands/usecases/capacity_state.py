@@ -9,7 +9,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections import capacity as cap
-from quotaledger.usecases.capacity import QueueEntryView, RunRef
+from quotaledger.usecases.capacity import QueueEntryView, RunRef, SpendView
 from quotaledger.usecases.configfields import ConfigFieldsRequest
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import (
@@ -159,21 +159,6 @@ class ProviderView(Answer):
     used_since: Number
     headroom: Number | None
     config_above_provider_limit: bool
-
-
-class SpendView(Answer):
-    """A goal's spend (SPEC §12.4): since `cap_since` (its whole history without a cap)."""
-
-    since: str | None
-    tokens: Number
-    usd: float
-    unpriced_tokens: int
-    cap_tokens: int | None
-    cap_usd: float | None
-    reserved_tokens: Number
-    reserved_usd: float
-    remaining_tokens: Number | None
-    remaining_usd: float | None
 
 
 class Totals(Answer):

@@ -11,7 +11,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS, checked_given
-from quotaledger.usecases.capacity import QueueEntryView, RunRef
+from quotaledger.usecases.capacity import QueueEntryView, RunRef, SpendView
 from quotaledger.usecases.decode import Answer, Event, Request
 from quotaledger.usecases.fields import Identifier, Time, TokenCount, UsdAmount
 
@@ -132,7 +132,9 @@ class PoolView(Answer):
     cooldown_until: str | None
     members: dict[str, PoolMemberView]
     queue_length: int
-    spend: Any
+    spend: SpendView
+    """The members' spend together (SPEC §12.4): since `cap_since` (the pool's whole
+    history without a cap), with the pool's caps and its members' reservations."""
     provider: dict[str, PoolProviderView] | UnsetType = UNSET
     """`inspect --pool` only: the latest provider report of each dimension any member
     recorded (they count at the pool, once)."""

@@ -116,6 +116,8 @@ class PoolWhatIf:
             "cap_tokens": payload.cap_tokens,
             "cap_usd": payload.cap_usd,
             "cap_since": payload.cap_since,
+            "cap_counted": payload.cap_counted,
+            "cap_total": payload.cap_total,
         }
         return pool_config_of(flat, explicit, caps)
 

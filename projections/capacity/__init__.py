@@ -31,6 +31,7 @@ from quotaledger.projections.capacity.caps import (
     counted_from_samples,
     counted_in_records,
     counted_of,
+    pool_counted_in_records,
     recap,
     spent_totals,
 )
@@ -205,6 +206,8 @@ from quotaledger.projections.capacity.pool_decision import (
     PoolEvaluation,
     PoolVerdict,
     pool_evaluate,
+    pool_spend_at,
+    pool_total,
     pool_verdict,
 )
 from quotaledger.projections.capacity.pool_events import (
@@ -223,6 +226,7 @@ from quotaledger.projections.capacity.pool_fold import (
     PoolState,
     apply_pool,
     fork_pool,
+    totals_of,
 )
 from quotaledger.projections.capacity.requests import (
     REQUEST_ID_WINDOW_US,
@@ -402,7 +406,10 @@ __all__ = [
     "next_action",
     "plan_pool_rejection",
     "plan_rejection",
+    "pool_counted_in_records",
     "pool_evaluate",
+    "pool_spend_at",
+    "pool_total",
     "pool_verdict",
     "ready_pool_reasons",
     "recap",
@@ -423,6 +430,7 @@ __all__ = [
     "tidy",
     "token_config_problems",
     "token_reasons",
+    "totals_of",
     "usage_at",
     "usd_number",
     "weighted_tpm",

@@ -25,6 +25,7 @@ from quotaledger.projections.capacity.fold import (
     apply,
 )
 from quotaledger.projections.capacity.money import dollars_micro, micro_of, usd_number
+from quotaledger.projections.capacity.pool_events import PoolMembership
 
 CAP_UNITS = ("tokens", "usd")
 CAP_FIELDS = ("cap_tokens", "cap_usd", "cap_since")
@@ -148,6 +149,29 @@ def counted_in_records(records: Iterable[tuple[Any, Any]], goal: str, since_us: 
     """The sums of `goal`'s observations at or after `since_us` among `records` (every
     record of the journal, in order, with its payload): the prices folded on the way,
     each observation priced by the latest of its model before it (SPEC §12.4)."""
+    return _counted(records, since_us, lambda record, payload: record.goal == goal)
+
+
+def pool_counted_in_records(records: Iterable[tuple[Any, Any]], pool: str, since_us: int) -> Totals:
+    """The sums of the observations at or after `since_us` of the goals that were
+    members of `pool` when they were recorded (SPEC §12.1), priced as a goal's."""
+    members: set[str] = set()
+
+    def note(record: Any, payload: Any) -> bool:
+        if record.goal == pool and isinstance(payload, PoolMembership):
+            if payload.left:
+                members.discard(payload.goal)
+            else:
+                members.add(payload.goal)
+            return False
+        return record.goal in members
+
+    return _counted(records, since_us, note)
+
+
+def _counted(
+    records: Iterable[tuple[Any, Any]], since_us: int, counts: Callable[[Any, Any], bool]
+) -> Totals:
     prices = CapacityState()
     sums = [0] * len(ZERO_TOTALS)
     for record, payload in records:
@@ -155,7 +179,7 @@ def counted_in_records(records: Iterable[tuple[Any, Any]], goal: str, since_us: 
             if isinstance(payload, PriceSet):
                 apply(prices, record, payload)
             continue
-        if record.goal != goal or not isinstance(payload, CapacityObserved):
+        if not counts(record, payload) or not isinstance(payload, CapacityObserved):
             continue
         if parse_at(record.at) < since_us:
             continue

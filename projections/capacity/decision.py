@@ -39,7 +39,6 @@ from quotaledger.projections.capacity.events import (
     Receipt,
 )
 from quotaledger.projections.capacity.fold import DAY_US, WINDOW_US, ActiveRun, GoalCapacity
-from quotaledger.projections.capacity.money import micro_of
 from quotaledger.projections.capacity.pool_decision import (
     PoolContext,
     pool_change_points,
@@ -160,20 +159,7 @@ def cap_reasons(spend: Spend, request: AdmitRequest) -> list[str]:
     """The spend caps' reasons (SPEC §12.4), each once whatever units fail it: per unit
     `spend_cap_reached` when spent >= cap, else `spend_cap_exceeded` when spent + the
     active runs' remaining forecasts + this request's forecast > cap."""
-    reached = exceeded = False
-    if spend.cap_tokens is not None:
-        if spend.tokens >= spend.cap_tokens:
-            reached = True
-        elif (
-            spend.tokens + spend.reserved_tokens + (request.forecast_tokens or 0) > spend.cap_tokens
-        ):
-            exceeded = True
-    if spend.cap_usd_micro is not None:
-        forecast = 0 if request.forecast_usd is None else micro_of(request.forecast_usd) or 0
-        if spend.usd_micro >= spend.cap_usd_micro:
-            reached = True
-        elif spend.usd_micro + spend.reserved_usd_micro + forecast > spend.cap_usd_micro:
-            exceeded = True
+    reached, exceeded = spend.failing(request)
     return [
         r
         for r, failed in ((R.SPEND_CAP_REACHED, reached), (R.SPEND_CAP_EXCEEDED, exceeded))
@@ -183,9 +169,7 @@ def cap_reasons(spend: Spend, request: AdmitRequest) -> list[str]:
 
 def cap_reached(spend: Spend) -> bool:
     """Some cap is spent: the goal starts nothing new (`next_action` spend_cap_reached)."""
-    tokens = spend.cap_tokens is not None and spend.tokens >= spend.cap_tokens
-    usd = spend.cap_usd_micro is not None and spend.usd_micro >= spend.cap_usd_micro
-    return tokens or usd
+    return spend.reached
 
 
 def case_reasons(cases: CaseConfig, active: ActiveCases, arm: str | None) -> list[str]:
@@ -497,13 +481,14 @@ def next_action(
     the first that applies). `clock_ahead`: the goal's last event is beyond the
     clock-skew bound ahead of the wall clock (SPEC §2.2), which only the operator can
     put right; `held_in_queue`: an entry of the goal waits that cannot start now;
-    `pool_reasons`: its pool's (`ready_pool_reasons`), whose cooldown is waited for."""
+    `pool_reasons`: its pool's (`ready_pool_reasons`), whose cooldown is waited for and
+    whose spent cap stops it (SPEC §12.4)."""
     cases, tokens, active = ev.cases, ev.tokens, ev.active_cases
     if not ev.configured:
         return "configure"
     if clock_ahead:
         return "check_clocks"
-    if cap_reached(ev.spend):
+    if cap_reached(ev.spend) or R.POOL_SPEND_CAP_REACHED in pool_reasons:
         return "spend_cap_reached"
     if ev.spend.cap_usd_micro is not None and ev.usage.totals[7]:
         return "price_models"  # unpriced tokens in the last 60 s (SPEC §12.4)

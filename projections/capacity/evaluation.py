@@ -453,6 +453,34 @@ class Spend(msgspec.Struct, frozen=True):
     def capped(self) -> bool:
         return self.cap_tokens is not None or self.cap_usd_micro is not None
 
+    def failing(self, request: AdmitRequest) -> tuple[bool, bool]:
+        """(reached, exceeded) for `request` (SPEC §12.4): per unit reached when spent
+        >= cap, else exceeded when spent + the active runs' remaining forecasts + this
+        request's forecast > cap."""
+        reached = exceeded = False
+        if self.cap_tokens is not None:
+            if self.tokens >= self.cap_tokens:
+                reached = True
+            elif (
+                self.tokens + self.reserved_tokens + (request.forecast_tokens or 0)
+                > self.cap_tokens
+            ):
+                exceeded = True
+        if self.cap_usd_micro is not None:
+            forecast = 0 if request.forecast_usd is None else micro_of(request.forecast_usd) or 0
+            if self.usd_micro >= self.cap_usd_micro:
+                reached = True
+            elif self.usd_micro + self.reserved_usd_micro + forecast > self.cap_usd_micro:
+                exceeded = True
+        return reached, exceeded
+
+    @property
+    def reached(self) -> bool:
+        """Some cap is spent: nothing new starts (`next_action` spend_cap_reached)."""
+        tokens = self.cap_tokens is not None and self.tokens >= self.cap_tokens
+        usd = self.cap_usd_micro is not None and self.usd_micro >= self.cap_usd_micro
+        return tokens or usd
+
     def figures(self, request: AdmitRequest | None) -> SpendFigures:
         """`figures.spend`: each capped unit's spent, reserved, forecast and cap."""
         found: SpendFigures = {}

@@ -228,6 +228,8 @@ class PoolFigures(Payload, frozen=True):
     binding_dimension: Dimension | None
     cooldown_until: CanonicalAt | None
     dimensions: dict[Dimension, PoolDimensionFigures]
+    spend: SpendFigures | UnsetType = UNSET
+    """The pool's capped units (SPEC §12.4), in `figures.spend`'s shape."""
 
 
 class Figures(Payload, frozen=True, kw_only=True):

@@ -37,10 +37,10 @@ from quotaledger.projections.capacity.requests import (
 )
 from quotaledger.projections.types import StateStruct
 
-VERSION = "8"
+VERSION = "9"
 """The shape of the checkpointed state (4: the goals' request-id index; 5: whether a
 capacity.configured event names the goal; 6: the day's per-second totals, runs'
-observed totals, spend and prices; 7: the queue; 8: pools)."""
+observed totals, spend and prices; 7: the queue; 8: pools; 9: pools' spend)."""
 
 WINDOW_US = 60 * US_PER_S
 """The usage window: a sample counts at t while t - 60 s < at <= t."""
@@ -172,6 +172,12 @@ class GoalCapacity(StateStruct):
     """The latest configure's `explicit` (SPEC §3.5)."""
     pool: PoolRef | None = None
     """The pool the goal is a member of (SPEC §12.1)."""
+    pool_base: Totals = ZERO_TOTALS
+    """The running totals when the goal joined its pool: what it spent in the pool since
+    is the difference (the pool's spend, SPEC §12.4)."""
+    pool_spent: dict[str, Totals] = msgspec.field(default_factory=dict)
+    """What the goal spent in each pool it left, while a member (raw sums): the pool's
+    spend keeps it."""
     priority: int = 0
     configured: bool = False
     """A `capacity.configured` event names the goal: the capacity writers refuse
@@ -392,7 +398,15 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         goal.explicit = list(payload.explicit)
         goal.configured = True
         goal.caps = payload.caps
-        goal.pool, goal.priority = payload.pool, payload.priority
+        old_pool, new_pool = goal.pool, payload.pool
+        old_name = None if old_pool is None else old_pool.name
+        if old_name != (None if new_pool is None else new_pool.name):
+            if old_name is not None:  # leaves: what it spent there stays the pool's
+                stint = _difference(goal.totals, goal.pool_base)
+                before = goal.pool_spent.get(old_name)
+                goal.pool_spent[old_name] = stint if before is None else _sum(before, stint)
+            goal.pool_base = goal.totals  # joins: its spending in the pool starts here
+        goal.pool, goal.priority = new_pool, payload.priority
         goal.cap_totals = goal.totals
     if at_us > goal.last_at_us:
         goal.last_at_us = at_us
@@ -432,6 +446,14 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         forget_requests(request_ids, last_us)
 
 
+def _difference(after: Totals, before: Totals) -> Totals:
+    return tuple(a - b for a, b in zip(after, before, strict=True))  # type: ignore[return-value]
+
+
+def _sum(a: Totals, b: Totals) -> Totals:
+    return tuple(x + y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
 def _compact(goal: GoalCapacity) -> None:
     """Drop the samples that left the window (and rebase totals grown too large)."""
     head = goal.head
@@ -454,7 +476,7 @@ def _compact_day(goal: GoalCapacity) -> None:
 def _rebase(goal: GoalCapacity) -> None:
     """Subtract the oldest running totals still needed from every running total kept,
     before they could leave MessagePack's 64-bit integers (differences are unchanged)."""
-    oldest = (goal.base_totals, goal.day_base, goal.cap_totals)
+    oldest = (goal.base_totals, goal.day_base, goal.cap_totals, goal.pool_base)
     base = tuple(min(parts) for parts in zip(*oldest, strict=True))
 
     def rebased(totals: Totals) -> Totals:
@@ -469,6 +491,7 @@ def _rebase(goal: GoalCapacity) -> None:
     goal.base_totals = rebased(goal.base_totals)
     goal.day_base = rebased(goal.day_base)
     goal.cap_totals = rebased(goal.cap_totals)
+    goal.pool_base = rebased(goal.pool_base)
 
 
 def _note_provider(goal: GoalCapacity, report: ProviderReport, seq: int, at_us: int) -> None:
@@ -584,6 +607,7 @@ def fork_goal(goal: GoalCapacity) -> GoalCapacity:
         runs={run: msgspec.structs.replace(active) for run, active in goal.runs.items()},
         queue=dict(goal.queue),
         queue_waits=list(goal.queue_waits),
+        pool_spent=dict(goal.pool_spent),
         refusals_total=dict(goal.refusals_total),
         request_ids=OrderedDict(goal.request_ids),
     )

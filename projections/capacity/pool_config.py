@@ -143,4 +143,6 @@ def pool_config_of(flat: PoolFlat, explicit: list[str], caps: Mapping[str, Any])
         cap_usd=caps.get("cap_usd"),
         cap_since=caps.get("cap_since"),
         explicit=explicit,
+        cap_counted=caps.get("cap_counted"),
+        cap_total=caps.get("cap_total"),
     )

@@ -14,7 +14,7 @@ from fractions import Fraction
 
 import msgspec
 
-from quotaledger.journal.clock import format_us_or_none
+from quotaledger.journal.clock import format_us_or_none, parse_at
 from quotaledger.projections import reasons as R
 from quotaledger.projections.capacity.config import (
     DAILY_DIMENSIONS,
@@ -25,11 +25,13 @@ from quotaledger.projections.capacity.config import (
     Number,
 )
 from quotaledger.projections.capacity.evaluation import (
+    Spend,
     active_runs_at,
     day_totals_at,
     dimension_usage,
     forecast_of,
     run_remaining,
+    run_remaining_usd_micro,
     tidy,
     usage_at,
 )
@@ -38,8 +40,9 @@ from quotaledger.projections.capacity.events import (
     PoolDimensionFigures,
     PoolFigures,
 )
-from quotaledger.projections.capacity.fold import GoalCapacity, ProviderState, Totals
-from quotaledger.projections.capacity.pool_fold import PoolMember, PoolState
+from quotaledger.projections.capacity.fold import ZERO_TOTALS, GoalCapacity, ProviderState, Totals
+from quotaledger.projections.capacity.money import micro_of
+from quotaledger.projections.capacity.pool_fold import PoolMember, PoolState, totals_of
 from quotaledger.projections.limits import SHARE_UNITS
 
 _sample_seq = operator.attrgetter("seq")
@@ -52,10 +55,13 @@ class PoolContext(msgspec.Struct, frozen=True):
     name: str
     state: PoolState
     members: Mapping[str, GoalCapacity]
+    former: Mapping[str, GoalCapacity] = msgspec.field(default_factory=dict)
+    """The goals that left the pool and are not members now: what they spent in it
+    while members is the pool's (SPEC §12.4)."""
 
     def with_member(self, goal: str, state: GoalCapacity) -> "PoolContext":
         """The same pool with `goal`'s state replaced (a promotion's working state)."""
-        return PoolContext(self.name, self.state, {**self.members, goal: state})
+        return msgspec.structs.replace(self, members={**self.members, goal: state})
 
 
 def exact(value: Number) -> Fraction:
@@ -117,6 +123,71 @@ class PoolEvaluation(msgspec.Struct, frozen=True):
     cooldown_until_us: int | None
     cooldown_active: bool
     dimensions: dict[Dimension, PoolDimension]
+    spend: Spend
+
+
+def _plus(a: Totals, b: Totals) -> Totals:
+    return tuple(x + y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def _minus(a: Totals, b: Totals) -> Totals:
+    return tuple(x - y for x, y in zip(a, b, strict=True))  # type: ignore[return-value]
+
+
+def pool_total(ctx: PoolContext) -> Totals:
+    """What the pool's members spent in it, in all (raw sums): what the goals that left
+    spent there while members and each member's observations since it joined (SPEC §12.1: a goal's
+    events count in the pool it is a member of at their time)."""
+    total = ZERO_TOTALS
+    for states in (ctx.members, ctx.former):
+        for state in states.values():
+            left = state.pool_spent.get(ctx.name)
+            if left is not None:
+                total = _plus(total, left)
+    for name in ctx.state.members:
+        member = ctx.members.get(name)
+        if member is not None and member.pool is not None and member.pool.name == ctx.name:
+            total = _plus(total, _minus(member.totals, member.pool_base))
+    return total
+
+
+def pool_spent(ctx: PoolContext) -> Totals:
+    """What the members spent together since the caps' `cap_since` (the pool's whole
+    history without a cap): the count read when `cap_since` was set plus the pool's
+    total since (SPEC §12.4)."""
+    config = ctx.state.config
+    total = pool_total(ctx)
+    if config is None or config.cap_since is None:
+        return total
+    counted = ZERO_TOTALS if config.cap_counted is None else totals_of(config.cap_counted)
+    base = ZERO_TOTALS if config.cap_total is None else totals_of(config.cap_total)
+    return _plus(counted, _minus(total, base))
+
+
+def pool_spend_at(ctx: PoolContext, at_us: int) -> Spend:
+    """The pool's spend (SPEC §12.4): tokens with the pool's cached-input weight,
+    dollars by the price in force per model, and what its members' active runs may
+    still spend (their forecasts' remainders)."""
+    config = ctx.state.config
+    weight = config.cached_input_weight if config is not None else 1.0
+    spent = pool_spent(ctx)
+    runs = [
+        run
+        for name in ctx.state.members
+        if (state := ctx.members.get(name)) is not None
+        for run in active_runs_at(state, at_us)
+    ]
+    cap_usd = None if config is None else config.cap_usd
+    return Spend(
+        since_us=None if config is None or config.cap_since is None else parse_at(config.cap_since),
+        tokens=dimension_usage(spent, weight, "tpm"),
+        usd_micro=spent[8],
+        unpriced_tokens=spent[7],
+        cap_tokens=None if config is None else config.cap_tokens,
+        cap_usd_micro=None if cap_usd is None else micro_of(cap_usd),
+        reserved_tokens=tidy(sum(run_remaining(r, "tpd", weight) for r in runs)) if runs else 0,
+        reserved_usd_micro=sum(run_remaining_usd_micro(r) for r in runs) if runs else 0,
+    )
 
 
 def member_load(goal: GoalCapacity, at_us: int, weight: float, dimension: str) -> MemberLoad:
@@ -203,6 +274,7 @@ def pool_evaluate(ctx: PoolContext, at_us: int) -> PoolEvaluation:
         cooldown_until_us=until_us,
         cooldown_active=until_us is not None and at_us < until_us,
         dimensions=dimensions,
+        spend=pool_spend_at(ctx, at_us),
     )
 
 
@@ -273,13 +345,31 @@ def pool_verdict(
         )
     reasons = [R.POOL_COOLDOWN_ACTIVE] if pe.cooldown_active else []
     reasons += [reason for reason, failed in failing.items() if failed]
+    spend = pe.spend
+    reasons += pool_cap_reasons(spend, request)  # the pool's caps come last
     figures = PoolFigures(
         name=pe.name,
         binding_dimension=binding,
         cooldown_until=format_us_or_none(pe.cooldown_until_us),
         dimensions=shown,
+        spend=spend.figures(request) if spend.capped else msgspec.UNSET,
     )
     return PoolVerdict(tuple(reasons), figures)
+
+
+def pool_cap_reasons(spend: Spend, request: AdmitRequest) -> list[str]:
+    """The pool's caps' reasons (SPEC §12.1, §12.4), each once whatever units fail."""
+    if not spend.capped:
+        return []
+    reached, exceeded = spend.failing(request)
+    return [
+        reason
+        for reason, failed in (
+            (R.POOL_SPEND_CAP_REACHED, reached),
+            (R.POOL_SPEND_CAP_EXCEEDED, exceeded),
+        )
+        if failed
+    ]
 
 
 def pool_cooldown_terms(pool: PoolState) -> tuple[int, int]:

@@ -11,6 +11,7 @@ from quotaledger.projections.capacity.config import (
     Dimension,
 )
 from quotaledger.projections.capacity.events import (
+    CapCounted,
     ConfigFieldName,
     FractionalSeconds,
     Priority,
@@ -42,7 +43,13 @@ class PoolLimit(Payload, frozen=True):
 class PoolConfigured(Payload, frozen=True):
     """A pool's full new config (SPEC §12.1): its dimensions, how a cached input token
     counts, the cooldown rule its members' 429s start, its spend caps, and which
-    fields were set explicitly (a target not in it follows its quota)."""
+    fields were set explicitly (a target not in it follows its quota).
+
+    With a cap, `cap_counted` is what the members spent together from `cap_since` to
+    this configure (read once, as a goal's `cap_counted`: SPEC §12.4) and `cap_total`
+    what they had spent in the pool in all by then (the departed members' spending,
+    and each member's since it joined): the pool's spend from `cap_since` is
+    `cap_counted` plus the pool's total since, which its fold keeps running."""
 
     limits: dict[Dimension, PoolLimit]
     cached_input_weight: Annotated[float, _meta(CONFIG_RANGES["cached_input_weight"])]
@@ -52,6 +59,8 @@ class PoolConfigured(Payload, frozen=True):
     cap_usd: UsdAmount | None = None
     cap_since: CanonicalAt | None = None
     explicit: list[ConfigFieldName] = msgspec.field(default_factory=list)
+    cap_counted: CapCounted | None = None
+    cap_total: CapCounted | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -59,6 +68,8 @@ class PoolConfigured(Payload, frozen=True):
         capped = self.cap_tokens is not None or self.cap_usd is not None
         if capped != (self.cap_since is not None):
             raise ValueError("cap_since goes with cap_tokens or cap_usd")
+        if not capped and (self.cap_counted is not None or self.cap_total is not None):
+            raise ValueError("cap_counted and cap_total go with a cap")
 
 
 class PoolMembership(Payload, frozen=True, omit_defaults=True):

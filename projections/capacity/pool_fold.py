@@ -8,6 +8,9 @@ import msgspec
 
 from quotaledger.journal import Record
 from quotaledger.journal.clock import parse_at
+from quotaledger.projections.capacity.events import CapCounted
+from quotaledger.projections.capacity.fold import Totals
+from quotaledger.projections.capacity.money import micro_of
 from quotaledger.projections.capacity.pool_events import (
     PoolConfigured,
     PoolCooldown,
@@ -32,6 +35,9 @@ class PoolState(StateStruct):
     cooldown_until_us: int | None = None
     streak: int = 0
     last_at_us: int = 0
+    former: list[str] = msgspec.field(default_factory=list)
+    """The goals that left the pool (some may have joined again), in the order they
+    first left: what they spent in it while members stays the pool's (SPEC §12.4)."""
 
 
 class PoolsState(StateStruct):
@@ -52,6 +58,8 @@ def apply_pool(state: PoolsState, record: Record, payload: Any) -> None:
     elif isinstance(payload, PoolMembership):
         if payload.left:
             pool.members.pop(payload.goal, None)
+            if payload.goal not in pool.former:
+                pool.former.append(payload.goal)
         else:
             share, borrowing, lending = payload.units
             pool.members[payload.goal] = PoolMember(
@@ -71,4 +79,20 @@ def apply_pool(state: PoolsState, record: Record, payload: Any) -> None:
 
 def fork_pool(pool: PoolState) -> PoolState:
     """A copy `apply_pool` may change without touching `pool`."""
-    return msgspec.structs.replace(pool, members=dict(pool.members))
+    return msgspec.structs.replace(pool, members=dict(pool.members), former=list(pool.former))
+
+
+def totals_of(counted: CapCounted) -> Totals:
+    """A `CapCounted` as raw sums (`Totals`: requests and coverage counts 0)."""
+    usd = micro_of(counted.usd) or 0
+    return (
+        counted.uncached_input,
+        counted.cached_input,
+        counted.cache_write_input,
+        counted.output,
+        0,
+        0,
+        0,
+        counted.unpriced_tokens,
+        usd,
+    )

@@ -54,7 +54,7 @@ QUEUEABLE_REASONS = frozenset(
         R.POOL_COOLDOWN_ACTIVE,
         R.POOL_BORROWING_LIMIT,
         R.POOL_SHARE_PROTECTED,
-        "pool_spend_cap_exceeded",
+        R.POOL_SPEND_CAP_EXCEEDED,
     }
 )
 """Reasons time or another run's release can cure (SPEC §12.2), besides every
@@ -67,7 +67,7 @@ POOL_WIDE_REASONS = frozenset(
         R.POOL_HEADROOM_EXHAUSTED,
         R.POOL_SHARE_PROTECTED,
         R.POOL_PROVIDER_EXHAUSTED,
-        "pool_spend_cap_exceeded",
+        R.POOL_SPEND_CAP_EXCEEDED,
     }
 )
 """An entry failing one of these blocks every entry behind it, whatever its goal."""

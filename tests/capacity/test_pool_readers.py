@@ -53,7 +53,18 @@ EXPECTED = {
         },
     },
     "queue_length": 0,
-    "spend": None,
+    "spend": {  # no cap: the members' whole spending in the pool (SPEC §12.4's shape)
+        "since": None,
+        "tokens": 0,
+        "usd": 0.0,
+        "unpriced_tokens": 0,
+        "cap_tokens": None,
+        "cap_usd": None,
+        "reserved_tokens": 0,
+        "reserved_usd": 0.0,
+        "remaining_tokens": None,
+        "remaining_usd": None,
+    },
 }
 
 
