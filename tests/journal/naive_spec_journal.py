@@ -227,6 +227,9 @@ LATER_MEMBERS: dict[str, set[str]] = {
         "pool",
         "priority",
     },
+    # §12.4 for a pool as for a goal: what was counted since cap_since when it was set,
+    # and the pool's running total then (the fold keeps the total after it).
+    "pool.configured": {"cap_counted", "cap_total"},
     # §12.1: a goal joins with its terms, or leaves.
     "pool.membership": {"share", "borrowing_limit", "lending_limit", "priority", "left"},
     "capacity.observed": {"cache_write_input", "provider", "model"},
