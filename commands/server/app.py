@@ -242,12 +242,12 @@ class Api:
         self.timers.note(outcome)
         return outcome
 
-    async def _promote(self, goal: str) -> Any:
-        """A queue's timer: promote `goal`'s queue in a write of the server's own, and
-        answer the waiters it admits."""
+    async def _promote(self, queue: str) -> Any:
+        """A queue's timer: promote the queue (a goal's or a pool's name) in a write of
+        the server's own, and answer the waiters it admits."""
         assert self.loop is not None
         ticket = self.loop.create_future()
-        promotion = Internal("promote", lambda ledger: _promote_queue(ledger, goal))
+        promotion = Internal("promote", lambda ledger: _promote_queue(ledger, queue))
         self._handing.append(Work(promotion, None, ticket))
         if len(self._handing) == 1:
             self.loop.call_soon(self._hand_over)
@@ -257,11 +257,11 @@ class Api:
             self.waiters.answer(admitted)
         return outcome
 
-    def watch_queues(self, goals: Iterable[str]) -> None:
+    def watch_queues(self, queues: Iterable[str]) -> None:
         """At start: look at once at the queues where entries wait (nobody polls them
         after a restart)."""
-        for goal in goals:
-            self.timers.now(goal)
+        for queue in queues:
+            self.timers.now(queue)
 
     async def _held(self, case: UseCase, request: Any, receive: Receive) -> Any:
         """An admit that waits in the queue (SPEC §12.2), held until admitted, refused,
@@ -328,8 +328,8 @@ class Api:
         return 200
 
 
-def _promote_queue(ledger: Any, goal: str) -> Any:
-    return CapacityService(ledger.journal).promote_queue(goal)
+def _promote_queue(ledger: Any, queue: str) -> Any:
+    return CapacityService(ledger.journal).promote_queue(queue)
 
 
 def _cli_log(as_json: bool) -> Printed:

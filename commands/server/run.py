@@ -178,8 +178,9 @@ async def _serve(
     api.committer = committer
     api.loop = loop
     server.stop_on_signals()
+    queues = _queued_queues(ledger)  # read before the committer's thread folds on
     committer.start()
-    api.watch_queues(_queued_goals(ledger))
+    api.watch_queues(queues)
     try:
         await server.serve(sockets=[sock])
     finally:
@@ -191,13 +192,19 @@ async def _serve(
     return 0
 
 
-def _queued_goals(ledger: Ledger) -> list[str]:
-    """The goals with an entry in their queue when the server starts (expired ones
-    aside: the timer's promotion then finds nothing)."""
+def _queued_queues(ledger: Ledger) -> list[str]:
+    """The queues with an entry in them when the server starts (a pool's once, however
+    many of its members wait; expired entries aside: the timer's promotion then finds
+    nothing)."""
     state = getattr(ledger.journal, "state", None)  # bench's bare-line skeleton has none
     capacity = getattr(state, "capacity", None)
     goals = getattr(capacity, "goals", {})
-    return [name for name, goal in goals.items() if getattr(goal, "queue", None)]
+    queues = {
+        goal.pool.name if goal.pool is not None else name
+        for name, goal in goals.items()
+        if getattr(goal, "queue", None)
+    }
+    return sorted(queues)
 
 
 __all__ = ["serve"]

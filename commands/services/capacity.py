@@ -31,6 +31,8 @@ from quotaledger.services.queueing import (
     next_estimate_us,
     promote,
     promoted_of,
+    promoting_goal,
+    queue_name,
     queue_view,
 )
 from quotaledger.services.request_ids import observe_repeat, reject_repeat, repeat_or_time
@@ -255,27 +257,33 @@ class CapacityService(ServiceBase):
             promoted=promoted_of(promoted),
         )
 
-    def promote_queue(self, goal: str) -> QueuePromotion:
-        """A server's timer on `goal`'s queue (SPEC §12.2): a write transaction on the
-        goal that appends nothing of its own, so it only promotes, at the goal's time
-        now; then when the queue next moves by time alone."""
+    def promote_queue(self, name: str) -> QueuePromotion:
+        """A server's timer on the queue `name` (a goal's own, or a pool's: SPEC
+        §12.2): a write transaction on the queue that appends nothing of its own, so it
+        only promotes, at the queue's time now; then when the queue next moves by time
+        alone. A pool's queue is promoted through one of its members (any member's
+        write promotes it all)."""
         staged: list[PendingRecord] = []
         at_text = None
+        goal = None
         with self.journal.transaction() as txn:
-            if goal in txn.state.capacity.goals:
+            goal = promoting_goal(txn.state, name)
+            if goal is not None:
                 at_text = txn.time_for(goal, None, pool_clock(txn.state, goal))
                 staged = promote(txn, goal, at_text, [])
         written = final_records(txn) if staged else []
         at_us = parse_at(at_text) if at_text is not None else wall_us()
+        state = self.journal.state
         return QueuePromotion(
-            goal=goal,
+            goal=goal or name,
+            queue=name if goal is None else queue_name(state, goal),
             at=at_text,
             admitted=[
-                promoted_answer(p.record.goal or goal, p, None, at_text or "")
+                promoted_answer(p.record.goal or name, p, None, at_text or "")
                 for p in written
                 if p.record.kind == cap.ADMITTED
             ],
-            next_estimate_us=next_estimate_us(self.journal.state, goal, at_us),
+            next_estimate_us=None if goal is None else next_estimate_us(state, goal, at_us),
         )
 
     # -- reject ------------------------------------------------------------------------

@@ -38,6 +38,26 @@ def queue_view(state: LedgerState, goal: str) -> cq.QueueView:
     return cq.pool_queue(pool.with_member(goal, cap.goal_of(state.capacity, goal)))
 
 
+def queue_name(state: LedgerState, goal: str) -> str:
+    """The name of the queue `goal` waits in: its pool's, or its own (pools and goals
+    share one space of names, SPEC §12.1, so the name says which)."""
+    found = state.capacity.goals.get(goal)
+    return goal if found is None or found.pool is None else found.pool.name
+
+
+def promoting_goal(state: LedgerState, name: str) -> str | None:
+    """The goal through which a write promotes the queue `name` (a goal's own queue,
+    or a pool's, SPEC §12.2): the goal itself, or the first of the pool's members (any
+    member's write promotes the pool's one queue); None for a name that is neither."""
+    if name in state.capacity.goals:
+        return name
+    pool = state.pools.pools.get(name)
+    if pool is None:
+        return None
+    goals = state.capacity.goals
+    return next((m for m in sorted(pool.members) if m in goals), None)
+
+
 def queue_goals(state: LedgerState, goal: str) -> list[str]:
     """The goals whose entries wait in `goal`'s queue: its pool's members, or itself."""
     pool = pool_context_of(state, goal)
@@ -136,8 +156,7 @@ def next_estimate_us(state: LedgerState, goal: str, at_us: int) -> int | None:
     no entry has one): when a server's timer on that queue promotes next. An estimate
     at `at_us` or before, that this time's promotion did not admit, waits for a write
     (an observation, for an entry held only by staleness), not for time."""
-    found = state.capacity.goals.get(goal)
-    if found is None or not any(e.waiting_at(at_us) for e in found.queue.values()):
+    if not may_move(state, goal, at_us, []):
         return None
     later = [
         estimate_us
@@ -152,6 +171,9 @@ class QueuePromotion(msgspec.Struct, kw_only=True):
     the records written, at its one time; and when the queue next moves by time."""
 
     goal: str
+    """The goal whose write promoted (a member of the pool, for a pool's queue)."""
+    queue: str
+    """The queue's name: the pool's for a pooled goal, else the goal's (`queue_name`)."""
     at: str | None
     admitted: list[AdmitAnswer]
     """Each admitted run's answer, as a poll of it would give it now (its receipt)."""

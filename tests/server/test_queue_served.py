@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from quotaledger.api import Ledger
+from quotaledger.journal.clock import US_PER_S, format_us, wall_us
 from tests.capacity.capacity_helpers import at, finish, spawn
 from tests.server.serving import Answer, Server, serving
 
@@ -149,3 +150,46 @@ def test_a_cli_waiter_and_a_server_waiter_on_one_journal(tmp_path: Path) -> None
         log = server.get("log", "goal=g&kind=capacity.admitted").body.decode().splitlines()
     runs = [json.loads(line)["data"]["request"]["run"] for line in log]
     assert runs == ["blocker", "w-cli", "w-http"]  # each once, in queue order
+
+
+def _pool_admissions(server: Server, runs: int) -> list[dict[str, Any]]:
+    """Until `runs` promotions are in the journal (reads only)."""
+    for _ in range(600):
+        lines = server.get("log", "kind=capacity.admitted").body.decode().splitlines()
+        events = [json.loads(line) for line in lines]
+        promoted = [e for e in events if e["data"].get("queued")]
+        if len(promoted) >= runs:
+            return promoted
+        time.sleep(0.05)
+    raise AssertionError("the pool's entries were never admitted")
+
+
+def test_a_restarted_server_promotes_a_pools_queue_once(tmp_path: Path) -> None:
+    journal = tmp_path / "j.jsonl"
+    start_us = wall_us() - 58 * US_PER_S  # explicit times: the blocker's lease ends in 2 s
+
+    def t(seconds: int) -> str:
+        return format_us(start_us + seconds * US_PER_S)
+
+    with serving(journal) as server:
+        server.post("pool_configure", pool="org", quota_tpm=1000, target_tpm=1000, at=t(0))
+        for goal in ("a", "b", "c"):
+            server.post("configure", goal=goal, pool="org", pool_share=0.3, at=t(0))
+        blocker = server.post(
+            "admit", goal="a", run="blocker", forecast_tpm=1000, lease_s=60, at=t(0)
+        )
+        assert blocker.json["admitted"] is True
+        estimates = set()
+        for goal in ("c", "b", "a"):
+            queued = server.post(
+                "admit", goal=goal, run=f"w-{goal}", forecast_tpm=300, lease_s=60, queue=True,
+                at=t(1),
+            )  # fmt: skip
+            assert queued.json["queued"] is True
+            estimates.add(queued.json["estimated_start_at"])
+        assert estimates == {blocker.json["receipt"]["lease_until"]}
+    with serving(journal) as server:  # nobody polls: the pool's one timer promotes
+        promoted = _pool_admissions(server, 3)
+    assert [e["data"]["request"]["run"] for e in promoted] == ["w-c", "w-b", "w-a"]
+    assert len({e["at"] for e in promoted}) == 1  # one promotion, one time
+    assert min(e["at"] for e in promoted) >= blocker.json["receipt"]["lease_until"]
