@@ -235,12 +235,16 @@ class Step(msgspec.Struct, frozen=True):
 
 def next_step(view: QueueView, at_us: int) -> Step | None:
     """The next entry a promotion at `at_us` admits or refuses, in queue order, passing
-    only the entries that the entries ahead do not block; None: nothing moves."""
+    only the entries that the entries ahead do not block; None: nothing moves. An entry
+    held back by its own goal's still blocks every entry behind it when it fails a
+    pool-wide reason (it does not fit, SPEC §12.2), as `blockers` has it."""
     held: set[str] = set()
     for waiting in view.waiting(at_us):
-        if waiting.goal in held:
-            continue
         decision = view.decide(waiting.goal, waiting.entry.request, at_us)
+        if waiting.goal in held:
+            if pool_wide(decision.reasons):
+                return None
+            continue
         if decision.ok and not decision.idempotent:
             return Step(waiting, decision)
         if not all_queueable(decision.reasons) or decision.idempotent:

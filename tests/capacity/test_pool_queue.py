@@ -126,3 +126,35 @@ def test_inspect_pool_shows_the_pools_queue_as_its_members_see_it(ledger: Any) -
     assert [(e["goal"], e["run"]) for e in pool["queue"]] == [("b", "r3"), ("a", "r2")]
     assert pool["queue_length"] == 2
     assert "queue" not in ledger.pools(at=at(4))["pools"]["org"]  # `pools` gives the count
+
+
+def test_an_entry_held_by_its_own_goal_still_blocks_on_a_pool_wide_reason(
+    ledger: Any,
+) -> None:
+    # a's second entry waits behind a's first (a's own slot), and would not fit the
+    # pool either: it fails a pool-wide reason, so it holds back b's entry behind it
+    # (SPEC §12.2: a held entry is still an entry that does not fit).
+    _join(ledger, "a", max_active_cases=1)
+    _join(ledger, "b")
+    assert _admit(ledger, "a", "a1", 1, 100, arm="baseline")["admitted"]
+    assert _admit(ledger, "b", "b1", 1, 400)["admitted"]
+    x = _admit(ledger, "a", "x", 2, 100, arm="baseline", queue=True)
+    assert x["queued"] is True and R.POOL_HEADROOM_EXHAUSTED not in x["reasons"]
+    y = _admit(ledger, "a", "y", 3, 1000, arm="baseline", queue=True)
+    assert y["queued"] is True and R.POOL_HEADROOM_EXHAUSTED in y["reasons"]
+    z = _admit(ledger, "b", "z", 4, 100, queue=True)
+    assert z["queued"] is True and z["reasons"] == [R.QUEUE_AHEAD], z
+    assert "promoted" not in z
+    assert z["ahead"] == [{"goal": "a", "run": "x"}, {"goal": "a", "run": "y"}]
+    # A write on the pool promotes nothing: z waits behind y.
+    assert "promoted" not in ledger.observe(
+        goal="b", uncached_input=0, cached_input=0, output=0, at=at(5)
+    )
+    assert ledger.verify(decisions=True)["decisions"]["not_reproduced"] == []
+    # a's slot frees at a1's lease end: x starts; y still does not fit, z waits on.
+    released = ledger.release(goal="a", run="a1", at=at(10))
+    assert released["promoted"] == [{"goal": "a", "run": "x"}]
+    assert ledger.admit(goal="a", run="y", cancel=True, at=at(11))["promoted"] == [
+        {"goal": "b", "run": "z"}
+    ]
+    assert ledger.verify(decisions=True)["decisions"]["not_reproduced"] == []
