@@ -12,7 +12,15 @@ from quotaledger.projections.audit.pool_whatif import PoolWhatIf
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS
 from quotaledger.projections.ledger import LedgerState
 from quotaledger.services.pools import require_pool
-from quotaledger.usecases.operator import Flip, Range, WhatifAnswer, WhatifRequest, shares_of
+from quotaledger.usecases.decode import API
+from quotaledger.usecases.operator import (
+    Flip,
+    Range,
+    WhatifAnswer,
+    WhatifRequest,
+    range_us,
+    shares_of,
+)
 
 Progress = Callable[[int], None]
 
@@ -41,9 +49,10 @@ def pool_whatif(
             code=codes.INVALID_OPTION,
             about=tuple(others) or ("cap_tokens",),
         )
-    replay = PoolWhatIf(pool, limits, shares_of(request.share))
+    since_us, until_us = range_us(request.since, request.until, API)
+    replay = PoolWhatIf(pool, limits, shares_of(request.share), since_us, until_us)
     journal.replay(_pool_feeder(replay), progress=progress)
-    require_pool(replay.state, pool)
+    require_pool(journal.state, pool)  # the handle folded the whole journal in the pass
     return WhatifAnswer(
         ok=True,
         goal=None,

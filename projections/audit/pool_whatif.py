@@ -2,12 +2,15 @@
 replayed, in journal order, under changed pool limits or shares, by the same decision
 function `admit` uses (the pool's reasons after each goal's own).
 
-The whole ledger is folded as recorded, except: the pool's configurations carry the
-overridden limits (by `pool configure`'s rule: a target never set explicitly follows
-its quota), the overridden members' terms carry their new share (a borrowing limit
-then at most 1 - share, a lending limit at most the share), and each member's
-decision is the replay's (an admission refused in the replay holds nothing; one
-admitted in the replay holds its forecast until its recorded release or lease end).
+The whole ledger is folded as recorded, except, from the start of the range (SPEC §7's
+`--since`; records after its `--until` fold not at all): the pool's configurations
+carry the overridden limits (by `pool configure`'s rule: a target never set
+explicitly follows its quota), the overridden members' terms carry their new share (a
+borrowing limit then at most 1 - share, a lending limit at most the share), the
+pool's cooldowns are recomputed under its replayed cooldown terms (§3.2's rule, the
+recorded Retry-After), and each member's decision is the replay's (an admission
+refused in the replay holds nothing; one admitted in the replay holds its forecast
+until its recorded release, its lease's end, or the end of the range).
 """
 
 from collections.abc import Mapping
@@ -17,6 +20,7 @@ from typing import Any
 import msgspec
 
 from quotaledger.journal import Record
+from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
 from quotaledger.projections.capacity.events import QUEUED
@@ -49,28 +53,51 @@ class PoolWhatIf:
     """Overridden pool fields (`quota_tpm`, `target_rpm`, ...)."""
     shares: Mapping[str, int]
     """Overridden members' shares, in units of 10^-4."""
+    since_us: int | None = None
+    until_us: int | None = None
+    """The range replayed: before it records fold as recorded, after it not at all."""
     state: Any = field(default_factory=PROJECTOR.initial)
     decisions: int = 0
     flips: list[PoolFlip] = field(default_factory=list)
     first_at: str | None = None
     last_at: str | None = None
+    replaying: bool = False
 
     def feed(self, record: Record, payload: Any) -> None:
+        if not self._ours(record, payload):
+            PROJECTOR.apply(self.state, record, payload)  # other streams: as recorded
+            return
+        at_us = parse_at(record.at)  # the pool's clock: never back in journal order
+        if self.until_us is not None and at_us > self.until_us:
+            return
+        if not self.replaying and (self.since_us is None or at_us >= self.since_us):
+            self._start_replay()
+        if not self.replaying:
+            PROJECTOR.apply(self.state, record, payload)
+            return
+        replayed = self._counterfactual(record, payload, at_us)
+        if replayed is not None:
+            PROJECTOR.apply(self.state, *replayed)
+
+    def _counterfactual(
+        self, record: Record, payload: Any, at_us: int
+    ) -> tuple[Record, Any] | None:
+        """The record as the replayed world has it (None: it appends nothing)."""
         if record.goal == self.pool and isinstance(payload, cap.PoolConfigured):
-            payload = self._limits(payload)
-        elif record.goal == self.pool and isinstance(payload, cap.PoolMembership):
-            payload = self._membership(payload)
-        elif isinstance(payload, cap.CapacityConfigured) and payload.pool is not None:
+            return record, self._limits(payload)
+        if record.goal == self.pool and isinstance(payload, cap.PoolMembership):
+            return record, self._membership(payload)
+        if record.goal == self.pool and isinstance(payload, cap.PoolCooldown):
+            return record, self._cooldown(payload, at_us)
+        if isinstance(payload, cap.CapacityConfigured) and payload.pool is not None:
             goal = record.goal
             if payload.pool.name == self.pool and goal is not None and goal in self.shares:
                 ref = self._ref_for(payload.pool, goal)
-                payload = msgspec.structs.replace(payload, pool=ref)
-        elif record.kind in cap.DECISION_KINDS and record.goal is not None:
-            replayed = self._decide(record, payload)
-            if replayed is None:
-                return
-            record, payload = replayed
-        PROJECTOR.apply(self.state, record, payload)
+                return record, msgspec.structs.replace(payload, pool=ref)
+            return record, payload
+        if record.kind in cap.DECISION_KINDS and record.goal is not None:
+            return self._decide(record, payload)
+        return record, payload
 
     def _decide(self, record: Record, payload: Any) -> tuple[Record, Any] | None:
         """The replay's decision in place of a member's recorded one (None: it appends
@@ -107,6 +134,53 @@ class PoolWhatIf:
             return record, payload  # it waits as recorded
         assert decision.kind is not None
         return msgspec.structs.replace(record, kind=decision.kind), decision.payload
+
+    def _ours(self, record: Record, payload: Any) -> bool:
+        """A record of the pool's stream or of a goal that is (or by it becomes) one of
+        its members: one clock (SPEC §12.1), which the range is read on."""
+        goal = record.goal
+        if goal is None:
+            return False
+        if goal == self.pool:
+            return True
+        if isinstance(payload, cap.CapacityConfigured):
+            return payload.pool is not None and payload.pool.name == self.pool
+        pool = self.state.pools.pools.get(self.pool)
+        return pool is not None and goal in pool.members
+
+    def _start_replay(self) -> None:
+        """From here on the pool and its overridden members carry the changes: the
+        configuration and terms in force now too."""
+        self.replaying = True
+        pool = self.state.pools.pools.get(self.pool)
+        if pool is None:
+            return
+        if pool.config is not None:
+            pool.config = self._limits(pool.config)
+        for goal, member in list(pool.members.items()):
+            if goal in self.shares:
+                share, borrowing, lending = self._units(
+                    goal, member.borrowing_limit, member.lending_limit
+                )
+                pool.members[goal] = cap.PoolMember(share, borrowing, lending, member.priority)
+        for goal in self.shares:
+            state = self.state.capacity.goals.get(goal)
+            if state is not None and state.pool is not None and state.pool.name == self.pool:
+                state.pool = self._ref_for(state.pool, goal)
+
+    def _cooldown(self, payload: cap.PoolCooldown, at_us: int) -> cap.PoolCooldown:
+        """A member's 429 cools the pool down by the replayed pool's terms (SPEC §12.1)."""
+        pool = self.state.pools.pools.get(self.pool)
+        if pool is None:
+            return payload
+        plan = cap.plan_pool_rejection(pool, at_us, payload.retry_after_s)
+        return msgspec.structs.replace(
+            payload,
+            cooldown_s=plan.cooldown_s,
+            clamped=plan.clamped,
+            cooldown_until=format_us(plan.cooldown_until_us),
+            streak=plan.streak,
+        )
 
     def _limits(self, payload: cap.PoolConfigured) -> cap.PoolConfigured:
         if not self.limits:
@@ -150,13 +224,21 @@ class PoolWhatIf:
     def assumptions(self) -> list[str]:
         limits = ", ".join(f"{k}={v}" for k, v in self.limits.items()) or "none"
         shares = ", ".join(f"{g}={cap.share_number(u)}" for g, u in self.shares.items())
+        end = format_us(self.until_us) if self.until_us is not None else "the end of the journal"
+        start = format_us(self.since_us) if self.since_us is not None else "the first event"
         return [
             f"pool {self.pool}: limit changes {limits}; share changes {shares or 'none'} (a "
             "borrowing limit then at most 1 - share, a lending limit at most the share)",
-            "every member's recorded admission request is decided again at its recorded "
-            "time, in journal order, by admit's decision function (the pool's reasons "
-            "after the goal's own); observed usage, provider reports and 429s are as "
+            f"range: from {start} to {end}; events before the range fold as recorded (the "
+            "changes apply from its start, to the configuration in force then)",
+            "every member's recorded admission request in the range is decided again at "
+            "its recorded time, in journal order, by admit's decision function (the pool's "
+            "reasons after the goal's own); observed usage and provider reports are as "
             "recorded",
-            "a run admitted in the replay holds its forecast until its recorded release or "
-            "its lease's end; one refused in the replay holds nothing",
+            "provider rejections (429) happen at their recorded times; the pool's cooldowns "
+            "are recomputed under the replayed pool's cooldown terms (Retry-After as "
+            "recorded), each member's own as recorded (its config does not change)",
+            "a run admitted in the replay holds its forecast until its recorded release, "
+            "its lease's end, or the end of the range; one refused in the replay holds "
+            "nothing",
         ]
