@@ -6,7 +6,7 @@ from typing import Annotated, Any, NoReturn
 
 import typer
 
-from quotaledger.cli.common import AtOpt, CommandTable, Ctx, GoalOpt, request_of
+from quotaledger.cli.common import AtOpt, CommandTable, Ctx, request_of
 from quotaledger.cli.config_options import (
     CapTokensOpt,
     CapUsdOpt,
@@ -156,16 +156,23 @@ def whatif(
 @commands("report", example="quotaledger report --goal g --out report.html")
 def report(
     ctx: Ctx,
-    goal: GoalOpt,
     out: Annotated[str, typer.Option("--out", help="The HTML file to write.")],
+    goal: Annotated[
+        str | None, typer.Option("--goal", help="The goal to report on (or --pool).")
+    ] = None,
+    pool: Annotated[
+        str | None,
+        typer.Option("--pool", help="Report on this pool: each dimension's load by goal."),
+    ] = None,
     since: SinceOpt = None,
     until: UntilOpt = None,
 ) -> Output:
-    """Write one self-contained offline HTML report of a goal.
+    """Write one self-contained offline HTML report of a goal or a pool.
 
     Inline SVG charts (usage stacked by counter, reserved, target and quota lines,
-    admission and refusal markers, cooldowns shaded) and the refusals table; no
-    script, no external resource.
+    admission and refusal markers, cooldowns shaded) and the refusals table; with
+    --pool, each pool dimension's load stacked by member goal against the pool's
+    target. No script, no external resource.
     """
     request = request_of(ReportRequest, locals())  # exit 2 before the journal is opened
     with (

@@ -17,6 +17,8 @@ from operator import attrgetter
 
 from quotaledger.journal.clock import US_PER_S, format_us
 from quotaledger.projections import audit as au
+from quotaledger.projections.audit.pool_timeline import PoolPoint, PoolTimeline
+from quotaledger.projections.capacity.events import PoolFigures
 from quotaledger.report import svgchart
 
 COLORS = {
@@ -167,7 +169,7 @@ def dimension_chart(timeline: au.Timeline, name: str) -> svgchart.Chart:
 
 
 def _provider_segments(
-    name: str, points: list[au.Point], x: Callable[[int], float]
+    name: str, points: list[au.Point] | list[PoolPoint], x: Callable[[int], float]
 ) -> list[svgchart.Series]:
     """The provider's count (limit - remaining) where a report was live: one line per
     live stretch, each held until the point where it stopped being live."""
@@ -188,23 +190,39 @@ def _provider_segments(
 
 def _add_markers(chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int], float]) -> None:
     origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
+    _markers(chart, timeline.decisions, timeline.cooldowns, (origin_us, end_us), x)
+
+
+def _markers(
+    chart: svgchart.Chart,
+    decisions: list[au.RecordedDecision],
+    cooldowns: list[au.Cooldown],
+    extent_us: tuple[int, int],
+    x: Callable[[int], float],
+    *,
+    binding_of: Callable[[au.RecordedDecision], str | None] = lambda d: d.figures.binding_dimension,
+    label_of: Callable[[au.RecordedDecision], str] = lambda d: decision_label(d),
+) -> None:
+    """Every decision as a marker (a refusal coloured by `binding_of` it), every 429 and
+    the cooldowns shaded, and their legend entries."""
+    origin_us, end_us = extent_us
     bindings: list[str | None] = []
-    for d in timeline.decisions:
-        label = decision_label(d)
+    for d in decisions:
+        label = label_of(d)
         if d.admitted:
             chart.markers.append(svgchart.Marker(x(d.at_us), label, COLORS["admission"]))
             continue
-        binding = d.figures.binding_dimension
+        binding = binding_of(d)
         if binding not in bindings:
             bindings.append(binding)
         color = BINDING_COLORS.get(binding, BINDING_COLORS[None])
         chart.markers.append(svgchart.Marker(x(d.at_us), label, color, shape="cross", row=1))
-    for c in timeline.cooldowns:
+    for c in cooldowns:
         text = f"provider rejection at {format_us(c.start_us)}: cooldown {c.cooldown_s} s"
         chart.markers.append(
             svgchart.Marker(x(c.start_us), text, COLORS["rejection"], shape="triangle", row=2)
         )
-    for start_us, stop_us in au.merged_cooldowns(timeline.cooldowns):
+    for start_us, stop_us in au.merged_cooldowns(cooldowns):
         chart.spans.append(
             svgchart.Span(
                 x(max(start_us, origin_us)),
@@ -226,6 +244,78 @@ def _add_markers(chart: svgchart.Chart, timeline: au.Timeline, x: Callable[[int]
         ("429", COLORS["rejection"], "triangle"),
         ("cooldown", COLORS["cooldown"], "span"),
     ]
+
+
+MEMBER_COLORS = (
+    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2",
+    "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+)  # fmt: skip
+"""A pool chart's members, stacked in the order they joined (then round again)."""
+
+
+def pool_charted_dimensions(timeline: PoolTimeline) -> list[str]:
+    """The pool's dimensions configured at some point of the range, in reporting order."""
+    found = {d for p in timeline.points for d in p.dimensions}
+    return [d for d in DIMENSIONS if d in found]
+
+
+def pool_dimension_chart(timeline: PoolTimeline, name: str) -> svgchart.Chart:
+    """One pool dimension (SPEC §12.1): each member's load stacked, the provider's count
+    while a report was live, the pool's target and quota, every member's decision
+    (a refusal coloured by the pool dimension that bound it) and the pool's cooldowns."""
+    dimension = DIMENSIONS[name]
+    origin_us, end_us = timeline.points[0].at_us, timeline.points[-1].at_us
+    held = [p for p in timeline.points if name in p.dimensions]
+
+    def x(at_us: int) -> float:
+        return (at_us - origin_us) / US_PER_S
+
+    xs = [x(p.at_us) for p in held]
+
+    def series(label: str, color: str, value: Callable[[PoolPoint], float]) -> svgchart.Series:
+        return svgchart.Series(label, color, [(a, value(p)) for a, p in zip(xs, held, strict=True)])
+
+    def member_load(goal: str) -> Callable[[PoolPoint], float]:
+        return lambda p: float(p.dimensions[name].members.get(goal, 0))
+
+    stacked = [
+        series(f"goal {goal}", MEMBER_COLORS[index % len(MEMBER_COLORS)], member_load(goal))
+        for index, goal in enumerate(timeline.members)
+    ]
+    lines = _provider_segments(name, held, x)
+    lines += [
+        series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
+        series("quota", COLORS["quota"], lambda p: float(p.dimensions[name].quota)),
+    ]
+    chart = svgchart.Chart(
+        title=f"{dimension.title}: load by goal (pool {timeline.pool})",
+        heading=f"{dimension.title}: load by goal",
+        y_unit=dimension.unit,
+        dimension=name,
+        t0=format_us(origin_us),
+        step=True,
+        x_range=(0.0, max(x(end_us), 1.0)),
+        x_label_at=_ticks(origin_us, end_us),
+        stacked=stacked,
+        lines=lines,
+    )
+    _markers(
+        chart,
+        timeline.decisions,
+        timeline.cooldowns,
+        (origin_us, end_us),
+        x,
+        binding_of=_pool_binding,
+        label_of=lambda d: f"goal {d.goal}: {decision_label(d)}",
+    )
+    return chart
+
+
+def _pool_binding(d: au.RecordedDecision) -> str | None:
+    """The dimension that bound a member's refusal: the pool's, else the goal's own."""
+    pool = d.figures.pool
+    found = pool.binding_dimension if isinstance(pool, PoolFigures) else None
+    return found or d.figures.binding_dimension
 
 
 def spend_charts(timeline: au.Timeline) -> list[svgchart.Chart]:

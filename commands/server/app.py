@@ -3,7 +3,7 @@
     POST /v1/COMMAND    a writer: the body is its keyword parameters as a JSON object
     GET  /v1/COMMAND    a reader: the parameters in the query string
     GET  /v1/log        JSON Lines; `follow=true` goes on as records commit
-    GET  /metrics, /report?goal=G, /healthz, /readyz, /openapi.json
+    GET  /metrics, /report?goal=G (or ?pool=P), /healthz, /readyz, /openapi.json
 
 The body answered is exactly what `--json` prints; the status follows the exit code
 (`render.outcome`), which every answer also carries as `Quotaledger-Exit-Code`.

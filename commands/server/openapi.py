@@ -89,7 +89,7 @@ def document() -> dict[str, Any]:
     paths["/report"] = {
         "get": {
             "operationId": "report",
-            "summary": "The goal's report page (offline HTML)",
+            "summary": "The goal's (or, with pool, the pool's) report page (offline HTML)",
             "parameters": _query(components["ReportPageRequest"]),
             "responses": {"200": {"description": "The page", "content": {"text/html": {}}}},
         }

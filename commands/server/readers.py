@@ -76,6 +76,9 @@ class Readers:
         with OperatorService.open_unfolded(
             self.target, lock_timeout_s=self.lock_timeout_s
         ) as service:
+            if request.pool is not None:
+                page, _ = service.pool_report_page(request.pool, request.since, request.until)
+                return page
             page, _ = service.report_page(request.goal, request.since, request.until)
         return page
 

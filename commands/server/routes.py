@@ -29,7 +29,7 @@ from quotaledger.usecases.decode import (
     fields_of_http,
 )
 from quotaledger.usecases.fields import Identifier, Time
-from quotaledger.usecases.operator import range_us
+from quotaledger.usecases.operator import one_of_goal_or_pool, range_us
 from quotaledger.usecases.registry import SERVED, UseCase
 
 SERVED_NAMES = frozenset(SERVED)
@@ -39,13 +39,16 @@ SERVED_METRICS = SERVED["metrics"]
 
 
 class ReportPageRequest(Request):
-    """`GET /report`: the goal's report page (what `report` writes to a file)."""
+    """`GET /report`: the goal's (or the pool's) report page (what `report` writes to a
+    file)."""
 
-    goal: Identifier
+    goal: Identifier | None = None
     since: Time | None = None
     until: Time | None = None
+    pool: Identifier | None = None
 
     def check(self, names: Callable[[str], str]) -> None:
+        one_of_goal_or_pool(self.goal, self.pool, names)
         range_us(self.since, self.until, names)
 
 

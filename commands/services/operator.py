@@ -24,6 +24,7 @@ from quotaledger.journal.clock import (
 )
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
+from quotaledger.projections.audit.pool_timeline import PoolTimeline
 from quotaledger.projections.capacity.fold import QUEUE_WAIT_BUCKETS_S
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
@@ -35,6 +36,7 @@ from quotaledger.services.journal import names_run, unknown_run
 from quotaledger.services.outfile import write_atomically
 from quotaledger.services.pool_metrics import pool_metrics
 from quotaledger.services.pool_whatif import pool_whatif
+from quotaledger.services.pools import require_pool
 from quotaledger.services.queueing import held_in_queue, queue_view
 from quotaledger.services.settlement import decision_view
 from quotaledger.usecases.decode import API
@@ -331,7 +333,10 @@ class OperatorService(ServiceBase):
     # -- report ------------------------------------------------------------------------
 
     def report(self, request: ReportRequest, progress: Progress | None = None) -> ReportAnswer:
-        """Write the goal's self-contained offline HTML report to `out`."""
+        """Write the goal's (or the pool's) self-contained offline HTML report to `out`."""
+        if request.pool is not None:
+            return self._pool_report(request, request.pool, progress)
+        assert request.goal is not None  # the request's check: one of the two
         data, timeline = self.report_page(request.goal, request.since, request.until, progress)
         write_atomically("out", request.out, data)
         refusals = sum(1 for d in timeline.decisions if not d.admitted)
@@ -346,6 +351,62 @@ class OperatorService(ServiceBase):
             refusals=refusals,
             rejections=timeline.rejections,
         )
+
+    def _pool_report(
+        self, request: ReportRequest, pool: str, progress: Progress | None
+    ) -> ReportAnswer:
+        data, timeline = self.pool_report_page(pool, request.since, request.until, progress)
+        write_atomically("out", request.out, data)
+        refusals = sum(1 for d in timeline.decisions if not d.admitted)
+        return ReportAnswer(
+            ok=True,
+            goal=None,
+            pool=pool,
+            out=request.out,
+            bytes=len(data),
+            points=len(timeline.points),
+            decisions=len(timeline.decisions),
+            admissions=len(timeline.decisions) - refusals,
+            refusals=refusals,
+            rejections=timeline.rejections,
+        )
+
+    def pool_report_page(
+        self,
+        pool: str,
+        since: str | None = None,
+        until: str | None = None,
+        progress: Progress | None = None,
+    ) -> tuple[bytes, PoolTimeline]:
+        """The pool's report page (SPEC §12.1: each dimension's load stacked by goal
+        against the target) and the timeline it draws: one pass from genesis."""
+        from quotaledger.report.pool_html import render_pool_report
+
+        journal = self.journal
+        if journal.folded:
+            require_pool(journal.state, pool)  # before anything is written
+        since_us, until_us = range_us(since, until, API)
+        timeline = PoolTimeline(pool, since_us, until_us)
+        last: Record | None = None
+
+        def visit(record: Record, payload: Any, line: bytes) -> None:
+            nonlocal last
+            timeline.feed(record, payload)
+            last = record
+
+        journal.replay(visit, progress=progress)
+        require_pool(journal.state, pool)
+        timeline.finish()
+        head_seq, head_hash = (-1, "") if last is None else (last.seq, last.hash)
+        page = render_pool_report(
+            timeline,
+            journal_id=journal.head.journal_id,
+            head_seq=head_seq,
+            head_hash=head_hash,
+            generated_at=format_us(wall_us()),
+            journal_target=getattr(journal.store, "url", journal.store.target),
+        )
+        return page.encode(), timeline
 
     def report_page(
         self,

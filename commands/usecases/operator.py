@@ -382,20 +382,34 @@ class WhatifAnswer(Answer):
 
 
 class ReportRequest(Request):
-    """Write the goal's self-contained offline HTML report to `out`."""
+    """Write the goal's (or the pool's) self-contained offline HTML report to `out`."""
 
-    goal: Identifier
     out: OutFile
+    goal: Identifier | None = None
     since: Time | None = None
     until: Time | None = None
+    pool: Identifier | None = None
+    """The pool's report instead (SPEC §12.1): each dimension's load stacked by goal."""
 
     def check(self, names: Callable[[str], str]) -> None:
+        one_of_goal_or_pool(self.goal, self.pool, names)
         range_us(self.since, self.until, names)
+
+
+def one_of_goal_or_pool(goal: str | None, pool: str | None, names: Callable[[str], str]) -> None:
+    """Exactly one of `goal` and `pool` (exit 2 otherwise)."""
+    if (goal is None) == (pool is None):
+        either = "not both" if goal is not None else "whose report to write"
+        raise InvalidInput(
+            lambda name: f"give {name('goal')} or {name('pool')}, {either}",
+            code=codes.INVALID_OPTION,
+            about=("goal", "pool"),
+        )
 
 
 class ReportAnswer(Answer):
     ok: bool
-    goal: str
+    goal: str | None
     out: str
     bytes: int
     points: int
@@ -403,6 +417,7 @@ class ReportAnswer(Answer):
     admissions: int
     refusals: int
     rejections: int
+    pool: str | UnsetType = UNSET
 
 
 # -- validity ----------------------------------------------------------------------------
