@@ -85,6 +85,21 @@ def pool_context_of(state: LedgerState, goal: str) -> capacity.PoolContext | Non
     return capacity.PoolContext(name, pool, members, former)
 
 
+def on_pool_clock(state: LedgerState, pool: str, record: Record, payload: Any) -> bool:
+    """`record` is of the pool's stream or of a goal that is (or by it becomes) one of
+    its members: a record on the pool's one clock (SPEC §12.1), as `state` (folded up
+    to it) knows the members."""
+    goal = record.goal
+    if goal is None:
+        return False
+    if goal == pool:
+        return True
+    if isinstance(payload, capacity.CapacityConfigured):
+        return payload.pool is not None and payload.pool.name == pool
+    found = state.pools.pools.get(pool)
+    return found is not None and goal in found.members
+
+
 DomainApply = Callable[[Any, Record, Any], None]
 """A domain's fold step: (its part of the LedgerState, record, decoded payload)."""
 

@@ -129,14 +129,7 @@ def _charts(timeline: au.Timeline) -> list[str]:
         "the load is the largest of the three. Target and quota lines from the config "
         "in force. Markers along the bottom: admissions (●), refusals (✕, coloured by "
         "the dimension that bound them), provider rejections (▲); shaded: cooldown.</p>",
-        *(
-            [
-                f'<p class="note">{len(points):,} points: narrow the range with --since / '
-                "--until to see single decisions.</p>"
-            ]
-            if len(points) > DENSE_POINTS
-            else []
-        ),
+        *dense_note(len(points)),
         *(
             svgchart.render(charts.dimension_chart(timeline, d))
             for d in charts.charted_dimensions(timeline)
@@ -144,6 +137,16 @@ def _charts(timeline: au.Timeline) -> list[str]:
         *_spend_section(timeline),
         "<h2>Active runs</h2>",
         svgchart.render(charts.active_chart(timeline)),
+    ]
+
+
+def dense_note(points: int) -> list[str]:
+    """Beyond `DENSE_POINTS` chart points, the note that suggests a narrower range."""
+    if points <= DENSE_POINTS:
+        return []
+    return [
+        f'<p class="note">{points:,} points: narrow the range with --since / --until to see '
+        "single decisions.</p>"
     ]
 
 

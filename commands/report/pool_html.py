@@ -17,7 +17,6 @@ from quotaledger.render.followup import audit_line, command_line, journal_words
 from quotaledger.report import charts, svgchart
 from quotaledger.report.html import (
     CSS,
-    DENSE_POINTS,
     _figure,
     _num,
     _table,
@@ -25,6 +24,7 @@ from quotaledger.report.html import (
     _time_td,
     _times_note,
     cooldowns_table,
+    dense_note,
 )
 
 
@@ -103,14 +103,7 @@ def _charts(timeline: PoolTimeline) -> list[str]:
         "force. Markers along the bottom: the members' admissions (●), refusals (✕, "
         "coloured by the pool dimension that bound them), provider rejections (▲); "
         "shaded: the pool's cooldown.</p>",
-        *(
-            [
-                f'<p class="note">{len(points):,} points: narrow the range with --since / '
-                "--until to see single decisions.</p>"
-            ]
-            if len(points) > DENSE_POINTS
-            else []
-        ),
+        *dense_note(len(points)),
         *(
             svgchart.render(charts.pool_dimension_chart(timeline, d))
             for d in charts.pool_charted_dimensions(timeline)

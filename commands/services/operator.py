@@ -334,13 +334,17 @@ class OperatorService(ServiceBase):
 
     def report(self, request: ReportRequest, progress: Progress | None = None) -> ReportAnswer:
         """Write the goal's (or the pool's) self-contained offline HTML report to `out`."""
+        timeline: au.Timeline | PoolTimeline
         if request.pool is not None:
-            return self._pool_report(request, request.pool, progress)
-        assert request.goal is not None  # the request's check: one of the two
-        data, timeline = self.report_page(request.goal, request.since, request.until, progress)
+            data, timeline = self.pool_report_page(
+                request.pool, request.since, request.until, progress
+            )
+        else:
+            assert request.goal is not None  # the request's check: one of the two
+            data, timeline = self.report_page(request.goal, request.since, request.until, progress)
         write_atomically("out", request.out, data)
         refusals = sum(1 for d in timeline.decisions if not d.admitted)
-        return ReportAnswer(
+        answer = ReportAnswer(
             ok=True,
             goal=request.goal,
             out=request.out,
@@ -351,25 +355,9 @@ class OperatorService(ServiceBase):
             refusals=refusals,
             rejections=timeline.rejections,
         )
-
-    def _pool_report(
-        self, request: ReportRequest, pool: str, progress: Progress | None
-    ) -> ReportAnswer:
-        data, timeline = self.pool_report_page(pool, request.since, request.until, progress)
-        write_atomically("out", request.out, data)
-        refusals = sum(1 for d in timeline.decisions if not d.admitted)
-        return ReportAnswer(
-            ok=True,
-            goal=None,
-            pool=pool,
-            out=request.out,
-            bytes=len(data),
-            points=len(timeline.points),
-            decisions=len(timeline.decisions),
-            admissions=len(timeline.decisions) - refusals,
-            refusals=refusals,
-            rejections=timeline.rejections,
-        )
+        if request.pool is not None:
+            answer.pool = request.pool
+        return answer
 
     def pool_report_page(
         self,

@@ -18,7 +18,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import RecordedDecision, recorded_decision
 from quotaledger.projections.audit.timeline import Cooldown
 from quotaledger.projections.capacity.pool_decision import number, pool_change_points
-from quotaledger.projections.ledger import PROJECTOR, LedgerState
+from quotaledger.projections.ledger import PROJECTOR, LedgerState, on_pool_clock
 
 
 class PoolDimensionPoint(NamedTuple):
@@ -61,7 +61,7 @@ class PoolTimeline:
     _last_us: int | None = None
 
     def feed(self, record: Record, payload: Any) -> None:
-        if not self._ours(record, payload):
+        if not on_pool_clock(self.state, self.pool, record, payload):
             PROJECTOR.apply(self.state, record, payload)  # other streams: as recorded
             return
         at_us = parse_at(record.at)  # the pool's clock: never back in journal order
@@ -85,19 +85,6 @@ class PoolTimeline:
             self._sample(end_us)
 
     # -- which records, when ----------------------------------------------------------
-
-    def _ours(self, record: Record, payload: Any) -> bool:
-        """A record of the pool's stream or of a goal that is (or by it becomes) one of
-        its members."""
-        goal = record.goal
-        if goal is None:
-            return False
-        if goal == self.pool:
-            return True
-        if isinstance(payload, cap.CapacityConfigured):
-            return payload.pool is not None and payload.pool.name == self.pool
-        pool = self.state.pools.pools.get(self.pool)
-        return pool is not None and goal in pool.members
 
     def _in_range(self, at_us: int) -> bool:
         return self.since_us is None or at_us >= self.since_us

@@ -26,7 +26,7 @@ from quotaledger.projections.audit.audit import recorded_decision
 from quotaledger.projections.capacity.events import QUEUED
 from quotaledger.projections.capacity.pool_config import pool_config_of, pool_reconfigure
 from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue, pool_queue
-from quotaledger.projections.ledger import PROJECTOR, pool_context_of
+from quotaledger.projections.ledger import PROJECTOR, on_pool_clock, pool_context_of
 from quotaledger.projections.limits import SHARE_UNITS
 
 
@@ -64,7 +64,7 @@ class PoolWhatIf:
     replaying: bool = False
 
     def feed(self, record: Record, payload: Any) -> None:
-        if not self._ours(record, payload):
+        if not on_pool_clock(self.state, self.pool, record, payload):
             PROJECTOR.apply(self.state, record, payload)  # other streams: as recorded
             return
         at_us = parse_at(record.at)  # the pool's clock: never back in journal order
@@ -134,19 +134,6 @@ class PoolWhatIf:
             return record, payload  # it waits as recorded
         assert decision.kind is not None
         return msgspec.structs.replace(record, kind=decision.kind), decision.payload
-
-    def _ours(self, record: Record, payload: Any) -> bool:
-        """A record of the pool's stream or of a goal that is (or by it becomes) one of
-        its members: one clock (SPEC §12.1), which the range is read on."""
-        goal = record.goal
-        if goal is None:
-            return False
-        if goal == self.pool:
-            return True
-        if isinstance(payload, cap.CapacityConfigured):
-            return payload.pool is not None and payload.pool.name == self.pool
-        pool = self.state.pools.pools.get(self.pool)
-        return pool is not None and goal in pool.members
 
     def _start_replay(self) -> None:
         """From here on the pool and its overridden members carry the changes: the
