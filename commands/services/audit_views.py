@@ -5,10 +5,13 @@ The projection re-takes the decisions and measures the window; this module only 
 how an operator sees them.
 """
 
+import msgspec
+
 from quotaledger.journal.clock import format_us, format_us_or_none, parse_at
 from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections import reasons as R
+from quotaledger.projections.audit.pool_whatif import PoolFlip
 from quotaledger.usecases.operator import (
     AuditEvent,
     Contributor,
@@ -153,14 +156,16 @@ def recorded_event_of(recorded: au.RecordedDecision) -> AuditEvent:
     )
 
 
-def flip_of(flip: au.Flip) -> Flip:
+def flip_of(flip: au.Flip | PoolFlip) -> Flip:
+    """A what-if's flip as answers show it (a pool's names the member that flipped)."""
     return Flip(
         seq=flip.seq,
+        goal=flip.goal if isinstance(flip, PoolFlip) else msgspec.UNSET,
         run=flip.run,
         at=flip.at,
         recorded_admitted=flip.recorded_admitted,
         whatif_admitted=flip.whatif_admitted,
         whatif_reasons=list(flip.whatif_reasons),
         recorded_reasons=list(flip.recorded_reasons),
-        whatif_idempotent=flip.whatif_idempotent,
+        whatif_idempotent=isinstance(flip, au.Flip) and flip.whatif_idempotent,
     )

@@ -314,10 +314,7 @@ class CapacityService(ServiceBase):
             payload = cap.CapacityRejected(
                 run=request.run,
                 retry_after_s=plan.retry_after_s,
-                cooldown_s=plan.cooldown_s,
-                clamped=plan.clamped,
-                cooldown_until=format_us(plan.cooldown_until_us),
-                streak=plan.streak,
+                **plan.cooldown_fields(),
                 detail=request.detail,
                 provider=report,
                 request_id=request_id,
@@ -387,10 +384,7 @@ def pool_cooldown(
         goal=goal,
         run=rejected.run,
         retry_after_s=plan.retry_after_s,
-        cooldown_s=plan.cooldown_s,
-        clamped=plan.clamped,
-        cooldown_until=format_us(plan.cooldown_until_us),
-        streak=plan.streak,
+        **plan.cooldown_fields(),
     )
     return txn.append(cap.POOL_COOLDOWN, name, payload, at_text)
 

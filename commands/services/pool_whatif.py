@@ -11,10 +11,10 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.pool_whatif import PoolWhatIf
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS
 from quotaledger.projections.ledger import LedgerState
+from quotaledger.services.audit_views import flip_of
 from quotaledger.services.pools import require_pool
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
-    Flip,
     Range,
     WhatifAnswer,
     WhatifRequest,
@@ -59,20 +59,7 @@ def pool_whatif(
         pool=pool,
         assumptions=replay.assumptions(),
         decisions=replay.decisions,
-        flips=[
-            Flip(
-                seq=f.seq,
-                goal=f.goal,
-                run=f.run,
-                at=f.at,
-                recorded_admitted=f.recorded_admitted,
-                whatif_admitted=f.whatif_admitted,
-                whatif_reasons=list(f.whatif_reasons),
-                recorded_reasons=list(f.recorded_reasons),
-                whatif_idempotent=False,
-            )
-            for f in replay.flips
-        ],
+        flips=[flip_of(f) for f in replay.flips],
         changes={
             **limits,
             **{f"share {g}": cap.share_number(u) for g, u in replay.shares.items()},

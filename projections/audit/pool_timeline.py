@@ -94,15 +94,7 @@ class PoolTimeline:
             self.configs.append((record.at, payload))
         elif isinstance(payload, cap.PoolCooldown):
             self.rejections += 1
-            self.cooldowns.append(
-                Cooldown(
-                    at_us,
-                    parse_at(payload.cooldown_until),
-                    payload.run,
-                    payload.retry_after_s,
-                    payload.cooldown_s,
-                )
-            )
+            self.cooldowns.append(Cooldown.of(at_us, payload))
         elif isinstance(payload, cap.CapacityObserved):
             self.observations += 1
         else:

@@ -161,13 +161,7 @@ class PoolWhatIf:
         if pool is None:
             return payload
         plan = cap.plan_pool_rejection(pool, at_us, payload.retry_after_s)
-        return msgspec.structs.replace(
-            payload,
-            cooldown_s=plan.cooldown_s,
-            clamped=plan.clamped,
-            cooldown_until=format_us(plan.cooldown_until_us),
-            streak=plan.streak,
-        )
+        return msgspec.structs.replace(payload, **plan.cooldown_fields())
 
     def _limits(self, payload: cap.PoolConfigured) -> cap.PoolConfigured:
         if not self.limits:

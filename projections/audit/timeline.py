@@ -105,6 +105,12 @@ class Cooldown:
     retry_after_s: cap.Number | None
     cooldown_s: cap.Number
 
+    @classmethod
+    def of(cls, at_us: int, payload: cap.CapacityRejected | cap.PoolCooldown) -> "Cooldown":
+        """The cooldown a rejection (a goal's, or a pool's cooldown) at `at_us` started."""
+        until_us = parse_at(payload.cooldown_until)
+        return cls(at_us, until_us, payload.run, payload.retry_after_s, payload.cooldown_s)
+
 
 class _Held(NamedTuple):
     """An active run as the timeline needs it: when it stops holding its forecasts."""
@@ -420,15 +426,7 @@ class Timeline(GoalFold):
             self.decisions.append(decision)
         elif isinstance(payload, cap.CapacityRejected):
             self.rejections += 1
-            self.cooldowns.append(
-                Cooldown(
-                    at_us,
-                    parse_at(payload.cooldown_until),
-                    payload.run,
-                    payload.retry_after_s,
-                    payload.cooldown_s,
-                )
-            )
+            self.cooldowns.append(Cooldown.of(at_us, payload))
         elif isinstance(payload, cap.CapacityReleased):
             self.releases += 1
         elif isinstance(payload, cap.CapacityConfigured):

@@ -189,13 +189,7 @@ class WhatIf(GoalFold):
             )
         if isinstance(payload, cap.CapacityRejected):
             plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
-            return msgspec.structs.replace(
-                payload,
-                cooldown_s=plan.cooldown_s,
-                clamped=plan.clamped,
-                cooldown_until=format_us(plan.cooldown_until_us),
-                streak=plan.streak,
-            )
+            return msgspec.structs.replace(payload, **plan.cooldown_fields())
         recorded = recorded_decision(record, payload)
         if recorded is None:
             return payload  # observations and releases happen as recorded

@@ -3,6 +3,7 @@ cooldown, when a refused request would pass, readiness and the next action."""
 
 import bisect
 import math
+from typing import Any
 
 import msgspec
 
@@ -375,6 +376,16 @@ class CooldownPlan(msgspec.Struct, frozen=True):
     clamped: bool
     cooldown_until_us: int
     streak: int
+
+    def cooldown_fields(self) -> dict[str, Any]:
+        """The cooldown's members of the event that records it (`capacity.rejected`,
+        `pool.cooldown`): its length, whether it was clamped, its end, the streak."""
+        return {
+            "cooldown_s": self.cooldown_s,
+            "clamped": self.clamped,
+            "cooldown_until": format_us(self.cooldown_until_us),
+            "streak": self.streak,
+        }
 
 
 def plan_rejection(goal: GoalCapacity, at_us: int, retry_after_s: Number | None) -> CooldownPlan:
