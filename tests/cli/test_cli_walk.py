@@ -36,6 +36,7 @@ VALID_ARGS: dict[tuple[str, ...], list[str]] = {
     ("host", "phase"): ["--deadline", "+1h"],  # a time, checked by the request type too
     # the three counters are required unless --usage gives them (checked by the command)
     ("observe",): ["--uncached-input", "0", "--cached-input", "0", "--output", "0"],
+    ("report",): ["--goal", "g"],  # exactly one of --goal and --pool
 }
 
 

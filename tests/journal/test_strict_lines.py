@@ -119,6 +119,7 @@ GIVEN: dict[tuple[str, ...], dict[str, str]] = {
     ("host", "phase"): {"deadline": "+1h"},  # a time, checked by the request type too
     # observe takes its counts or --usage (neither is a required option to click)
     ("observe",): {"uncached_input": "1", "cached_input": "0", "output": "0"},
+    ("report",): {"goal": "g"},  # exactly one of --goal and --pool
 }
 
 
