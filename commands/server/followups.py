@@ -17,6 +17,9 @@ import msgspec
 
 from quotaledger.journal.target import follow_up_journal
 
+PAIRS_KEPT = 256
+"""Clients (and kinds) whose replacements `FollowUps` keeps made."""
+
 
 class FollowUps:
     """The server's `--journal` words, and their replacement in an answer's bytes."""
@@ -27,6 +30,7 @@ class FollowUps:
         """The journal as the services name it (None: the default journal, unnamed)."""
         self.listen_url = listen_url
         self.scheme = listen_url.split("://", 1)[0] if "://" in listen_url else None
+        self._pairs: dict[tuple[str, str], list[tuple[bytes, bytes]]] = {}
 
     def client_target(self, host: bytes | None, given: str | None = None) -> str:
         """The server as a client reaches it: the target a CLI client named, else its
@@ -40,8 +44,22 @@ class FollowUps:
     def rewrite(self, body: bytes, client: str, kind: str = "json") -> bytes:
         """`body` with the server's journal words replaced by `client`'s (`kind`: how
         the body quotes text: json, text or html)."""
-        if self.path is None:
-            return body
+        if self.path is None or b"--journal" not in body:  # in every pair: most answers
+            return body  # name no command to run
+        pairs = self._pairs.get((client, kind))
+        if pairs is None:
+            pairs = self._pairs_of(client, kind)
+        for before, after in pairs:
+            if before in body:
+                body = body.replace(before, after)
+        return body
+
+    def _pairs_of(self, client: str, kind: str) -> list[tuple[bytes, bytes]]:
+        """What `rewrite` replaces for `client`, quoted as `kind` quotes text: made once
+        per client and kind (every answer is rewritten, and the quoting costs more
+        than the look for it), and kept for at most PAIRS_KEPT of them, since a
+        client names its own `Host`."""
+        assert self.path is not None
         old = shlex.join(["--journal", self.path])
         new = shlex.join(["--journal", client])
         if kind == "json":
@@ -54,10 +72,10 @@ class FollowUps:
             pairs = [(html.escape(old).encode(), html.escape(new).encode())]
         else:
             pairs = [(old.encode(), new.encode())]
-        for before, after in pairs:
-            if before in body:
-                body = body.replace(before, after)
-        return body
+        if len(self._pairs) >= PAIRS_KEPT:
+            self._pairs.clear()
+        self._pairs[client, kind] = pairs
+        return pairs
 
 
 def _json_text(text: str) -> bytes:

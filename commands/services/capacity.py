@@ -150,7 +150,7 @@ class CapacityService(ServiceBase):
             self.require_configured(txn.state, goal)
             at_text = txn.time_for(goal, request.at, pool_clock(txn.state, goal))
             at_us = parse_at(at_text)
-            decision, pending = _decide_and_append(txn, request, asked, at_text, ttl_s)
+            decision, pending = _decide_and_append(txn, request, asked, at_text, at_us, ttl_s)
             promoted = (
                 []
                 if dry_run or (decision and not pending)
@@ -507,12 +507,13 @@ def _decide_and_append(
     request: AdmitRequest,
     asked: cap.AdmitRequest,
     at: str,
+    at_us: int,
     ttl_s: int,
 ) -> tuple[cap.AdmissionDecision | None, PendingRecord | None]:
     """An admit's decision and its own event: an admission, a refusal or a queue
     entry; None for a poll of a run already queued with this request (it appends
     nothing: the promotion that follows is what moves it)."""
-    goal, at_us = request.goal, parse_at(at)
+    goal = request.goal
     view = queue_view(txn.state, goal)
     entry = cq.entry_of(view, goal, asked.run, at_us)
     if entry is not None and entry.request == asked:
