@@ -320,10 +320,13 @@ def _dimensions_cell(f: Any) -> str:
 def cooldowns_table(cooldowns: list[au.Cooldown], day: str | None = None) -> str:
     if not cooldowns:
         return '<p class="note">No provider rejections in range.</p>'
-    header = ("rejected at", "run", "retry-after s", "cooldown s", "until")
+    by_member = any(c.goal is not None for c in cooldowns)  # a pool's: whose 429 it was
+    header = ("rejected at", *(("goal",) if by_member else ()), "run", "retry-after s",
+              "cooldown s", "until")  # fmt: skip
     rows = [
         "<tr>"
         + _time_td(format_us(c.start_us), day)
+        + (_td(c.goal) if by_member else "")
         + _td(c.run or "-")
         + _td(_num(c.retry_after_s), num=True)
         + _td(c.cooldown_s, num=True)

@@ -104,12 +104,15 @@ class Cooldown:
     run: str | None
     retry_after_s: cap.Number | None
     cooldown_s: cap.Number
+    goal: str | None = None
+    """The member whose 429 started a pool's cooldown; None for a goal's own."""
 
     @classmethod
     def of(cls, at_us: int, payload: cap.CapacityRejected | cap.PoolCooldown) -> "Cooldown":
         """The cooldown a rejection (a goal's, or a pool's cooldown) at `at_us` started."""
         until_us = parse_at(payload.cooldown_until)
-        return cls(at_us, until_us, payload.run, payload.retry_after_s, payload.cooldown_s)
+        goal = payload.goal if isinstance(payload, cap.PoolCooldown) else None
+        return cls(at_us, until_us, payload.run, payload.retry_after_s, payload.cooldown_s, goal)
 
 
 class _Held(NamedTuple):

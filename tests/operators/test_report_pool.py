@@ -67,6 +67,8 @@ def test_the_pool_report_on_the_api_and_its_bad_inputs(journal_path: str, tmp_pa
         for goal in MEMBERS:
             assert f"<title>goal {goal}</title>" in html  # a stacked area per member
         assert "goal alone" not in html
+        cooldowns = html.split("<h2>The pool's cooldowns</h2>")[1].split("</table>")[0]
+        assert "<th>goal</th>" in cooldowns and "<td>nightly</td>" in cooldowns  # whose 429
         for name in ("tpm", "rpm", "tpd"):
             assert f'data-dimension="{name}"' in html
         ranged = ledger.report(pool="org", out=str(tmp_path / "r.html"), since=at(30),
