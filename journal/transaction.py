@@ -366,9 +366,12 @@ class Transaction(Generic[S]):
         ]
         base = genesis[0].record.at if genesis else self._host.head.goal_last_at.get(None)
         # A journal-level time: not before the last journal-level event, nor after a
-        # journal-level event of this transaction (times never go back per goal).
+        # journal-level event of this transaction (times never go back per goal). The
+        # last journal-level event's own time when there is one: a batch never moves the
+        # journal-level clock, so a price may still be stamped at a past time after it
+        # (SPEC §12.4: only that model's latest price, and §2's rule, bound it).
         at = min(
-            [event_time(None, base, self.wall_us, None)]
+            [base if base is not None else event_time(None, base, self.wall_us, None)]
             + [event_at for _, goal, _, event_at, _ in events if goal is None]
         )
         seq, prev = first.record.seq, first.record.prev

@@ -104,6 +104,38 @@ def audit(
     return output_of("audit", request, answer, ctx.shown())
 
 
+PriceModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--price-model",
+        help="What if this model had been priced so from the start of the replay "
+        "(with --input-usd-per-mtok and --output-usd-per-mtok, as price set).",
+    ),
+]
+InputUsdOpt = Annotated[
+    float | None,
+    typer.Option("--input-usd-per-mtok", help="With --price-model: per million input."),
+]
+OutputUsdOpt = Annotated[
+    float | None,
+    typer.Option("--output-usd-per-mtok", help="With --price-model: per million output."),
+]
+CachedInputUsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--cached-input-usd-per-mtok",
+        help="With --price-model: per million cached input [default: the input price].",
+    ),
+]
+CacheWriteUsdOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--cache-write-usd-per-mtok",
+        help="With --price-model: per million cache writes [default: the input price].",
+    ),
+]
+
+
 @commands(
     "whatif",
     example="quotaledger whatif --goal g --quota-tpm 200000 --target-tpm 180000 "
@@ -128,6 +160,11 @@ def whatif(
     until: UntilOpt = None,
     cap_tokens: CapTokensOpt = None,
     cap_usd: CapUsdOpt = None,
+    price_model: PriceModelOpt = None,
+    input_usd_per_mtok: InputUsdOpt = None,
+    output_usd_per_mtok: OutputUsdOpt = None,
+    cached_input_usd_per_mtok: CachedInputUsdOpt = None,
+    cache_write_usd_per_mtok: CacheWriteUsdOpt = None,
     verbose: Annotated[
         bool,
         typer.Option(
@@ -144,6 +181,13 @@ def whatif(
     """
     values = {"goal": goal, "since": since, "until": until, **config}
     values |= {"cap_tokens": cap_tokens, "cap_usd": cap_usd, "pool": pool, "share": share or []}
+    values |= {
+        "price_model": price_model,
+        "input_usd_per_mtok": input_usd_per_mtok,
+        "output_usd_per_mtok": output_usd_per_mtok,
+        "cached_input_usd_per_mtok": cached_input_usd_per_mtok,
+        "cache_write_usd_per_mtok": cache_write_usd_per_mtok,
+    }
     request = decode(WhatifRequest, values, CLI)
     with (
         ctx.service(OperatorService, write=False, fold=False) as ledger,

@@ -317,7 +317,7 @@ class OperatorService(ServiceBase):
             self.require_goal(goal)
         since_us, until_us = range_us(request.since, request.until, API)
         caps = {"cap_tokens": request.cap_tokens, "cap_usd": request.cap_usd}
-        overrides = au.Overrides.of(request.config_fields(), caps)
+        overrides = au.Overrides.of(request.config_fields(), caps, request.price_override())
         replay = au.WhatIf(goal, overrides, since_us=since_us, until_us=until_us)
         self.journal.replay(_feeder(replay), progress=progress)
         self.require_goal(goal)
@@ -327,7 +327,7 @@ class OperatorService(ServiceBase):
             assumptions=replay.assumptions(),
             decisions=replay.decisions,
             flips=[flip_of(flip) for flip in replay.flips],
-            changes={**overrides.fields, **overrides.caps},
+            changes=overrides.changes(),
             range=Range(replay.first_at, replay.last_at),
         )
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from quotaledger.journal import InvalidInput, Journal, Record, codes
+from quotaledger.projections import audit as au
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.pool_whatif import PoolWhatIf
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS
@@ -40,17 +41,21 @@ def pool_whatif(
         for name, value in request.config_fields().items()
         if value is not None and name not in POOL_FIELDS
     ]
-    if others or request.cap_tokens is not None or request.cap_usd is not None:
+    if others:
         raise InvalidInput(
             lambda names: (
-                "whatif --pool changes the pool's quotas, targets and shares "
-                f"only, not {', '.join(map(names, others or ['cap_tokens']))}"
+                "whatif --pool changes the pool's quotas, targets, caps, shares and "
+                f"prices only, not {', '.join(map(names, others))}"
             ),
             code=codes.INVALID_OPTION,
-            about=tuple(others) or ("cap_tokens",),
+            about=tuple(others),
         )
     since_us, until_us = range_us(request.since, request.until, API)
-    replay = PoolWhatIf(pool, limits, shares_of(request.share), since_us, until_us)
+    caps = au.Overrides.of({}, {"cap_tokens": request.cap_tokens, "cap_usd": request.cap_usd})
+    price = request.price_override()
+    replay = PoolWhatIf(
+        pool, limits, shares_of(request.share), since_us, until_us, caps.caps, price
+    )
     journal.replay(_pool_feeder(replay), progress=progress)
     require_pool(journal.state, pool)  # the handle folded the whole journal in the pass
     return WhatifAnswer(
@@ -62,7 +67,9 @@ def pool_whatif(
         flips=[flip_of(f) for f in replay.flips],
         changes={
             **limits,
+            **caps.caps,
             **{f"share {g}": cap.share_number(u) for g, u in replay.shares.items()},
+            **({} if price is None else au.price_changes(price)),
         },
         range=Range(replay.first_at, replay.last_at),
     )

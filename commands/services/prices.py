@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from quotaledger.journal import TimeRegression
 from quotaledger.journal.clock import canonical_at, format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.ledger import LedgerState
@@ -39,9 +40,11 @@ class PricesService(ServiceBase):
             output_usd_per_mtok=_exact(request.output_usd_per_mtok),
         )
         with self.journal.transaction() as txn:
-            at_text = txn.time_for(None, request.at)
             book = txn.state.capacity.prices.get(cap.PRICES_KEY)
             latest = None if book is None else book.latest(request.model)
+            if request.at is not None and latest is not None:
+                _not_before(request.model, canonical_at(request.at), latest)
+            at_text = txn.time_for(None, request.at)
             micro = tuple(cap.micro_of(getattr(payload, n)) for n in cap.PRICE_FIELDS)
             if latest is not None and latest.per_mtok_micro == micro:
                 return PriceSetAnswer(
@@ -76,6 +79,23 @@ class PricesService(ServiceBase):
                 if history:
                     found[model] = price_view(history[-1])
         return PricesAnswer(ok=True, prices=found)
+
+
+def _not_before(model: str, at: str, latest: cap.ModelPrice) -> None:
+    """A `price set --at` before the model's latest price is `time_regression` (SPEC
+    §12.4); one before another journal-level event is too (SPEC §2: journal-level
+    events are one stream whose times never go back), in the journal's words."""
+    last_at = format_us(latest.at_us)
+    if at < last_at:
+        raise TimeRegression(
+            lambda name: (
+                f"{name} {at} is earlier than model {model!r}'s latest price at "
+                f"{last_at} (seq {latest.seq})"
+            ),
+            about="at",
+            at=at,
+            last_at=last_at,
+        )
 
 
 def _exact(value: int | float) -> float:

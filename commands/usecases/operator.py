@@ -304,6 +304,17 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
     fields then change the pool's limits."""
     share: list[str] = msgspec.field(default_factory=list)
     """With `pool`: `G=F`, what if member G had share F."""
+    price_model: Identifier | None = None
+    """What if this model had been priced so (the price flags, as `price set` takes
+    them) from the start of the replay: its recorded prices there are not used."""
+    input_usd_per_mtok: UsdAmount | None = None
+    """With `price_model`: US dollars per million input tokens."""
+    output_usd_per_mtok: UsdAmount | None = None
+    """With `price_model`: US dollars per million output tokens."""
+    cached_input_usd_per_mtok: UsdAmount | None = None
+    """With `price_model`: per million cached input tokens [default: the input price]."""
+    cache_write_usd_per_mtok: UsdAmount | None = None
+    """With `price_model`: per million cache-write tokens [default: the input price]."""
 
     INVALID = "the what-if config is invalid: "
 
@@ -323,8 +334,48 @@ class WhatifRequest(ConfigFieldsRequest, kw_only=True):
                 about=("share", "pool"),
             )
         shares_of(self.share)
+        self.price_override()
         refuse_out_of_range(self, self.INVALID)
         range_us(self.since, self.until, names)
+
+    def price_override(self) -> cap.PriceSet | None:
+        """The what-if price (SPEC §12.5), defaults as `price set`'s; the price flags go
+        with `price_model`, which needs the input and output prices (exit 2)."""
+        given = [name for name in cap.PRICE_FIELDS if getattr(self, name) is not None]
+        if self.price_model is None:
+            if given:
+                raise InvalidInput(
+                    lambda name: f"{name(given[0])} goes with {name('price_model')}",
+                    code=codes.INVALID_OPTION,
+                    about=(given[0], "price_model"),
+                )
+            return None
+        missing = [
+            name
+            for name in ("input_usd_per_mtok", "output_usd_per_mtok")
+            if getattr(self, name) is None
+        ]
+        if missing:
+            raise InvalidInput(
+                lambda name: f"{name('price_model')} needs {name(missing[0])}",
+                code=codes.INVALID_OPTION,
+                about=("price_model", missing[0]),
+            )
+        figures = {name: getattr(self, name) for name in cap.PRICE_FIELDS}
+        for name in ("cached_input_usd_per_mtok", "cache_write_usd_per_mtok"):
+            if figures[name] is None:
+                figures[name] = figures["input_usd_per_mtok"]
+        for name, value in figures.items():
+            if cap.micro_of(value) is None:
+                raise InvalidInput(
+                    lambda n, v=value: (
+                        f"{n} must be dollars from 0 with at most 6 decimals, got {v!r}"
+                    ),
+                    code=codes.INVALID_USD,
+                    about=name,
+                )
+        exact = {name: cap.usd_number(cap.micro_of(v) or 0) for name, v in figures.items()}
+        return cap.PriceSet(model=self.price_model, **exact)
 
 
 def shares_of(given: list[str]) -> dict[str, int]:

@@ -70,6 +70,8 @@ from quotaledger.projections.audit.whatif import (
     Flip,
     Overrides,
     WhatIf,
+    override_price,
+    price_changes,
 )
 
 __all__ = [
@@ -101,7 +103,9 @@ __all__ = [
     "check_decisions",
     "compare",
     "merged_cooldowns",
+    "override_price",
     "point_of",
+    "price_changes",
     "recorded_decision",
     "redecide",
     "seconds",

@@ -23,6 +23,7 @@ from quotaledger.journal import Record
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
+from quotaledger.projections.audit.whatif import override_price, price_changes
 from quotaledger.projections.capacity.events import QUEUED
 from quotaledger.projections.capacity.pool_config import pool_config_of, pool_reconfigure
 from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue, pool_queue
@@ -56,6 +57,13 @@ class PoolWhatIf:
     since_us: int | None = None
     until_us: int | None = None
     """The range replayed: before it records fold as recorded, after it not at all."""
+    caps: Mapping[str, Any] = field(default_factory=dict)
+    """`cap_tokens`, `cap_usd`: the pool's caps in the replay (on its recorded
+    `cap_since`; a pool without one counts from its first configure)."""
+    price: cap.PriceSet | None = None
+    """A model's price from the start of the replay (SPEC §12.5)."""
+    cap_start: str | None = None
+    priced: bool = False
     state: Any = field(default_factory=PROJECTOR.initial)
     decisions: int = 0
     flips: list[PoolFlip] = field(default_factory=list)
@@ -64,6 +72,10 @@ class PoolWhatIf:
     replaying: bool = False
 
     def feed(self, record: Record, payload: Any) -> None:
+        if self._skip_price(record, payload):
+            return
+        if self.cap_start is None and record.goal == self.pool:
+            self.cap_start = record.at  # the pool's first configure
         if not on_pool_clock(self.state, self.pool, record, payload):
             PROJECTOR.apply(self.state, record, payload)  # other streams: as recorded
             return
@@ -163,8 +175,21 @@ class PoolWhatIf:
         plan = cap.plan_pool_rejection(pool, at_us, payload.retry_after_s)
         return msgspec.structs.replace(payload, **plan.cooldown_fields())
 
+    def _skip_price(self, record: Record, payload: Any) -> bool:
+        """With a what-if price: put it in force from the first record on, and skip the
+        model's recorded prices (whether `record` is one)."""
+        price = self.price
+        if price is None:
+            return False
+        if isinstance(payload, cap.PriceSet) and payload.model == price.model:
+            return True  # the what-if price holds through the replay
+        if not self.priced:
+            override_price(self.state.capacity, price, record.seq - 1, parse_at(record.at))
+            self.priced = True
+        return False
+
     def _limits(self, payload: cap.PoolConfigured) -> cap.PoolConfigured:
-        if not self.limits:
+        if not self.limits and not self.caps:
             return payload
         flat, explicit = pool_reconfigure(payload, self.limits)
         caps: dict[str, Any] = {
@@ -174,6 +199,11 @@ class PoolWhatIf:
             "cap_counted": payload.cap_counted,
             "cap_total": payload.cap_total,
         }
+        if self.caps:
+            if payload.cap_since is None:  # the replay's own cap, from the pool's start
+                zero = cap.counted_of(cap.ZERO_TOTALS)
+                caps |= {"cap_since": self.cap_start, "cap_counted": zero, "cap_total": zero}
+            caps |= dict(self.caps)
         return pool_config_of(flat, explicit, caps)
 
     def _units(self, goal: str, borrowing: int, lending: int) -> tuple[int, int, int]:
@@ -203,7 +233,10 @@ class PoolWhatIf:
         )
 
     def assumptions(self) -> list[str]:
-        limits = ", ".join(f"{k}={v}" for k, v in self.limits.items()) or "none"
+        changes = {**self.limits, **self.caps}
+        if self.price is not None:
+            changes |= price_changes(self.price)
+        limits = ", ".join(f"{k}={v}" for k, v in changes.items()) or "none"
         shares = ", ".join(f"{g}={cap.share_number(u)}" for g, u in self.shares.items())
         end = format_us(self.until_us) if self.until_us is not None else "the end of the journal"
         start = format_us(self.since_us) if self.since_us is not None else "the first event"

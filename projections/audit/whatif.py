@@ -24,9 +24,17 @@ class Overrides:
     fields: dict[str, Any] = field(default_factory=dict)
     caps: dict[str, Any] = field(default_factory=dict)
     """`cap_tokens`, `cap_usd` (SPEC §12.4): caps the replay holds the goal to."""
+    price: cap.PriceSet | None = None
+    """A model's price from the start of the replay (SPEC §12.5): its recorded prices
+    from then on are not used."""
 
     @classmethod
-    def of(cls, fields: Mapping[str, Any], caps: Mapping[str, Any] | None = None) -> "Overrides":
+    def of(
+        cls,
+        fields: Mapping[str, Any],
+        caps: Mapping[str, Any] | None = None,
+        price: cap.PriceSet | None = None,
+    ) -> "Overrides":
         given = {k: v for k, v in (caps or {}).items() if v is not None}
         if "cap_usd" in given:
             micro = cap.micro_of(given["cap_usd"])
@@ -37,7 +45,7 @@ class Overrides:
                     code=codes.INVALID_USD,
                 )
             given["cap_usd"] = cap.usd_number(micro)
-        return cls(cap.given_fields(fields), given)
+        return cls(cap.given_fields(fields), given, price)
 
     def apply_caps(
         self, goal: cap.GoalCapacity, recorded: cap.Caps | None, at: str
@@ -101,7 +109,28 @@ class Overrides:
         return any(flat[q] is not None or q in given for q in quotas)
 
     def describe(self) -> str:
-        return ", ".join(f"{k}={v}" for k, v in {**self.fields, **self.caps}.items())
+        return ", ".join(f"{k}={v}" for k, v in self.changes().items())
+
+    def changes(self) -> dict[str, Any]:
+        """Every override, as `whatif`'s `changes` lists them."""
+        price = {} if self.price is None else price_changes(self.price)
+        return {**self.fields, **self.caps, **price}
+
+
+def price_changes(price: cap.PriceSet) -> dict[str, Any]:
+    """A what-if price as `changes` lists it: the model and its four figures."""
+    return {"price_model": price.model} | {n: getattr(price, n) for n in cap.PRICE_FIELDS}
+
+
+def override_price(state: cap.CapacityState, price: cap.PriceSet, seq: int, at_us: int) -> None:
+    """Put `price` in force in `state` for every record after `seq` (a replay's start)."""
+    book = state.prices.get(cap.PRICES_KEY)
+    if book is None:
+        book = state.prices[cap.PRICES_KEY] = cap.PriceBook()
+    micro = tuple(cap.micro_of(getattr(price, n)) or 0 for n in cap.PRICE_FIELDS)
+    book.models.setdefault(price.model, []).append(
+        cap.ModelPrice(per_mtok_micro=micro, at_us=at_us, seq=seq)  # type: ignore[arg-type]
+    )
 
 
 @dataclass(frozen=True)
@@ -144,6 +173,14 @@ class WhatIf(GoalFold):
         self._replaying = False
 
     def feed(self, record: Record, payload: Any) -> None:
+        price = self.overrides.price
+        if (
+            self._replaying
+            and price is not None
+            and isinstance(payload, cap.PriceSet)
+            and payload.model == price.model
+        ):
+            return  # the what-if price holds through the replay
         if self.price(record, payload):
             return
         at_us = self.record_at_us(record)
@@ -151,6 +188,8 @@ class WhatIf(GoalFold):
             return
         if not self._replaying and (self.since_us is None or at_us >= self.since_us):
             self._start_replay()
+            if price is not None:  # in force for this record and every later one
+                override_price(self.state, price, record.seq - 1, at_us)
         if not self._replaying:
             cap.apply(self.state, record, payload)
             return

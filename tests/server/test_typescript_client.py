@@ -62,3 +62,5 @@ def test_a_generated_typescript_client_drives_the_server(tmp_path: Path) -> None
     assert results["pool_headroom"] == 600
     assert results["pool_reasons"] == ["pool_share_protected"]
     assert results["pool_borrowed"] == 100
+    assert results["pool_cap_reasons"][-1] == "pool_spend_cap_reached"
+    assert (results["pool_cap_spent"], results["pool_spend_cap"]) == (0, 0)

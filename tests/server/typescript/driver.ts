@@ -90,6 +90,20 @@ results.pool_borrowed = must("pools", listed.data, listed.error).pools["ts-pool"
   "ts-a"
 ]?.dimensions["tpm"]?.borrowed;
 
+// A pool's spend cap (SPEC §12.4): reached, with figures.pool.spend and the pool's spend.
+const capped = await client.POST("/v1/pool_configure", {
+  body: { pool: "ts-pool", cap_tokens: 0 },
+});
+must("pool_configure", capped.data, capped.error);
+const stopped = await client.POST("/v1/admit", {
+  body: { goal: "ts-b", run: "p3", forecast_tpm: 1 },
+});
+results.pool_cap_reasons = stopped.data?.reasons;
+results.pool_cap_spent = stopped.data?.figures?.pool?.spend?.tokens?.spent;
+const spent = await client.GET("/v1/pools", {});
+results.pool_spend_cap = must("pools", spent.data, spent.error).pools["ts-pool"]?.spend
+  .cap_tokens;
+
 const bad = await client.POST("/v1/admit", {
   body: { goal: "ts", run: "bad run!", arm: "baseline", forecast_tpm: 1 },
 });
