@@ -273,10 +273,32 @@ def whatif_text(answer: WhatifAnswer, *, verbose: bool = False, ranged: bool = T
             for f in flips
         ]
         lines.append(table(rows, ["SEQ", "AT", "RUN", "RECORDED", "WHATIF", "WHATIF_REASONS"]))
+    lines += _promotions_text(answer)
     lines += ["", "assumptions:"] + [
         f"  - {a}" for a in stated_assumptions(answer, verbose, ranged)
     ]
     return "\n".join(lines)
+
+
+def _promotions_text(answer: WhatifAnswer) -> list[str]:
+    """The queued entries whose start the replay moves (SPEC §12.5): when each started,
+    recorded and replayed (`never`: not within the range)."""
+    moved = answer.promotions
+    if isinstance(moved, UnsetType) or not moved:
+        return []
+    rows = [
+        [
+            str(p.seq),
+            p.run,
+            p.queued_at,
+            p.recorded_admitted_at or "never",
+            p.whatif_admitted_at or "never",
+            ", ".join(p.whatif_reasons) or "-",
+        ]
+        for p in moved
+    ]
+    header = ["SEQ", "RUN", "QUEUED_AT", "RECORDED_START", "WHATIF_START", "WHATIF_REASONS"]
+    return ["", f"queued runs that would start otherwise: {len(moved)}", table(rows, header)]
 
 
 def stated_assumptions(answer: WhatifAnswer, verbose: bool, ranged: bool) -> list[str]:

@@ -18,6 +18,7 @@ from quotaledger.usecases.operator import (
     ContributorUsage,
     Explanation,
     Flip,
+    PromotionFlip,
     Reservation,
     Window,
     WindowSample,
@@ -153,6 +154,18 @@ def recorded_event_of(recorded: au.RecordedDecision) -> AuditEvent:
         at=recorded.at,
         goal=recorded.goal,
         run=recorded.request.run,
+    )
+
+
+def promotion_flip_of(flip: au.PromotionFlip) -> PromotionFlip:
+    return PromotionFlip(
+        seq=flip.seq,
+        goal=flip.goal,
+        run=flip.run,
+        queued_at=flip.queued_at,
+        recorded_admitted_at=flip.recorded_admitted_at,
+        whatif_admitted_at=flip.whatif_admitted_at,
+        whatif_reasons=list(flip.whatif_reasons),
     )
 
 

@@ -29,7 +29,12 @@ from quotaledger.projections.capacity.fold import QUEUE_WAIT_BUCKETS_S
 from quotaledger.projections.ledger import LedgerState, pool_context_of
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.services.audit_queue import is_queue_decision, queue_explanation
-from quotaledger.services.audit_views import explanation_of, flip_of, recorded_event_of
+from quotaledger.services.audit_views import (
+    explanation_of,
+    flip_of,
+    promotion_flip_of,
+    recorded_event_of,
+)
 from quotaledger.services.base import ServiceBase, seq_out_of_range
 from quotaledger.services.clocks import clock_ahead_of
 from quotaledger.services.journal import names_run, unknown_run
@@ -329,6 +334,7 @@ class OperatorService(ServiceBase):
             flips=[flip_of(flip) for flip in replay.flips],
             changes=overrides.changes(),
             range=Range(replay.first_at, replay.last_at),
+            promotions=[promotion_flip_of(f) for f in replay.promotion_flips()],
         )
 
     # -- report ------------------------------------------------------------------------

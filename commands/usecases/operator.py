@@ -413,6 +413,21 @@ class Flip(msgspec.Struct, kw_only=True, omit_defaults=True):
     whatif_idempotent: bool
 
 
+class PromotionFlip(msgspec.Struct, kw_only=True):
+    """A queued entry whose start the replay moves (SPEC §12.5, §12.2): admitted at
+    once, later, earlier, or never within the range (null)."""
+
+    seq: int
+    """Its `capacity.queued` event."""
+    goal: str
+    run: str
+    queued_at: str
+    recorded_admitted_at: str | None
+    whatif_admitted_at: str | None
+    whatif_reasons: list[str]
+    """What held it in the replay when it started later or never; [] otherwise."""
+
+
 class Range(msgspec.Struct):
     start: str | None = msgspec.field(name="from")
     end: str | None = msgspec.field(name="to")
@@ -427,6 +442,8 @@ class WhatifAnswer(Answer):
     changes: dict[str, Number]
     range: Range
     pool: str | UnsetType = UNSET
+    promotions: list[PromotionFlip] | UnsetType = UNSET
+    """The queued entries whose start the replay moves (SPEC §12.5)."""
 
 
 # -- report ------------------------------------------------------------------------------

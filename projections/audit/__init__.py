@@ -69,6 +69,7 @@ from quotaledger.projections.audit.validity import (
 from quotaledger.projections.audit.whatif import (
     Flip,
     Overrides,
+    PromotionFlip,
     WhatIf,
     override_price,
     price_changes,
@@ -91,6 +92,7 @@ __all__ = [
     "NotReproduced",
     "Overrides",
     "Point",
+    "PromotionFlip",
     "RecordedDecision",
     "RunHistory",
     "SettlementAudit",

@@ -11,6 +11,18 @@ from quotaledger.journal.clock import format_us
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
 from quotaledger.projections.audit.goalfold import GoalFold
+from quotaledger.projections.capacity.events import (
+    DEQUEUED,
+    CapacityDequeued,
+    CapacityQueued,
+    QueuedRef,
+)
+from quotaledger.projections.capacity.queue import (
+    all_queueable,
+    decide_in_queue,
+    goal_queue,
+    next_step,
+)
 
 # -- what-if ---------------------------------------------------------------------------
 
@@ -145,6 +157,60 @@ class Flip:
     whatif_idempotent: bool
 
 
+@dataclass
+class Wait:
+    """A queued entry of the replayed range (SPEC §12.2): when it started, recorded and
+    replayed (None: never, within the range), and what held it in the replay."""
+
+    seq: int
+    goal: str
+    run: str
+    queued_at: str
+    recorded_at: str | None = None
+    whatif_at: str | None = None
+    whatif_reasons: tuple[str, ...] = ()
+
+
+def _later(whatif_at: str | None, recorded_at: str | None) -> bool:
+    """Does the replay start an entry later than it was (never counts as latest)?
+    Canonical times compare as text."""
+    if whatif_at is None:
+        return True
+    return recorded_at is not None and whatif_at > recorded_at
+
+
+@dataclass(frozen=True)
+class PromotionFlip:
+    """A queued entry whose start the replay moves (SPEC §12.5): at once, later,
+    earlier, or never (None)."""
+
+    seq: int
+    goal: str
+    run: str
+    queued_at: str
+    recorded_admitted_at: str | None
+    whatif_admitted_at: str | None
+    whatif_reasons: tuple[str, ...]
+
+
+def moved_promotions(waits: dict[int, Wait]) -> list[PromotionFlip]:
+    """The queued entries of a replay whose replayed start differs from the recorded
+    one (None: not within the range), by their queued seq."""
+    return [
+        PromotionFlip(
+            w.seq,
+            w.goal,
+            w.run,
+            w.queued_at,
+            w.recorded_at,
+            w.whatif_at,
+            w.whatif_reasons if _later(w.whatif_at, w.recorded_at) else (),
+        )
+        for w in sorted(waits.values(), key=lambda w: w.seq)
+        if w.recorded_at != w.whatif_at
+    ]
+
+
 class WhatIf(GoalFold):
     """Replays one goal's records under `overrides`; feed every record in journal order.
 
@@ -171,6 +237,8 @@ class WhatIf(GoalFold):
         self.first_at: str | None = None
         self.last_at: str | None = None
         self._replaying = False
+        self.waits: dict[int, Wait] = {}
+        """The queued entries of the range, by their capacity.queued seq."""
 
     def feed(self, record: Record, payload: Any) -> None:
         price = self.overrides.price
@@ -198,6 +266,7 @@ class WhatIf(GoalFold):
             self._start_caps(record.at)
         self.last_at = record.at
         cap.apply(self.state, record, self._counterfactual(record, payload, at_us))
+        self._promote(record, at_us)
 
     def _start_replay(self) -> None:
         """From here on the config carries the overrides (validated once up front)."""
@@ -229,9 +298,15 @@ class WhatIf(GoalFold):
         if isinstance(payload, cap.CapacityRejected):
             plan = cap.plan_rejection(goal, at_us, payload.retry_after_s)
             return msgspec.structs.replace(payload, **plan.cooldown_fields())
+        if isinstance(payload, cap.CapacityAdmitted) and payload.queued is not None:
+            return self._recorded_promotion(record, payload, at_us)
+        if isinstance(payload, CapacityDequeued):
+            return self._dequeued(payload)
         recorded = recorded_decision(record, payload)
         if recorded is None:
             return payload  # observations and releases happen as recorded
+        if isinstance(payload, CapacityQueued):
+            return self._queued(record, payload, at_us)
         decision = cap.decide_admission(goal, recorded.request, at_us)
         self.decisions += 1
         if decision.ok != recorded.admitted:
@@ -249,6 +324,93 @@ class WhatIf(GoalFold):
             )
         # What admit would have appended (None for an idempotent replay: fold nothing).
         return decision.payload
+
+    # -- the queue (SPEC §12.2): entries wait and are promoted in the replay ---------------
+
+    def _queued(self, record: Record, payload: CapacityQueued, at_us: int) -> Any:
+        """A recorded queued request, decided again with the replay's queue: admitted
+        at once, waiting (as recorded), or refused for a reason that does not queue."""
+        goal = self.goal_state
+        request = payload.request
+        decision = decide_in_queue(goal_queue(self.goal, goal), self.goal, request, at_us)
+        self.decisions += 1
+        wait = self.waits[record.seq] = Wait(record.seq, self.goal, request.run, record.at)
+        if decision.ok:
+            self.flips.append(
+                Flip(
+                    record.seq,
+                    request.run,
+                    record.at,
+                    False,
+                    True,
+                    decision.reasons,
+                    tuple(payload.reasons),
+                    decision.idempotent,
+                )
+            )
+            wait.whatif_at = record.at
+            return decision.payload
+        wait.whatif_reasons = decision.reasons
+        if all_queueable(decision.reasons):
+            return payload  # it waits, as recorded
+        return decision.payload
+
+    def _recorded_promotion(
+        self, record: Record, payload: cap.CapacityAdmitted, at_us: int
+    ) -> None:
+        """A recorded promotion: the replay promotes by its own queue (`_promote`), so
+        the record folds nothing; its time is the recorded start to compare with."""
+        assert payload.queued is not None
+        wait = self.waits.get(payload.queued.seq)
+        if wait is None:
+            return None
+        wait.recorded_at = record.at
+        goal = self.goal_state
+        entry = goal.queue.get(payload.request.run)
+        if wait.whatif_at is None and entry is not None and entry.waiting_at(at_us):
+            view = goal_queue(self.goal, goal)
+            wait.whatif_reasons = decide_in_queue(view, self.goal, entry.request, at_us).reasons
+        return None
+
+    def _dequeued(self, payload: CapacityDequeued) -> Any:
+        """A recorded dequeue applies to an entry the replay still has waiting (a
+        release of a run the replay admitted releases it); a refusal the replay's own
+        promotions make for themselves."""
+        goal = self.goal_state
+        if payload.reason == "refused":
+            return None
+        if payload.run in goal.queue:
+            return payload
+        if payload.reason == "released" and payload.run in goal.runs:
+            return cap.CapacityReleased(run=payload.run)
+        return None
+
+    def _promote(self, record: Record, at_us: int) -> None:
+        """Every write promotes (SPEC §12.2): after each replayed record of the goal, the
+        entries at the head of the replay's queue that now fit start, at its time."""
+        goal = self.goal_state
+        if not any(entry.waiting_at(at_us) for entry in goal.queue.values()):
+            return
+        while (step := next_step(goal_queue(self.goal, self.goal_state), at_us)) is not None:
+            entry = step.waiting.entry
+            wait = self.waits.get(entry.seq)
+            if step.admits:
+                receipt = step.decision.detail.receipt
+                assert receipt is not None
+                ref = QueuedRef(seq=entry.seq, at=format_us(entry.at_us))
+                admitted = cap.CapacityAdmitted(request=entry.request, receipt=receipt, queued=ref)
+                cap.apply(self.state, msgspec.structs.replace(record, kind=cap.ADMITTED), admitted)
+                if wait is not None:
+                    wait.whatif_at = record.at
+            else:
+                cap.apply(
+                    self.state, msgspec.structs.replace(record, kind=DEQUEUED), step.dequeued()
+                )
+                if wait is not None:
+                    wait.whatif_reasons = step.decision.reasons
+
+    def promotion_flips(self) -> list[PromotionFlip]:
+        return moved_promotions(self.waits)
 
     def assumptions(self) -> list[str]:
         """Every assumption the replay makes, stated for the operator."""
@@ -270,6 +432,11 @@ class WhatIf(GoalFold):
             "recorded release, the end of its lease (renewed by its observations), or the "
             "end of the range",
             "a run admitted in reality but refused in the replay holds nothing",
+            "the queue is replayed too: a queued request is decided again with the "
+            "replay's queue (admitted at once, waiting, or refused for a reason that does "
+            "not queue), every replayed event of the goal promotes the entries that then "
+            "fit, in queue order, and the recorded promotions give way to the replay's; "
+            "cancels and releases of queued runs happen as recorded",
             "provider rejections (429) happen at their recorded times; their cooldowns are "
             "recomputed under the replayed config (Retry-After as recorded)",
             "recorded configures apply even when the replay's occupancy exceeds their case "
