@@ -3,6 +3,7 @@ Retry-After, and `"wait_s": N` held by the server until a promotion admits the r
 
 from __future__ import annotations
 
+import http.client
 import json
 import threading
 import time
@@ -193,3 +194,21 @@ def test_a_restarted_server_promotes_a_pools_queue_once(tmp_path: Path) -> None:
     assert [e["data"]["request"]["run"] for e in promoted] == ["w-c", "w-b", "w-a"]
     assert len({e["at"] for e in promoted}) == 1  # one promotion, one time
     assert min(e["at"] for e in promoted) >= blocker.json["receipt"]["lease_until"]
+
+
+def test_a_waiter_that_hangs_up_leaves_its_entry_to_its_ttl(tmp_path: Path) -> None:
+    with serving(tmp_path / "j.jsonl") as server:
+        server.post("configure", goal="g", max_active_cases=1)
+        server.post("admit", goal="g", run="blocker", arm="baseline")  # a release frees it
+        body = json.dumps(
+            {"goal": "g", "run": "gone", "arm": "baseline", "lease_s": 60, "wait_s": 60}
+        )
+        connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+        connection.request("POST", "/v1/admit", body, {"Content-Type": "application/json"})
+        _until_queued(server, "gone")
+        connection.close()  # hangs up while held
+        queue = server.get("inspect", "goal=g").json["goals"]["g"]["queue"]
+        assert [(e["run"], e["position"]) for e in queue] == [("gone", 1)]
+        released = server.post("release", goal="g", run="blocker")
+        assert released.json["promoted"] == [{"goal": "g", "run": "gone"}]
+        assert "cancelled" not in server.get("log", "goal=g&kind=capacity.dequeued").body.decode()
