@@ -300,12 +300,18 @@ def estimates(view: QueueView, at_us: int) -> dict[tuple[str, str], int | None]:
     queue = view.waiting(at_us)
     found: dict[tuple[str, str], int | None] = {}
     simulated = view
+    wide: dict[tuple[str, str], bool] = {}
+    """Whether each entry fails a pool-wide reason now: decided once per entry, not once
+    per entry behind it."""
     for index, waiting in enumerate(queue):
         start_us: int | None = at_us
         for ahead in queue[:index]:
             if ahead.goal != waiting.goal:  # another goal's blocks only on a pool-wide reason
-                reasons = view.decide(ahead.goal, ahead.entry.request, at_us).reasons
-                if not pool_wide(reasons):
+                key = (ahead.goal, ahead.run)
+                if key not in wide:
+                    reasons = view.decide(ahead.goal, ahead.entry.request, at_us).reasons
+                    wide[key] = pool_wide(reasons)
+                if not wide[key]:
                     continue
             estimate = found[(ahead.goal, ahead.run)]
             start_us = None if estimate is None or start_us is None else max(start_us, estimate)
