@@ -12,7 +12,7 @@ from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.pool_whatif import PoolWhatIf
 from quotaledger.projections.capacity.pool_config import POOL_FIELDS
 from quotaledger.projections.ledger import LedgerState
-from quotaledger.services.audit_views import flip_of
+from quotaledger.services.audit_views import flip_of, promotion_flip_of
 from quotaledger.services.pools import require_pool
 from quotaledger.usecases.decode import API
 from quotaledger.usecases.operator import (
@@ -72,6 +72,7 @@ def pool_whatif(
             **({} if price is None else au.price_changes(price)),
         },
         range=Range(replay.first_at, replay.last_at),
+        promotions=[promotion_flip_of(f) for f in replay.promotion_flips()],
     )
 
 

@@ -23,10 +23,21 @@ from quotaledger.journal import Record
 from quotaledger.journal.clock import format_us, parse_at
 from quotaledger.projections import capacity as cap
 from quotaledger.projections.audit.audit import recorded_decision
-from quotaledger.projections.audit.whatif import override_price, price_changes
-from quotaledger.projections.capacity.events import QUEUED
+from quotaledger.projections.audit.whatif import (
+    PromotionFlip,
+    Wait,
+    moved_promotions,
+    override_price,
+    price_changes,
+)
+from quotaledger.projections.capacity.events import DEQUEUED, QUEUED, CapacityDequeued, QueuedRef
 from quotaledger.projections.capacity.pool_config import pool_config_of, pool_reconfigure
-from quotaledger.projections.capacity.queue import decide_in_queue, goal_queue, pool_queue
+from quotaledger.projections.capacity.queue import (
+    decide_in_queue,
+    goal_queue,
+    next_step,
+    pool_queue,
+)
 from quotaledger.projections.ledger import PROJECTOR, on_pool_clock, pool_context_of
 from quotaledger.projections.limits import SHARE_UNITS
 
@@ -70,6 +81,11 @@ class PoolWhatIf:
     first_at: str | None = None
     last_at: str | None = None
     replaying: bool = False
+    waits: dict[int, Wait] = field(default_factory=dict)
+    """The members' queued entries of the range, by capacity.queued seq (SPEC §12.5)."""
+    queued_members: set[str] = field(default_factory=set)
+    """The members that queued: a write looks at the queue only when one still has an
+    entry (a replay's cost stays per event, whatever the pool's size)."""
 
     def feed(self, record: Record, payload: Any) -> None:
         if self._skip_price(record, payload):
@@ -90,6 +106,7 @@ class PoolWhatIf:
         replayed = self._counterfactual(record, payload, at_us)
         if replayed is not None:
             PROJECTOR.apply(self.state, *replayed)
+        self._promote(record, at_us)  # every write on the pool's clock promotes
 
     def _counterfactual(
         self, record: Record, payload: Any, at_us: int
@@ -107,9 +124,83 @@ class PoolWhatIf:
                 ref = self._ref_for(payload.pool, goal)
                 return record, msgspec.structs.replace(payload, pool=ref)
             return record, payload
+        if isinstance(payload, cap.CapacityAdmitted) and payload.queued is not None:
+            return self._recorded_promotion(record, payload, at_us)
+        if isinstance(payload, CapacityDequeued):
+            return self._dequeued(record, payload)
         if record.kind in cap.DECISION_KINDS and record.goal is not None:
             return self._decide(record, payload)
         return record, payload
+
+    # -- the queue (SPEC §12.2, §12.5): the replay promotes by its own queue ---------------
+
+    def _view(self, goal: str) -> Any:
+        state = self.state.capacity.goals[goal]
+        ctx = pool_context_of(self.state, goal)
+        return goal_queue(goal, state) if ctx is None else pool_queue(ctx.with_member(goal, state))
+
+    def _recorded_promotion(
+        self, record: Record, payload: cap.CapacityAdmitted, at_us: int
+    ) -> tuple[Record, Any] | None:
+        """A recorded promotion gives way to the replay's own (`_promote`); its time
+        is kept to compare. One of an entry queued before the range: as recorded."""
+        assert payload.queued is not None and record.goal is not None
+        wait = self.waits.get(payload.queued.seq)
+        if wait is None:
+            return record, payload
+        wait.recorded_at = record.at
+        state = self.state.capacity.goals.get(record.goal)
+        entry = None if state is None else state.queue.get(payload.request.run)
+        if wait.whatif_at is None and entry is not None and entry.waiting_at(at_us):
+            view = self._view(record.goal)
+            wait.whatif_reasons = decide_in_queue(view, record.goal, entry.request, at_us).reasons
+        return None
+
+    def _dequeued(self, record: Record, payload: CapacityDequeued) -> tuple[Record, Any] | None:
+        """A recorded dequeue applies to what the replay still has waiting (a release of
+        a queued run the replay admitted releases it); refusals the replay makes itself."""
+        state = self.state.capacity.goals.get(record.goal or "")
+        if state is None or payload.reason == "refused":
+            return None
+        if payload.run in state.queue:
+            return record, payload
+        if payload.reason == "released" and payload.run in state.runs:
+            released = cap.CapacityReleased(run=payload.run)
+            return msgspec.structs.replace(record, kind=cap.RELEASED), released
+        return None
+
+    def _promote(self, record: Record, at_us: int) -> None:
+        """Every write on the pool's clock promotes the pool's queue at its time."""
+        goals = self.state.capacity.goals
+        self.queued_members = {m for m in self.queued_members if m in goals and goals[m].queue}
+        waiting = [
+            m for m in self.queued_members for e in goals[m].queue.values() if e.waiting_at(at_us)
+        ]
+        if not waiting:
+            return
+        member = waiting[0]
+        while (step := next_step(self._view(member), at_us)) is not None:
+            entry = step.waiting.entry
+            wait = self.waits.get(entry.seq)
+            moved = msgspec.structs.replace(record, goal=step.waiting.goal)
+            if step.admits:
+                receipt = step.decision.detail.receipt
+                assert receipt is not None
+                ref = QueuedRef(seq=entry.seq, at=format_us(entry.at_us))
+                admitted = cap.CapacityAdmitted(request=entry.request, receipt=receipt, queued=ref)
+                PROJECTOR.apply(
+                    self.state, msgspec.structs.replace(moved, kind=cap.ADMITTED), admitted
+                )
+                if wait is not None:
+                    wait.whatif_at = record.at
+            else:
+                refused = step.dequeued()
+                PROJECTOR.apply(self.state, msgspec.structs.replace(moved, kind=DEQUEUED), refused)
+                if wait is not None:
+                    wait.whatif_reasons = step.decision.reasons
+
+    def promotion_flips(self) -> list[PromotionFlip]:
+        return moved_promotions(self.waits)
 
     def _decide(self, record: Record, payload: Any) -> tuple[Record, Any] | None:
         """The replay's decision in place of a member's recorded one (None: it appends
@@ -140,6 +231,13 @@ class PoolWhatIf:
                     recorded.reasons,
                 )
             )
+        if record.kind == QUEUED:
+            wait = self.waits[record.seq] = Wait(record.seq, goal, recorded.request.run, record.at)
+            self.queued_members.add(goal)
+            if decision.ok:
+                wait.whatif_at = record.at
+            else:
+                wait.whatif_reasons = decision.reasons
         if decision.payload is None:
             return None
         if record.kind == QUEUED and not decision.ok:
@@ -255,4 +353,8 @@ class PoolWhatIf:
             "a run admitted in the replay holds its forecast until its recorded release, "
             "its lease's end, or the end of the range; one refused in the replay holds "
             "nothing",
+            "the pool's queue is replayed too: every replayed write on the pool's clock "
+            "promotes the entries that then fit, in queue order, and the recorded "
+            "promotions give way to the replay's; cancels and releases of queued runs "
+            "happen as recorded",
         ]

@@ -119,3 +119,39 @@ def test_the_server_and_its_schema_answer_the_moved_promotions(tmp_path: Path) -
     (promotion,) = answer.json["promotions"]
     assert (promotion["seq"], promotion["whatif_admitted_at"]) == (seq, at(20))
     assert "whatif_admitted_at" in schema and "recorded_admitted_at" in schema
+
+
+def test_a_pools_promotions_under_a_changed_share(ledger: Any) -> None:
+    """b waits behind a's run for the pool's headroom; with a larger target it would
+    have started at once, with a smaller one only when a's second run is released."""
+    ledger.pool_configure(pool="org", quota_tpm=1000, target_tpm=1000, at=at(0))
+    for goal in ("a", "b"):
+        ledger.configure(goal=goal, pool="org", pool_share=0.5, at=at(0))
+    assert ledger.admit(goal="a", run="a1", forecast_tpm=600, at=at(1))["admitted"]
+    assert ledger.admit(goal="a", run="a2", forecast_tpm=300, at=at(1))["admitted"]
+    queued = ledger.admit(goal="b", run="b1", forecast_tpm=400, lease_s=60, queue=True, at=at(2))
+    assert queued["queued"] is True
+    released = ledger.release(goal="a", run="a1", at=at(10))
+    assert released["promoted"] == [{"goal": "b", "run": "b1"}]
+    ledger.release(goal="a", run="a2", at=at(20))
+    seq = queued["event"]["seq"]
+    wider = ledger.whatif(pool="org", quota_tpm=1400, target_tpm=1400)
+    assert [
+        (p["seq"], p["goal"], p["run"], p["whatif_admitted_at"]) for p in wider["promotions"]
+    ] == [(seq, "b", "b1", at(2))]
+    # A target of 600: a2 is refused, so a1's release frees 600 and b1 (400) fits then.
+    assert ledger.whatif(pool="org", quota_tpm=600, target_tpm=600)["promotions"] == []
+    # A target of 500: a1 (600) is refused and a2 (300) admitted; b1 (400) fits only when
+    # a2 is released, at 20.
+    narrower = ledger.whatif(pool="org", quota_tpm=500, target_tpm=500)
+    assert narrower["promotions"] == [
+        {
+            "seq": seq,
+            "goal": "b",
+            "run": "b1",
+            "queued_at": at(2),
+            "recorded_admitted_at": at(10),
+            "whatif_admitted_at": at(20),
+            "whatif_reasons": [R.POOL_HEADROOM_EXHAUSTED],
+        }
+    ]
