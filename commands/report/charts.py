@@ -148,19 +148,12 @@ def dimension_chart(timeline: au.Timeline, name: str) -> svgchart.Chart:
     else:
         lines += _provider_segments(name, points, x)
     if any(name in p.dimensions for p in points):
-        lines += [
-            series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
-            series("quota", COLORS["quota"], lambda p: float(p.dimensions[name].quota)),
-        ]
-    chart = svgchart.Chart(
-        title=f"{dimension.title} (goal {timeline.goal})",
-        heading=f"{dimension.title}",
-        y_unit=dimension.unit,
-        dimension=name,
-        t0=format_us(origin_us),
-        step=True,
-        x_range=(0.0, max(x(end_us), 1.0)),
-        x_label_at=_ticks(origin_us, end_us),
+        lines += _limit_lines(series, name)
+    chart = _time_chart(
+        f"{dimension.title} (goal {timeline.goal})",
+        dimension.title,
+        name,
+        (origin_us, end_us),
         stacked=[series(label, color, value) for label, color, value in dimension.parts],
         lines=lines,
     )
@@ -282,20 +275,12 @@ def pool_dimension_chart(timeline: PoolTimeline, name: str) -> svgchart.Chart:
         series(f"goal {goal}", MEMBER_COLORS[index % len(MEMBER_COLORS)], member_load(goal))
         for index, goal in enumerate(timeline.members)
     ]
-    lines = _provider_segments(name, held, x)
-    lines += [
-        series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
-        series("quota", COLORS["quota"], lambda p: float(p.dimensions[name].quota)),
-    ]
-    chart = svgchart.Chart(
-        title=f"{dimension.title}: load by goal (pool {timeline.pool})",
-        heading=f"{dimension.title}: load by goal",
-        y_unit=dimension.unit,
-        dimension=name,
-        t0=format_us(origin_us),
-        step=True,
-        x_range=(0.0, max(x(end_us), 1.0)),
-        x_label_at=_ticks(origin_us, end_us),
+    lines = _provider_segments(name, held, x) + _limit_lines(series, name)
+    chart = _time_chart(
+        f"{dimension.title}: load by goal (pool {timeline.pool})",
+        f"{dimension.title}: load by goal",
+        name,
+        (origin_us, end_us),
         stacked=stacked,
         lines=lines,
     )
@@ -309,6 +294,40 @@ def pool_dimension_chart(timeline: PoolTimeline, name: str) -> svgchart.Chart:
         label_of=lambda d: f"goal {d.goal}: {decision_label(d)}",
     )
     return chart
+
+
+def _limit_lines(series: Callable[..., svgchart.Series], name: str) -> list[svgchart.Series]:
+    """Dimension `name`'s target and quota lines, drawn by the chart's own `series`."""
+    return [
+        series("target", COLORS["target"], lambda p: float(p.dimensions[name].target)),
+        series("quota", COLORS["quota"], lambda p: float(p.dimensions[name].quota)),
+    ]
+
+
+def _time_chart(
+    title: str,
+    heading: str,
+    name: str,
+    span_us: tuple[int, int],
+    *,
+    stacked: list[svgchart.Series],
+    lines: list[svgchart.Series],
+) -> svgchart.Chart:
+    """A dimension's step chart over `span_us`, in seconds from its start (a goal's or
+    a pool's: only what is stacked and drawn differs)."""
+    origin_us, end_us = span_us
+    return svgchart.Chart(
+        title=title,
+        heading=heading,
+        y_unit=DIMENSIONS[name].unit,
+        dimension=name,
+        t0=format_us(origin_us),
+        step=True,
+        x_range=(0.0, max((end_us - origin_us) / US_PER_S, 1.0)),
+        x_label_at=_ticks(origin_us, end_us),
+        stacked=stacked,
+        lines=lines,
+    )
 
 
 def _pool_binding(d: au.RecordedDecision) -> str | None:
