@@ -223,8 +223,9 @@ class Fold(Generic[S]):
         checkpoint, and a record of a goal its `source` has not loaded yet waits for
         that goal's first use instead of being folded now."""
         make_visitor = getattr(self.projector, "visitor", None)
-        own, source = state is self.state, self.source
-        if make_visitor is not None and own and source is None:
+        source = self.source
+        noting = state is self.state and self.notes_changes()
+        if make_visitor is not None and noting and source is None:
             fold: Visitor = make_visitor(state, self.dirty.__setitem__)
         else:
             if make_visitor is not None:
@@ -235,7 +236,7 @@ class Fold(Generic[S]):
                 def fold(record: Record, payload: Any, line: bytes) -> None:
                     apply(state, record, payload)
 
-            if own:
+            if noting:
                 fold = self._noting(fold, source)
         if also is None:
             return fold
@@ -250,6 +251,13 @@ class Fold(Generic[S]):
             fold(record, payload, line)
 
         return visit_also
+
+    def notes_changes(self) -> bool:
+        """Whether the fold must note the goals it changes (`dirty`): only against a
+        checkpoint (`basis`). Without one the next checkpoint writes every goal, and a
+        basis set later (`wrote`, `load_checkpoint`) starts `dirty` anew, so a fold
+        from genesis skips a dict write per record."""
+        return self.basis is not None or self.source is not None
 
     def _noting(self, fold: Visitor, source: GoalSections | None) -> Visitor:
         changed = self.dirty.__setitem__
@@ -434,12 +442,13 @@ class Fold(Generic[S]):
         head, visit = self.head, self._own_step()
         end = head.offset
         goal_last_at = head.goal_last_at
-        changed = self.dirty.__setitem__
+        changed = self.dirty.__setitem__ if self.notes_changes() else None
         for record, payload, line in pending:
             if record.seq == 0:
                 head.journal_id = payload.journal_id
             visit(record, payload, line)
-            changed(record.goal or "", record.seq)
+            if changed is not None:
+                changed(record.goal or "", record.seq)
             end += len(line)
             goal_last_at[record.goal] = record.at
         last = pending[-1].record

@@ -408,42 +408,49 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
             goal.pool_base = goal.totals  # joins: its spending in the pool starts here
         goal.pool, goal.priority = new_pool, payload.priority
         goal.cap_totals = goal.totals
-    if at_us > goal.last_at_us:
+    previous_us = goal.last_at_us
+    if at_us > previous_us:
         goal.last_at_us = at_us
     # Forget what no question "as of t >= the goal's latest event" can need; the checks
     # are inline because they run for every event and rarely find anything.
     last_us = goal.last_at_us
-    cutoff_us = last_us - WINDOW_US
-    samples = goal.samples
-    head = goal.head
-    if head < len(samples) and samples[head].at_us <= cutoff_us:
-        # Step, not bisect: on a busy goal each event moves the window by a sample or
-        # two, and every sample passes `head` once (a bisection cost a dozen key calls
-        # per event); a gap longer than the window drops them all just the same.
-        count = len(samples)
-        head += 1
-        while head < count and samples[head].at_us <= cutoff_us:
+    # The window's, the day's and the request ids' trims depend on the goal's time
+    # alone, and what an event adds is at its own time: after an event at the time the
+    # goal's last one had (a batch's records share one), they would find nothing (the
+    # invariant tests/capacity/test_fold_trims.py checks after every event).
+    if at_us != previous_us:
+        cutoff_us = last_us - WINDOW_US
+        samples = goal.samples
+        head = goal.head
+        if head < len(samples) and samples[head].at_us <= cutoff_us:
+            # Step, not bisect: on a busy goal each event moves the window by a sample
+            # or two, and every sample passes `head` once (a bisection cost a dozen key
+            # calls per event); a gap longer than the window drops them all just the same.
+            count = len(samples)
             head += 1
-        goal.head = head
-        if head >= COMPACT_MIN and head * 2 >= count:
-            _compact(goal)
-    day_head = goal.day_head
-    day_seconds = goal.day_seconds
-    if day_head < len(day_seconds) and day_seconds[day_head] * US_PER_S <= last_us - DAY_US:
-        day_count = len(day_seconds)
-        day_head += 1
-        while day_head < day_count and day_seconds[day_head] * US_PER_S <= last_us - DAY_US:
+            while head < count and samples[head].at_us <= cutoff_us:
+                head += 1
+            goal.head = head
+            if head >= COMPACT_MIN and head * 2 >= count:
+                _compact(goal)
+        day_head = goal.day_head
+        day_seconds = goal.day_seconds
+        day_cutoff_us = last_us - DAY_US
+        if day_head < len(day_seconds) and day_seconds[day_head] * US_PER_S <= day_cutoff_us:
+            day_count = len(day_seconds)
             day_head += 1
-        goal.day_head = day_head
-        if day_head >= COMPACT_MIN and day_head * 2 >= day_count:
-            _compact_day(goal)
+            while day_head < day_count and day_seconds[day_head] * US_PER_S <= day_cutoff_us:
+                day_head += 1
+            goal.day_head = day_head
+            if day_head >= COMPACT_MIN and day_head * 2 >= day_count:
+                _compact_day(goal)
+        request_ids = goal.request_ids
+        if request_ids and next(iter(request_ids.values())).at_us < last_us - REQUEST_ID_WINDOW_US:
+            forget_requests(request_ids, last_us)
     if goal.lease_check_us is not None and goal.lease_check_us <= last_us:
         _expire_leases(goal)
     if goal.queue_check_us is not None and goal.queue_check_us <= last_us:
         _expire_entries(goal)
-    request_ids = goal.request_ids
-    if request_ids and next(iter(request_ids.values())).at_us < last_us - REQUEST_ID_WINDOW_US:
-        forget_requests(request_ids, last_us)
 
 
 def _difference(after: Totals, before: Totals) -> Totals:
