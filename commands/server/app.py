@@ -169,8 +169,7 @@ class Api:
                 request = routes.request_of_body(case, body)
             else:
                 request = routes.request_of_query(case, scope["query_string"])
-            client = self._client_target(scope, cli)
-            return await self._use_case(send, receive, case, request, method, cli, client)
+            return await self._use_case(send, receive, case, request, method, cli, scope)
         return await self._plain(scope, send, path, method)
 
     def _client_target(self, scope: Scope, cli: routes.CliCall | None) -> str:
@@ -209,7 +208,7 @@ class Api:
         request: Any,
         method: str,
         cli: routes.CliCall | None = None,
-        client: str = "",
+        scope: Scope | None = None,
     ) -> int:
         if case.name == "log":
             return await self._log(send, receive, request, cli)
@@ -222,11 +221,21 @@ class Api:
         if isinstance(outcome, Error):
             return await _error(send, outcome, method, cli)
         if cli is not None:
-            return await _printed(send, case, request, outcome, cli, self._rewrite(client))
-        return await _answer(send, outcome, method, self._rewrite(client))
+            return await _printed(send, case, request, outcome, cli, self._rewrite(scope, cli))
+        return await _answer(send, outcome, method, self._rewrite(scope, cli))
 
-    def _rewrite(self, client: str) -> Callable[[bytes, str], bytes]:
-        return lambda body, kind: self.follow_ups.rewrite(body, client, kind)
+    def _rewrite(self, scope: Scope | None, cli: routes.CliCall | None) -> Rewrite:
+        """The answer's follow-up words for this request's client, whose target is
+        found only for an answer that names a command (most name none)."""
+        follow_ups = self.follow_ups
+
+        def rewrite(body: bytes, kind: str) -> bytes:
+            if not follow_ups.names_journal(body):
+                return body
+            client = self._client_target(scope, cli) if scope is not None else ""
+            return follow_ups.rewrite(body, client, kind)
+
+        return rewrite
 
     async def _commit(self, case: UseCase, request: Any) -> Any:
         """The request's outcome once the committer has served it (and it is durable).
@@ -363,13 +372,13 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 async def _body(scope: Scope, receive: Receive) -> bytes:
     """The request's body, at most 1 MiB, which must be JSON."""
-    content_type = b""
-    length = -1
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            content_type = value
-        elif name == b"content-length" and value.isdigit():
-            length = int(value)
+    # One dict of the headers (made in C) rather than a Python loop over them: the
+    # last of a repeated header wins, as it did in the loop; a Content-Length given
+    # twice never gets here (the parser refuses it: `protocol`).
+    headers = dict(scope["headers"])
+    content_type = headers.get(b"content-type", b"")
+    given = headers.get(b"content-length")
+    length = int(given) if given is not None and given.isdigit() else -1
     if length > BODY_BYTES_MAX:
         raise routes.RouteError(413, _BODY_TOO_LARGE, code=codes.BODY_TOO_LARGE)
     if content_type.split(b";", 1)[0].strip().lower() != JSON:

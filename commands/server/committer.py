@@ -83,7 +83,16 @@ class Committer:
         self._max_batch = max_batch
         self._on_commit = on_commit
         self._waiting: deque[Work] = deque()
-        self._ready = threading.Condition()
+        self._lock = threading.Lock()
+        """Guards `_waiting`, `_stopping` and `_asleep` (held for a few lines only)."""
+        self._asleep = False
+        """The thread found nothing to do and waits on `_bell`: the next to queue rings."""
+        self._bell = threading.Lock()
+        """Held while nobody rang: the sleeping thread blocks acquiring it, one release
+        wakes it. Rung at most once per sleep (`_asleep` says when), so a release never
+        meets an unheld lock. A plain lock, not a Condition: both ends are C calls, where
+        a Condition's wait and notify are Python and allocate a lock per wait."""
+        self._bell.acquire()
         self._stopping = False
         self.failure: StorageFailure | None = None
         """The storage failure that stopped the committer (the process exits 4)."""
@@ -106,34 +115,41 @@ class Committer:
         hand-off for them all); each one's outcome is delivered once it is durable. A
         committer that stopped refuses them (`shutting_down`, exit 4: a retry
         elsewhere may help)."""
-        with self._ready:
+        with self._lock:
             if not self.accepting:
                 raise StorageFailure(
                     "the server is shutting down; nothing was done", code=codes.SHUTTING_DOWN
                 )
-            idle = not self._waiting
             self._waiting.extend(works)
-            if idle:
-                self._ready.notify()
+            ring, self._asleep = self._asleep, False
+        if ring:
+            self._bell.release()
 
     def stop(self, timeout_s: float) -> None:
         """Take no more requests, serve what waits (at most `timeout_s`), then end."""
-        with self._ready:
+        with self._lock:
             self._stopping = True
-            self._ready.notify()
+            ring, self._asleep = self._asleep, False
+        if ring:
+            self._bell.release()
         self._thread.join(timeout_s)
 
     # -- the thread --------------------------------------------------------------------
 
     def _run(self) -> None:
         while True:
-            with self._ready:
-                while not self._waiting and not self._stopping and self.failure is None:
-                    self._ready.wait()
-                if not self._waiting:
+            with self._lock:
+                sleep = not self._waiting
+                if sleep and (self._stopping or self.failure is not None):
                     return
-                count = min(len(self._waiting), self._max_batch)
-                batch = [self._waiting.popleft() for _ in range(count)]
+                if sleep:
+                    self._asleep = True
+                else:
+                    count = min(len(self._waiting), self._max_batch)
+                    batch = [self._waiting.popleft() for _ in range(count)]
+            if sleep:
+                self._bell.acquire()  # until `submit` or `stop` rings, once
+                continue
             try:
                 self._serve(batch)
             except Exception as exc:  # a fault of ours: whoever is still waiting hears it
@@ -216,7 +232,7 @@ class Committer:
             self._deliver([(work.ticket, error) for work in works])
 
     def _refuse_waiting(self) -> None:
-        with self._ready:
+        with self._lock:
             left = list(self._waiting)
             self._waiting.clear()
         assert self.failure is not None

@@ -41,6 +41,10 @@ class FollowUps:
             return self.listen_url
         return f"{self.scheme}://{host.decode('latin-1')}"
 
+    def names_journal(self, body: bytes) -> bool:
+        """Whether `body` may hold the server's journal words (`rewrite` changes it)."""
+        return self.path is not None and b"--journal" in body
+
     def rewrite(self, body: bytes, client: str, kind: str = "json") -> bytes:
         """`body` with the server's journal words replaced by `client`'s (`kind`: how
         the body quotes text: json, text or html)."""

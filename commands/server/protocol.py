@@ -101,11 +101,18 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
-        self._count(len(url) + 16)  # the method and version around it
+        self._head_bytes += len(url) + 16  # the method and version around it
+        if self._head_bytes > HEAD_BYTES_MAX:
+            self._refuse_head()
+            raise _HeadTooLarge
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
+        # Counted here, not through a helper: this runs per header of every request.
+        self._head_bytes += len(name) + len(value) + 4
+        if self._head_bytes > HEAD_BYTES_MAX:
+            self._refuse_head()
+            raise _HeadTooLarge
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -119,12 +126,6 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         self._in_head, self._head_bytes = False, 0
         super().on_message_complete()
-
-    def _count(self, size: int) -> None:
-        self._head_bytes += size
-        if self._head_bytes > HEAD_BYTES_MAX:
-            self._refuse_head()
-            raise _HeadTooLarge
 
     def _arm(self) -> None:
         self._disarm()

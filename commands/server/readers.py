@@ -27,14 +27,26 @@ class Commits:
 
     def __init__(self) -> None:
         self._changed = threading.Condition()
+        self._waiting = 0
+        """Followers inside `wait`: counted under the condition, read without it."""
 
     def notify(self) -> None:
+        # Per commit: with no follower waiting (nearly always) nothing to take or wake.
+        # A follower that starts waiting just after this look missed this commit as
+        # it would have missed a notify made just before its wait: it looks again
+        # within its timeout.
+        if not self._waiting:
+            return
         with self._changed:
             self._changed.notify_all()
 
     def wait(self, timeout_s: float) -> None:
         with self._changed:
-            self._changed.wait(timeout_s)
+            self._waiting += 1
+            try:
+                self._changed.wait(timeout_s)
+            finally:
+                self._waiting -= 1
 
 
 Printed = Callable[[Iterable[Any], Any], Iterator[bytes]]
