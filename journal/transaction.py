@@ -56,7 +56,11 @@ _Raw = msgspec.Raw
 _new_pending = tuple.__new__
 """Builds a PendingRecord without the NamedTuple's Python-level __new__ (every append)."""
 _NOTHING_CHECKED: tuple[str | None, object] = (None, object())  # no string is this time
-_NO_DECODER: tuple[object, PayloadDecoder] = (object(), bytes)  # no kind is this object
+_NO_DECODER: tuple[object, PayloadDecoder, type | None] = (object(), bytes, None)  # no kind
+CHECK_KEPT_PAYLOADS = False
+"""Whether `append` decodes a payload it keeps as built all the same, and fails unless
+that gives back an equal value that encodes to the same bytes. The test suite turns it
+on (tests/conftest.py): every payload any test appends proves the shortcut exact."""
 
 
 class Host(Protocol[S_co]):
@@ -88,6 +92,39 @@ class Host(Protocol[S_co]):
     def make_durable(self, end: int) -> None: ...
 
     def committed(self) -> None: ...
+
+
+def payload_type(decode: PayloadDecoder) -> type | None:
+    """The Struct type a kind's decoder makes, when it is a msgspec Decoder's (which
+    knows its type): a payload handed as an instance of it is kept as built."""
+    found = getattr(getattr(decode, "__self__", None), "type", None)
+    if isinstance(found, type) and issubclass(found, msgspec.Struct):
+        return found
+    return None
+
+
+def decode_checked(kind: str, data: bytes, decode: PayloadDecoder) -> Any:
+    """A payload from outside (bytes, a dict) decoded against its kind's schema right
+    before it is written: one that did not decode would make the journal corrupt for
+    every later reader."""
+    try:
+        return decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise InvalidInput(
+            f"payload of {kind} is invalid: {exc}", code=codes.INVALID_PAYLOAD
+        ) from exc
+
+
+def check_kept(kind: str, payload: Any, data: bytes, decode: PayloadDecoder) -> None:
+    """Fail unless `payload`, kept as built, is what decoding its bytes gives: an equal
+    value (no list for a tuple, no dict for a Struct) that encodes to the same bytes
+    (no int for a float). For CHECK_KEPT_PAYLOADS."""
+    try:
+        again = decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise AssertionError(f"a {kind} payload kept as built does not decode: {exc}") from exc
+    if again != payload or encode_payload(again) != data:
+        raise AssertionError(f"a {kind} payload kept as built differs from its decoding")
 
 
 def genesis_record(at: str) -> PendingRecord:
@@ -129,9 +166,9 @@ class Transaction(Generic[S]):
         self._goal_last_at: dict[str | None, str] = {}
         self._checked: tuple[str | None, object] = _NOTHING_CHECKED
         """A goal and a time known canonical and not before the goal's last event."""
-        self._decoder: tuple[object, PayloadDecoder] = _NO_DECODER
-        """The last kind appended (the very string) and its decoder: a batch's kinds
-        repeat."""
+        self._decoder: tuple[object, PayloadDecoder, type | None] = _NO_DECODER
+        """The last kind appended (the very string), its decoder and the Struct type
+        it decodes to (see payload_type): a batch's kinds repeat."""
         self.wall_us = 0
         self._latest: str | None = None
         """The latest time an event may have (the clock-skew bound past `wall_us`), as
@@ -244,19 +281,24 @@ class Transaction(Generic[S]):
         if not same_time:
             self._check_event(goal, at)  # not what time_for gave, nor a batch's shared one
         host = self._host
-        decoder_kind, decode = self._decoder
+        decoder_kind, decode, own_type = self._decoder
         if kind is not decoder_kind:
             decode = host.decoder_for(kind)
-            self._decoder = (kind, decode)
-        data = payload if isinstance(payload, bytes) else encode_payload(payload)
-        # Check the payload against its schema right before it is written: a payload
-        # that did not decode would make the journal corrupt for every later reader.
-        try:
-            decoded = decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise InvalidInput(
-                f"payload of {kind} is invalid: {exc}", code=codes.INVALID_PAYLOAD
-            ) from exc
+            own_type = payload_type(decode)
+            self._decoder = (kind, decode, own_type)
+        if type(payload) is own_type:
+            # The kind's own Struct, built by the caller: its __post_init__ (and each
+            # nested Struct's) checked it then, so it is kept as the decoded value
+            # instead of being decoded again from its bytes (14 nested Structs for a
+            # Receipt). Payload Structs are frozen and nothing mutates their
+            # containers, so the state may hold the caller's object.
+            data = encode_payload(payload)
+            decoded = payload
+            if CHECK_KEPT_PAYLOADS:
+                check_kept(kind, payload, data, decode)
+        else:
+            data = payload if isinstance(payload, bytes) else encode_payload(payload)
+            decoded = decode_checked(kind, data, decode)
         if kind == BATCH_KIND:
             raise InvalidInput(
                 "journal.batch records are the journal's own", code=codes.RESERVED_KIND

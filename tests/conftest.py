@@ -7,7 +7,13 @@ from pathlib import Path
 
 import pytest
 
+from quotaledger.journal import transaction
 from tests.support import CLOCK_SKEW_S_WIDEST, CliResult, pg_url, run_cli
+
+# Every payload a test appends as its kind's own Struct is decoded all the same and
+# must come back equal and encode to the same bytes: the suite proves the shortcut of
+# Transaction.append (keep such a payload as built) exact on every payload it makes.
+transaction.CHECK_KEPT_PAYLOADS = True
 
 
 @pytest.fixture
