@@ -331,17 +331,36 @@ def _scan_transaction(
     if inner.next_seq <= stop_at:
         return None
     if visit is not None and staged is not None:
-        at_offset = marker_offset
-        for record, payload, line in [(marker, announced, marker_line), *staged]:
-            try:
+        record = marker
+        try:
+            visit(marker, announced, marker_line)
+            for record, payload, line in staged:
                 visit(record, payload, line)
-            except (ValueError, OverflowError, Error) as exc:
-                reason = f"{record.kind} does not fold: {exc}"
-                return Failure(
-                    record.seq, at_offset, reason, True, False, marker.seq, marker_offset
-                )
-            at_offset += len(line) + 1
+        except (ValueError, OverflowError, Error) as exc:
+            reason = f"{record.kind} does not fold: {exc}"
+            at_offset = _offset_of(record, marker, marker_offset, marker_line, staged)
+            return Failure(record.seq, at_offset, reason, True, False, marker.seq, marker_offset)
     return inner
+
+
+def _offset_of(
+    record: Record,
+    marker: Record,
+    marker_offset: int,
+    marker_line: bytes,
+    staged: list[tuple[Record, Any, bytes]],
+) -> int:
+    """Where `record` (the announcement at `marker_offset`, or one of the `staged`
+    records after it) starts: worked out for a record that does not fold, instead of
+    counted along while every record of every transaction is folded."""
+    if record is marker:
+        return marker_offset
+    at_offset = marker_offset + len(marker_line) + 1
+    for before, _, line in staged:
+        if before is record:
+            break
+        at_offset += len(line) + 1
+    return at_offset
 
 
 _MISSING: Any = object()

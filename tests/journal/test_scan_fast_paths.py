@@ -4,11 +4,17 @@ regex and range check, so malformed times around a valid one must still fail."""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from quotaledger.journal.chain import Head, scan
-from quotaledger.journal.record import encode_line, genesis_line
+from quotaledger.journal.fold import ENGINE_DECODERS
+from quotaledger.journal.record import Record, encode_line, genesis_line
 from quotaledger.projections.ledger import PROJECTOR
+from tests.journal.journal_helpers import line_offsets, toy_journal
+from tests.toyprojector import TOY
 
 PAYLOAD = (
     b'{"run":"r","uncached_input":1,"cached_input":0,"output":1,"requests":1,'
@@ -101,3 +107,27 @@ def test_parse_at_in_a_known_second_parses_what_the_full_path_parses(text: str) 
             return exc.code
 
     assert shortcut(text) == full(text)
+
+
+@pytest.mark.parametrize("failing", range(1, 6))
+def test_a_record_of_a_transaction_that_does_not_fold_is_reported_where_it_starts(
+    tmp_path: Path, failing: int
+) -> None:
+    """scan works out the offset of a transaction's record that does not fold only
+    then, not along the fold: it must be where that record's line starts (seq 1 is
+    the announcement, 2-5 its records)."""
+    path = str(tmp_path / "t.jsonl")
+    toy_journal(path, [1, 2, 3, 4], batch=4).close()
+    data = Path(path).read_bytes()
+
+    def visit(record: Record, payload: Any, line: bytes) -> None:
+        if record.seq == failing:
+            raise ValueError("cannot fold")
+
+    head = Head()
+    failure = scan(data, head, lambda kind: ENGINE_DECODERS.get(kind) or TOY.decoder(kind), visit)
+    assert failure is not None and failure.reason.endswith("does not fold: cannot fold")
+    assert failure.seq == failing
+    assert failure.offset == line_offsets(data)[failing]
+    assert (failure.cut_seq, failure.cut_offset) == (1, line_offsets(data)[1])
+    assert head.next_seq == 1  # the whole transaction left unverified
