@@ -67,15 +67,16 @@ def queue_goals(state: LedgerState, goal: str) -> list[str]:
 def may_move(state: LedgerState, goal: str, at_us: int, own: list[PendingRecord]) -> bool:
     """Could a promotion find anything? Only where an entry waits (or was just queued):
     a writer on a goal with an empty queue pays nothing for it."""
-    if any(p.record.kind == QUEUED for p in own):
-        return True
+    # Loops, not generators: every write asks this, and nearly always of empty queues.
+    for pending in own:
+        if pending.record.kind == QUEUED:
+            return True
     goals = state.capacity.goals
-    return any(
-        e.waiting_at(at_us)
-        for name in queue_goals(state, goal)
-        if (found := goals.get(name)) is not None
-        for e in found.queue.values()
-    )
+    for name in queue_goals(state, goal):
+        found = goals.get(name)
+        if found is not None and any(e.waiting_at(at_us) for e in found.queue.values()):
+            return True
+    return False
 
 
 def working_state(state: LedgerState, goal: str, own: list[PendingRecord]) -> cap.CapacityState:

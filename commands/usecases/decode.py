@@ -140,7 +140,7 @@ def _decode(request_type: type[R], values: Mapping[str, Any], names: Names, stri
     if not plain:
         _refuse_huge_integers(request_type, values, names, strict)
         _refuse_non_finite(plan, values, names)
-    if plan.times:
+    if plan.times and not plain:  # plain: no datetime among the values, nothing to convert
         values = {
             key: (_moment(names(key), value) if key in plan.times else value)
             for key, value in values.items()

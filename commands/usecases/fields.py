@@ -392,7 +392,13 @@ def choice(choices: tuple[str, ...], description: str) -> Any:
         str,
         # `extra`: the choices as data, for the CLI's option (cli/request_options.py).
         msgspec.Meta(description=described, extra={"choices": choices}),
-        Rule(check_choice(choices), always=True, code=codes.INVALID_CHOICE),
+        # `known`: a value among the choices passes the check, so it is not called for one.
+        Rule(
+            check_choice(choices),
+            always=True,
+            code=codes.INVALID_CHOICE,
+            known=frozenset(choices),
+        ),
     ]
 
 
