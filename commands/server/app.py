@@ -381,7 +381,7 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
     length = int(given) if given is not None and given.isdigit() else -1
     if length > BODY_BYTES_MAX:
         raise routes.RouteError(413, _BODY_TOO_LARGE, code=codes.BODY_TOO_LARGE)
-    if content_type.split(b";", 1)[0].strip().lower() != JSON:
+    if content_type != JSON and content_type.split(b";", 1)[0].strip().lower() != JSON:
         raise routes.RouteError(415, "the body must be application/json", code=codes.NOT_JSON)
     chunks: list[bytes] = []
     size = 0

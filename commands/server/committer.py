@@ -144,9 +144,11 @@ class Committer:
                     return
                 if sleep:
                     self._asleep = True
+                elif len(self._waiting) <= self._max_batch:  # all of it, in two C calls
+                    batch = list(self._waiting)
+                    self._waiting.clear()
                 else:
-                    count = min(len(self._waiting), self._max_batch)
-                    batch = [self._waiting.popleft() for _ in range(count)]
+                    batch = [self._waiting.popleft() for _ in range(self._max_batch)]
             if sleep:
                 self._bell.acquire()  # until `submit` or `stop` rings, once
                 continue
@@ -159,6 +161,9 @@ class Committer:
                 return
 
     def _serve(self, batch: list[Work]) -> None:
+        if len(batch) == 1 and batch[0].case.writes:  # a lone writer: one group
+            self._commit(batch)
+            return
         start = 0
         while start < len(batch):
             end = start
@@ -175,12 +180,12 @@ class Committer:
             start = end
 
     def _commit(self, writers: list[Work]) -> None:
-        ledger, outcomes = self.ledger, []
+        ledger, answered = self.ledger, []
         started = time.perf_counter()
         try:
             with ledger.journal.group() as group:
                 for work in writers:
-                    outcomes.append(self._answer(work))
+                    answered.append((work.ticket, self._answer(work)))
                     if group.broken is not None:
                         raise group.broken
         except Error as exc:
@@ -191,9 +196,7 @@ class Committer:
             return
         self.last_commit_ok = True
         self._on_commit(len(writers), time.perf_counter() - started)
-        self._deliver(
-            [(work.ticket, outcome) for work, outcome in zip(writers, outcomes, strict=True)]
-        )
+        self._deliver(answered)
         group.refresh_checkpoint()  # answered first: no client waits for a checkpoint
 
     def _commit_error(self, exc: Error) -> Error:

@@ -69,7 +69,11 @@ class CliCall(NamedTuple):
 
 def cli_call(headers: list[tuple[bytes, bytes]]) -> CliCall | None:
     """The CLI client's call a request's headers state, or None (any other client)."""
-    value = next((v for k, v in headers if k == CLI_HEADER), None)
+    value = None
+    for name, given_value in headers:  # the first one given (no generator per request)
+        if name == CLI_HEADER:
+            value = given_value
+            break
     if value is None:
         return None
     try:
