@@ -91,9 +91,10 @@ def encode_payload(payload: Any) -> bytes:
 
 
 def encode_line(
-    seq: int, at: str, kind: str, goal: str | None, data: bytes, prev: str
+    seq: int, at: str, kind: str, goal: str | None, data: bytes | msgspec.Raw, prev: str
 ) -> tuple[bytes, str]:
-    """The complete line (with newline) for an event, and its hash."""
+    """The complete line (with newline) for an event, and its hash. `data`: the
+    payload's bytes, or a Raw of them (a staged record's)."""
     body = _encode(Envelope(FORMAT_VERSION, seq, at, kind, goal, msgspec.Raw(data), prev))
     hasher = empty_sha256_for(len(body)).copy()
     hasher.update(body)

@@ -157,9 +157,10 @@ class Transaction(Generic[S]):
         self._host = host
         self._pending: list[PendingRecord] = []
         """Staged and encoded: the genesis record of a new journal, the first event."""
-        self._more: list[tuple[str, str | None, bytes, str, Any]] = []
-        """The events after the first (kind, goal, data, at, payload), encoded at commit
-        behind the journal.batch record that leads a transaction of several (_final)."""
+        self._more: list[PendingRecord] = []
+        """The events after the first, as `append` returned them (their final seq, no
+        prev or hash yet): encoded at commit behind the journal.batch record that leads
+        a transaction of several, their records completed in place (_final)."""
         self.committed: list[PendingRecord] = []
         """The records the transaction wrote, as written, once it has committed."""
         self._pending_bytes = 0
@@ -368,7 +369,7 @@ class Transaction(Generic[S]):
         """Stage an event after the first: the transaction is one of several records,
         so a journal.batch record will lead them, and every seq and hash shifts; they
         are encoded once, at commit. What this returns has the event's final seq but
-        no prev or hash yet (`committed` has them after the commit)."""
+        no prev or hash until the transaction commits (or `to_write` is called)."""
         more = self._more
         events = len(more) + 2
         # A line is its payload plus an envelope of at most this many bytes (the exact
@@ -382,30 +383,28 @@ class Transaction(Generic[S]):
                 f"event of {len(data)} bytes exceeds the 1 MiB line limit",
                 code=codes.LINE_TOO_LARGE,
             )
-        more.append((kind, goal, data, at, decoded))
         self._pending_bytes = pending_bytes
         self._goal_last_at[goal] = at
         if not same_time:  # else `_checked` holds this goal and time already
             self._checked = (goal, at)
-        seq = self._pending[-1].record.seq + len(more) + 1  # the announcement takes the first
+        seq = self._pending[-1].record.seq + events  # the announcement takes the first's
         record = Record(FORMAT_VERSION, seq, at, kind, goal, _Raw(data), "", "")
-        return _new_pending(PendingRecord, (record, decoded, b""))
+        pending = _new_pending(PendingRecord, (record, decoded, b""))
+        more.append(pending)
+        return pending
 
     def _final(self) -> list[PendingRecord]:
         """The records a transaction of several events writes: a journal.batch record
         announcing how many follow, then the events, chained as usual (SPEC §2.4: all
-        or nothing after a crash)."""
+        or nothing after a crash). The events after the first are the very records
+        `append` returned, their prev and hash filled in here (each call chains them
+        anew), not built again per event."""
         *genesis, first = self._pending
-        events = [
-            (
-                first.record.kind,
-                first.record.goal,
-                bytes(first.record.data),
-                first.record.at,
-                first.payload,
-            ),
-            *self._more,
-        ]
+        staged = first.record  # final for a lone event: its copy moves one seq on
+        moved = Record(
+            FORMAT_VERSION, staged.seq + 1, staged.at, staged.kind, staged.goal, staged.data, "", ""
+        )
+        events = [_new_pending(PendingRecord, (moved, first.payload, b"")), *self._more]
         base = genesis[0].record.at if genesis else self._host.head.goal_last_at.get(None)
         # A journal-level time: not before the last journal-level event, nor after a
         # journal-level event of this transaction (times never go back per goal). The
@@ -414,22 +413,25 @@ class Transaction(Generic[S]):
         # (SPEC §12.4: only that model's latest price, and §2's rule, bound it).
         at = min(
             [base if base is not None else event_time(None, base, self.wall_us, None)]
-            + [event_at for _, goal, _, event_at, _ in events if goal is None]
+            + [event.record.at for event in events if event.record.goal is None]
         )
-        seq, prev = first.record.seq, first.record.prev
+        seq, prev = staged.seq, staged.prev
         announced = JournalBatch(records=len(events))
         data = encode_payload(announced)
         line, digest = encode_line(seq, at, BATCH_KIND, None, data, prev)
         record = Record(FORMAT_VERSION, seq, at, BATCH_KIND, None, _Raw(data), prev, digest)
         written = [*genesis, PendingRecord(record, announced, line)]
-        for kind, goal, data, event_at, payload in events:
-            seq, prev = seq + 1, digest
-            line, digest = encode_line(seq, event_at, kind, goal, data, prev)
+        for record, payload, _ in events:
+            prev = digest
+            line, digest = encode_line(
+                record.seq, record.at, record.kind, record.goal, record.data, prev
+            )
             if len(line) > LINE_BYTES_MAX:
                 raise InvalidInput(
                     f"event of {len(line)} bytes exceeds the 1 MiB line limit",
                     code=codes.LINE_TOO_LARGE,
                 )
-            record = Record(FORMAT_VERSION, seq, event_at, kind, goal, _Raw(data), prev, digest)
+            record.prev = prev
+            record.hash = digest
             written.append(_new_pending(PendingRecord, (record, payload, line)))
         return written
