@@ -79,7 +79,7 @@ def http_server(command: list[str], port: int, log_path: str) -> Iterator[Proces
             command, stdout=log, stderr=log, stdin=subprocess.DEVNULL, start_new_session=True
         )
     try:
-        _wait_healthy(proc, port, log_path)
+        wait_healthy(proc, port, log_path)
         yield Process(port, proc.pid)
     finally:
         _stop_group(proc)
@@ -103,8 +103,12 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
-def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log_path: str) -> None:
-    deadline = time.monotonic() + STARTUP_S
+def wait_healthy(
+    proc: subprocess.Popen[bytes], port: int, log_path: str, startup_s: float = STARTUP_S
+) -> None:
+    """One /healthz answered within `startup_s` (attempts before the server listens
+    cost it nothing); a server that exits first is reported with its log's tail."""
+    deadline = time.monotonic() + startup_s
     while time.monotonic() < deadline:
         if proc.poll() is not None:
             with open(log_path, "rb") as log:
@@ -117,7 +121,7 @@ def _wait_healthy(proc: subprocess.Popen[bytes], port: int, log_path: str) -> No
         except OSError:
             pass
         time.sleep(0.05)
-    raise RuntimeError(f"the server did not answer /healthz within {STARTUP_S:g} s")
+    raise RuntimeError(f"the server did not answer /healthz within {startup_s:g} s")
 
 
 # -- Redis -------------------------------------------------------------------------------

@@ -29,7 +29,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 
 from quotaledger.api import Ledger
 from quotaledger.tools import bench_serve_clients as clients_
@@ -83,23 +82,6 @@ def drive(system: str, port: int, clients: int, per_client: int) -> None:
             raise RuntimeError(f"a client failed ({proc.exitcode})")
 
 
-def wait_healthy(port: int, proc: subprocess.Popen[bytes]) -> None:
-    """One /healthz answered (attempts before the server listens cost it nothing)."""
-    deadline = time.monotonic() + STARTUP_S
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited {proc.returncode}")
-        try:
-            with systems.socket.create_connection(("127.0.0.1", port), timeout=STARTUP_S) as sock:
-                sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-                if sock.recv(64).startswith(b"HTTP/1.1 200"):
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise RuntimeError("the server did not come up")
-
-
 def instructions(system: str, clients: int, per_client: int, keep: str | None) -> int:
     """The server process's instruction count over startup, the requests, and exit."""
     with tempfile.TemporaryDirectory(dir="/dev/shm") as workdir:
@@ -114,7 +96,7 @@ def instructions(system: str, clients: int, per_client: int, keep: str | None) -
         with open(log_path, "wb") as log:
             proc = subprocess.Popen(command, stdout=log, stderr=log, env=env)
         try:
-            wait_healthy(port, proc)
+            systems.wait_healthy(proc, port, log_path, STARTUP_S)
             drive(system, port, clients, per_client)
         finally:
             proc.send_signal(signal.SIGTERM)
