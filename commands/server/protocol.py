@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, NoReturn
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
@@ -103,16 +103,14 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_url(self, url: bytes) -> None:
         self._head_bytes += len(url) + 16  # the method and version around it
         if self._head_bytes > HEAD_BYTES_MAX:
-            self._refuse_head()
-            raise _HeadTooLarge
+            self._head_too_large()
         super().on_url(url)
 
     def on_header(self, name: bytes, value: bytes) -> None:
         # Counted here, not through a helper: this runs per header of every request.
         self._head_bytes += len(name) + len(value) + 4
         if self._head_bytes > HEAD_BYTES_MAX:
-            self._refuse_head()
-            raise _HeadTooLarge
+            self._head_too_large()
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
@@ -140,6 +138,11 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._deadline = None
         if not self.transport.is_closing():
             self.transport.close()
+
+    def _head_too_large(self) -> NoReturn:
+        """Answer 431 and stop the parser in the callback that went over the limit."""
+        self._refuse_head()
+        raise _HeadTooLarge
 
     def _refuse_head(self) -> None:
         self._refuse(b"431 Request Header Fields Too Large", _HEAD_TOO_LARGE)

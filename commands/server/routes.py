@@ -138,20 +138,8 @@ def refuse_query(case: UseCase, query: bytes) -> None:
     )
 
 
-_REQUEST_TYPES: dict[str, type[Request]] = {}
-"""Each served use case's request type, looked up once (`UseCase.request_type` builds
-its name and resolves it on every call; a writer's body is decoded per request)."""
-
-
-def request_type_of(case: UseCase) -> type[Request]:
-    found = _REQUEST_TYPES.get(case.name)
-    if found is None:
-        found = _REQUEST_TYPES[case.name] = case.request_type()
-    return found
-
-
 def request_of_body(case: UseCase, body: bytes) -> Request:
-    decoded: Request = decode_json(request_type_of(case), body or b"{}", HTTP)
+    decoded: Request = decode_json(case.request_type(), body or b"{}", HTTP)
     return _served(case, decoded)
 
 

@@ -22,6 +22,7 @@ class UseCase:
     a tenth of a millisecond to build)."""
 
     __slots__ = (
+        "_request_type",
         "cli",
         "module",
         "name",
@@ -85,6 +86,9 @@ class UseCase:
         self.per_event = per_event
         self.streams = streams
         self.whole_journal = whole_journal
+        self._request_type: Any = None
+        """The request type once resolved: a server or a remote ledger decodes one per
+        call, and the type's name is built from the row's words."""
 
     def __repr__(self) -> str:
         return f"UseCase({self.name!r})"
@@ -102,7 +106,10 @@ class UseCase:
         return "".join(word.capitalize() for word in self.name.split("_"))
 
     def request_type(self) -> Any:
-        return resolve(f"usecases.{self.module}.{self.stem}Request")
+        found = self._request_type
+        if found is None:  # resolved on first use: the table imports no use case's module
+            found = self._request_type = resolve(f"usecases.{self.module}.{self.stem}Request")
+        return found
 
     def answer_type(self) -> Any:
         return resolve(f"usecases.{self.module}.{self.stem}Answer")
