@@ -13,47 +13,50 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
-import msgspec
-
 from quotaledger.journal import codes
-from quotaledger.journal.clock import parse_at
 from quotaledger.journal.errors import Error, InvalidInput
-from quotaledger.journal.limits import BODY_BYTES_MAX, FIRST_LINES_WAIT_S, RETRY_AFTER_BUSY_S
+from quotaledger.journal.limits import BODY_BYTES_MAX, FIRST_LINES_WAIT_S
 from quotaledger.projections.limits import byte_size
 from quotaledger.render.answers import log_printed, output_of
 from quotaledger.render.outcome import (
     EXIT_OK,
     EXIT_STORAGE,
-    error_body,
-    exit_code_of,
     status_of_exit,
 )
 from quotaledger.render.output import json_line, output_code, printed_text
 from quotaledger.render.prometheus import prometheus_text
 from quotaledger.server import routes
 from quotaledger.server.committer import Committer, Internal, Work, internal_error
+from quotaledger.server.direct import DirectCycle, plain_json_body
 from quotaledger.server.followups import FollowUps
 from quotaledger.server.queue_timers import QueueTimers
 from quotaledger.server.readers import Printed, Readers
+from quotaledger.server.replies import (
+    JSON,
+    Reply,
+    Rewrite,
+    answer_reply,
+    error_reply,
+    unchanged,
+)
 from quotaledger.server.telemetry import Telemetry
-from quotaledger.server.waiters import Waiters, retry_after_s
+from quotaledger.server.waiters import Waiters
 from quotaledger.services.capacity import CapacityService
 from quotaledger.usecases.decode import Answer
 from quotaledger.usecases.operator import MetricsRequest
-from quotaledger.usecases.registry import UseCase
+from quotaledger.usecases.registry import SERVED, UseCase
 
 Scope = dict[str, Any]
+Headers = list[tuple[bytes, bytes]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 _BODY_TOO_LARGE = f"the body is over {byte_size(BODY_BYTES_MAX)}"
-JSON = b"application/json"
-RETRY_HELPS = frozenset({codes.LOCK_TIMEOUT, codes.SHUTTING_DOWN, codes.STORAGE_FAILURE})
-"""503s a retry can cure: the lock freed, or the server restarted (recovery on open)."""
+DIRECT_CASES = {f"/v1/{name}".encode(): case for name, case in SERVED.items() if case.writes}
+"""The writers a request may reach straight from the parser, by its exact URL."""
 FOR_READERS = frozenset({"/readyz", "/metrics", "/report", "/openapi.json"})
 ROUTE_LABELS = frozenset(routes.SERVED_NAMES) | FOR_READERS | {"/healthz"}
 """What `quotaledger_http_requests_total` may label a request with (SPEC §11): the
@@ -148,7 +151,7 @@ class Api:
                 raise routes.RouteError(
                     405, f"{path} is called with GET, not {method}", code=codes.METHOD_NOT_ALLOWED
                 )
-            return await _send(send, 200, b'{"ok":true}\n', 0, head=method == "HEAD")
+            return await _send(send, Reply(200, b'{"ok":true}\n', 0), head=method == "HEAD")
         access = self.tokens.access(scope["headers"])
         if access is None:
             raise routes.RouteError(
@@ -172,9 +175,9 @@ class Api:
             return await self._use_case(send, receive, case, request, method, cli, scope)
         return await self._plain(scope, send, path, method)
 
-    def _client_target(self, scope: Scope, cli: routes.CliCall | None) -> str:
+    def _client_target(self, headers: Headers, cli: routes.CliCall | None) -> str:
         """The journal as this request's client reaches it (`FollowUps`)."""
-        host = next((v for k, v in scope["headers"] if k == b"host"), None)
+        host = next((v for k, v in headers if k == b"host"), None)
         return self.follow_ups.client_target(host, cli.shown.journal_target if cli else None)
 
     async def _plain(self, scope: Scope, send: Send, path: str, method: str) -> int:
@@ -189,16 +192,16 @@ class Api:
             ready = self.committer.accepting and self.committer.last_commit_ok
             body = b'{"ok":true}\n' if ready else b'{"ok":false}\n'
             exit_code = EXIT_OK if ready else EXIT_STORAGE
-            return await _send(send, status_of_exit(exit_code), body, exit_code)
+            return await _send(send, Reply(status_of_exit(exit_code), body, exit_code))
         if path == "/openapi.json":
             if self._openapi_body is None:
                 self._openapi_body = self._openapi()
-            return await _send(send, 200, self._openapi_body, 0)
+            return await _send(send, Reply(200, self._openapi_body, 0))
         if path == "/metrics":
             return await self._metrics(send)
         page = await self.readers.report(routes.report_request(scope["query_string"]))
-        page = self.follow_ups.rewrite(page, self._client_target(scope, None), "html")
-        return await _send(send, 200, page, 0, b"text/html; charset=utf-8")
+        page = self.follow_ups.rewrite(page, self._client_target(scope["headers"], None), "html")
+        return await _send(send, Reply(200, page, 0, b"text/html; charset=utf-8"))
 
     async def _use_case(
         self,
@@ -221,10 +224,12 @@ class Api:
         if isinstance(outcome, Error):
             return await _error(send, outcome, method, cli)
         if cli is not None:
-            return await _printed(send, case, request, outcome, cli, self._rewrite(scope, cli))
-        return await _answer(send, outcome, method, self._rewrite(scope, cli))
+            rewrite = self._rewrite(scope["headers"] if scope else None, cli)
+            return await _printed(send, case, request, outcome, cli, rewrite)
+        rewrite = self._rewrite(scope["headers"] if scope else None, cli)
+        return await _answer(send, outcome, method, rewrite)
 
-    def _rewrite(self, scope: Scope | None, cli: routes.CliCall | None) -> Rewrite:
+    def _rewrite(self, headers: Headers | None, cli: routes.CliCall | None) -> Rewrite:
         """The answer's follow-up words for this request's client, whose target is
         found only for an answer that names a command (most name none)."""
         follow_ups = self.follow_ups
@@ -232,7 +237,7 @@ class Api:
         def rewrite(body: bytes, kind: str) -> bytes:
             if not follow_ups.names_journal(body):
                 return body
-            client = self._client_target(scope, cli) if scope is not None else ""
+            client = self._client_target(headers, cli) if headers is not None else ""
             return follow_ups.rewrite(body, client, kind)
 
         return rewrite
@@ -243,13 +248,68 @@ class Api:
         the order they came (`_hand_over`, run once at the end of the turn)."""
         assert self.loop is not None
         ticket = self.loop.create_future()
-        self._handing.append(Work(case, request, ticket))
-        if len(self._handing) == 1:
-            self.loop.call_soon(self._hand_over)
+        self._queue(Work(case, request, ticket))
         outcome = await ticket
+        self._settled(outcome)
+        return outcome
+
+    def _queue(self, work: Work) -> None:
+        """Queue `work` for the committer with the rest of this turn's requests."""
+        self._handing.append(work)
+        if len(self._handing) == 1:
+            assert self.loop is not None
+            self.loop.call_soon(self._hand_over)
+
+    def _settled(self, outcome: Any) -> None:
+        """What a writer's outcome means to the requests held in queues: the waiters
+        it promoted answer, and its queue's timer moves to its estimate."""
         self.waiters.wake(getattr(outcome, "promoted", None))
         self.timers.note(outcome)
-        return outcome
+
+    def direct_case(self, method: bytes, url: bytes, headers: Headers) -> UseCase | None:
+        """The writer a request goes to straight from the parser (`direct`), or None
+        for the ASGI path: a plain JSON `POST /v1/WRITER` with the write token."""
+        if method != b"POST":
+            return None
+        case = DIRECT_CASES.get(url)
+        if case is None or not plain_json_body(headers, routes.CLI_HEADER):
+            return None
+        return case if self.tokens.access(headers) == "write" else None
+
+    def direct(self, cycle: DirectCycle) -> bool:
+        """Serve a request taken straight from the parser, its whole body in: decoded,
+        queued for the committer with this turn's requests, answered once its outcome
+        is back. False for an admit that waits in the queue (found only now): the
+        ASGI path holds it."""
+        case = cycle.case
+        try:
+            request = routes.request_of_body(case, bytes(cycle.body))
+        except Error as error:
+            self._direct_reply(cycle, error_reply(error))
+            return True
+        except Exception as exc:  # a fault of ours, as the ASGI path answers it
+            self._direct_reply(cycle, error_reply(internal_error(exc)))
+            return True
+        if getattr(request, "wait_s", None) is not None:  # an admit that may wait
+            return False
+        cycle.on_outcome = self._direct_outcome
+        self._queue(Work(case, request, cycle))
+        return True
+
+    def _direct_outcome(self, cycle: DirectCycle, outcome: Any) -> None:
+        try:
+            self._settled(outcome)
+            if isinstance(outcome, Error):
+                reply = error_reply(outcome)
+            else:
+                reply = answer_reply(outcome, self._rewrite(cycle.headers, None))
+        except Exception as exc:  # a fault of ours: a JSON 500, never a hung client
+            reply = error_reply(internal_error(exc))
+        self._direct_reply(cycle, reply)
+
+    def _direct_reply(self, cycle: DirectCycle, reply: Reply) -> None:
+        cycle.send(reply)
+        self.telemetry.request(cycle.case.name, reply.status)
 
     async def _promote(self, queue: str) -> Any:
         """A queue's timer: promote the queue (a goal's or a pool's name) in a write of
@@ -257,9 +317,7 @@ class Api:
         assert self.loop is not None
         ticket = self.loop.create_future()
         promotion = Internal("promote", lambda ledger: _promote_queue(ledger, queue))
-        self._handing.append(Work(promotion, None, ticket))
-        if len(self._handing) == 1:
-            self.loop.call_soon(self._hand_over)
+        self._queue(Work(promotion, None, ticket))
         outcome = await ticket
         admitted = getattr(outcome, "admitted", None)
         if admitted:
@@ -294,7 +352,7 @@ class Api:
         if isinstance(outcome, Error):
             raise outcome
         body = prometheus_text(outcome).encode() + self.telemetry.exposition()
-        return await _send(send, 200, body, 0, b"text/plain; version=0.0.4; charset=utf-8")
+        return await _send(send, Reply(200, body, 0, b"text/plain; version=0.0.4; charset=utf-8"))
 
     async def _log(
         self, send: Send, receive: Receive, request: Any, cli: routes.CliCall | None
@@ -398,47 +456,13 @@ async def _body(scope: Scope, receive: Receive) -> bytes:
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
-Rewrite = Callable[[bytes, str], bytes]
-"""An answer's bytes with its follow-up commands naming the client's journal."""
-
-
-def _unchanged(body: bytes, kind: str) -> bytes:
-    return body
-
-
-async def _answer(send: Send, answer: Answer, method: str, rewrite: Rewrite = _unchanged) -> int:
-    exit_code = exit_code_of(answer)
-    extra: list[tuple[bytes, bytes]] = []
-    if exit_code == 1:
-        retry_after_s = _retry_after_s(answer)
-        if retry_after_s is not None:
-            extra.append((b"retry-after", str(retry_after_s).encode()))
-    body = rewrite(msgspec.json.encode(answer) + b"\n", "json")
-    return await _send(send, 200, body, exit_code, JSON, extra, head=method == "HEAD")
-
-
-def _retry_after_s(answer: Answer) -> int | None:
-    """Whole seconds until a refused request could pass, where the refusal says when
-    (a queued run's estimated start, a cooldown's end); None where only a change of
-    load can tell."""
-    if getattr(answer, "queued", None) is True:
-        return retry_after_s(answer)
-    figures = getattr(answer, "figures", None)
-    until = getattr(figures, "cooldown_until", None)
-    at = getattr(answer, "at", None)
-    if not isinstance(until, str) or not isinstance(at, str):
-        return None
-    wait_us = parse_at(until) - parse_at(at)
-    return max(1, math.ceil(wait_us / 1e6)) if wait_us > 0 else None
-
-
 async def _printed(
     send: Send,
     case: UseCase,
     request: Any,
     answer: Answer,
     cli: routes.CliCall,
-    rewrite: Rewrite = _unchanged,
+    rewrite: Rewrite = unchanged,
 ) -> int:
     """A CLI client's answer: what the local command prints, with its exit code."""
     output = output_of(case.name, request, answer, cli.shown)
@@ -446,44 +470,22 @@ async def _printed(
     body = json_line(output.data) if cli.as_json else printed_text(output).encode()
     body = rewrite(body, "json" if cli.as_json else "text")
     content_type = JSON if cli.as_json else b"text/plain; charset=utf-8"
-    return await _send(send, status_of_exit(exit_code), body, exit_code, content_type)
+    return await _send(send, Reply(status_of_exit(exit_code), body, exit_code, content_type))
 
 
 async def _error(
     send: Send, error: Error, method: str = "GET", cli: routes.CliCall | None = None
 ) -> int:
-    exit_code = error.exit_code
-    status = getattr(error, "status", None) or status_of_exit(exit_code)
-    extra: list[tuple[bytes, bytes]] = []
-    if status == 503 and error.code in RETRY_HELPS:
-        extra.append((b"retry-after", str(RETRY_AFTER_BUSY_S).encode()))
-    if status == 401:
-        extra.append((b"www-authenticate", b"Bearer"))
-    body = msgspec.json.encode(error_body(routes.error_json(error, cli)))
-    body += b"\n"
-    return await _send(send, status, body, exit_code, JSON, extra, head=method == "HEAD")
+    return await _send(send, error_reply(error, cli), head=method == "HEAD")
 
 
-async def _send(
-    send: Send,
-    status: int,
-    body: bytes,
-    exit_code: int,
-    content_type: bytes = JSON,
-    extra: list[tuple[bytes, bytes]] | None = None,
-    *,
-    head: bool = False,
-) -> int:
-    headers = [
-        (b"content-type", content_type),
-        (b"content-length", str(len(body)).encode()),
-        (b"quotaledger-exit-code", _EXIT_TEXT[exit_code]),
-    ]
-    if extra:
-        headers += extra
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b"" if head else body})
-    return status
+async def _answer(send: Send, answer: Answer, method: str, rewrite: Rewrite) -> int:
+    return await _send(send, answer_reply(answer, rewrite), head=method == "HEAD")
 
 
-_EXIT_TEXT = {code: str(code).encode() for code in range(5)}
+async def _send(send: Send, reply: Reply, *, head: bool = False) -> int:
+    """One answer as an ASGI response: its head, then its body (none for a HEAD)."""
+    start = {"type": "http.response.start", "status": reply.status, "headers": reply.headers()}
+    await send(start)
+    await send({"type": "http.response.body", "body": b"" if head else reply.body})
+    return reply.status

@@ -31,6 +31,7 @@ from quotaledger.journal import codes
 from quotaledger.journal.limits import HEAD_BYTES_MAX, REQUEST_S_MAX
 from quotaledger.projections.limits import byte_size
 from quotaledger.render.outcome import error_body
+from quotaledger.server.direct import DirectCycle
 
 
 def _error_line(code: str, message: str) -> bytes:
@@ -70,6 +71,9 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         until it ends): the bound on what a slow or huge head can make us hold."""
         self._refused = False
         self._deadline: asyncio.TimerHandle | None = None
+        self._direct_case = getattr(self.app, "direct_case", None)
+        """The application's choice of requests it takes straight from the parser
+        (`server.direct`); None: every request is an ASGI cycle (the bare bench app)."""
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -115,15 +119,52 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._in_head, self._raw_head_bytes = False, 0
+        direct = self._direct_cycle()
+        if direct is not None:
+            self.cycle = direct  # type: ignore[assignment]
+        else:
+            self._asgi_cycle()
+
+    def _asgi_cycle(self) -> None:
         before = self.cycle
         super().on_headers_complete()
         if self.cycle is not before and self.cycle is not None:
             HeadWithBody.install(self.cycle)  # before its task first runs
 
+    def _direct_cycle(self) -> DirectCycle | None:
+        """This request's cycle if the application takes it straight from the parser
+        (`direct`): only when no earlier request on the connection still waits for its
+        answer (answers go in order) and the client reads what it is sent."""
+        direct_case = self._direct_case
+        if direct_case is None or self.expect_100_continue or self.flow.write_paused:
+            return None
+        current = self.cycle
+        if current is not None and not current.response_complete:
+            return None
+        case = direct_case(self.parser.get_method(), self.url, self.headers)
+        if case is None:
+            return None
+        keep_alive = self.parser.should_keep_alive() and self.parser.get_http_version() != "1.0"
+        return DirectCycle(self, case, self.headers, keep_alive)
+
+    def on_body(self, body: bytes) -> None:
+        cycle: RequestResponseCycle | DirectCycle = self.cycle
+        if type(cycle) is DirectCycle:
+            cycle.body += body  # at most the Content-Length the head allowed
+        else:
+            super().on_body(body)
+
     def on_message_complete(self) -> None:
         self._disarm()
         self._in_head, self._head_bytes = False, 0
-        super().on_message_complete()
+        cycle: RequestResponseCycle | DirectCycle = self.cycle
+        if type(cycle) is not DirectCycle:
+            super().on_message_complete()
+        elif not self.app.direct(cycle):  # the ASGI path after all, its body in
+            self.cycle = None  # type: ignore[assignment]
+            self._asgi_cycle()
+            self.cycle.body = cycle.body
+            super().on_message_complete()
 
     def _arm(self) -> None:
         self._disarm()
