@@ -9,7 +9,7 @@ decides whether the bytes from there on are a torn tail or mid-log corruption
 """
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -33,10 +33,24 @@ from quotaledger.journal.sha256 import empty_sha256_for
 PayloadDecoder = Callable[[bytes], Any]
 Visitor = Callable[[Record, Any, bytes], None]
 """Called with each verified record, its decoded payload and its line (no newline)."""
+RunVisitor = Callable[[Sequence[tuple[Record, Any, bytes]]], None]
+"""Folds verified records in order in one call, as a Visitor would one by one (a
+projector's `run_visitor`: a transaction's records share a goal and a time, and a
+step that knows it looks them up once). A record that does not fold raises NotFolded."""
 Noting = Callable[[str, int], None]
 """Told each folded record's goal key ("" for none) and seq (see Fold.dirty)."""
 
 _decode_genesis = msgspec.json.Decoder(JournalCreated).decode
+
+
+class NotFolded(Exception):
+    """A RunVisitor's record at `index` (of the records it was given) does not fold:
+    `error` is why (ValueError, OverflowError or a journal Error, as a Visitor's)."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(index, error)
+        self.index = index
+        self.error = error
 
 
 class Head(msgspec.Struct):
@@ -124,6 +138,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
     first_at: dict[str | None, FirstAt] | None = None,
     transactions: bool = True,
     batches: list[tuple[int, int]] | None = None,
+    visit_run: RunVisitor | None = None,
     _span: tuple[int, int] | None = None,
     _in_batch: bool = False,
     _staged: list[tuple[Record, Any, bytes]] | None = None,
@@ -139,6 +154,8 @@ def scan(  # noqa: C901, PLR0912, PLR0915
     (announcement seq, last seq) of every transaction seen. With `first_at`, a goal's
     first record that chains is noted there when `head` knows no time for the goal
     (a parallel verify checks those against the segment before; see journal.fanout).
+    `visit_run`, if given, folds each verified transaction's records after its
+    announcement in one call instead of `visit` one by one (the same fold).
     """
     data = buf if isinstance(buf, bytes) else bytes(buf)
     pos, end = (0, len(data)) if _span is None else _span
@@ -261,7 +278,7 @@ def scan(  # noqa: C901, PLR0912, PLR0915
                         head.journal_id,
                         goal_last_at,
                         decoders,
-                        visit,
+                        (visit, visit_run),
                         stop,
                     )
                     if found is None or isinstance(found, Failure):
@@ -304,13 +321,15 @@ def _scan_transaction(
     journal_id: str | None,
     goal_last_at: dict[str | None, str],
     decoders: Callable[[str], PayloadDecoder | None],
-    visit: Visitor | None,
+    visitors: tuple[Visitor | None, RunVisitor | None],
     stop: int,
 ) -> Head | Failure | None:
     """The transaction a journal.batch record announces, verified whole before any
-    record of it is visited: the head after it; None if `data` ends before its last
-    record (the caller carries it, announcement included); or its first failure, whose
-    torn tail would begin at the announcement."""
+    record of it is visited (by the visitor, or the records after the announcement
+    by the run visitor in one call): the head after it; None if `data` ends before
+    its last record (the caller carries it, announcement included); or its first
+    failure, whose torn tail would begin at the announcement."""
+    visit, visit_run = visitors
     last_seq = marker.seq + announced.records
     stop_at = last_seq if stop < 0 else min(stop, last_seq)
     inner = Head(marker.seq + 1, marker.hash, after_offset, journal_id, _Overlay(goal_last_at))
@@ -334,13 +353,31 @@ def _scan_transaction(
         record = marker
         try:
             visit(marker, announced, marker_line)
-            for record, payload, line in staged:
-                visit(record, payload, line)
+            if visit_run is not None:
+                visit_run(staged)
+            else:
+                for record, payload, line in staged:
+                    visit(record, payload, line)
+        except NotFolded as exc:
+            record = staged[exc.index][0]
+            return _not_folded(record, exc.error, marker, marker_offset, marker_line, staged)
         except (ValueError, OverflowError, Error) as exc:
-            reason = f"{record.kind} does not fold: {exc}"
-            at_offset = _offset_of(record, marker, marker_offset, marker_line, staged)
-            return Failure(record.seq, at_offset, reason, True, False, marker.seq, marker_offset)
+            return _not_folded(record, exc, marker, marker_offset, marker_line, staged)
     return inner
+
+
+def _not_folded(
+    record: Record,
+    error: Exception,
+    marker: Record,
+    marker_offset: int,
+    marker_line: bytes,
+    staged: list[tuple[Record, Any, bytes]],
+) -> Failure:
+    """The failure of a transaction's `record` that verifies but does not fold."""
+    reason = f"{record.kind} does not fold: {error}"
+    at_offset = _offset_of(record, marker, marker_offset, marker_line, staged)
+    return Failure(record.seq, at_offset, reason, True, False, marker.seq, marker_offset)
 
 
 def _offset_of(

@@ -15,7 +15,15 @@ from typing import Any, Generic, Protocol, TypeVar
 import msgspec
 
 from quotaledger.journal import checkpointing, codes
-from quotaledger.journal.chain import Failure, Head, PayloadDecoder, Visitor, scan
+from quotaledger.journal.chain import (
+    Failure,
+    Head,
+    NotFolded,
+    PayloadDecoder,
+    RunVisitor,
+    Visitor,
+    scan,
+)
 from quotaledger.journal.checkpoint import Checkpoint, warn
 from quotaledger.journal.checkpointing import Accepted
 from quotaledger.journal.clock import wall_us
@@ -58,7 +66,9 @@ class Projector(Protocol[S]):
     A projector may also offer `visitor(state, noting=None)`: `apply` on that state as
     a Visitor, which the fold then calls for each record instead of wrapping `apply`
     (a step that binds the state once per fold instead of per record), telling
-    `noting` each record's goal key and seq before it folds it."""
+    `noting` each record's goal key and seq before it folds it; and with it
+    `run_visitor(state)`: the same fold as a RunVisitor, which the fold calls with a
+    transaction's records at once."""
 
     version: str
 
@@ -132,8 +142,8 @@ class Fold(Generic[S]):
         self.durable_offset = 0
         """The bytes before this offset are known durable: this handle's own commit, or
         its fdatasync before an answer, covered them."""
-        self._bound_step: tuple[S, Visitor] | None = None
-        """The fold step bound to the state it folds into (see _own_step)."""
+        self._bound_step: tuple[S, Visitor, RunVisitor | None] | None = None
+        """The fold steps bound to the state they fold into (see _own_steps)."""
 
     # -- folding -------------------------------------------------------------------
 
@@ -184,7 +194,9 @@ class Fold(Generic[S]):
         # fold (and the handling of its failure) has finished.
         self.valid = False
         visit = self.visitor(self.state, also)
-        failure = self.fold_into(self.head, visit, progress=progress)
+        failure = self.fold_into(
+            self.head, visit, progress=progress, visit_run=self.run_visitor(self.state, also)
+        )
         if failure is not None:
             corrupt = self.judge(failure, recover=recover)
             if corrupt is not None:
@@ -252,6 +264,17 @@ class Fold(Generic[S]):
 
         return visit_also
 
+    def run_visitor(self, state: S, also: Visitor | None = None) -> RunVisitor | None:
+        """The projector's run visitor on `state`, where `visitor` is its plain step
+        (no `also`, no changes to note, no goals waiting for their section)."""
+        make_run_visitor = getattr(self.projector, "run_visitor", None)
+        if make_run_visitor is None or also is not None or self.source is not None:
+            return None
+        if state is self.state and self.notes_changes():
+            return None
+        run_visitor: RunVisitor = make_run_visitor(state)
+        return run_visitor
+
     def notes_changes(self) -> bool:
         """Whether the fold must note the goals it changes (`dirty`): only against a
         checkpoint (`basis`). Without one the next checkpoint writes every goal, and a
@@ -292,10 +315,16 @@ class Fold(Generic[S]):
         stop_after_seq: int | None = None,
         progress: Progress | None = None,
         batches: list[tuple[int, int]] | None = None,
+        visit_run: RunVisitor | None = None,
     ) -> Failure | None:
         """Verify and visit the records after `head`; returns the first failure."""
         for failure in self.scan_chunks(
-            head, visit, stop_after_seq=stop_after_seq, progress=progress, batches=batches
+            head,
+            visit,
+            stop_after_seq=stop_after_seq,
+            progress=progress,
+            batches=batches,
+            visit_run=visit_run,
         ):
             if failure is not None:
                 return failure
@@ -309,6 +338,7 @@ class Fold(Generic[S]):
         stop_after_seq: int | None = None,
         progress: Progress | None = None,
         batches: list[tuple[int, int]] | None = None,
+        visit_run: RunVisitor | None = None,
     ) -> Iterator[Failure | None]:
         """The one loop that reads the store after `head` chunk by chunk, carrying a
         line split between chunks into the next, and verifies each: every verified
@@ -324,7 +354,13 @@ class Fold(Generic[S]):
             buf = carry + chunk if carry else chunk
             start = head.offset
             failure = scan(
-                buf, head, decoder, visit, stop_after_seq=stop_after_seq, batches=batches
+                buf,
+                head,
+                decoder,
+                visit,
+                stop_after_seq=stop_after_seq,
+                batches=batches,
+                visit_run=visit_run,
             )
             if progress is not None:
                 progress(head.offset - start)
@@ -402,7 +438,8 @@ class Fold(Generic[S]):
         ):
             return
         self.valid = False
-        failure = self.fold_into(head, self.visitor(self.state))
+        state = self.state
+        failure = self.fold_into(head, self.visitor(state), visit_run=self.run_visitor(state))
         self.valid = failure is None or failure.incomplete
 
     def end(self) -> None:
@@ -439,14 +476,14 @@ class Fold(Generic[S]):
     def fold_pending(self, pending: list[PendingRecord]) -> int:
         """Fold records about to be written and advance the head past them; returns
         where they will end. The caller marks the state invalid until they are durable."""
-        head, visit = self.head, self._own_step()
+        head = self.head
+        self._fold_own(pending)
+        if pending[0].record.seq == 0:
+            head.journal_id = pending[0].payload.journal_id
         end = head.offset
         goal_last_at = head.goal_last_at
         changed = self.dirty.__setitem__ if self.notes_changes() else None
-        for record, payload, line in pending:
-            if record.seq == 0:
-                head.journal_id = payload.journal_id
-            visit(record, payload, line)
+        for record, _, line in pending:
             if changed is not None:
                 changed(record.goal or "", record.seq)
             end += len(line)
@@ -457,10 +494,27 @@ class Fold(Generic[S]):
         head.offset = end
         return end
 
-    def _own_step(self) -> Visitor:
+    def _fold_own(self, pending: list[PendingRecord]) -> None:
+        """Fold `pending` into the handle's own state: a transaction of several records
+        in one call of the projector's run visitor, if it has one."""
+        step, run_step = self._own_steps()
+        if run_step is None or len(pending) < 2:
+            for record, payload, line in pending:
+                step(record, payload, line)
+            return
+        try:
+            run_step(pending)
+        except NotFolded as exc:
+            error = exc.error
+        else:
+            return
+        raise error  # as the visitor would have raised it
+
+    def _own_steps(self) -> tuple[Visitor, RunVisitor | None]:
         """The fold step on the handle's own state (the projector's visitor, which
-        binds the state and each kind's step once): made once per state, not per
-        commit, as a lone writer commits one event at a time."""
+        binds the state and each kind's step once), and its run visitor if it has one:
+        made once per state, not per commit, as a lone writer commits one event at a
+        time."""
         state = self.state
         bound = self._bound_step
         if bound is None or bound[0] is not state:
@@ -473,8 +527,10 @@ class Fold(Generic[S]):
                 def step(record: Record, payload: Any, line: bytes) -> None:
                     apply(state, record, payload)
 
-            bound = self._bound_step = (state, step)
-        return bound[1]
+            make_run_visitor = getattr(self.projector, "run_visitor", None)
+            run_step = None if make_run_visitor is None else make_run_visitor(state)
+            bound = self._bound_step = (state, step, run_step)
+        return bound[1], bound[2]
 
     def committed(self) -> None:
         """After a commit, the lock released: refresh the checkpoint once the records

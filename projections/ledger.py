@@ -5,14 +5,15 @@ payload Struct), a state Struct and `apply(state, record, payload)`. This module
 composes them; it is the only place that knows the list of domains.
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import Any
 
 import msgspec
 
 from quotaledger.journal import Record
-from quotaledger.journal.chain import Noting, PayloadDecoder, Visitor
+from quotaledger.journal.chain import NotFolded, Noting, PayloadDecoder, RunVisitor, Visitor
+from quotaledger.journal.errors import Error
 from quotaledger.journal.lazymap import LazyMap, Source
 from quotaledger.journal.record import BATCH_KIND, GENESIS_KIND, REPAIRED_KIND
 from quotaledger.projections import capacity, hosts, probes, settlement
@@ -201,6 +202,33 @@ class LedgerProjector:
                 step[0](step[1], record, payload)
 
         return visit
+
+    def run_visitor(self, state: LedgerState) -> RunVisitor:
+        """`visitor`'s fold of many records in one call (a transaction's, or a commit's):
+        a run of observations of one goal at one time is folded by
+        `capacity.fold_observations`, which looks the goal up once for all of them.
+        A record that does not fold raises NotFolded with its index."""
+        steps = {kind: (apply, part(state)) for kind, (part, apply) in self._appliers.items()}
+        step_of = steps.get
+        capacity_state = state.capacity
+        observed, fold_observations = capacity.CapacityObserved, capacity.fold_observations
+
+        def visit_run(items: Sequence[tuple[Record, Any, bytes]]) -> None:
+            index, count = 0, len(items)
+            try:
+                while index < count:
+                    record, payload, _ = items[index]
+                    if type(payload) is observed and record.goal is not None:
+                        index = fold_observations(capacity_state, items, index)
+                        continue
+                    step = step_of(record.kind)
+                    if step is not None:  # journal.* records carry no domain state
+                        step[0](step[1], record, payload)
+                    index += 1
+            except (ValueError, OverflowError, Error) as exc:
+                raise NotFolded(index, exc) from exc
+
+        return visit_run
 
     def dump(self, state: LedgerState) -> bytes:
         for goals in goal_maps(state):

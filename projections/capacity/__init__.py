@@ -198,6 +198,7 @@ from quotaledger.projections.capacity.fold import (
     Sample,
     Totals,
     apply,
+    fold_observations,
     goal_of,
 )
 from quotaledger.projections.capacity.money import micro_of, usd_number
@@ -396,6 +397,7 @@ __all__ = [
     "first_observation",
     "first_rejection",
     "flatten",
+    "fold_observations",
     "forecast_of",
     "fork_pool",
     "given_fields",

@@ -1,6 +1,8 @@
 """A goal's capacity state and the fold of the capacity events into it."""
 
 from collections import OrderedDict
+from collections.abc import Sequence
+from operator import add
 from typing import Any
 
 import msgspec
@@ -451,6 +453,77 @@ def apply(state: CapacityState, record: Record, payload: Any) -> None:  # noqa: 
         _expire_leases(goal)
     if goal.queue_check_us is not None and goal.queue_check_us <= last_us:
         _expire_entries(goal)
+
+
+Folded = tuple[Record, Any, bytes]
+"""A record as the journal hands it to a fold: the record, its payload, its line."""
+
+
+# A transaction's records share one time, and after an event at the goal's own time
+# `apply`'s trims, lease and queue checks find nothing (the window, the day and the
+# request ids depend on the goal's time alone; a renewal only moves a lease's end
+# later; tests/capacity/test_fold_trims.py). So a run of observations of one goal at
+# one time needs `apply` for its first only; the others add their sample and totals,
+# the goal and its state looked up once. One with a provider report ends the run
+# (`apply` folds it: its reset times may not parse), so nothing after the first
+# raises: a record that does not fold is the first of its run.
+def fold_observations(state: CapacityState, items: Sequence[Folded], start: int) -> int:
+    """Fold the observation of a goal at `items[start]` and those right after it of the
+    same goal at the same time, as `apply` would one by one (tests/capacity/
+    test_fold_observations.py); returns the index of the first item not folded."""
+    first, payload, _ = items[start]
+    apply(state, first, payload)
+    name, at, count = first.goal, first.at, len(items)
+    goal, at_us = state.goals[name], parse_at(at)  # type: ignore[index]
+    book, runs, totals = state.prices.get(PRICES_KEY), goal.runs, goal.totals
+    add_sample, metered, index = goal.samples.append, False, start + 1
+    while index < count:
+        record, payload, _ = items[index]
+        if (
+            type(payload) is not CapacityObserved
+            or record.at != at
+            or record.goal != name
+            or payload.provider is not None
+        ):
+            break
+        uncached, cached, output = payload.uncached_input, payload.cached_input, payload.output
+        cache_write, requests = payload.cache_write_input, payload.requests
+        coverage, model = payload.coverage, payload.model
+        if requests is None:  # SPEC §3.6: one request when it carries tokens
+            requests = 1 if uncached or cached or output or cache_write else 0
+        price = None if model is None or book is None else book.in_force(model, record.seq)
+        if price is None:
+            unpriced, usd = uncached + cached + cache_write + output, 0
+        else:
+            unpriced = 0
+            usd = dollars_micro(price.per_mtok_micro, uncached, cached, cache_write, output)
+        t = totals
+        totals = (
+            t[0] + uncached, t[1] + cached, t[2] + cache_write, t[3] + output, t[4] + requests,
+            t[5] + (coverage == "unmetered"), t[6] + (coverage == "estimated"),
+            t[7] + unpriced, t[8] + usd,
+        )  # fmt: skip
+        run = payload.run
+        add_sample(
+            Sample(
+                at_us, uncached, cached, output, coverage, run, record.seq,
+                cache_write, requests, totals,
+            )
+        )  # fmt: skip
+        metered = metered or coverage != "unmetered"
+        if run is not None and runs and (active := runs.get(run)) is not None:
+            observed = (uncached, cached, cache_write, output, requests, usd)
+            active.observed = tuple(map(add, active.observed, observed))
+            _renew_lease(active, at_us)
+        if payload.request_id is not None:
+            seen = SeenRequest(at_us, record.seq, record.hash, OBSERVED, bytes(record.data))
+            note_request(goal.request_ids, payload.request_id, seen)
+        index += 1
+    if index > start + 1:  # the first's second is the day's last: its totals move on
+        goal.totals = goal.day_totals[-1] = totals
+        if metered:
+            goal.last_metered_at_us = at_us
+    return index
 
 
 def _difference(after: Totals, before: Totals) -> Totals:

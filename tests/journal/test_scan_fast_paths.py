@@ -4,12 +4,13 @@ regex and range check, so malformed times around a valid one must still fail."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from quotaledger.journal.chain import Head, scan
+from quotaledger.journal.chain import Head, NotFolded, scan
 from quotaledger.journal.fold import ENGINE_DECODERS
 from quotaledger.journal.record import Record, encode_line, genesis_line
 from quotaledger.projections.ledger import PROJECTOR
@@ -131,3 +132,30 @@ def test_a_record_of_a_transaction_that_does_not_fold_is_reported_where_it_start
     assert failure.offset == line_offsets(data)[failing]
     assert (failure.cut_seq, failure.cut_offset) == (1, line_offsets(data)[1])
     assert head.next_seq == 1  # the whole transaction left unverified
+
+
+@pytest.mark.parametrize("failing", range(2, 6))
+def test_a_run_visitor_names_the_record_that_does_not_fold(tmp_path: Path, failing: int) -> None:
+    """With a run visitor, a transaction's records after its announcement are folded
+    in one call: the one it names (NotFolded's index) is reported as a visitor's would
+    be, where its line starts."""
+    path = str(tmp_path / "t.jsonl")
+    toy_journal(path, [1, 2, 3, 4], batch=4).close()
+    data = Path(path).read_bytes()
+    runs: list[list[int]] = []
+
+    def visit_run(items: Sequence[tuple[Record, Any, bytes]]) -> None:
+        runs.append([record.seq for record, _, _ in items])
+        for index, (record, _, _) in enumerate(items):
+            if record.seq == failing:
+                raise NotFolded(index, ValueError("cannot fold"))
+
+    head = Head()
+    decoders = lambda kind: ENGINE_DECODERS.get(kind) or TOY.decoder(kind)  # noqa: E731
+    failure = scan(data, head, decoders, lambda r, p, line: None, visit_run=visit_run)
+    assert runs == [[2, 3, 4, 5]]
+    assert failure is not None and failure.reason.endswith("does not fold: cannot fold")
+    assert failure.seq == failing
+    assert failure.offset == line_offsets(data)[failing]
+    assert (failure.cut_seq, failure.cut_offset) == (1, line_offsets(data)[1])
+    assert head.next_seq == 1
