@@ -3,10 +3,11 @@
 The same uvicorn, httptools parser (our protocol, with its one write per answer),
 uvloop event loop and limits as `quotaledger serve` (`server/listening.py`), running a
 bare ASGI application that reads each request's body and answers a fixed small JSON
-body with the headers the server sends. Its CPU per event is what the HTTP stack
-costs alone; the skeleton's over it is what the application's own request path adds
-(routing, decoding, the hand-off to the committer thread and back, the answer), and
-issue 42 holds that to at most 1.25x at 12 and 32 clients.
+body with the headers the server sends. Its CPU per event is what the HTTP stack and
+its ASGI cycle cost alone; the skeleton's over it is what the application's own
+request path adds (routing, decoding, the hand-off to the committer thread and back,
+the answer, the disk's calls), less the ASGI cycle the server's per-event writers skip
+(`server/direct.py`). Issue 42 holds it to at most 1.25x at 12 and 32 clients.
 
 It is an internal entry point, run only by the bench
 (`python -m quotaledger.tools.bench_bare_asgi HOST:PORT`): no command, option or
