@@ -333,7 +333,7 @@ def inspect_goal(
         active_runs=[_active_run_view(r) for r in ev.active_runs],
         active_counts=ev.active_cases,
         dimensions=dimension_views(ev),
-        provider=provider_views(ev),
+        provider=provider_views(cap.every_dimension(state, at_us)),
         admission_ready=cap.admission_ready(ev, pool_reasons),
         clock_ahead=clock_ahead,
         next_action=cap.next_action(
@@ -372,10 +372,13 @@ def dimension_views(ev: cap.Evaluation) -> dict[str, DimensionView]:
     }
 
 
-def provider_views(ev: cap.Evaluation) -> dict[str, ProviderView]:
-    """The latest provider report of every dimension reported (SPEC §3.6)."""
+def provider_views(
+    dimensions: dict[cap.Dimension, cap.DimensionState],
+) -> dict[str, ProviderView]:
+    """The latest provider report of every dimension reported (SPEC §3.6), of
+    `every_dimension`'s states."""
     found: dict[str, ProviderView] = {}
-    for dimension, state in ev.every_dimension.items():
+    for dimension, state in dimensions.items():
         view = state.provider
         if view is None:
             continue

@@ -703,7 +703,7 @@ def _goal_metrics(
         assert dim.limit is not None
         add("quotaledger_load", dim.load, dimension=dimension)
         add("quotaledger_target", dim.limit.target, dimension=dimension)
-    for dimension, dim in ev.every_dimension.items():
+    for dimension, dim in cap.every_dimension(state, at_us).items():
         view = dim.provider
         if view is not None and view.live and view.report.remaining is not None:
             add("quotaledger_provider_remaining", view.report.remaining, dimension=dimension)

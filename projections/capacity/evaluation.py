@@ -2,6 +2,7 @@
 
 import bisect
 import operator
+from collections.abc import Collection
 
 import msgspec
 from msgspec import UNSET
@@ -11,6 +12,7 @@ from quotaledger.projections.capacity.caps import spent_totals
 from quotaledger.projections.capacity.config import (
     DAILY_DIMENSIONS,
     DEFAULT_MAX_OBSERVATION_AGE_S,
+    DIMENSIONS,
     LIMIT_DIMENSIONS,
     MINUTE_DIMENSIONS,
     CaseConfig,
@@ -343,8 +345,8 @@ class Evaluation(msgspec.Struct, frozen=True):
     cases: CaseConfig | None
     tokens: TokenConfig | None
     usage: Usage
-    every_dimension: dict[Dimension, DimensionState]
-    """All four dimensions, configured or not (reports are kept for every one)."""
+    tpm: DimensionState
+    """tpm, configured or not (the figures' `*_tpm`); every dimension: `every_dimension`."""
     dimensions: dict[Dimension, DimensionState]
     """The configured dimensions, in reporting order (an admission reads them twice)."""
     observation_stale: bool
@@ -370,10 +372,6 @@ class Evaluation(msgspec.Struct, frozen=True):
         return any(d in self.dimensions for d in MINUTE_DIMENSIONS)
 
     @property
-    def tpm(self) -> DimensionState:
-        return self.every_dimension["tpm"]
-
-    @property
     def reserved_tpm(self) -> int:
         return int(self.tpm.reserved)  # per minute: a sum of whole forecasts
 
@@ -391,7 +389,7 @@ class Evaluation(msgspec.Struct, frozen=True):
         self, request: AdmitRequest | None, run_class: str, binding: Dimension | None = None
     ) -> Figures:
         cases, tokens, usage = self.cases, self.tokens, self.usage
-        tpm = self.every_dimension["tpm"]
+        tpm = self.tpm
         dimensions = {
             d: dimension_figures(s, None if request is None else forecast_of(request, d), run_class)
             for d, s in self.dimensions.items()
@@ -521,45 +519,16 @@ def spend_at(goal: GoalCapacity, runs: list[ActiveRun], weight: float) -> Spend:
 
 
 def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
-    """The goal as of `at_us` (which must be at or after the goal's latest folded event)."""
+    """The goal as of `at_us` (which must be at or after the goal's latest folded event).
+
+    Only the configured dimensions and tpm (the figures' own) are built: a decision
+    reads no other, and the rest cost an admission a third of the evaluation. The
+    views that show every dimension's provider report ask `every_dimension`."""
     usage = usage_at(goal, at_us)
     runs = active_runs_at(goal, at_us)
     limits = limits_of(goal.tokens)
-    now_totals = _totals_before(goal, len(goal.samples))
-    every: dict[Dimension, DimensionState] = {}
-    configured: dict[Dimension, DimensionState] = {}
-    weight = usage.weight
-    # A pooled goal's provider reports are the organisation's: they count at its pool.
-    reports = goal.provider if goal.pool is None else {}
-    for dimension in MINUTE_DIMENSIONS:
-        report = reports.get(dimension)
-        view = None
-        if report is not None and report.at_us <= at_us:
-            since = dimension_usage(_difference(now_totals, report.totals), weight, dimension)
-            view = ProviderView(report, report.live_at(at_us), since)
-        limit = limits.get(dimension)
-        every[dimension] = state = DimensionState(
-            dimension=dimension,
-            limit=limit,
-            usage=usage.of(dimension),
-            reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs) if runs else 0,
-            provider=view,
-        )
-        if limit is not None:
-            configured[dimension] = state
-    day = day_totals_at(goal, at_us)
-    for dimension in DAILY_DIMENSIONS:  # type: ignore[assignment]
-        limit = limits.get(dimension)
-        every[dimension] = state = DimensionState(
-            dimension=dimension,
-            limit=limit,
-            usage=dimension_usage(day, weight, dimension),
-            reserved=tidy(sum(run_remaining(r, dimension, weight) for r in runs)) if runs else 0,
-            provider=None,
-            daily=True,
-        )
-        if limit is not None:
-            configured[dimension] = state
+    states = _dimension_states(goal, at_us, usage, runs, limits, limits.keys() | {"tpm"})
+    configured = {d: states[d] for d in limits}
     metered_us = goal.last_metered_at_us
     if metered_us is not None and metered_us > at_us:
         metered_us = None  # not yet observed as of at_us
@@ -569,7 +538,7 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         cases=goal.cases,
         tokens=goal.tokens,
         usage=usage,
-        every_dimension=every,
+        tpm=states["tpm"],
         dimensions=configured,
         observation_stale=metered_us is None or at_us - metered_us > max_observation_age_us(goal),
         last_observation_at_us=metered_us,
@@ -577,9 +546,74 @@ def evaluate(goal: GoalCapacity, at_us: int) -> Evaluation:
         cooldown_active=cooldown_us is not None and at_us < cooldown_us,
         active_runs=tuple(runs),
         active_cases=active_counts(runs),
-        spend=spend_at(goal, runs, weight),
+        spend=spend_at(goal, runs, usage.weight),
         pooled=goal.pool is not None,
     )
+
+
+def every_dimension(goal: GoalCapacity, at_us: int) -> dict[Dimension, DimensionState]:
+    """All six dimensions as of `at_us`, configured or not (provider reports are kept
+    for every one), in reporting order; each equal to `evaluate`'s where it has one."""
+    usage = usage_at(goal, at_us)
+    runs = active_runs_at(goal, at_us)
+    return _dimension_states(goal, at_us, usage, runs, limits_of(goal.tokens), DIMENSIONS)
+
+
+def _dimension_states(
+    goal: GoalCapacity,
+    at_us: int,
+    usage: Usage,
+    runs: list[ActiveRun],
+    limits: dict[Dimension, Limit],
+    wanted: Collection[Dimension],
+) -> dict[Dimension, DimensionState]:
+    """The `wanted` dimensions' states, in reporting order."""
+    states: dict[Dimension, DimensionState] = {}
+    weight = usage.weight
+    # A pooled goal's provider reports are the organisation's: they count at its pool.
+    reports = goal.provider if goal.pool is None else {}
+    now_totals = _totals_before(goal, len(goal.samples))
+    for dimension in MINUTE_DIMENSIONS:
+        if dimension not in wanted:
+            continue
+        report = reports.get(dimension)
+        view = None
+        if report is not None and report.at_us <= at_us:
+            since = dimension_usage(_difference(now_totals, report.totals), weight, dimension)
+            view = ProviderView(report, report.live_at(at_us), since)
+        states[dimension] = DimensionState(
+            dimension=dimension,
+            limit=limits.get(dimension),
+            usage=usage.of(dimension),
+            reserved=sum(forecast_of(r.request, dimension) or 0 for r in runs) if runs else 0,
+            provider=view,
+        )
+    daily = [d for d in DAILY_DIMENSIONS if d in wanted]
+    if daily:
+        states.update(_daily_states(goal, at_us, weight, runs, limits, daily))
+    return states
+
+
+def _daily_states(
+    goal: GoalCapacity,
+    at_us: int,
+    weight: float,
+    runs: list[ActiveRun],
+    limits: dict[Dimension, Limit],
+    daily: list[Dimension],
+) -> dict[Dimension, DimensionState]:
+    day = day_totals_at(goal, at_us)
+    return {
+        dimension: DimensionState(
+            dimension=dimension,
+            limit=limits.get(dimension),
+            usage=dimension_usage(day, weight, dimension),
+            reserved=tidy(sum(run_remaining(r, dimension, weight) for r in runs)) if runs else 0,
+            provider=None,
+            daily=True,
+        )
+        for dimension in daily
+    }
 
 
 def tidy(value: Number) -> Number:

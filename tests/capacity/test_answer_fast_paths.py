@@ -163,3 +163,50 @@ def test_release_finds_a_run_as_the_active_runs_list_does(tmp_path: Path) -> Non
         for run in ("r0", "r1", "r2", "r3", "r4", "nobody"):
             decision = cap.decide_release(goal, run, at_us)
             assert decision.ok == (run in active), (t, run)
+
+
+FORECASTS = {
+    "tpm": "forecast_tpm",
+    "itpm": "forecast_itpm",
+    "otpm": "forecast_otpm",
+    "rpm": "forecast_rpm",
+    "tpd": "forecast_tokens",
+    "rpd": "forecast_requests",
+}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    configured=st.sets(st.sampled_from(cap.DIMENSIONS)),
+    reported=st.sets(st.sampled_from(cap.MINUTE_DIMENSIONS)),
+    forecast=st.sets(st.sampled_from(cap.DIMENSIONS)),
+    gaps=st.lists(st.floats(0, 50_000), min_size=1, max_size=6),
+)
+def test_an_evaluation_builds_the_configured_dimensions_as_every_dimension_does(
+    configured: set[str], reported: set[str], forecast: set[str], gaps: list[float]
+) -> None:
+    """`evaluate` builds tpm and the configured dimensions only: each must be what the
+    whole list (`every_dimension`, for the views of every provider report) has."""
+    with (
+        tempfile.TemporaryDirectory() as directory,
+        Ledger.open(f"{directory}/j.jsonl") as ledger,
+    ):
+        quotas = {f"quota_{d}": 10**6 for d in configured}
+        ledger.configure(goal="g", max_active_cases=50, **quotas, at=at(0))
+        report = {d: {"limit": 10**6, "remaining": 10**5, "reset_at": None} for d in reported}
+        t = 0.0
+        for i, gap in enumerate(gaps):
+            t += gap
+            ledger.observe(
+                goal="g", uncached_input=i * 7, cached_input=3, output=i, provider=report, at=at(t)
+            )
+            forecasts = {FORECASTS[d]: 10 + i for d in forecast}
+            ledger.admit(goal="g", run=f"r{i}", arm="baseline", **forecasts, at=at(t))
+        goal = cap.goal_of(ledger.journal.state.capacity, "g")
+    for at_us in (goal.last_at_us, goal.last_at_us + 30_000_000, goal.last_at_us + 10**11):
+        ev = cap.evaluate(goal, at_us)
+        every = cap.every_dimension(goal, at_us)
+        assert list(every) == list(cap.DIMENSIONS)
+        assert ev.tpm == every["tpm"]
+        assert ev.dimensions == {d: s for d, s in every.items() if s.limit is not None}
+        assert list(ev.dimensions) == [d for d in cap.DIMENSIONS if d in ev.dimensions]

@@ -282,7 +282,10 @@ def test_remove_limit_and_remove_gate(ledger: Any) -> None:
 
 def test_metrics_per_dimension(ledger: Any) -> None:
     ledger.configure(goal="g", quota_tpm=1_000, quota_rpm=10, at=at(0))
-    report = {"rpm": {"limit": 10, "remaining": 4, "reset_at": at(30)}}
+    report = {
+        "rpm": {"limit": 10, "remaining": 4, "reset_at": at(30)},
+        "otpm": {"limit": 90, "remaining": 80, "reset_at": at(30)},  # not configured
+    }
     ledger.observe(goal="g", uncached_input=10, cached_input=0, output=0, provider=report, at=at(1))
     families = ledger.metrics(goal="g", at=at(2))["metrics"]
 
@@ -291,7 +294,7 @@ def test_metrics_per_dimension(ledger: Any) -> None:
 
     assert series("quotaledger_load") == {"tpm": 10, "rpm": 6}  # rpm: the provider's 6 used
     assert series("quotaledger_target") == {"tpm": 900, "rpm": 9}
-    assert series("quotaledger_provider_remaining") == {"rpm": 4}
+    assert series("quotaledger_provider_remaining") == {"otpm": 80, "rpm": 4}
 
 
 @pytest.mark.parametrize(
