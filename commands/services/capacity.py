@@ -66,15 +66,7 @@ class CapacityService(ServiceBase):
     def observe(self, request: ObserveRequest) -> ObserveAnswer:
         """Record provider usage (a zero-token measured observation is a heartbeat)."""
         goal, run = request.goal, request.run
-        counts = observed_counts(
-            request.usage,
-            request.usage_format,
-            uncached_input=request.uncached_input,
-            cached_input=request.cached_input,
-            cache_write_input=request.cache_write_input,
-            output=request.output,
-            requests=request.requests,
-        )
+        counts = observed_counts(request)
         headers = provider_headers_of(request.provider_headers, request.provider)
         fixed_report = provider_report(request.provider)
         request_id = request_id_of(request.request_id, counts, headers)

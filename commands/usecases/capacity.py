@@ -263,15 +263,7 @@ class ObserveRequest(Request):
             )
 
     def check_contents(self) -> None:
-        observed_counts(
-            self.usage,
-            self.usage_format,
-            uncached_input=self.uncached_input,
-            cached_input=self.cached_input,
-            cache_write_input=self.cache_write_input,
-            output=self.output,
-            requests=self.requests,
-        )
+        observed_counts(self)
         provider_headers_of(self.provider_headers, self.provider)
 
 
@@ -502,19 +494,27 @@ class ReleaseAnswer(Answer):
 # -- what the service reads of a request (a client of a server checks it before sending)
 
 
-def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict[str, Any]:
+OBSERVED_COUNTS = ("uncached_input", "cached_input", "cache_write_input", "output", "requests")
+"""The count arguments of `observe`, which `usage` gives instead."""
+
+
+def observed_counts(request: ObserveRequest) -> dict[str, Any]:
     """An observation's counters: from a provider's usage body, or from the count
     arguments (absent ones 0; `requests` stays null, SPEC §3.6), never both."""
-    if usage is None:  # a runner's every call: nothing to look up
+    usage = request.usage
+    if usage is None:  # a runner's every call: the counts as given, nothing to look up
         return {
-            name: (None if name == "requests" else 0) if value is None else value
-            for name, value in counts.items()
+            "uncached_input": request.uncached_input or 0,
+            "cached_input": request.cached_input or 0,
+            "cache_write_input": request.cache_write_input or 0,
+            "output": request.output or 0,
+            "requests": request.requests,
         }
     # The provider formats load only when used: `admit` and a plain `observe` (a
     # runner's every call) never pay for them.
     from quotaledger.adapters.usage import parse_usage, plain, usage_of
 
-    given = tuple(name for name, value in counts.items() if value is not None)
+    given = tuple(name for name in OBSERVED_COUNTS if getattr(request, name) is not None)
     if given:
         raise InvalidInput(
             lambda names: (
@@ -524,6 +524,7 @@ def observed_counts(usage: Any, usage_format: str, **counts: int | None) -> dict
             about=("usage", *given),
             option="--usage",
         )
+    usage_format = request.usage_format
     mapped = (
         parse_usage(usage, usage_format)
         if isinstance(usage, str)
