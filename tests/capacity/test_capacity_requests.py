@@ -53,3 +53,31 @@ def test_a_bad_value_is_refused_by_the_request_in_the_callers_words(
     assert by_api.value.message.startswith(keyword), by_api.value.message
     assert by_cli.json["error"]["message"].startswith(flag), by_cli.json
     assert not (tmp_path / "j.jsonl").exists()  # nothing was written, not even a file
+
+
+def test_an_admit_requests_payload_copies_every_field_of_the_same_name() -> None:
+    """`payload` spells its fields out: each field the event shares with the request
+    (every one but the class, `run_class` there) must be the request's, none left out."""
+    from quotaledger.usecases import capacity as ucap
+
+    given: dict[str, Any] = {
+        "goal": "g",
+        "run": "r",
+        "case": "c",
+        "arm": "treatment",
+        "class_": "evaluator",
+        "forecast_tpm": 11,
+        "lease_s": 12,
+        "forecast_itpm": 13,
+        "forecast_otpm": 14,
+        "forecast_rpm": 15,
+        "forecast_tokens": 16,
+        "forecast_requests": 17,
+        "forecast_usd": 1.5,
+    }
+    request = decoding.decode(ucap.AdmitRequest, given, decoding.API)
+    payload = request.payload()
+    shared = [f for f in payload.__struct_fields__ if f != "run_class"]
+    assert set(shared) == set(given) - {"goal", "class_"}
+    assert {f: getattr(payload, f) for f in shared} == {f: given[f] for f in shared}
+    assert payload.run_class == "evaluator"
