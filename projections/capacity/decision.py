@@ -160,6 +160,8 @@ def cap_reasons(spend: Spend, request: AdmitRequest) -> list[str]:
     """The spend caps' reasons (SPEC §12.4), each once whatever units fail it: per unit
     `spend_cap_reached` when spent >= cap, else `spend_cap_exceeded` when spent + the
     active runs' remaining forecasts + this request's forecast > cap."""
+    if not spend.capped:  # a goal without caps: nothing to compare
+        return []
     reached, exceeded = spend.failing(request)
     return [
         r
