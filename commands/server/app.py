@@ -285,16 +285,24 @@ class Api:
         try:
             request = routes.request_of_body(case, bytes(cycle.body))
         except Error as error:
-            self._direct_reply(cycle, error_reply(error))
+            self._refuse_direct(cycle, error)
             return True
         except Exception as exc:  # a fault of ours, as the ASGI path answers it
-            self._direct_reply(cycle, error_reply(internal_error(exc)))
+            self._refuse_direct(cycle, internal_error(exc))
             return True
         if getattr(request, "wait_s", None) is not None:  # an admit that may wait
             return False
         cycle.on_outcome = self._direct_outcome
         self._queue(Work(case, request, cycle))
         return True
+
+    def _refuse_direct(self, cycle: DirectCycle, error: Error) -> None:
+        """Answer a request refused as it is decoded, once the parser is done with the
+        bytes at hand: answered from inside the parser, the connection would arm its
+        keep-alive timer before reading a request pipelined behind (which then could
+        be closed under it), where uvicorn answers only from outside the parser."""
+        assert self.loop is not None
+        self.loop.call_soon(self._direct_reply, cycle, error_reply(error))
 
     def _direct_outcome(self, cycle: DirectCycle, outcome: Any) -> None:
         try:
